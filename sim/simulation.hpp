@@ -1,0 +1,70 @@
+// The engine: many independent trials of an L-layer stack, measured at every layer.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "inputs.hpp"
+#include "mask.hpp"
+#include "types.hpp"
+
+namespace rcsim {
+
+// A per-layer measure as stored in /metrics: name, long_name and units attributes.
+struct MeasureInfo {
+  const char* name;
+  const char* long_name;
+  const char* units;
+};
+
+// Token measures, layers 0..L (layer 0 = the input), in the order of TokenMeasures.
+const std::vector<MeasureInfo>& token_measure_info();
+// Attention diagnostics, layers 0..L-1 (the layer t -> t+1 is reported at t).
+const std::vector<MeasureInfo>& attention_measure_info();
+
+struct RunResults {
+  int trials = 0, layers = 0, spectrum_size = 0;
+  // token[m] is trials x (L + 1), for the m-th entry of token_measure_info().
+  std::vector<Matrix> token;
+  // attention[m] is trials x L; the last entry counts degenerate rows of the normalisation.
+  std::vector<Matrix> attention;
+  std::vector<Matrix> spectrum;               // per trial: (L + 1) x min(N, d), if requested
+  std::vector<std::vector<Matrix>> snapshots; // per trial, per requested layer: N x d
+  std::vector<int> underflow_layer;  // first layer where mu < DBL_MIN (-1: never)
+  std::vector<int> nonfinite_layer;  // first layer with a non-finite entry (-1: never); the trial
+                                     // stops there and later measures are NaN
+  std::vector<int> degenerate_total; // degenerate rows summed over layers
+};
+
+struct EngineSetup {
+  Config config;
+  MaskMatrix mask;
+  MaskGraph graph;
+  InputFiles files;
+  int max_rank = 0;        // largest rank the layers 1..L allow
+  int max_rank_input = 0;  // min(N, d), for layer 0
+};
+
+// Everything the engine needs before the first trial: the mask and the input files, read and
+// checked (UsageError for bad files or shapes).
+EngineSetup prepare(const Config& c);
+
+// Run one trial, writing row `trial` of the results (which must be sized by allocate_results).
+void run_trial(const EngineSetup& s, int trial, RunResults& r);
+RunResults allocate_results(const EngineSetup& s);
+
+// Run all trials on `threads` worker threads (0 = all cores). The result is bitwise identical
+// for any thread count. `cancel` is polled between layers; when set, throws Interrupted.
+struct Interrupted : std::runtime_error {
+  Interrupted() : std::runtime_error("interrupted") {}
+};
+RunResults run_simulation(const EngineSetup& s, int threads, const std::atomic<bool>* cancel = nullptr,
+                          const std::function<void(int done, int total)>& progress = {});
+
+// Number of worker threads actually used for `requested` (0 = hardware concurrency) and `trials`.
+int resolve_threads(int requested, int trials);
+
+}  // namespace rcsim

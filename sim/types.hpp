@@ -1,0 +1,17 @@
+// Common matrix types. Tokens are the rows of an N x d matrix (row-vector convention: x -> x W).
+#pragma once
+
+#include <Eigen/Dense>
+#include <cstdint>
+
+namespace rcsim {
+
+using Matrix = Eigen::MatrixXd;
+using Vector = Eigen::VectorXd;
+using RowVector = Eigen::RowVectorXd;
+// Attention mask: entry (i, j) is 1 iff token i may attend to token j.
+using MaskMatrix = Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic>;
+// Row-major matrix, the memory order of HDF5 datasets.
+using RowMajorMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+}  // namespace rcsim
