@@ -1,0 +1,135 @@
+// Configuration vocabulary: defaults, derived defaults, precedence, and every usage error.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "config.hpp"
+#include "errors.hpp"
+
+using namespace rcsim;
+using Catch::Matchers::Contains;
+
+namespace {
+std::string write_temp(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+}  // namespace
+
+TEST_CASE("defaults and derived defaults are resolved", "[config]") {
+  const Config c = make_config({{"model.dim", "9"}, {"model.tokens", "5"}});
+  CHECK(c.model.key_dim == 9);
+  CHECK(c.model.d_qk == 9.0);
+  CHECK(c.weights.q.std == Approx(1.0 / 3.0));
+  CHECK(c.metrics.rank_rtol == 9 * std::numeric_limits<double>::epsilon());
+  CHECK(c.values.at("model.key_dim") == "9");
+  SECTION("d_qk follows key_dim unless given") {
+    CHECK(make_config({{"model.key_dim", "4"}}).model.d_qk == 4.0);
+    CHECK(make_config({{"model.d_qk", "0.015625"}}).model.d_qk == 1.0 / 64.0);
+  }
+}
+
+TEST_CASE("the resolved INI text reads back to the same configuration", "[config]") {
+  const Config c = make_config({{"mask.type", "sliding_window"}, {"mask.window", "3"}, {"norm.type", "layernorm"},
+                                {"norm.gain", "1 2 3 4"}, {"weights.v", "fixed"},
+                                {"weights.v_matrix", "1 0 0 0; 0 1 0 0; 0 0 1 0; 0 0 0 0.5"},
+                                {"model.d_qk", "0.1"}});
+  const std::string path = write_temp("rcsim_test_roundtrip.ini", c.to_ini());
+  const ParsedArgs p = parse_config_sources({}, path);
+  const Config back = make_config(p.values);
+  CHECK(back.to_ini() == c.to_ini());
+  CHECK(back.model.d_qk == 0.1);
+  CHECK(back.weights.v.matrix(3, 3) == 0.5);
+  CHECK(back.norm.gain == std::vector<double>{1, 2, 3, 4});
+}
+
+TEST_CASE("command line wins over the file, file over defaults", "[config]") {
+  const std::string path = write_temp("rcsim_test_prec.ini", "[model]\ntokens = 7\nlayers = 3\n[mask]\ntype = causal\n");
+  const ParsedArgs p = parse_config_sources({"--model.tokens=11"}, path);
+  const Config c = make_config(p.values);
+  CHECK(c.model.tokens == 11);  // command line
+  CHECK(c.model.layers == 3);   // file
+  CHECK(c.mask.type == MaskType::causal);
+  CHECK(c.model.dim == 4);      // default
+}
+
+TEST_CASE("sweep sections are collected as axes", "[config][sweep]") {
+  const std::string path =
+      write_temp("rcsim_test_sweep.ini", "[sweep]\nmask.type = complete, causal\nmodel.d_qk = 0.015625, 1, 64\n");
+  const ParsedArgs p = parse_config_sources({}, path);
+  REQUIRE(p.sweep.size() == 2);
+  CHECK(p.sweep[0].first == "mask.type");
+  CHECK(p.sweep[1].second == std::vector<std::string>{"0.015625", "1", "64"});
+}
+
+TEST_CASE("inline matrices", "[config]") {
+  const Matrix m = parse_inline_matrix("weights.v_matrix", "0.5 1; 0 1");
+  REQUIRE(m.rows() == 2);
+  REQUIRE(m.cols() == 2);
+  CHECK(m(0, 0) == 0.5);
+  CHECK(m(0, 1) == 1.0);
+  CHECK(m(1, 0) == 0.0);
+  CHECK_THROWS_WITH(parse_inline_matrix("weights.v_matrix", "1 2; 3"), Contains("row 1"));
+  CHECK_THROWS_WITH(parse_inline_matrix("init.matrix", "1 x; 3 4"), Contains("'x' is not a finite number"));
+}
+
+TEST_CASE("bad values stop with a message naming the key", "[config]") {
+  using Case = std::pair<std::map<std::string, std::string>, std::string>;
+  const std::vector<Case> cases = {
+      {{{"model.tokenz", "3"}}, "unknown key 'model.tokenz'"},
+      {{{"model.tokens", "3.5"}}, "model.tokens"},
+      {{{"model.tokens", "0"}}, "model.tokens"},
+      {{{"model.dim", "0"}}, "model.dim"},
+      {{{"model.layers", "-1"}}, "model.layers"},
+      {{{"model.heads", "0"}}, "model.heads"},
+      {{{"run.trials", "0"}}, "run.trials"},
+      {{{"mask.window", "0"}}, "mask.window"},
+      {{{"model.d_qk", "0"}}, "model.d_qk"},
+      {{{"model.d_qk", "-1"}}, "model.d_qk"},
+      {{{"norm.eps", "-1e-5"}}, "norm.eps"},
+      {{{"weights.q_std", "-0.1"}}, "weights.q_std"},
+      {{{"mask.type", "diagonal"}}, "allowed: complete | causal"},
+      {{{"norm.type", "batchnorm"}}, "norm.type"},
+      {{{"weights.v", "random"}}, "weights.v"},
+      {{{"init.type", "uniform"}}, "init.type"},
+      {{{"weights.v", "fixed"}, {"weights.v_matrix", "1 0; 0 1"}}, "expected [4, 4]"},
+      {{{"weights.v", "fixed"}}, "weights.v_matrix"},
+      {{{"init.type", "fixed"}, {"init.matrix", "1 2 3 4; 5 6 7 oops"}}, "init.matrix"},
+      {{{"mask.type", "custom"}}, "mask.file"},
+      {{{"norm.gain", "1 2"}}, "norm.gain"},
+      {{{"run.seed", "-5"}}, "run.seed"},
+      {{{"output.tokens", "3,99"}}, "output.tokens"},
+      {{{"weights.shared", "maybe"}}, "weights.shared"},
+      {{{"model.tokens", "1e999"}}, "model.tokens"},
+  };
+  for (const auto& [values, needle] : cases) {
+    INFO("values: " << values.begin()->first << " = " << values.begin()->second);
+    CHECK_THROWS_AS(make_config(values), UsageError);
+    CHECK_THROWS_WITH(make_config(values), Contains(needle));
+  }
+}
+
+TEST_CASE("unknown keys in a file or on the command line are named", "[config]") {
+  const std::string path = write_temp("rcsim_test_unknown.ini", "[model]\ntokenz = 3\n");
+  CHECK_THROWS_WITH(parse_config_sources({}, path), Contains("model.tokenz"));
+  CHECK_THROWS_WITH(parse_config_sources({"--mask.typo=1"}, std::nullopt), Contains("mask.typo"));
+  CHECK_THROWS_WITH(parse_config_sources({}, std::string("/nonexistent/rcsim.ini")), Contains("/nonexistent/rcsim.ini"));
+}
+
+TEST_CASE("token snapshot lists", "[config]") {
+  CHECK(make_config({{"model.layers", "4"}, {"output.tokens", "final"}}).output.token_layers == std::vector<int>{4});
+  CHECK(make_config({{"model.layers", "2"}, {"output.tokens", "all"}}).output.token_layers == std::vector<int>{0, 1, 2});
+  CHECK(make_config({{"model.layers", "9"}, {"output.tokens", "3, 0,9"}}).output.token_layers == std::vector<int>{0, 3, 9});
+}
+
+TEST_CASE("largest rank the layer allows", "[config]") {
+  CHECK(max_rank_after_layer(make_config({{"model.tokens", "8"}, {"model.dim", "4"}})) == 4);
+  CHECK(max_rank_after_layer(make_config({{"model.tokens", "8"}, {"model.dim", "4"}, {"norm.type", "layernorm"}})) == 3);
+  CHECK(max_rank_after_layer(make_config({{"model.tokens", "2"}, {"model.dim", "4"}, {"norm.type", "projection"}})) == 2);
+  CHECK(max_rank_after_layer(
+            make_config({{"model.tokens", "8"}, {"model.dim", "4"}, {"norm.type", "layernorm"}, {"norm.bias", "0.5"}})) == 4);
+}

@@ -1,0 +1,189 @@
+// HDF5 layer, run files, input files, reproducibility and thread-count invariance.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config.hpp"
+#include "errors.hpp"
+#include "hdf5_file.hpp"
+#include "run_file.hpp"
+#include "simulation.hpp"
+
+using namespace rcsim;
+using Catch::Matchers::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+std::string temp_path(const std::string& name) { return (fs::temp_directory_path() / name).string(); }
+
+void write_array(const std::string& file, const std::string& name, const std::vector<hsize_t>& shape,
+                 const std::vector<double>& data) {
+  const h5::File f = fs::exists(file) ? h5::File::open_readwrite(file) : h5::File::create(file);
+  f.write(name, shape, data.data());
+}
+}  // namespace
+
+TEST_CASE("HDF5 round trip of a non-square matrix keeps C order", "[io]") {
+  const std::string file = temp_path("rcsim_test_roundtrip.h5");
+  RowMajorMatrix m(2, 3);
+  m << 1, 2, 3, 4, 5, 6;
+  {
+    const h5::File f = h5::File::create(file);
+    f.write("m", {2, 3}, m.data());
+    f.set_attr("note", "ünïcode");
+    f.set_attr("count", 7);
+  }
+  const h5::File f = h5::File::open_read(file);
+  const h5::Array a = f.read("m");
+  CHECK(a.shape == std::vector<hsize_t>{2, 3});
+  CHECK(a.data == std::vector<double>{1, 2, 3, 4, 5, 6});  // row-major: row 0 first
+  const RowMajorMatrix back = f.read_matrix("m", {2, 3});
+  CHECK(back == m);
+  // Through a column-major Eigen matrix, the element (1, 0) stays (1, 0).
+  const Matrix col_major = back;
+  CHECK(col_major(1, 0) == 4.0);
+  CHECK(f.attr_string("note") == "ünïcode");
+  CHECK(f.attr_int("count") == 7);
+  CHECK_THROWS_WITH(f.read_matrix("m", {3, 2}), Contains("expected shape [3, 2], got [2, 3]"));
+  CHECK_THROWS_WITH(f.read("missing"), Contains("missing"));
+}
+
+TEST_CASE("a run file has the contracted layout", "[io]") {
+  const std::string out = temp_path("rcsim_test_run/layout.h5");
+  fs::remove_all(fs::path(out).parent_path());
+  const Config c = make_config({{"model.tokens", "5"}, {"model.dim", "3"}, {"model.layers", "4"},
+                                {"run.trials", "3"}, {"output.file", out}, {"output.spectrum", "true"},
+                                {"output.tokens", "0,4"}, {"mask.type", "causal"}, {"norm.type", "layernorm"}});
+  run_to_file(c, {"test", 1}, nullptr, false);
+  REQUIRE(fs::exists(out));
+  CHECK_FALSE(fs::exists(out + ".tmp"));
+  const h5::File f = h5::File::open_read(out);
+  CHECK(f.attr_string("filetype") == "rcsim-run");
+  CHECK(f.attr_int("complete") == 1);
+  CHECK(f.attr_int("max_rank") == 2);  // layernorm without bias: min(N, d - 1)
+  CHECK(f.read("metrics/mu").shape == std::vector<hsize_t>{3, 5});
+  CHECK(f.read("metrics/attn_min").shape == std::vector<hsize_t>{3, 4});
+  CHECK(f.read("metrics/spectrum").shape == std::vector<hsize_t>{3, 5, 3});
+  CHECK(f.read("tokens").shape == std::vector<hsize_t>{3, 2, 5, 3});
+  CHECK(f.read("tokens_layer").data == std::vector<double>{0, 4});
+  CHECK(f.read("summary/log10_mu_median").shape == std::vector<hsize_t>{5});
+  CHECK(f.read("summary/full_rank_fraction").shape == std::vector<hsize_t>{5});
+  CHECK(f.read("mask").data == std::vector<double>{1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1});
+}
+
+TEST_CASE("the stored configuration reproduces the run bit for bit", "[io]") {
+  const std::string out = temp_path("rcsim_test_repro.h5");
+  const Config c = make_config({{"model.tokens", "6"}, {"model.dim", "4"}, {"model.layers", "5"},
+                                {"run.trials", "4"}, {"output.file", out}, {"norm.type", "rmsnorm"},
+                                {"model.heads", "2"}, {"model.d_qk", "0.3"}});
+  run_to_file(c, {"test", 1}, nullptr, false);
+  const h5::File f = h5::File::open_read(out);
+  const std::string ini = f.read_string("config");
+  const std::string ini_path = temp_path("rcsim_test_repro.ini");
+  std::ofstream(ini_path) << ini;
+  const Config again = make_config(parse_config_sources({}, ini_path).values);
+  const RunResults r = run_simulation(prepare(again), 2);
+  const h5::Array mu = f.read("metrics/mu");
+  for (int t = 0; t < 4; ++t)
+    for (int l = 0; l <= 5; ++l) CHECK(r.token[0](t, l) == mu.data[static_cast<std::size_t>(t * 6 + l)]);
+}
+
+TEST_CASE("results are bitwise identical for 1 and 2 threads", "[io]") {
+  const Config c = make_config({{"model.tokens", "7"}, {"model.dim", "5"}, {"model.layers", "9"},
+                                {"run.trials", "11"}, {"norm.type", "sphere"}, {"weights.v", "orthogonal"},
+                                {"output.spectrum", "true"}});
+  const EngineSetup s = prepare(c);
+  const RunResults a = run_simulation(s, 1), b = run_simulation(s, 2);
+  for (std::size_t m = 0; m < a.token.size(); ++m) CHECK(a.token[m].cwiseEqual(b.token[m]).all());
+  for (std::size_t m = 0; m < a.attention.size(); ++m) CHECK(a.attention[m].cwiseEqual(b.attention[m]).all());
+  for (std::size_t t = 0; t < a.spectrum.size(); ++t) CHECK(a.spectrum[t] == b.spectrum[t]);
+  SECTION("and different seeds give different trials") {
+    Config c2 = c;
+    c2.run.seed += 1;
+    CHECK(run_simulation(prepare(c2), 1).token[0](0, 0) != a.token[0](0, 0));
+  }
+}
+
+TEST_CASE("input files: X0, weights and custom masks", "[io]") {
+  const std::string file = temp_path("rcsim_test_inputs.h5");
+  fs::remove(file);
+  // X0 [N, d] = rows (1, 0), (0, 1), (1, 1); W_V = identity per layer; causal custom mask.
+  write_array(file, "X0", {3, 2}, {1, 0, 0, 1, 1, 1});
+  write_array(file, "W_V", {2, 2}, {1, 0, 0, 1});
+  write_array(file, "mask", {3, 3}, {1, 0, 0, 1, 1, 0, 1, 1, 1});
+  const std::map<std::string, std::string> base = {
+      {"model.tokens", "3"}, {"model.dim", "2"}, {"model.layers", "1"}, {"run.trials", "1"},
+      {"init.type", "file"}, {"init.file", file}, {"weights.v", "file"}, {"weights.file", file},
+      {"weights.q", "zero"}, {"weights.k", "zero"}, {"mask.type", "custom"}, {"mask.file", file},
+      {"output.tokens", "all"}};
+  const RunResults r = run_simulation(prepare(make_config(base)), 1);
+  // Uniform causal attention with identity W_V: token 2 becomes the mean of all three.
+  const Matrix& X1 = r.snapshots[0][1];
+  CHECK(X1(0, 0) == 1.0);
+  CHECK(X1(1, 0) == 0.5);
+  CHECK(X1(2, 1) == Approx(2.0 / 3.0));
+
+  SECTION("a wrong shape names the dataset, the expected and the actual shape") {
+    auto v = base;
+    v["model.dim"] = "3";
+    v["weights.v"] = "identity";
+    CHECK_THROWS_WITH(prepare(make_config(v)), Contains("/mask") || Contains("X0"));
+    v["mask.type"] = "complete";
+    CHECK_THROWS_AS(prepare(make_config(v)), UsageError);
+    CHECK_THROWS_WITH(prepare(make_config(v)), Contains("dataset /X0 has shape [3, 2], expected [3, 3] or [1, 3, 3]"));
+  }
+  SECTION("a missing dataset is named") {
+    auto v = base;
+    v["weights.q"] = "file";
+    CHECK_THROWS_WITH(prepare(make_config(v)), Contains("W_Q"));
+  }
+  SECTION("a missing file is named") {
+    auto v = base;
+    v["init.file"] = "/nonexistent/x0.h5";
+    CHECK_THROWS_AS(prepare(make_config(v)), UsageError);
+    CHECK_THROWS_WITH(prepare(make_config(v)), Contains("/nonexistent/x0.h5"));
+  }
+  SECTION("a custom mask without self-loops is rejected") {
+    const std::string bad = temp_path("rcsim_test_badmask.h5");
+    fs::remove(bad);
+    write_array(bad, "mask", {3, 3}, {1, 0, 0, 1, 0, 0, 1, 1, 1});
+    auto v = base;
+    v["mask.file"] = bad;
+    CHECK_THROWS_WITH(prepare(make_config(v)), Contains("self-loop"));
+  }
+}
+
+TEST_CASE("an unwritable output leaves nothing behind", "[io]") {
+  const Config c = make_config({{"output.file", "/proc/rcsim_cannot_write_here/x.h5"}, {"model.layers", "2"}});
+  CHECK_THROWS_AS(run_to_file(c, {"test", 1}, nullptr, false), UsageError);
+  const std::string out = temp_path("rcsim_test_fail.h5");
+  fs::remove(out);
+  const Config bad = make_config({{"output.file", out}, {"init.type", "file"}, {"init.file", "/nonexistent.h5"}});
+  CHECK_THROWS(run_to_file(bad, {"test", 1}, nullptr, false));
+  CHECK_FALSE(fs::exists(out));
+  CHECK_FALSE(fs::exists(out + ".tmp"));
+}
+
+TEST_CASE("non-finite tokens stop the trial and are reported, not silent", "[io]") {
+  // W_V = 1e200 I without normalisation overflows after two layers.
+  const Config c = make_config({{"model.tokens", "3"}, {"model.dim", "2"}, {"model.layers", "5"},
+                                {"weights.v", "fixed"}, {"weights.v_matrix", "1e200 0; 0 1e200"},
+                                {"run.trials", "1"}});
+  const RunResults r = run_simulation(prepare(c), 1);
+  CHECK(r.nonfinite_layer[0] == 2);
+  CHECK(std::isnan(r.token[0](0, 3)));
+  CHECK(std::isfinite(r.token[0](0, 1)));
+}
+
+TEST_CASE("underflow of mu is reported with its layer", "[io]") {
+  // Uniform attention over all tokens with W_V = 1e-170 I: identical tokens after one layer
+  // (mu = 0 up to round-off of 1e-170-sized numbers), then far below DBL_MIN.
+  const Config c = make_config({{"model.tokens", "3"}, {"model.dim", "2"}, {"model.layers", "3"},
+                                {"weights.q", "zero"}, {"weights.k", "zero"}, {"weights.v", "fixed"},
+                                {"weights.v_matrix", "1e-170 0; 0 1e-170"}, {"run.trials", "1"}});
+  const RunResults r = run_simulation(prepare(c), 1);
+  CHECK(r.underflow_layer[0] >= 1);
+  CHECK(r.underflow_layer[0] <= 2);
+  CHECK(r.token[0].allFinite());
+}

@@ -1,0 +1,101 @@
+// Measures of a token matrix (SCIENCE.md section 4).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "metrics.hpp"
+#include "random.hpp"
+
+using namespace rcsim;
+using Catch::Matchers::WithinAbs;
+using Catch::Matchers::WithinRel;
+
+TEST_CASE("token similarity worked by hand", "[metrics]") {
+  // Tokens (0,0), (2,0), (4,3)... mean (2, 1); deviations (-2,-1), (0,-1), (2,2): squares 5+1+8.
+  Matrix X(3, 2);
+  X << 0, 0, 2, 0, 4, 3;
+  CHECK_THAT(token_similarity(X), WithinRel(std::sqrt(14.0), 1e-15));
+  SECTION("identical tokens: mu = 0") { CHECK(token_similarity(Matrix::Constant(4, 3, 1.7)) == 0.0); }
+}
+
+TEST_CASE("mu is invariant under adding the same vector to every token", "[metrics]") {
+  RandomStream rng(11, 0);
+  Matrix X(9, 5);
+  rng.fill_normal(X);
+  RowVector v(5);
+  v << 3, -1, 0.5, 10, 2;
+  const Matrix Y = X.rowwise() + v;
+  CHECK_THAT(token_similarity(Y), WithinRel(token_similarity(X), 1e-13));
+}
+
+TEST_CASE("mu far below 1e-154 does not underflow", "[metrics]") {
+  Matrix X(2, 1);
+  X << 1e-200, -1e-200;
+  CHECK_THAT(token_similarity(X), WithinRel(std::sqrt(2.0) * 1e-200, 1e-14));
+}
+
+TEST_CASE("singular values worked by hand", "[metrics]") {
+  // diag(3, 4) in a 3 x 2 matrix has singular values 4 and 3.
+  Matrix X = Matrix::Zero(3, 2);
+  X(0, 0) = 3;
+  X(1, 1) = 4;
+  const Vector s = singular_values(X);
+  REQUIRE(s.size() == 2);
+  CHECK_THAT(s(0), WithinRel(4.0, 1e-15));
+  CHECK_THAT(s(1), WithinRel(3.0, 1e-15));
+  CHECK_THAT(rank_one_residual(s), WithinRel(3.0 / 5.0, 1e-15));
+  CHECK_THAT(stable_rank(s), WithinRel(25.0 / 16.0, 1e-15));
+}
+
+TEST_CASE("rank of a rank-k product is k", "[metrics]") {
+  const int n = 12, d = 8;
+  const int k = GENERATE(0, 1, 2, 5, 8);
+  RandomStream rng(5, static_cast<std::uint64_t>(k));
+  Matrix A(n, std::max(k, 1)), B(std::max(k, 1), d);
+  rng.fill_normal(A);
+  rng.fill_normal(B);
+  const Matrix X = k == 0 ? Matrix::Zero(n, d) : Matrix(A * B);
+  const Vector s = singular_values(X);
+  const double rtol = std::max(n, d) * std::numeric_limits<double>::epsilon();
+  CHECK(numerical_rank(s, rtol, 0.0) == k);
+  SECTION("an absolute tolerance above every singular value gives rank 0") {
+    CHECK(numerical_rank(s, rtol, 1e300) == 0);
+  }
+}
+
+TEST_CASE("antipodal clusters: mu > 0 but rank one", "[metrics]") {
+  Matrix X(4, 3);
+  X << 1, 2, 3, -1, -2, -3, 1, 2, 3, -1, -2, -3;
+  const Vector s = singular_values(X);
+  CHECK(token_similarity(X) > 1.0);
+  CHECK_THAT(rank_one_residual(s), WithinAbs(0.0, 1e-15));
+  CHECK(numerical_rank(s, 4 * std::numeric_limits<double>::epsilon(), 0.0) == 1);
+  CHECK_THAT(cos_abs_mean(X), WithinRel(1.0, 1e-15));
+}
+
+TEST_CASE("mean absolute cosine worked by hand", "[metrics]") {
+  // Tokens e1, e2, (e1 + e2)/sqrt 2: |cos| pairs 0, 1/sqrt2, 1/sqrt2 (each counted twice).
+  Matrix X(3, 2);
+  X << 1, 0, 0, 1, 1, 1;
+  CHECK_THAT(cos_abs_mean(X), WithinRel(2.0 / 3.0 / std::sqrt(2.0), 1e-15));
+  SECTION("zero tokens are left out; one nonzero token is undefined") {
+    Matrix Z = Matrix::Zero(3, 2);
+    Z(0, 0) = 1;
+    CHECK(std::isnan(cos_abs_mean(Z)));
+  }
+}
+
+TEST_CASE("measure_tokens ties the measures together", "[metrics]") {
+  RandomStream rng(2, 0);
+  Matrix X(6, 4);
+  rng.fill_normal(X);
+  Vector s;
+  const TokenMeasures m = measure_tokens(X, {1e-14, 0.0, 3}, s);
+  CHECK_THAT(m.fro_norm, WithinRel(s.norm(), 1e-14));
+  CHECK_THAT(m.mu_rel, WithinRel(m.mu / m.fro_norm, 1e-15));
+  CHECK(m.sigma_max == s(0));
+  CHECK(m.sigma_min == s(3));
+  CHECK(m.sigma_at_max_rank == s(2));
+  CHECK(m.rank == 4);
+}
