@@ -49,6 +49,17 @@ void write_summary(const h5::Group& g, const std::string& name, const Eigen::Ref
   }
 }
 
+// A [trial, layer] measure with its attributes and dimension scales.
+h5::Dataset write_measure(const h5::Group& g, const MeasureInfo& info, const Eigen::Ref<const Matrix>& m,
+                          const h5::Dataset& trial_scale, const h5::Dataset& layer_scale) {
+  const h5::Dataset ds = write_matrix(g, info.name, m);
+  ds.set_attr("long_name", info.long_name);
+  ds.set_attr("units", info.units);
+  ds.attach_scale(trial_scale, 0);
+  ds.attach_scale(layer_scale, 1);
+  return ds;
+}
+
 }  // namespace
 
 std::string utc_now() {
@@ -113,11 +124,7 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
   const h5::Group metrics = f.create_group("metrics");
   for (std::size_t i = 0; i < token_measure_info().size(); ++i) {
     const MeasureInfo& info = token_measure_info()[i];
-    const h5::Dataset ds = write_matrix(metrics, info.name, r.token[i]);
-    ds.set_attr("long_name", info.long_name);
-    ds.set_attr("units", info.units);
-    ds.attach_scale(trial, 0);
-    ds.attach_scale(layer, 1);
+    const h5::Dataset ds = write_measure(metrics, info, r.token[i], trial, layer);
     if (std::string(info.name) == "rank") {
       ds.set_attr("rtol", c.metrics.rank_rtol);
       ds.set_attr("atol", c.metrics.rank_atol);
@@ -127,14 +134,8 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
       ds.set_attr("max_rank_input", s.max_rank_input);
     }
   }
-  for (std::size_t i = 0; i < attention_measure_info().size(); ++i) {
-    const MeasureInfo& info = attention_measure_info()[i];
-    const h5::Dataset ds = write_matrix(metrics, info.name, r.attention[i]);
-    ds.set_attr("long_name", info.long_name);
-    ds.set_attr("units", info.units);
-    ds.attach_scale(trial, 0);
-    ds.attach_scale(attn_layer, 1);
-  }
+  for (std::size_t i = 0; i < attention_measure_info().size(); ++i)
+    write_measure(metrics, attention_measure_info()[i], r.attention[i], trial, attn_layer);
   if (!r.spectrum.empty()) {
     const auto m = static_cast<std::size_t>(r.spectrum_size);
     std::vector<double> data;
