@@ -52,7 +52,7 @@ void write_summary(const h5::Group& g, const std::string& name, const Eigen::Ref
 // A [trial, layer] measure with its attributes and dimension scales.
 h5::Dataset write_measure(const h5::Group& g, const MeasureInfo& info, const Eigen::Ref<const Matrix>& m,
                           const h5::Dataset& trial_scale, const h5::Dataset& layer_scale) {
-  const h5::Dataset ds = write_matrix(g, info.name, m);
+  h5::Dataset ds = write_matrix(g, info.name, m);
   ds.set_attr("long_name", info.long_name);
   ds.set_attr("units", info.units);
   ds.attach_scale(trial_scale, 0);
