@@ -243,7 +243,8 @@ int cli_main(const std::vector<std::string>& args) {
     std::cerr << "rcsim: error: " << e.what() << "\n";
     return 2;
   } catch (const Interrupted&) {
-    std::cerr << "rcsim: interrupted; completed outputs are kept, the one in progress was removed\n";
+    std::cerr << "rcsim: interrupted; completed outputs are kept and completed trials of the run in progress are "
+                 "checkpointed (NAME.h5.partial): rerun the same command to resume\n";
     return 130;
   } catch (const std::exception& e) {
     std::cerr << "rcsim: error: " << e.what() << "\n";

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "checkpoint.hpp"
 #include "errors.hpp"
 #include "hdf5_file.hpp"
 #include "summary.hpp"
@@ -241,15 +242,27 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
     if (!s.graph.quasi_strongly_connected)
       spdlog::warn("mask is not quasi-strongly connected: the collapse theorem does not apply");
     const int threads = resolve_threads(c.run.threads, c.run.trials);
+    RunResults r = allocate_results(s);
+    Checkpoint checkpoint(out + ".partial", c.to_ini());
+    const std::vector<char> done = checkpoint.load(r);
     auto last = std::chrono::steady_clock::now();
-    const RunResults r = run_simulation(s, threads, cancel, [&](int done, int total) {
+    RunControl ctl;
+    ctl.cancel = cancel;
+    ctl.on_trial_done = [&](int trial) { checkpoint.completed(r, trial); };
+    ctl.progress = [&](int k, int total) {
       if (!show_progress) return;
       const auto now = std::chrono::steady_clock::now();
-      if (done == total || now - last > std::chrono::seconds(2)) {
-        spdlog::info("{}: {}/{} trials", out, done, total);
+      if (k == total || now - last > std::chrono::seconds(2)) {
+        spdlog::info("{}: {}/{} trials", out, k, total);
         last = now;
       }
-    });
+    };
+    try {
+      run_trials(s, threads, r, done, ctl);
+    } catch (...) {
+      checkpoint.flush(r);  // completed trials survive; a rerun resumes from them
+      throw;
+    }
     int underflow = 0, nonfinite = 0, degenerate = 0;
     for (int t = 0; t < r.trials; ++t) {
       underflow += r.underflow_layer[static_cast<std::size_t>(t)] >= 0;
@@ -264,6 +277,7 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
     write_run_file(tmp, s, r, prov);
     fs::rename(tmp, out, ec);
     if (ec) throw RuntimeError("cannot rename '" + tmp + "' to '" + out + "': " + ec.message());
+    checkpoint.remove();
   } catch (...) {
     fs::remove(tmp, ec);
     throw;

@@ -21,8 +21,9 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
 bool run_file_matches(const std::string& path, const std::string& config_ini);
 
 // Run `c` and write its file atomically: to `output.file`.tmp, renamed to `output.file` when
-// complete; the temporary file is removed on any error or interruption. Creates missing parent
-// directories. Returns the path written.
+// complete; the temporary file is removed on any error or interruption. Completed trials are
+// checkpointed to `output.file`.partial (see checkpoint.hpp) so that a rerun after a crash or
+// Ctrl-C resumes. Creates missing parent directories. Returns the path written.
 std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<bool>* cancel,
                         bool show_progress);
 

@@ -77,7 +77,7 @@ void record(const TokenMeasures& m, int trial, int layer, RunResults& r) {
 
 }  // namespace
 
-void run_trial(const EngineSetup& s, int trial, RunResults& r) {
+bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel) {
   const Config& c = s.config;
   const int N = c.model.tokens, d = c.model.dim, L = c.model.layers;
   const auto ti = static_cast<std::size_t>(trial);
@@ -96,6 +96,7 @@ void run_trial(const EngineSetup& s, int trial, RunResults& r) {
   if (!r.spectrum.empty()) r.spectrum[ti] = Matrix::Constant(L + 1, r.spectrum_size, std::numeric_limits<double>::quiet_NaN());
 
   for (int t = 0; t <= L; ++t) {
+    if (cancel && cancel->load(std::memory_order_relaxed)) return false;
     if (!X.allFinite()) {
       r.nonfinite_layer[ti] = t;
       break;
@@ -121,6 +122,7 @@ void run_trial(const EngineSetup& s, int trial, RunResults& r) {
   // Snapshots of layers never reached (non-finite tokens) are stored as NaN.
   while (!r.snapshots.empty() && r.snapshots[ti].size() < snap_layers.size())
     r.snapshots[ti].push_back(Matrix::Constant(N, d, std::numeric_limits<double>::quiet_NaN()));
+  return true;
 }
 
 int resolve_threads(int requested, int trials) {
@@ -128,32 +130,35 @@ int resolve_threads(int requested, int trials) {
   return std::max(1, std::min(n, trials));
 }
 
-RunResults run_simulation(const EngineSetup& s, int threads, const std::atomic<bool>* cancel,
-                          const std::function<void(int, int)>& progress) {
-  RunResults r = allocate_results(s);
+void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vector<char>& skip,
+                const RunControl& ctl) {
   const int T = s.config.run.trials;
-  const int n_threads = resolve_threads(threads, T);
+  std::vector<int> todo;
+  for (int t = 0; t < T; ++t)
+    if (skip.empty() || !skip[static_cast<std::size_t>(t)]) todo.push_back(t);
+  const int total = static_cast<int>(todo.size());
+  const int n_threads = resolve_threads(threads, std::max(total, 1));
   std::atomic<int> next{0};
-  std::atomic<int> done{0};
+  int done = 0;
   std::exception_ptr error;
   std::mutex mutex;
   auto worker = [&] {
     try {
       for (;;) {
-        if (cancel && cancel->load()) return;
-        const int trial = next.fetch_add(1);
-        if (trial >= T) return;
-        run_trial(s, trial, r);  // each trial writes only its own rows
-        const int k = done.fetch_add(1) + 1;
-        if (progress) {
-          std::lock_guard<std::mutex> lock(mutex);
-          progress(k, T);
-        }
+        if (ctl.cancel && ctl.cancel->load()) return;
+        const int k = next.fetch_add(1);
+        if (k >= total) return;
+        const int trial = todo[static_cast<std::size_t>(k)];
+        if (!run_trial(s, trial, r, ctl.cancel)) return;  // each trial writes only its own rows
+        std::lock_guard<std::mutex> lock(mutex);
+        ++done;
+        if (ctl.on_trial_done) ctl.on_trial_done(trial);
+        if (ctl.progress) ctl.progress(done, total);
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex);
       if (!error) error = std::current_exception();
-      next.store(T);
+      next.store(total);
     }
   };
   if (n_threads == 1) {
@@ -164,7 +169,16 @@ RunResults run_simulation(const EngineSetup& s, int threads, const std::atomic<b
     for (auto& th : pool) th.join();
   }
   if (error) std::rethrow_exception(error);
-  if (cancel && cancel->load()) throw Interrupted();
+  if (ctl.cancel && ctl.cancel->load()) throw Interrupted();
+}
+
+RunResults run_simulation(const EngineSetup& s, int threads, const std::atomic<bool>* cancel,
+                          const std::function<void(int, int)>& progress) {
+  RunResults r = allocate_results(s);
+  RunControl ctl;
+  ctl.cancel = cancel;
+  ctl.progress = progress;
+  run_trials(s, threads, r, {}, ctl);
   return r;
 }
 

@@ -53,14 +53,28 @@ struct EngineSetup {
 EngineSetup prepare(const Config& c);
 
 // Run one trial, writing row `trial` of the results (which must be sized by allocate_results).
-void run_trial(const EngineSetup& s, int trial, RunResults& r);
+// `cancel` is polled between layers; returns false if the trial was abandoned because of it.
+bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel = nullptr);
 RunResults allocate_results(const EngineSetup& s);
 
-// Run all trials on `threads` worker threads (0 = all cores). The result is bitwise identical
-// for any thread count. `cancel` is polled between layers; when set, throws Interrupted.
 struct Interrupted : std::runtime_error {
   Interrupted() : std::runtime_error("interrupted") {}
 };
+
+// How a batch of trials is driven: cancellation, progress (done, total), and a callback after
+// each completed trial (both called under one lock, never concurrently).
+struct RunControl {
+  const std::atomic<bool>* cancel = nullptr;
+  std::function<void(int done, int total)> progress;
+  std::function<void(int trial)> on_trial_done;
+};
+
+// Run the trials not marked in `skip` (empty = none skipped) into `r` on `threads` worker
+// threads (0 = all cores). Throws Interrupted when cancelled (completed trials stay in `r`).
+void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vector<char>& skip,
+                const RunControl& ctl);
+
+// Run all trials. The result is bitwise identical for any thread count.
 RunResults run_simulation(const EngineSetup& s, int threads, const std::atomic<bool>* cancel = nullptr,
                           const std::function<void(int done, int total)>& progress = {});
 
