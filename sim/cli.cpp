@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -20,7 +21,10 @@
 #include "errors.hpp"
 #include "mask.hpp"
 #include "run_file.hpp"
+#include "parallel.hpp"
+#include "progress.hpp"
 #include "sweep.hpp"
+#include "sweep_index.hpp"
 #include "version.hpp"
 
 namespace rcsim {
@@ -46,15 +50,18 @@ usage:
               the measures of every layer to output.file (HDF5). Without --config, the
               built-in default (configs/default.ini) is the base configuration.
               A [sweep] section (sweep.KEY = v1, v2, ...) runs one file per point into the
-              directory output.file minus ".h5"; completed points are skipped on rerun.
+              directory output.file minus ".h5", with an index (index.h5: every point, its
+              parameters, file and status); completed points are skipped on rerun. Under
+              mpirun (built with -DRCSIM_MPI=ON) the points are shared among the ranks.
   mask-info   print the mask, its centre nodes, radius and connectivity.
 
 options:
   --config FILE   INI file: [section] key = value, for the dotted keys below
   --key=value     any configuration key; the command line wins over the file
   --dry-run       print the resolved configuration and planned outputs; write nothing
-  --force         recompute outputs that are already complete with the same configuration
-  --quiet         only warnings and errors on stderr
+  --force         recompute outputs that are already complete, and overwrite outputs (or a
+                  sweep index) made with a different configuration (refused without it)
+  --quiet         only warnings and errors on stderr (no progress)
 
 exit status: 0 success, 1 runtime error, 2 usage error, 130 interrupted.
 
@@ -134,11 +141,20 @@ std::string command_line_text(const std::vector<std::string>& args) {
   return s;
 }
 
+// Cost estimate of a point, for balancing the points over MPI ranks: trials x layers x the
+// flops of one layer (scores N^2 d_k, values N d^2 + N^2 d per head) and of its measures.
+double point_cost(const Config& c) {
+  const double N = c.model.tokens, d = c.model.dim, dk = c.model.key_dim, H = c.model.heads;
+  const double layer = H * (2 * N * d * dk + N * N * dk + N * d * d + N * N * d) + N * d * std::min(N, d);
+  return static_cast<double>(c.run.trials) * static_cast<double>(c.model.layers) * layer;
+}
+
 int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
   ParsedArgs p = resolve_sources(inv);
   drop_overridden_axes(p, inv);
+  const bool is_sweep = !p.sweep.empty();
   std::vector<SweepPoint> points;
-  if (p.sweep.empty()) {
+  if (!is_sweep) {
     SweepPoint single;
     single.config = make_config(p.values);
     single.name = single.config.output.file;
@@ -146,38 +162,149 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
   } else {
     points = expand_sweep(p.values, p.sweep, p.sweep_mode);
   }
+  const std::size_t n = points.size();
+  const int rank = mpi::rank(), ranks = mpi::size();
+  const bool root = rank == 0;
+  if (ranks > 1) spdlog::default_logger()->set_pattern("rcsim[" + std::to_string(rank) + "/" + std::to_string(ranks) + "]: %^%l%$: %v");
+
+  // What is on disk already: complete files of the same or of another configuration, and
+  // the sweep index with its definition.
+  std::string index_path, definition;
+  std::optional<std::string> stored_definition;
+  if (is_sweep) {
+    index_path = sweep_index_path(std::filesystem::path(points.front().config.output.file).parent_path().string());
+    definition = sweep_definition(points, p.sweep, p.sweep_mode);
+    stored_definition = read_sweep_definition(index_path);
+  }
+  const bool definition_differs = stored_definition && *stored_definition != definition;
+  std::vector<RunFileCheck> checks;
+  std::vector<PointStatus> status(n, PointStatus::pending);
+  for (std::size_t i = 0; i < n; ++i) {
+    checks.push_back(check_run_file(points[i].config.output.file, points[i].config.to_ini()));
+    if (checks[i].state == RunFileState::matches && !inv.force) status[i] = PointStatus::complete;
+  }
 
   if (inv.dry_run) {
-    std::cout << points.front().config.to_ini();
-    if (!p.sweep.empty()) {
-      std::cout << "\n# sweep (" << p.sweep_mode << "): " << points.size() << " points\n";
-      for (const auto& pt : points) std::cout << "#   " << pt.config.output.file << "\n";
-    } else {
-      std::cout << "\n# output: " << points.front().config.output.file << "\n";
+    if (!root) return 0;
+    std::cout << points.front().config.to_ini() << "\n";
+    if (is_sweep) std::cout << "# sweep (" << p.sweep_mode << "): " << n << " points; index " << index_path << "\n";
+    int complete = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::string what = checks[i].state == RunFileState::matches   ? "complete"
+                         : checks[i].state == RunFileState::differs ? "complete, DIFFERENT configuration (" + checks[i].difference + ")"
+                                                                    : "pending";
+      if (checks[i].state == RunFileState::matches && inv.force) what = "complete, recomputed (--force)";
+      complete += status[i] == PointStatus::complete;
+      std::cout << "# " << (is_sweep ? "  " : "output: ") << points[i].config.output.file << "  [" << what << "]\n";
     }
+    if (is_sweep) std::cout << "# " << complete << " of " << n << " points complete, " << n - static_cast<std::size_t>(complete) << " to run\n";
+    if (definition_differs)
+      std::cout << "# the index holds a different sweep definition (" << first_difference(*stored_definition, definition)
+                << "): a run is refused without --force\n";
     return 0;
   }
+  if (!inv.force) {
+    if (definition_differs)
+      throw UsageError("sweep index '" + index_path + "' was written for a different sweep definition (" +
+                       first_difference(*stored_definition, definition) +
+                       "); rerun with --force to recompute every point, or choose another output.file");
+    for (std::size_t i = 0; i < n; ++i)
+      if (checks[i].state == RunFileState::differs)
+        throw UsageError("'" + points[i].config.output.file + "' is complete but was made with a different configuration (" +
+                         checks[i].difference + "); rerun with --force to overwrite it, or choose another output.file");
+  }
+
+  auto status_ints = [&] {
+    std::vector<int> v;
+    for (const PointStatus st : status) v.push_back(static_cast<int>(st));  // pending < complete < failed
+    return v;
+  };
+  auto set_status = [&](const std::vector<int>& v) {
+    for (std::size_t i = 0; i < n; ++i) status[i] = static_cast<PointStatus>(v[i]);
+  };
+  // Every rank has looked at the files before any rank writes one (and they agree).
+  {
+    std::vector<int> v = status_ints();
+    mpi::max_all(v);
+    set_status(v);
+  }
+  auto write_index = [&] {
+    if (is_sweep && root) write_sweep_index(index_path, definition, p.sweep_mode, p.sweep, points, status);
+  };
+  write_index();
+
+  // This rank's points: the pending ones, balanced over the ranks by estimated cost.
+  std::vector<std::size_t> todo, mine;
+  for (std::size_t i = 0; i < n; ++i)
+    if (status[i] == PointStatus::pending) todo.push_back(i);
+  std::vector<double> costs;
+  for (const std::size_t i : todo) costs.push_back(point_cost(points[i].config));
+  const std::vector<int> owner = mpi::assign_balanced(costs, ranks);
+  long my_trials = 0;
+  for (std::size_t k = 0; k < todo.size(); ++k)
+    if (owner[k] == rank) {
+      mine.push_back(todo[k]);
+      my_trials += points[todo[k]].config.run.trials;
+    }
+  if (ranks > 1) spdlog::info("{} of {} pending points on this rank", mine.size(), todo.size());
 
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   Provenance prov;
   prov.command_line = command_line_text(args);
-  int done = 0, skipped = 0;
-  for (const auto& pt : points) {
-    const Config& c = pt.config;
-    if (!inv.force && run_file_matches(c.output.file, c.to_ini())) {
-      spdlog::info("{} is complete with the same configuration: skipped (--force to recompute)", c.output.file);
-      ++skipped;
-      continue;
+  const bool keep_going = is_sweep || ranks > 1;  // a failed point does not stop the others
+  int exit_code = 0, interrupted = 0, failed = 0;
+  {
+    Progress progress(Progress::mode_for(inv.quiet), my_trials, static_cast<int>(mine.size()));
+    for (const std::size_t i : mine) {
+      if (g_cancel.load()) {
+        interrupted = 1;
+        break;
+      }
+      const Config& c = points[i].config;
+      progress.begin_point(points[i].name, c.run.trials);
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        run_to_file(c, prov, &g_cancel, &progress);
+        progress.end_point();
+        progress.clear();
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        spdlog::info("wrote {} ({} trials, {} layers, {:.2f} s)", c.output.file, c.run.trials, c.model.layers, secs);
+        status[i] = PointStatus::complete;
+      } catch (const Interrupted&) {
+        if (!keep_going) throw;
+        interrupted = 1;
+        break;
+      } catch (const std::exception& e) {
+        if (!keep_going) throw;
+        progress.end_point();
+        progress.clear();
+        spdlog::error("point {} failed: {}", points[i].name, e.what());
+        status[i] = PointStatus::failed;
+        exit_code = std::max(exit_code, dynamic_cast<const UsageError*>(&e) ? 2 : 1);
+      }
+      if (ranks == 1) write_index();  // atomically, after every point
     }
-    const auto start = std::chrono::steady_clock::now();
-    run_to_file(c, prov, &g_cancel, !inv.quiet);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    spdlog::info("wrote {} ({} trials, {} layers, {:.2f} s)", c.output.file, c.run.trials, c.model.layers, secs);
-    ++done;
   }
-  if (points.size() > 1) spdlog::info("sweep: {} points computed, {} already complete", done, skipped);
-  return 0;
+  if (ranks > 1) {  // rank 0 gathers the statuses and writes the index
+    std::vector<int> v = status_ints();
+    v.push_back(exit_code);
+    v.push_back(interrupted);
+    mpi::max_all(v);
+    set_status(v);
+    exit_code = v[n];
+    interrupted = v[n + 1];
+    write_index();
+  }
+  for (const PointStatus st : status) failed += st == PointStatus::failed;
+  if (is_sweep && root) {
+    int complete = 0;
+    for (const PointStatus st : status) complete += st == PointStatus::complete;
+    spdlog::info("sweep: {} of {} points complete ({} computed now, {} failed); index {}", complete, n,
+                 complete - static_cast<int>(n - todo.size()), failed, index_path);
+  }
+  if (interrupted) throw Interrupted();
+  return exit_code;
 }
 
 int cmd_mask_info(const Invocation& inv) {

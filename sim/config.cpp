@@ -53,6 +53,9 @@ const std::vector<KeyInfo> kKeys = {
     {"output.file", "data/run.h5", "output HDF5 file (written to NAME.tmp, renamed when complete)"},
     {"output.tokens", "none", "token snapshots: none | final | all | comma list of layers"},
     {"output.spectrum", "false", "store the whole singular spectrum per layer"},
+    {"output.schedule", "all",
+     "layers at which measures are computed and stored (always 0 and L): all | every:K (multiples of K) | "
+     "log:K (K log-spaced layers per decade) | list:a b c (layers, spaces or commas)"},
     {"metrics.rank_rtol", "auto", "relative rank tolerance >= 0 (auto = max(N, d) * machine epsilon)"},
     {"metrics.rank_atol", "0", "absolute rank tolerance >= 0; tol = max(atol, rtol * sigma_max)"},
 };
@@ -359,6 +362,8 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
     c.output.token_layers.assign(layers.begin(), layers.end());
   }
   c.output.spectrum = parse_bool("output.spectrum", v["output.spectrum"]);
+  c.output.schedule = v["output.schedule"];
+  c.output.measure_layers = parse_schedule(c.output.schedule, L);
 
   c.metrics.rank_rtol = v["metrics.rank_rtol"] == "auto"
                             ? std::max(N, d) * std::numeric_limits<double>::epsilon()
@@ -384,6 +389,60 @@ std::string Config::to_ini() const {
     out += k.key.substr(dot + 1) + " = " + values.at(k.key) + "\n";
   }
   return out;
+}
+
+std::vector<int> parse_schedule(const std::string& text, int layers) {
+  const std::string key = "output.schedule";
+  const std::string allowed = "allowed: all | every:K | log:K (K an integer >= 1) | list:a b c (layers in 0 .. L = " +
+                              std::to_string(layers) + ")";
+  const std::string t = trim(text);
+  std::set<int> out = {0, layers};
+  const auto colon = t.find(':');
+  const std::string kind = trim(t.substr(0, colon));
+  const std::string arg = colon == std::string::npos ? std::string() : trim(t.substr(colon + 1));
+  if (t == "all") {
+    for (int l = 1; l < layers; ++l) out.insert(l);
+  } else if ((kind == "every" || kind == "log") && colon != std::string::npos) {
+    const long long k = [&] {
+      try {
+        return parse_integer(key, arg);
+      } catch (const UsageError&) {
+        bad_value(key, text, allowed);
+      }
+    }();
+    if (k < 1 || k > std::numeric_limits<int>::max()) bad_value(key, text, allowed);
+    if (kind == "every") {
+      for (long long l = k; l < layers; l += k) out.insert(static_cast<int>(l));
+    } else {
+      // K points per decade: round(10^(i/K)), i = 0, 1, ... while <= L.
+      for (long long i = 0;; ++i) {
+        const double l = std::round(std::pow(10.0, static_cast<double>(i) / static_cast<double>(k)));
+        if (l > layers) break;
+        out.insert(static_cast<int>(l));
+      }
+    }
+  } else if (kind == "list" && colon != std::string::npos) {
+    std::string items = arg;
+    std::replace(items.begin(), items.end(), ',', ' ');
+    std::istringstream is(items);
+    std::string tok;
+    int count = 0;
+    while (is >> tok) {
+      long long l = -1;
+      try {
+        l = parse_integer(key, tok);
+      } catch (const UsageError&) {
+        bad_value(key, text, "'" + tok + "' is not an integer; " + allowed);
+      }
+      if (l < 0 || l > layers) bad_value(key, text, "layer " + tok + " outside 0 .. L = " + std::to_string(layers));
+      out.insert(static_cast<int>(l));
+      ++count;
+    }
+    if (count == 0) bad_value(key, text, "list: needs one or more layers; " + allowed);
+  } else {
+    bad_value(key, text, allowed);
+  }
+  return {out.begin(), out.end()};
 }
 
 int max_rank_after_layer(const Config& c) {

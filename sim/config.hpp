@@ -68,6 +68,8 @@ struct OutputConfig {
   std::string tokens = "none";       // none | final | all | comma list of layers
   std::vector<int> token_layers;     // resolved from `tokens`
   bool spectrum = false;
+  std::string schedule = "all";      // all | every:K | log:K | list:a,b,...
+  std::vector<int> measure_layers;   // resolved from `schedule`: ascending, always 0 and L
 };
 
 struct MetricsConfig {
@@ -131,6 +133,10 @@ std::string to_string(MaskType t);
 std::string to_string(NormType t);
 std::string to_string(WeightType t);
 std::string to_string(InitType t);
+
+// The layers at which measures are recorded, from an `output.schedule` value (see --help):
+// ascending, unique, always containing 0 and L. Throws UsageError naming `output.schedule`.
+std::vector<int> parse_schedule(const std::string& text, int layers);
 
 // Largest rank the layer output allows: min(N, d - 1) after centring without bias
 // (`projection`, or `layernorm` with zero bias), else min(N, d).

@@ -229,6 +229,35 @@ Dataset Group::write_string(const std::string& name, const std::string& text) co
   return Dataset(std::move(d), path_ + name);
 }
 
+Dataset Group::write_strings(const std::string& name, const std::vector<std::string>& texts) const {
+  Handle t = utf8_string_type();
+  Handle space = make_space({texts.size()});
+  Handle d(check(H5Dcreate2(id(), name.c_str(), t.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                 "cannot create dataset '" + name + "' in " + path_),
+           H5Dclose);
+  std::vector<const char*> p;
+  for (const auto& s : texts) p.push_back(s.c_str());
+  if (!p.empty())
+    check(H5Dwrite(d.id(), t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), "", "cannot write dataset '" + name + "'");
+  return Dataset(std::move(d), path_ + name);
+}
+
+std::vector<std::string> Group::read_strings(const std::string& name) const {
+  Handle d(check(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "no dataset '" + name + "' in " + path_), H5Dclose);
+  Handle space(H5Dget_space(d.id()), H5Sclose);
+  const hssize_t n = H5Sget_simple_extent_npoints(space.id());
+  std::vector<char*> p(static_cast<std::size_t>(std::max<hssize_t>(n, 0)), nullptr);
+  Handle t = utf8_string_type();
+  if (!p.empty())
+    check(H5Dread(d.id(), t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), "", "cannot read dataset '" + name + "'");
+  std::vector<std::string> out;
+  for (char* s : p) {
+    out.emplace_back(s ? s : "");
+    H5free_memory(s);
+  }
+  return out;
+}
+
 Array Group::read(const std::string& name) const {
   if (!exists(name)) throw UsageError(path_ + ": dataset '/" + name + "' is missing");
   Handle d(check(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "cannot open dataset '" + name + "' in " + path_),

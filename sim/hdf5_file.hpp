@@ -85,10 +85,13 @@ class Group : public Object {
     return write(name, {values.size()}, values.data());
   }
   Dataset write_string(const std::string& name, const std::string& text) const;
+  // A 1-D dataset of variable-length UTF-8 strings.
+  Dataset write_strings(const std::string& name, const std::vector<std::string>& texts) const;
 
   // Read a numeric dataset as float64 (HDF5 converts integer and float types).
   Array read(const std::string& name) const;
   std::string read_string(const std::string& name) const;
+  std::vector<std::string> read_strings(const std::string& name) const;
   // Read a 2-D dataset and check its shape; `expected` entries < 0 accept any extent.
   RowMajorMatrix read_matrix(const std::string& name, const std::vector<long long>& expected) const;
 

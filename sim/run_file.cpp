@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 #include <limits>
+#include <sstream>
 
 #include "checkpoint.hpp"
 #include "errors.hpp"
@@ -99,16 +100,20 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
   f.write_string("config", c.to_ini()).set_attr("long_name", "fully resolved configuration (INI); rcsim run --config reproduces the run");
 
   // Coordinates, as dimension scales.
-  const auto trial_ids = iota(T), layer_ids = iota(L + 1), attn_ids = iota(L);
+  const auto trial_ids = iota(T);
+  const std::vector<std::int64_t> layer_ids(r.layer_index.begin(), r.layer_index.end());
+  const std::vector<std::int64_t> attn_ids(r.attention_layer_index.begin(), r.attention_layer_index.end());
   const h5::Dataset trial = f.write("trial", {static_cast<hsize_t>(T)}, trial_ids.data());
   trial.make_scale("trial");
   trial.set_attr("long_name", "trial index");
-  const h5::Dataset layer = f.write("layer", {static_cast<hsize_t>(L + 1)}, layer_ids.data());
+  const h5::Dataset layer = f.write("layer", {layer_ids.size()}, layer_ids.data());
   layer.make_scale("layer");
-  layer.set_attr("long_name", "layer t (0 = the input X(0))");
-  const h5::Dataset attn_layer = f.write("attention_layer", {static_cast<hsize_t>(L)}, attn_ids.data());
+  layer.set_attr("long_name", "layer t (0 = the input X(0)) of each recorded column of the measures");
+  layer.set_attr("schedule", c.output.schedule);
+  const h5::Dataset attn_layer = f.write("attention_layer", {attn_ids.size()}, attn_ids.data());
   attn_layer.make_scale("attention_layer");
-  attn_layer.set_attr("long_name", "attention layer t (maps X(t) to X(t+1))");
+  attn_layer.set_attr("long_name", "attention layer t (maps X(t) to X(t+1)) of each recorded column");
+  attn_layer.set_attr("schedule", c.output.schedule);
 
   // Mask and its graph.
   {
@@ -140,13 +145,13 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
   if (!r.spectrum.empty()) {
     const auto m = static_cast<std::size_t>(r.spectrum_size);
     std::vector<double> data;
-    data.reserve(static_cast<std::size_t>(T) * static_cast<std::size_t>(L + 1) * m);
+    data.reserve(static_cast<std::size_t>(T) * layer_ids.size() * m);
     for (const Matrix& sp : r.spectrum) {
       const auto rm = row_major(sp);
       data.insert(data.end(), rm.begin(), rm.end());
     }
     const h5::Dataset ds =
-        metrics.write("spectrum", {static_cast<hsize_t>(T), static_cast<hsize_t>(L + 1), m}, data.data());
+        metrics.write("spectrum", {static_cast<hsize_t>(T), layer_ids.size(), m}, data.data());
     ds.set_attr("long_name", "singular values of X, descending");
     ds.set_attr("units", "same as X");
     ds.attach_scale(trial, 0);
@@ -198,13 +203,14 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
       write_summary(g, attention_measure_info()[i].name, r.attention[i], attention_measure_info()[i], attn_layer);
     const Matrix log_mu = r.token[0].unaryExpr([](double x) { return std::log10(x); });
     write_summary(g, "log10_mu", log_mu, {"log10_mu", "log10 of mu (-inf where mu = 0)", "1"}, layer);
-    Vector frac(L + 1);
+    const auto S = static_cast<Eigen::Index>(layer_ids.size());
+    Vector frac(S);
     const Matrix& rank = r.token[5];
-    for (int t = 0; t <= L; ++t) {
-      const int full = t == 0 ? s.max_rank_input : s.max_rank;
-      frac(t) = (rank.col(t).array() >= full).cast<double>().sum() / T;
+    for (Eigen::Index k = 0; k < S; ++k) {
+      const int full = layer_ids[static_cast<std::size_t>(k)] == 0 ? s.max_rank_input : s.max_rank;
+      frac(k) = (rank.col(k).array() >= full).cast<double>().sum() / T;
     }
-    const h5::Dataset ds = g.write("full_rank_fraction", {static_cast<hsize_t>(L + 1)}, frac.data());
+    const h5::Dataset ds = g.write("full_rank_fraction", {static_cast<hsize_t>(S)}, frac.data());
     ds.set_attr("long_name", "fraction of trials whose rank equals the largest rank the layer allows");
     ds.set_attr("units", "1");
     ds.attach_scale(layer, 0);
@@ -226,7 +232,53 @@ bool run_file_matches(const std::string& path, const std::string& config_ini) {
   }
 }
 
+std::string first_difference(const std::string& ini_a, const std::string& ini_b) {
+  std::istringstream a(ini_a), b(ini_b);
+  std::string la, lb, section;
+  for (;;) {
+    const bool ga = static_cast<bool>(std::getline(a, la)), gb = static_cast<bool>(std::getline(b, lb));
+    if (!ga && !gb) return "";
+    if (ga && !la.empty() && la[0] == '[') section = la.substr(1, la.find(']') - 1) + ".";
+    if (ga != gb || la != lb) {
+      auto key_value = [](const std::string& line) -> std::pair<std::string, std::string> {
+        const auto eq = line.find(" = ");
+        if (eq == std::string::npos) return {line, ""};
+        return {line.substr(0, eq), line.substr(eq + 3)};
+      };
+      const auto [ka, va] = key_value(ga ? la : "");
+      const auto [kb, vb] = key_value(gb ? lb : "");
+      if (ka == kb) return "key '" + section + ka + "': " + va + " -> " + vb;
+      return "'" + (ga ? la : std::string("(end)")) + "' -> '" + (gb ? lb : std::string("(end)")) + "'";
+    }
+  }
+}
+
+RunFileCheck check_run_file(const std::string& path, const std::string& config_ini) {
+  RunFileCheck out;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return out;
+  try {
+    const h5::File f = h5::File::open_read(path);
+    if (!f.has_attr("complete") || f.attr_int("complete") != 1) return out;
+    const std::string stored = f.read_string("config");
+    if (stored == config_ini) {
+      out.state = RunFileState::matches;
+    } else {
+      out.state = RunFileState::differs;
+      out.difference = first_difference(stored, config_ini);
+    }
+  } catch (const std::exception&) {
+  }
+  return out;
+}
+
 std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<bool>* cancel, bool show_progress) {
+  Progress progress(show_progress ? Progress::Mode::log : Progress::Mode::off, c.run.trials, 1, 2.0);
+  progress.begin_point(c.output.file, c.run.trials);
+  return run_to_file(c, p, cancel, &progress);
+}
+
+std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<bool>* cancel, Progress* progress) {
   const std::string& out = c.output.file;
   const fs::path parent = fs::path(out).parent_path();
   std::error_code ec;
@@ -245,24 +297,23 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
     RunResults r = allocate_results(s);
     Checkpoint checkpoint(out + ".partial", c.to_ini());
     const std::vector<char> done = checkpoint.load(r);
-    auto last = std::chrono::steady_clock::now();
     RunControl ctl;
     ctl.cancel = cancel;
     ctl.on_trial_done = [&](int trial) { checkpoint.completed(r, trial); };
-    ctl.progress = [&](int k, int total) {
-      if (!show_progress) return;
-      const auto now = std::chrono::steady_clock::now();
-      if (k == total || now - last > std::chrono::seconds(2)) {
-        spdlog::info("{}: {}/{} trials", out, k, total);
-        last = now;
-      }
-    };
+    if (progress) {
+      int todo = 0;
+      for (const char x : done) todo += !x;
+      progress->trials_done(0, todo);
+      ctl.progress = [&](int k, int total) { progress->trials_done(k, total); };
+    }
     try {
       run_trials(s, threads, r, done, ctl);
     } catch (...) {
+      if (progress) progress->clear();
       checkpoint.flush(r);  // completed trials survive; a rerun resumes from them
       throw;
     }
+    if (progress) progress->clear();
     int underflow = 0, nonfinite = 0, degenerate = 0;
     for (int t = 0; t < r.trials; ++t) {
       underflow += r.underflow_layer[static_cast<std::size_t>(t)] >= 0;

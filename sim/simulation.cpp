@@ -56,9 +56,24 @@ RunResults allocate_results(const EngineSetup& s) {
   r.trials = c.run.trials;
   r.layers = c.model.layers;
   r.spectrum_size = std::min(c.model.tokens, c.model.dim);
+  r.layer_index = c.output.measure_layers;
+  if (r.layer_index.empty())  // a Config built by hand: every layer
+    for (int t = 0; t <= r.layers; ++t) r.layer_index.push_back(t);
+  r.column_of_layer.assign(static_cast<std::size_t>(r.layers) + 1, -1);
+  r.column_of_attention_layer.assign(static_cast<std::size_t>(r.layers), -1);
+  for (std::size_t k = 0; k < r.layer_index.size(); ++k) {
+    const int t = r.layer_index[k];
+    r.column_of_layer[static_cast<std::size_t>(t)] = static_cast<int>(k);
+    if (t < r.layers) {
+      r.column_of_attention_layer[static_cast<std::size_t>(t)] = static_cast<int>(r.attention_layer_index.size());
+      r.attention_layer_index.push_back(t);
+    }
+  }
+  const auto S = static_cast<Eigen::Index>(r.layer_index.size());
+  const auto Sa = static_cast<Eigen::Index>(r.attention_layer_index.size());
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  r.token.assign(token_measure_info().size(), Matrix::Constant(r.trials, r.layers + 1, nan));
-  r.attention.assign(attention_measure_info().size(), Matrix::Constant(r.trials, r.layers, nan));
+  r.token.assign(token_measure_info().size(), Matrix::Constant(r.trials, S, nan));
+  r.attention.assign(attention_measure_info().size(), Matrix::Constant(r.trials, Sa, nan));
   if (c.output.spectrum) r.spectrum.assign(static_cast<std::size_t>(r.trials), Matrix());
   if (!c.output.token_layers.empty()) r.snapshots.assign(static_cast<std::size_t>(r.trials), {});
   r.underflow_layer.assign(static_cast<std::size_t>(r.trials), -1);
@@ -93,7 +108,9 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   Vector sigma;
   std::size_t next_snapshot = 0;
   const auto& snap_layers = c.output.token_layers;
-  if (!r.spectrum.empty()) r.spectrum[ti] = Matrix::Constant(L + 1, r.spectrum_size, std::numeric_limits<double>::quiet_NaN());
+  if (!r.spectrum.empty())
+    r.spectrum[ti] = Matrix::Constant(static_cast<Eigen::Index>(r.layer_index.size()), r.spectrum_size,
+                                      std::numeric_limits<double>::quiet_NaN());
 
   for (int t = 0; t <= L; ++t) {
     if (cancel && cancel->load(std::memory_order_relaxed)) return false;
@@ -101,10 +118,15 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
       r.nonfinite_layer[ti] = t;
       break;
     }
-    const TokenMeasures m = measure_tokens(X, opt, sigma);
-    record(m, trial, t, r);
-    if (!r.spectrum.empty()) r.spectrum[ti].row(t) = sigma.transpose();
-    if (r.underflow_layer[ti] < 0 && !(m.mu >= std::numeric_limits<double>::min())) r.underflow_layer[ti] = t;
+    const int col = r.column_of_layer[static_cast<std::size_t>(t)];  // output.schedule
+    if (col >= 0) {
+      const TokenMeasures m = measure_tokens(X, opt, sigma);
+      record(m, trial, col, r);
+      if (!r.spectrum.empty()) r.spectrum[ti].row(col) = sigma.transpose();
+      if (r.underflow_layer[ti] < 0 && !(m.mu >= std::numeric_limits<double>::min())) r.underflow_layer[ti] = t;
+    } else if (r.underflow_layer[ti] < 0 && !(token_similarity(X) >= std::numeric_limits<double>::min())) {
+      r.underflow_layer[ti] = t;  // underflow is detected at every layer, recorded or not
+    }
     if (next_snapshot < snap_layers.size() && snap_layers[next_snapshot] == t) {
       r.snapshots[ti].push_back(X);
       ++next_snapshot;
@@ -112,9 +134,11 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
     if (t == L) break;
     const LayerWeights& w = sampler.layer(t, rng);
     const LayerReport rep = attention_layer(X, w, params, ws, X_next);
-    r.attention[0](trial, t) = rep.attention.min_weight;
-    r.attention[1](trial, t) = rep.attention.mean_entropy;
-    r.attention[2](trial, t) = rep.degenerate_rows;
+    if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0) {
+      r.attention[0](trial, acol) = rep.attention.min_weight;
+      r.attention[1](trial, acol) = rep.attention.mean_entropy;
+      r.attention[2](trial, acol) = rep.degenerate_rows;
+    }
     r.degenerate_total[ti] += rep.degenerate_rows;
     X.swap(X_next);
     opt.max_rank = s.max_rank;

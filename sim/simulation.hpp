@@ -27,11 +27,16 @@ const std::vector<MeasureInfo>& attention_measure_info();
 
 struct RunResults {
   int trials = 0, layers = 0, spectrum_size = 0;
-  // token[m] is trials x (L + 1), for the m-th entry of token_measure_info().
+  // The recorded layers (output.schedule: ascending, 0 and L included) and the recorded
+  // attention layers (the same without L); column_of_layer[t] is t's column, -1 if not recorded.
+  std::vector<int> layer_index, attention_layer_index;
+  std::vector<int> column_of_layer, column_of_attention_layer;
+  // token[m] is trials x layer_index.size(), for the m-th entry of token_measure_info().
   std::vector<Matrix> token;
-  // attention[m] is trials x L; the last entry counts degenerate rows of the normalisation.
+  // attention[m] is trials x attention_layer_index.size(); the last entry counts degenerate
+  // rows of the normalisation.
   std::vector<Matrix> attention;
-  std::vector<Matrix> spectrum;               // per trial: (L + 1) x min(N, d), if requested
+  std::vector<Matrix> spectrum;               // per trial: layer_index.size() x min(N, d), if requested
   std::vector<std::vector<Matrix>> snapshots; // per trial, per requested layer: N x d
   std::vector<int> underflow_layer;  // first layer where mu < DBL_MIN (-1: never)
   std::vector<int> nonfinite_layer;  // first layer with a non-finite entry (-1: never); the trial
