@@ -23,19 +23,22 @@ std::string to_string(PointStatus s) {
 }
 
 std::string sweep_definition(const std::vector<SweepPoint>& points, const SweepAxes& axes, const std::string& mode) {
+  // Dotted keys first (no section), then the axes as the [sweep] section of an INI file, so
+  // that a difference reads in the configuration's own vocabulary ("sweep.model.d_qk").
   std::ostringstream os;
-  os << "# rcsim sweep definition\nmode = " << mode << "\n\n[axes]\n";
+  os << "# rcsim sweep definition: mode, base configuration (first point, swept keys omitted), axes\n";
+  os << "sweep.mode = " << mode << "\n";
   std::set<std::string> swept;
+  for (const auto& axis : axes) swept.insert(axis.first);
+  if (!points.empty())
+    for (const auto& [key, value] : points.front().config.values)
+      if (!swept.count(key) && key != "output.file") os << key << " = " << value << "\n";
+  os << "\n[sweep]\n";
   for (const auto& [key, values] : axes) {
     os << key << " =";
     for (std::size_t i = 0; i < values.size(); ++i) os << (i ? ", " : " ") << values[i];
     os << "\n";
-    swept.insert(key);
   }
-  os << "\n[base]\n";
-  if (!points.empty())
-    for (const auto& [key, value] : points.front().config.values)
-      if (!swept.count(key) && key != "output.file") os << key << " = " << value << "\n";
   return os.str();
 }
 

@@ -1,0 +1,254 @@
+// Sweeps at scale: the metric schedule (output.schedule), the sweep index, refusal of changed
+// configurations, failed points, the balanced assignment of points to MPI ranks, progress text.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "cli.hpp"
+#include "config.hpp"
+#include "errors.hpp"
+#include "hdf5_file.hpp"
+#include "parallel.hpp"
+#include "progress.hpp"
+#include "sweep_index.hpp"
+
+using namespace rcsim;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory per test case, removed at its end (the suite may run concurrently).
+struct Scratch {
+  std::string path;
+  explicit Scratch(const std::string& name)
+      : path((fs::temp_directory_path() / ("rcsim_sweep_" + std::to_string(::getpid()) + "_" + name)).string()) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::vector<std::int64_t> read_ints(const h5::File& f, const std::string& name) {
+  const h5::Array a = f.read(name);
+  return {a.data.begin(), a.data.end()};
+}
+
+// Run cli_main with std::cout captured.
+int run_captured(const std::vector<std::string>& args, std::string& out) {
+  std::ostringstream os;
+  std::streambuf* old = std::cout.rdbuf(os.rdbuf());
+  const int rc = cli_main(args);
+  std::cout.rdbuf(old);
+  out = os.str();
+  return rc;
+}
+
+}  // namespace
+
+TEST_CASE("schedules resolve to the layers worked out by hand", "[schedule]") {
+  using V = std::vector<int>;
+  CHECK(parse_schedule("all", 4) == V{0, 1, 2, 3, 4});
+  CHECK(parse_schedule("every:3", 10) == V{0, 3, 6, 9, 10});
+  CHECK(parse_schedule("every:10", 10) == V{0, 10});
+  CHECK(parse_schedule("every:20", 10) == V{0, 10});
+  CHECK(parse_schedule("every:1", 3) == V{0, 1, 2, 3});
+  // log:K = round(10^(i/K)) <= L: 10^0.5 = 3.16 -> 3, 10^1.5 = 31.6 -> 32.
+  CHECK(parse_schedule("log:1", 1000) == V{0, 1, 10, 100, 1000});
+  CHECK(parse_schedule("log:2", 100) == V{0, 1, 3, 10, 32, 100});
+  CHECK(parse_schedule("log:1", 50) == V{0, 1, 10, 50});
+  CHECK(parse_schedule("list:5, 2 7", 10) == V{0, 2, 5, 7, 10});
+  CHECK(parse_schedule(" list: 3,3,0 ", 4) == V{0, 3, 4});
+  // L = 10^4 with 10 per decade: 41 values round(10^(i/10)), i = 0..40, 3 duplicates below 10
+  // (1, 1, 2, 2, 3, 3, 4, 5, 6, 8: round(10^0.1) = round(1.26) = 1 repeats 1, etc.), plus 0.
+  const V deep = parse_schedule("log:10", 10000);
+  CHECK(deep.front() == 0);
+  CHECK(deep.back() == 10000);
+  CHECK(deep.size() == 39);
+}
+
+TEST_CASE("bad schedules are usage errors naming output.schedule", "[schedule]") {
+  for (const std::string bad : {"every:0", "every:x", "every", "log:", "log:-2", "list:", "list:11", "list:-1",
+                                "list:1.5", "sometimes", ""}) {
+    INFO("value: '" << bad << "'");
+    try {
+      parse_schedule(bad, 10);
+      FAIL("accepted");
+    } catch (const UsageError& e) {
+      CHECK(std::string(e.what()).find("output.schedule") != std::string::npos);
+    }
+  }
+  const Scratch scratch("bad_schedule");
+  const std::string& dir = scratch.path;
+  CHECK(cli_main({"run", "--config", "/dev/null", "--quiet", "--model.layers=5", "--output.schedule=list:6",
+                  "--output.file=" + dir + "/x.h5"}) == 2);
+  CHECK_FALSE(fs::exists(dir + "/x.h5"));
+}
+
+TEST_CASE("a scheduled run records the chosen layers, equal to the same layers of a full run", "[schedule][io]") {
+  const Scratch scratch("schedule_run");
+  const std::string& dir = scratch.path;
+  const std::vector<std::string> base = {"run", "--config", "/dev/null", "--quiet", "--model.tokens=5", "--model.dim=3",
+                                         "--model.layers=12", "--run.trials=3", "--norm.type=layernorm",
+                                         "--output.spectrum=true"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  REQUIRE(cli_main(with({"--output.file=" + dir + "/all.h5"})) == 0);
+  REQUIRE(cli_main(with({"--output.schedule=list:1,4 9", "--output.file=" + dir + "/some.h5"})) == 0);
+  const h5::File all = h5::File::open_read(dir + "/all.h5"), some = h5::File::open_read(dir + "/some.h5");
+  CHECK(read_ints(all, "layer") == std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  const std::vector<std::int64_t> kept = {0, 1, 4, 9, 12};
+  CHECK(read_ints(some, "layer") == kept);
+  CHECK(read_ints(some, "attention_layer") == std::vector<std::int64_t>{0, 1, 4, 9});
+  for (const std::string m : {"metrics/mu", "metrics/sigma_min", "metrics/rank", "metrics/attn_entropy",
+                              "metrics/spectrum", "summary/mu_median", "summary/full_rank_fraction"}) {
+    INFO(m);
+    const h5::Array a = all.read(m), s = some.read(m);
+    const bool attention = m == "metrics/attn_entropy";
+    const bool summary = m.rfind("summary", 0) == 0;
+    const std::size_t cols_all = summary ? a.shape[0] : a.shape[1];
+    const std::size_t cols_some = summary ? s.shape[0] : s.shape[1];
+    REQUIRE(cols_some == (attention ? 4u : 5u));
+    const std::size_t rows = summary ? 1 : a.shape[0];
+    const std::size_t inner = a.shape.size() == 3 ? a.shape[2] : 1;
+    for (std::size_t t = 0; t < rows; ++t)
+      for (std::size_t k = 0; k < cols_some; ++k)
+        for (std::size_t j = 0; j < inner; ++j) {
+          const auto layer = static_cast<std::size_t>(kept[k]);
+          // Bitwise: the schedule changes what is measured, never the dynamics.
+          CHECK(s.data[(t * cols_some + k) * inner + j] == a.data[(t * cols_all + layer) * inner + j]);
+        }
+  }
+  CHECK(all.read("diagnostics/underflow_layer").data == some.read("diagnostics/underflow_layer").data);
+}
+
+namespace {
+// A 2 x 2 product sweep of tiny runs into DIR/sweep/.
+std::string write_sweep_ini(const std::string& dir, const std::string& extra = "") {
+  const std::string ini = dir + "/sweep.ini";
+  std::ofstream(ini) << "[model]\ntokens = 4\ndim = 2\nlayers = 3\n[run]\ntrials = 2\nthreads = 1\n[output]\nfile = "
+                     << dir << "/sweep.h5\n" << extra << "[sweep]\nmask.type = complete, causal\nmodel.d_qk = 0.5, 2\n";
+  return ini;
+}
+}  // namespace
+
+TEST_CASE("the sweep index lists every point, its parameters, file and status", "[sweep]") {
+  const Scratch scratch("index");
+  const std::string& dir = scratch.path;
+  const std::string ini = write_sweep_ini(dir);
+  std::string out;
+  REQUIRE(run_captured({"sweep", "--config", ini, "--quiet", "--dry-run"}, out) == 0);
+  CHECK(out.find("4 points") != std::string::npos);
+  CHECK(out.find("0 of 4 points complete") != std::string::npos);
+  CHECK(out.find("mask.type=causal__model.d_qk=2.h5  [pending]") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/sweep/index.h5"));
+
+  REQUIRE(cli_main({"sweep", "--config", ini, "--quiet"}) == 0);
+  const std::string index = dir + "/sweep/index.h5";
+  REQUIRE(fs::exists(index));
+  CHECK_FALSE(fs::exists(index + ".tmp"));
+  {
+    const h5::File f = h5::File::open_read(index);
+    CHECK(f.attr_string("filetype") == "rcsim-sweep-index");
+    CHECK(f.attr_int("points") == 4);
+    CHECK(f.attr_int("points_complete") == 4);
+    CHECK(f.attr_string("sweep_mode") == "product");
+    // Product order: the last axis fastest.
+    CHECK(f.read_strings("name") == std::vector<std::string>{"mask.type=complete__model.d_qk=0.5",
+                                                             "mask.type=complete__model.d_qk=2",
+                                                             "mask.type=causal__model.d_qk=0.5",
+                                                             "mask.type=causal__model.d_qk=2"});
+    CHECK(f.read_strings("file")[3] == "mask.type=causal__model.d_qk=2.h5");
+    CHECK(f.read_strings("status") == std::vector<std::string>(4, "complete"));
+    CHECK(f.read_strings("keys") == std::vector<std::string>{"mask.type", "model.d_qk"});
+    CHECK(f.read_strings("parameters/mask.type") == std::vector<std::string>{"complete", "complete", "causal", "causal"});
+    CHECK(f.read_strings("parameters/model.d_qk") == std::vector<std::string>{"0.5", "2", "0.5", "2"});
+    const std::string def = f.read_string("definition");
+    CHECK(def.find("mask.type = complete, causal") != std::string::npos);
+    CHECK(def.find("model.layers = 3") != std::string::npos);
+    for (const auto& file : f.read_strings("file"))
+      CHECK(h5::File::open_read(dir + "/sweep/" + file).attr_int("complete") == 1);
+  }
+  REQUIRE(run_captured({"sweep", "--config", ini, "--quiet", "--dry-run"}, out) == 0);
+  CHECK(out.find("4 of 4 points complete") != std::string::npos);
+  CHECK(out.find("mask.type=causal__model.d_qk=2.h5  [complete]") != std::string::npos);
+  // A rerun skips every point: no file is rewritten.
+  const auto stamp = fs::last_write_time(dir + "/sweep/mask.type=causal__model.d_qk=2.h5");
+  REQUIRE(cli_main({"sweep", "--config", ini, "--quiet"}) == 0);
+  CHECK(fs::last_write_time(dir + "/sweep/mask.type=causal__model.d_qk=2.h5") == stamp);
+}
+
+TEST_CASE("a changed configuration on rerun is refused with exit 2 unless --force", "[sweep][cli]") {
+  const Scratch scratch("changed");
+  const std::string& dir = scratch.path;
+  SECTION("a single run") {
+    const std::string out = dir + "/one.h5";
+    const std::vector<std::string> args = {"run", "--config", "/dev/null", "--quiet", "--model.layers=3",
+                                           "--output.file=" + out};
+    REQUIRE(cli_main(args) == 0);
+    const auto stamp = fs::last_write_time(out);
+    auto changed = args;
+    changed.push_back("--model.layers=4");
+    CHECK(cli_main(changed) == 2);
+    CHECK(fs::last_write_time(out) == stamp);
+    CHECK(h5::File::open_read(out).read_string("config").find("layers = 3") != std::string::npos);
+    changed.push_back("--force");
+    CHECK(cli_main(changed) == 0);
+    CHECK(h5::File::open_read(out).read_string("config").find("layers = 4") != std::string::npos);
+  }
+  SECTION("a sweep whose base configuration changed") {
+    const std::string ini = write_sweep_ini(dir);
+    REQUIRE(cli_main({"sweep", "--config", ini, "--quiet"}) == 0);
+    CHECK(cli_main({"sweep", "--config", ini, "--quiet", "--run.seed=7"}) == 2);  // index definition differs
+    std::string out;
+    REQUIRE(run_captured({"sweep", "--config", ini, "--quiet", "--run.seed=7", "--dry-run"}, out) == 0);
+    CHECK(out.find("DIFFERENT configuration (key 'run.seed': 20240527 -> 7)") != std::string::npos);
+    CHECK(out.find("refused without --force") != std::string::npos);
+    // Without the index, the point files themselves are checked.
+    fs::remove(dir + "/sweep/index.h5");
+    CHECK(cli_main({"sweep", "--config", ini, "--quiet", "--run.seed=7"}) == 2);
+    CHECK(cli_main({"sweep", "--config", ini, "--quiet", "--run.seed=7", "--force"}) == 0);
+    CHECK(read_sweep_definition(dir + "/sweep/index.h5")->find("seed = 7") != std::string::npos);
+  }
+  SECTION("a sweep with another axis") {
+    const std::string ini = write_sweep_ini(dir);
+    REQUIRE(cli_main({"sweep", "--config", ini, "--quiet"}) == 0);
+    CHECK(cli_main({"sweep", "--config", ini, "--quiet", "--sweep.model.d_qk=0.5,2,8"}) == 2);
+  }
+}
+
+TEST_CASE("a failing point is marked failed; the other points complete", "[sweep]") {
+  const Scratch scratch("failed");
+  const std::string& dir = scratch.path;
+  std::ofstream(dir + "/sweep.ini") << "[model]\ntokens = 3\ndim = 2\nlayers = 2\n[run]\ntrials = 1\n[mask]\nfile = "
+                                    << dir << "/no_such_mask.h5\n[output]\nfile = " << dir
+                                    << "/sweep.h5\n[sweep]\nmask.type = complete, custom, causal\n";
+  CHECK(cli_main({"sweep", "--config", dir + "/sweep.ini", "--quiet"}) == 2);  // the custom mask file is missing
+  CHECK(read_sweep_status(dir + "/sweep/index.h5") == std::vector<std::string>{"complete", "failed", "complete"});
+  CHECK_FALSE(fs::exists(dir + "/sweep/mask.type=custom.h5"));
+}
+
+TEST_CASE("points are balanced over ranks, longest first", "[sweep]") {
+  // Hand-worked LPT: 5 -> r0, 4 -> r1, 3 -> r1 (4 < 5), 3 -> r0 (5 < 7), 1 -> r1 (7 < 8): loads 8, 8.
+  CHECK(mpi::assign_balanced({5, 4, 3, 3, 1}, 2) == std::vector<int>{0, 1, 1, 0, 1});
+  CHECK(mpi::assign_balanced({1, 1, 1}, 1) == std::vector<int>{0, 0, 0});
+  CHECK(mpi::assign_balanced({2, 2, 2, 2}, 4) == std::vector<int>{0, 1, 2, 3});
+  CHECK(mpi::size() == 1);  // the test binary never starts MPI
+}
+
+TEST_CASE("durations in progress lines", "[sweep]") {
+  CHECK(Progress::format_duration(65) == "1:05");
+  CHECK(Progress::format_duration(3725) == "1:02:05");
+  CHECK(Progress::format_duration(NAN) == "?");
+}
