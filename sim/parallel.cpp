@@ -4,6 +4,8 @@
 #include <numeric>
 
 #ifdef RCSIM_WITH_MPI
+#define OMPI_SKIP_MPICXX 1  // the C API only: no C++ bindings to link
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #endif
 
