@@ -14,8 +14,12 @@ Progress::Mode Progress::mode_for(bool quiet) {
 }
 
 Progress::Progress(Mode mode, long total_trials, int total_points, double log_interval_seconds)
-    : mode_(mode), total_(total_trials), points_(total_points), interval_(log_interval_seconds),
-      start_(std::chrono::steady_clock::now()), last_(start_) {}
+    : mode_(mode),
+      total_(total_trials),
+      points_(total_points),
+      interval_(log_interval_seconds),
+      start_(std::chrono::steady_clock::now()),
+      last_(start_) {}
 
 Progress::~Progress() {
   if (drawn_) std::fputs("\n", stderr);
@@ -64,7 +68,8 @@ std::string Progress::line() const {
   std::string s;
   if (mode_ == Mode::bar) {
     const int width = 24, filled = static_cast<int>(frac * width);
-    s = "[" + std::string(static_cast<std::size_t>(filled), '#') + std::string(static_cast<std::size_t>(width - filled), '.') + "] ";
+    s = "[" + std::string(static_cast<std::size_t>(filled), '#') +
+        std::string(static_cast<std::size_t>(width - filled), '.') + "] ";
   }
   std::snprintf(buf, sizeof buf, "%3.0f%% %ld/%ld trials", 100.0 * frac, done, total_);
   s += buf;

@@ -15,9 +15,12 @@ namespace rcsim {
 
 std::string to_string(PointStatus s) {
   switch (s) {
-    case PointStatus::pending: return "pending";
-    case PointStatus::complete: return "complete";
-    case PointStatus::failed: return "failed";
+    case PointStatus::pending:
+      return "pending";
+    case PointStatus::complete:
+      return "complete";
+    case PointStatus::failed:
+      return "failed";
   }
   return "?";
 }

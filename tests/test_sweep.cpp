@@ -76,8 +76,8 @@ TEST_CASE("schedules resolve to the layers worked out by hand", "[schedule]") {
 }
 
 TEST_CASE("bad schedules are usage errors naming output.schedule", "[schedule]") {
-  for (const std::string bad : {"every:0", "every:x", "every", "log:", "log:-2", "list:", "list:11", "list:-1",
-                                "list:1.5", "sometimes", ""}) {
+  for (const std::string bad :
+       {"every:0", "every:x", "every", "log:", "log:-2", "list:", "list:11", "list:-1", "list:1.5", "sometimes", ""}) {
     INFO("value: '" << bad << "'");
     try {
       parse_schedule(bad, 10);
@@ -96,8 +96,15 @@ TEST_CASE("bad schedules are usage errors naming output.schedule", "[schedule]")
 TEST_CASE("a scheduled run records the chosen layers, equal to the same layers of a full run", "[schedule][io]") {
   const Scratch scratch("schedule_run");
   const std::string& dir = scratch.path;
-  const std::vector<std::string> base = {"run", "--config", "/dev/null", "--quiet", "--model.tokens=5", "--model.dim=3",
-                                         "--model.layers=12", "--run.trials=3", "--norm.type=layernorm",
+  const std::vector<std::string> base = {"run",
+                                         "--config",
+                                         "/dev/null",
+                                         "--quiet",
+                                         "--model.tokens=5",
+                                         "--model.dim=3",
+                                         "--model.layers=12",
+                                         "--run.trials=3",
+                                         "--norm.type=layernorm",
                                          "--output.spectrum=true"};
   auto with = [&](std::vector<std::string> extra) {
     auto a = base;
@@ -138,7 +145,8 @@ namespace {
 std::string write_sweep_ini(const std::string& dir, const std::string& extra = "") {
   const std::string ini = dir + "/sweep.ini";
   std::ofstream(ini) << "[model]\ntokens = 4\ndim = 2\nlayers = 3\n[run]\ntrials = 2\nthreads = 1\n[output]\nfile = "
-                     << dir << "/sweep.h5\n" << extra << "[sweep]\nmask.type = complete, causal\nmodel.d_qk = 0.5, 2\n";
+                     << dir << "/sweep.h5\n"
+                     << extra << "[sweep]\nmask.type = complete, causal\nmodel.d_qk = 0.5, 2\n";
   return ini;
 }
 }  // namespace
@@ -165,14 +173,14 @@ TEST_CASE("the sweep index lists every point, its parameters, file and status", 
     CHECK(f.attr_int("points_complete") == 4);
     CHECK(f.attr_string("sweep_mode") == "product");
     // Product order: the last axis fastest.
-    CHECK(f.read_strings("name") == std::vector<std::string>{"mask.type=complete__model.d_qk=0.5",
-                                                             "mask.type=complete__model.d_qk=2",
-                                                             "mask.type=causal__model.d_qk=0.5",
-                                                             "mask.type=causal__model.d_qk=2"});
+    CHECK(f.read_strings("name") ==
+          std::vector<std::string>{"mask.type=complete__model.d_qk=0.5", "mask.type=complete__model.d_qk=2",
+                                   "mask.type=causal__model.d_qk=0.5", "mask.type=causal__model.d_qk=2"});
     CHECK(f.read_strings("file")[3] == "mask.type=causal__model.d_qk=2.h5");
     CHECK(f.read_strings("status") == std::vector<std::string>(4, "complete"));
     CHECK(f.read_strings("keys") == std::vector<std::string>{"mask.type", "model.d_qk"});
-    CHECK(f.read_strings("parameters/mask.type") == std::vector<std::string>{"complete", "complete", "causal", "causal"});
+    CHECK(f.read_strings("parameters/mask.type") ==
+          std::vector<std::string>{"complete", "complete", "causal", "causal"});
     CHECK(f.read_strings("parameters/model.d_qk") == std::vector<std::string>{"0.5", "2", "0.5", "2"});
     const std::string def = f.read_string("definition");
     CHECK(def.find("mask.type = complete, causal") != std::string::npos);
@@ -194,8 +202,8 @@ TEST_CASE("a changed configuration on rerun is refused with exit 2 unless --forc
   const std::string& dir = scratch.path;
   SECTION("a single run") {
     const std::string out = dir + "/one.h5";
-    const std::vector<std::string> args = {"run", "--config", "/dev/null", "--quiet", "--model.layers=3",
-                                           "--output.file=" + out};
+    const std::vector<std::string> args = {"run",     "--config",         "/dev/null",
+                                           "--quiet", "--model.layers=3", "--output.file=" + out};
     REQUIRE(cli_main(args) == 0);
     const auto stamp = fs::last_write_time(out);
     auto changed = args;
