@@ -168,24 +168,33 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
   if (ranks > 1) spdlog::default_logger()->set_pattern("rcsim[" + std::to_string(rank) + "/" + std::to_string(ranks) + "]: %^%l%$: %v");
 
   // What is on disk already: complete files of the same or of another configuration, and
-  // the sweep index with its definition.
+  // the sweep index with its definition. Rank 0 looks and tells the others (one collective,
+  // which also guarantees that every rank has the same view before any rank writes a file).
+  if (inv.dry_run && !root) return 0;
   std::string index_path, definition;
   std::optional<std::string> stored_definition;
   if (is_sweep) {
     index_path = sweep_index_path(std::filesystem::path(points.front().config.output.file).parent_path().string());
     definition = sweep_definition(points, p.sweep, p.sweep_mode);
-    stored_definition = read_sweep_definition(index_path);
+    if (root) stored_definition = read_sweep_definition(index_path);
   }
-  const bool definition_differs = stored_definition && *stored_definition != definition;
-  std::vector<RunFileCheck> checks;
+  std::vector<RunFileCheck> checks(n);
+  if (root)
+    for (std::size_t i = 0; i < n; ++i) checks[i] = check_run_file(points[i].config.output.file, points[i].config.to_ini());
+  bool definition_differs = stored_definition && *stored_definition != definition;
+  if (!inv.dry_run) {
+    std::vector<int> v;
+    for (const RunFileCheck& ch : checks) v.push_back(static_cast<int>(ch.state));  // 0 on ranks > 0
+    v.push_back(definition_differs ? 1 : 0);
+    mpi::max_all(v);
+    for (std::size_t i = 0; i < n; ++i) checks[i].state = static_cast<RunFileState>(v[i]);
+    definition_differs = v[n] != 0;
+  }
   std::vector<PointStatus> status(n, PointStatus::pending);
-  for (std::size_t i = 0; i < n; ++i) {
-    checks.push_back(check_run_file(points[i].config.output.file, points[i].config.to_ini()));
+  for (std::size_t i = 0; i < n; ++i)
     if (checks[i].state == RunFileState::matches && !inv.force) status[i] = PointStatus::complete;
-  }
 
   if (inv.dry_run) {
-    if (!root) return 0;
     std::cout << points.front().config.to_ini() << "\n";
     if (is_sweep) std::cout << "# sweep (" << p.sweep_mode << "): " << n << " points; index " << index_path << "\n";
     int complete = 0;
@@ -204,14 +213,16 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
     return 0;
   }
   if (!inv.force) {
+    const std::string what = "details in rank 0's message";
     if (definition_differs)
       throw UsageError("sweep index '" + index_path + "' was written for a different sweep definition (" +
-                       first_difference(*stored_definition, definition) +
+                       (root ? first_difference(*stored_definition, definition) : what) +
                        "); rerun with --force to recompute every point, or choose another output.file");
     for (std::size_t i = 0; i < n; ++i)
       if (checks[i].state == RunFileState::differs)
         throw UsageError("'" + points[i].config.output.file + "' is complete but was made with a different configuration (" +
-                         checks[i].difference + "); rerun with --force to overwrite it, or choose another output.file");
+                         (root ? checks[i].difference : what) +
+                         "); rerun with --force to overwrite it, or choose another output.file");
   }
 
   auto status_ints = [&] {
@@ -222,12 +233,6 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
   auto set_status = [&](const std::vector<int>& v) {
     for (std::size_t i = 0; i < n; ++i) status[i] = static_cast<PointStatus>(v[i]);
   };
-  // Every rank has looked at the files before any rank writes one (and they agree).
-  {
-    std::vector<int> v = status_ints();
-    mpi::max_all(v);
-    set_status(v);
-  }
   auto write_index = [&] {
     if (is_sweep && root) write_sweep_index(index_path, definition, p.sweep_mode, p.sweep, points, status);
   };

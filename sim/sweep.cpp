@@ -1,5 +1,8 @@
 #include "sweep.hpp"
 
+#include <cctype>
+#include <set>
+
 #include "errors.hpp"
 
 namespace rcsim {
@@ -51,6 +54,7 @@ std::vector<SweepPoint> expand_sweep(const std::map<std::string, std::string>& b
   const auto base_file = base.count("output.file") ? base.at("output.file") : std::string("data/run.h5");
   const std::string dir = sweep_directory(base_file);
   std::vector<SweepPoint> points;
+  std::set<std::string> names;
   for (const auto& combo : combos) {
     SweepPoint p;
     for (const auto& [key, values] : axes) {
@@ -66,6 +70,9 @@ std::vector<SweepPoint> expand_sweep(const std::map<std::string, std::string>& b
     } catch (const UsageError& e) {
       throw UsageError("sweep point " + p.name + ": " + e.what());
     }
+    if (!names.insert(p.name).second)
+      throw UsageError("sweep point " + p.name + " repeats: a [sweep] list holds the same value twice, or values "
+                         "that differ only in characters replaced in file names");
     points.push_back(std::move(p));
   }
   return points;

@@ -247,6 +247,13 @@ TEST_CASE("a failing point is marked failed; the other points complete", "[sweep
   CHECK_FALSE(fs::exists(dir + "/sweep/mask.type=custom.h5"));
 }
 
+TEST_CASE("a sweep whose points would share a file is a usage error", "[sweep]") {
+  const Scratch scratch("duplicate");
+  CHECK(cli_main({"sweep", "--config", "/dev/null", "--quiet", "--sweep.model.dim=2, 3, 2",
+                  "--output.file=" + scratch.path + "/d.h5"}) == 2);
+  CHECK_FALSE(fs::exists(scratch.path + "/d"));
+}
+
 TEST_CASE("points are balanced over ranks, longest first", "[sweep]") {
   // Hand-worked LPT: 5 -> r0, 4 -> r1, 3 -> r1 (4 < 5), 3 -> r0 (5 < 7), 1 -> r1 (7 < 8): loads 8, 8.
   CHECK(mpi::assign_balanced({5, 4, 3, 3, 1}, 2) == std::vector<int>{0, 1, 1, 0, 1});
