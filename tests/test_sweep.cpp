@@ -1,9 +1,12 @@
 // Sweeps at scale: the metric schedule (output.schedule), the sweep index, refusal of changed
 // configurations, failed points, the balanced assignment of points to MPI ranks, progress text.
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -266,4 +269,32 @@ TEST_CASE("durations in progress lines", "[sweep]") {
   CHECK(Progress::format_duration(65) == "1:05");
   CHECK(Progress::format_duration(3725) == "1:02:05");
   CHECK(Progress::format_duration(NAN) == "?");
+}
+
+TEST_CASE("progress in a log: a line with done/total, rate and ETA", "[sweep]") {
+  std::ostringstream log;
+  const auto previous = spdlog::default_logger();
+  auto logger =
+      std::make_shared<spdlog::logger>("progress_test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+  logger->set_pattern("%v");
+  spdlog::set_default_logger(logger);
+  {
+    Progress p(Progress::Mode::log, 10, 2, 0.0);  // interval 0: a line at every update
+    p.begin_point("a", 6);
+    p.trials_done(0, 4);  // 2 of the 6 trials resumed from a checkpoint
+    p.trials_done(3, 4);
+    p.end_point();
+    Progress quiet(Progress::Mode::off, 10, 1);
+    quiet.begin_point("b", 10);
+    quiet.trials_done(5, 10);
+  }
+  spdlog::set_default_logger(previous);
+  const std::string text = log.str();
+  CHECK(text.find("progress:  20% 2/10 trials, point 1/2") != std::string::npos);
+  CHECK(text.find("progress:  50% 5/10 trials, point 1/2") != std::string::npos);
+  CHECK(text.find("ETA") != std::string::npos);
+  CHECK(text.find("trials/s") != std::string::npos);
+  CHECK(text.find("100%") == std::string::npos);
+  CHECK(text.find("progress:  60% 6/10 trials") != std::string::npos);  // after end_point
+  CHECK(std::count(text.begin(), text.end(), '\n') == 3);               // two updates and end_point; nothing when off
 }
