@@ -233,8 +233,15 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
   auto set_status = [&](const std::vector<int>& v) {
     for (std::size_t i = 0; i < n; ++i) status[i] = static_cast<PointStatus>(v[i]);
   };
+  int exit_code = 0, interrupted = 0, failed = 0;
   auto write_index = [&] {
-    if (is_sweep && root) write_sweep_index(index_path, definition, p.sweep_mode, p.sweep, points, status);
+    if (!is_sweep || !root) return;
+    try {
+      write_sweep_index(index_path, definition, p.sweep_mode, p.sweep, points, status);
+    } catch (const std::exception& e) {  // the point files stay the authority; keep going (MPI: no hang)
+      spdlog::error("cannot write the sweep index: {}", e.what());
+      exit_code = std::max(exit_code, 1);
+    }
   };
   write_index();
 
@@ -258,7 +265,6 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
   Provenance prov;
   prov.command_line = command_line_text(args);
   const bool keep_going = is_sweep || ranks > 1;  // a failed point does not stop the others
-  int exit_code = 0, interrupted = 0, failed = 0;
   {
     Progress progress(Progress::mode_for(inv.quiet), my_trials, static_cast<int>(mine.size()));
     for (const std::size_t i : mine) {
