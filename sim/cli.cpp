@@ -16,6 +16,7 @@
 #include <optional>
 #include <sstream>
 
+#include "analysis.hpp"
 #include "config.hpp"
 #include "errors.hpp"
 #include "mask.hpp"
@@ -40,6 +41,7 @@ usage:
   rcsim run       [--config FILE] [--key=value ...] [--dry-run] [--force] [--quiet]
   rcsim sweep     (same as run; a configuration with a [sweep] section runs every point)
   rcsim mask-info [--config FILE] [--key=value ...]
+  rcsim analyze   RUN.h5 [RUN.h5 ...] [--threshold=X] [--window=FROM:TO] [--no-write]
   rcsim --help | --version
 
   run         simulate run.trials independent trials of an L-layer attention stack and write
@@ -48,6 +50,11 @@ usage:
               A [sweep] section (sweep.KEY = v1, v2, ...) runs one file per point into the
               directory output.file minus ".h5"; completed points are skipped on rerun.
   mask-info   print the mask, its centre nodes, radius and connectivity.
+  analyze     decay rates of mu and rank_one_residual (per trial and ensemble), collapse
+              depth (first layer with mu_rel < --threshold, default 1e-3) and the theory
+              bound C (1 - eps^r)^(t/r); prints a table and writes /analysis into each run
+              file (atomically; --no-write only prints). --window=FROM:TO fits those layers
+              instead of the default window (docs/analysis.md).
 
 options:
   --config FILE   INI file: [section] key = value, for the dotted keys below
@@ -211,6 +218,55 @@ int cmd_mask_info(const Invocation& inv) {
   return 0;
 }
 
+double parse_number(const std::string& option, const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) throw UsageError(option + "=" + text + ": expected a number");
+  return v;
+}
+
+int cmd_analyze(const Invocation& inv) {
+  AnalysisOptions o;
+  bool write = true;
+  std::vector<std::string> files;
+  for (const std::string& a : inv.keys) {
+    if (a.rfind("--threshold=", 0) == 0) {
+      o.threshold = parse_number("--threshold", a.substr(12));
+    } else if (a.rfind("--window=", 0) == 0) {
+      const std::string w = a.substr(9);
+      const auto colon = w.find(':');
+      if (colon == std::string::npos) throw UsageError("--window=" + w + ": expected FROM:TO (layers)");
+      o.user_window = true;
+      o.from = parse_number("--window", w.substr(0, colon));
+      o.to = parse_number("--window", w.substr(colon + 1));
+    } else if (a == "--no-write") {
+      write = false;
+    } else if (!a.empty() && a[0] == '-') {
+      throw UsageError("analyze: unknown option '" + a + "' (allowed: --threshold=X, --window=FROM:TO, --no-write)");
+    } else {
+      files.push_back(a);
+    }
+  }
+  if (inv.config_file) throw UsageError("analyze takes run files, not --config");
+  if (files.empty()) throw UsageError("analyze: no run file given (usage: rcsim analyze RUN.h5 [...])");
+  validate(o);
+  std::vector<RunAnalysis> results;
+  for (const auto& path : files) results.push_back(analyze_run(path, o));  // every file checked before writing
+  for (const auto& a : results) {
+    std::cout << analysis_table(a, o);
+    if (write) {
+      write_analysis(a, o);
+      spdlog::info("wrote /analysis into {}", a.path);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cli_main(const std::vector<std::string>& args) {
@@ -238,7 +294,8 @@ int cli_main(const std::vector<std::string>& args) {
     }
     if (inv.command == "run" || inv.command == "sweep") return cmd_run(inv, args);
     if (inv.command == "mask-info") return cmd_mask_info(inv);
-    throw UsageError("unknown command '" + inv.command + "' (allowed: run, sweep, mask-info; see rcsim --help)");
+    if (inv.command == "analyze") return cmd_analyze(inv);
+    throw UsageError("unknown command '" + inv.command + "' (allowed: run, sweep, mask-info, analyze; see rcsim --help)");
   } catch (const UsageError& e) {
     std::cerr << "rcsim: error: " << e.what() << "\n";
     return 2;
