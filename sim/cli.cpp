@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -18,7 +19,9 @@
 
 #include "analysis.hpp"
 #include "config.hpp"
+#include "equilibria.hpp"
 #include "errors.hpp"
+#include "hdf5_file.hpp"
 #include "mask.hpp"
 #include "run_file.hpp"
 #include "sweep.hpp"
@@ -41,6 +44,8 @@ usage:
   rcsim run       [--config FILE] [--key=value ...] [--dry-run] [--force] [--quiet]
   rcsim sweep     (same as run; a configuration with a [sweep] section runs every point)
   rcsim mask-info [--config FILE] [--key=value ...]
+  rcsim equilibria --config FILE [--key=value ...] [--tol=X] [--perturbation=X] [--probes=K]
+                  [--match-tol=X] [--rank-rtol=X] [--dry-run] [--force]
   rcsim analyze   RUN.h5 [RUN.h5 ...] [--threshold=X] [--window=FROM:TO] [--no-write]
   rcsim --help | --version
 
@@ -50,6 +55,12 @@ usage:
               A [sweep] section (sweep.KEY = v1, v2, ...) runs one file per point into the
               directory output.file minus ".h5"; completed points are skipped on rerun.
   mask-info   print the mask, its centre nodes, radius and connectivity.
+  equilibria  under fixed weights (weights.q/k/v = fixed, zero or identity), iterate run.trials
+              random starting points (init.*) for at most model.layers layers until
+              ||X(t+1) - X(t)||_F < --tol (1e-12); classify each end state (rank with
+              --rank-rtol 1e-8, identical/antipodal/distinct tokens, stability under --probes (4)
+              perturbations of relative size --perturbation (1e-6)); write end states, distinct
+              equilibria and basin fractions to output.file (docs/equilibria.md).
   analyze     decay rates of mu and rank_one_residual (per trial and ensemble), collapse
               depth (first layer with mu_rel < --threshold, default 1e-3) and the theory
               bound C (1 - eps^r)^(t/r); prints a table and writes /analysis into each run
@@ -230,6 +241,65 @@ double parse_number(const std::string& option, const std::string& text) {
   return v;
 }
 
+int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
+  EquilibriumOptions o;
+  std::vector<std::string> keys;
+  for (const std::string& a : inv.keys) {
+    auto value = [&](const char* prefix) -> std::optional<double> {
+      const std::string p = std::string(prefix) + "=";
+      if (a.rfind(p, 0) != 0) return std::nullopt;
+      return parse_number(prefix, a.substr(p.size()));
+    };
+    if (auto v = value("--tol")) o.tol = *v;
+    else if (auto v2 = value("--perturbation")) o.perturbation = *v2;
+    else if (auto v3 = value("--probes")) {
+      if (*v3 != std::floor(*v3)) throw UsageError("--probes=" + a.substr(9) + ": expected a whole number");
+      o.probes = static_cast<int>(*v3);
+    } else if (auto v4 = value("--match-tol")) o.match_tol = *v4;
+    else if (auto v5 = value("--rank-rtol")) o.rank_rtol = *v5;
+    else keys.push_back(a);
+  }
+  validate(o);
+  inv.keys = keys;
+  ParsedArgs p = resolve_sources(inv);
+  if (!p.sweep.empty()) throw UsageError("equilibria: a [sweep] section is not supported (one configuration at a time)");
+  const Config c = make_config(p.values);
+  FixedLayerMap check(c);  // fixed weights, before anything is written
+  (void)check;
+  if (inv.dry_run) {
+    std::cout << c.to_ini() << "\n# output: " << c.output.file << "\n";
+    return 0;
+  }
+  const std::string& out = c.output.file;
+  if (!inv.force && std::filesystem::exists(out)) {
+    try {
+      const h5::File f = h5::File::open_read(out);
+      if (f.has_attr("complete") && f.attr_int("complete") == 1 && f.read_string("config") == c.to_ini()) {
+        spdlog::info("{} is complete with the same configuration: skipped (--force to recompute)", out);
+        return 0;
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  const EquilibriumSearch s = find_equilibria(c, o, &g_cancel);
+  std::cout << equilibria_table(s) << std::flush;
+  const std::filesystem::path parent = std::filesystem::path(out).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  const std::string tmp = out + ".tmp";
+  try {
+    write_equilibria_file(tmp, c, o, s, command_line_text(args));
+    std::filesystem::rename(tmp, out);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw;
+  }
+  spdlog::info("wrote {}", out);
+  return 0;
+}
+
 int cmd_analyze(const Invocation& inv) {
   AnalysisOptions o;
   bool write = true;
@@ -295,7 +365,8 @@ int cli_main(const std::vector<std::string>& args) {
     if (inv.command == "run" || inv.command == "sweep") return cmd_run(inv, args);
     if (inv.command == "mask-info") return cmd_mask_info(inv);
     if (inv.command == "analyze") return cmd_analyze(inv);
-    throw UsageError("unknown command '" + inv.command + "' (allowed: run, sweep, mask-info, analyze; see rcsim --help)");
+    if (inv.command == "equilibria") return cmd_equilibria(inv, args);
+    throw UsageError("unknown command '" + inv.command + "' (allowed: run, sweep, mask-info, equilibria, analyze; see rcsim --help)");
   } catch (const UsageError& e) {
     std::cerr << "rcsim: error: " << e.what() << "\n";
     return 2;
