@@ -149,7 +149,7 @@ EquilibriumSearch find_equilibria(const Config& c, const EquilibriumOptions& o, 
       map.iterate(X, o.tol, c.model.layers, layers);
       const double dist = (X - eq.X).norm() / scale;
       eq.probe_distance = std::max(eq.probe_distance, std::isfinite(dist) ? dist : 1e300);
-      if (!(dist <= 10 * o.perturbation)) eq.stable = false;
+      if (!(dist <= std::sqrt(o.perturbation))) eq.stable = false;
     }
   }
   return s;
@@ -260,7 +260,7 @@ void write_equilibria_file(const std::string& path, const Config& c, const Equil
   put(g, "clusters", ints(eq, [](const Equilibrium& e) { return e.cls.clusters; }), eqid, "groups of identical tokens");
   put(g, "residual", doubles(eq, [](const Equilibrium& e) { return e.residual; }), eqid, "||layer(X) - X||_F");
   put(g, "stable", ints(eq, [](const Equilibrium& e) { return e.stable ? 1 : 0; }), eqid,
-      "1 if every perturbation probe returned within 10 * perturbation");
+      "1 if every perturbation probe ended within sqrt(perturbation) (relative) of X");
   put(g, "probe_distance", doubles(eq, [](const Equilibrium& e) { return e.probe_distance; }), eqid,
       "largest relative distance of a probe's end state from X");
   put(g, "count", ints(eq, [](const Equilibrium& e) { return e.count; }), eqid, "starts ending here");

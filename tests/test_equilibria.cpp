@@ -176,3 +176,70 @@ TEST_CASE("equilibria: the output file and bad inputs", "[equilibria][cli]") {
   for (double x : frac.data) total += x;
   CHECK_THAT(total, WithinAbs(1.0, 1e-12));  // every start converged
 }
+
+namespace {
+// The shipped configuration, with the mask file's path made absolute.
+Config shipped_config(const std::string& name) {
+  const std::string dir = RCSIM_SOURCE_DIR;
+  ParsedArgs p = parse_config_sources({}, dir + "/configs/" + name);
+  p.values["mask.file"] = dir + "/" + p.values["mask.file"];
+  return make_config(p.values);
+}
+
+// One layer of the star-mask model written out independently of sim/layer.cpp:
+// x_0 <- x_0 W / ||x_0 W||,  x_i <- (x_0 + x_i) W / ||(x_0 + x_i) W||.
+Matrix star_layer(const Matrix& X, const Matrix& W) {
+  Matrix Y(X.rows(), X.cols());
+  Y.row(0) = X.row(0) * W;
+  for (Eigen::Index i = 1; i < X.rows(); ++i) Y.row(i) = (X.row(0) + X.row(i)) / 2.0 * W;
+  for (Eigen::Index i = 0; i < X.rows(); ++i) Y.row(i).normalize();
+  return Y;
+}
+}  // namespace
+
+TEST_CASE("rank-k equilibria coexist for N = d = 3 and 4 (docs/equilibria.md)", "[equilibria]") {
+  const int n = GENERATE(3, 4);
+  const Config c = shipped_config("equilibria_rank" + std::to_string(n) + ".ini");
+  REQUIRE(c.model.tokens == n);
+  const double mu = 0.2, beta = 1.0;
+  Matrix W = Matrix::Zero(n, n);  // [[mu I, beta 1], [0, 1]], row convention
+  for (int i = 0; i < n - 1; ++i) {
+    W(i, i) = mu;
+    W(i, n - 1) = beta;
+  }
+  W(n - 1, n - 1) = 1.0;
+  REQUIRE((c.weights.v.matrix - W).norm() == 0.0);
+  const EquilibriumSearch s = find_equilibria(c, {});
+  CHECK(s.unconverged == 0);
+  std::vector<int> reached(static_cast<std::size_t>(n + 1), 0);
+  for (const Equilibrium& e : s.equilibria) {
+    const Matrix& X = e.X;
+    INFO("n = " << n << ", equilibrium\n" << X);
+    // Independent fixed-point check.
+    CHECK((star_layer(X, W) - X).norm() < 1e-10);
+    // Token 0 is +-e_n; every other token is token 0 or on the family F: with s = sign of
+    // token 0, x = s (w', -(1 + beta sum w') / (1 - mu)) with ||x|| = 1.
+    const double sgn = X(0, n - 1) > 0 ? 1.0 : -1.0;
+    CHECK(std::abs(std::abs(X(0, n - 1)) - 1.0) < 1e-12);
+    int on_family = 0;
+    for (int i = 1; i < n; ++i) {
+      if ((X.row(i) - X.row(0)).norm() < 1e-9) continue;
+      const RowVector x = sgn * X.row(i);
+      const double sum = x.head(n - 1).sum();
+      CHECK(std::abs(x(n - 1) + (1 + beta * sum) / (1 - mu)) < 1e-9);
+      ++on_family;
+    }
+    // Rank exact: 1 + the number of tokens on F (distinct generic points), with a clear gap.
+    const Vector sigma = Eigen::JacobiSVD<Matrix>(X).singularValues();
+    const int k = e.cls.rank;
+    CHECK(k == 1 + on_family);
+    CHECK(sigma(k - 1) > 1e-4 * sigma(0));
+    if (k < n) CHECK(sigma(k) < 1e-12 * sigma(0));
+    CHECK(e.stable);
+    ++reached[static_cast<std::size_t>(k)];
+  }
+  for (int k = 1; k <= n; ++k) {
+    INFO("n = " << n << ": distinct equilibria of rank " << k << " reached from random starts");
+    CHECK(reached[static_cast<std::size_t>(k)] >= 1);
+  }
+}
