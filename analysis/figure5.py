@@ -25,11 +25,11 @@ def main(argv=None):
     for r in runs:
         rcsim(args, args.rcsim, "analyze", r["path"], "--quiet")
         a = load_analysis(r["path"])
-        rows.append((int(r["attrs"]["tokens"]), int(a["theory"]["radius"]), a["mu"]["ensemble_decay_rate"],
+        rows.append((int(r["attrs"]["tokens"]), int(a["theory"]["radius"]), a["mu"]["decay_rate_median"],
                      a["mu"]["decay_rate_q10"], a["mu"]["decay_rate_q90"], a["theory"]["bound_rate"],
                      a["theory"]["eps"], r["path"]))
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
-    print(f"{'N':>4} {'r':>3} {'measured rate':>14} {'[q10, q90]':>20} {'eps':>10} {'bound rate':>11} {'ratio':>9}")
+    print(f"{'N':>4} {'r':>3} {'median rate':>14} {'[q10, q90]':>20} {'eps':>10} {'bound rate':>11} {'ratio':>9}")
     for n, marker, colour in ((16, "o", "tab:blue"), (32, "s", "tab:orange")):
         sel = sorted([x for x in rows if x[0] == n], key=lambda x: x[1])
         if not sel:
@@ -39,7 +39,7 @@ def main(argv=None):
         lo, hi = np.array([x[3] for x in sel]), np.array([x[4] for x in sel])
         bound = np.array([x[5] for x in sel])
         axes[0].errorbar(r, rate, yerr=[rate - lo, hi - rate], fmt=marker + "-", color=colour,
-                         label=f"measured, N = {n} (median curve; bars q10-q90 of trials)")
+                         label=f"measured, N = {n} (median over trials; bars q10-q90)")
         axes[0].plot(r, np.maximum(bound, 1e-300), marker + "--", color=colour, mfc="none",
                      label=f"bound -ln(1 - eps^r)/r, N = {n}")
         axes[1].plot(r, rate / np.maximum(bound, 1e-300), marker + "-", color=colour, label=f"N = {n}")
