@@ -23,15 +23,16 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Row `i` of a [trial, layer] array read from the file.
 std::vector<double> row(const h5::Array& a, std::size_t i) {
   const std::size_t n = a.shape[1];
-  return std::vector<double>(a.data.begin() + static_cast<long>(i * n), a.data.begin() + static_cast<long>((i + 1) * n));
+  return std::vector<double>(a.data.begin() + static_cast<long>(i * n),
+                             a.data.begin() + static_cast<long>((i + 1) * n));
 }
 
 h5::Array read_measure(const h5::File& f, const std::string& name, std::size_t trials, std::size_t layers) {
   h5::Array a = f.read("metrics/" + name);
   if (a.shape.size() != 2 || a.shape[0] != trials || (layers && a.shape[1] != layers))
-    throw UsageError(f.filename() + ": /metrics/" + name + " has shape " + h5::shape_string(a.shape) +
-                     ", expected [" + std::to_string(trials) + ", " +
-                     (layers ? std::to_string(layers) : std::string("any")) + "] (trials x /layer)");
+    throw UsageError(f.filename() + ": /metrics/" + name + " has shape " + h5::shape_string(a.shape) + ", expected [" +
+                     std::to_string(trials) + ", " + (layers ? std::to_string(layers) : std::string("any")) +
+                     "] (trials x /layer)");
   return a;
 }
 
@@ -40,8 +41,8 @@ FitWindow window_for(const AnalysisOptions& o, const std::vector<double>& t, con
   return o.user_window ? layer_window(t, y, o.from, o.to) : default_window(t, y, rel);
 }
 
-CurveRates curve_rates(const std::string& name, const std::vector<double>& t, const h5::Array& y,
-                       const h5::Array& rel, const AnalysisOptions& o) {
+CurveRates curve_rates(const std::string& name, const std::vector<double>& t, const h5::Array& y, const h5::Array& rel,
+                       const AnalysisOptions& o) {
   CurveRates c;
   c.measure = name;
   const std::size_t T = y.shape[0], n = y.shape[1];
@@ -101,7 +102,8 @@ void validate(const AnalysisOptions& o) {
 }
 
 std::string window_rule(const AnalysisOptions& o) {
-  if (o.user_window) return "layers " + fmt(o.from) + " to " + fmt(o.to) + ", cut at the first zero or non-finite value";
+  if (o.user_window)
+    return "layers " + fmt(o.from) + " to " + fmt(o.to) + ", cut at the first zero or non-finite value";
   return "default: stop before the first layer where the curve is non-finite, <= DBL_MIN, or its relative value "
          "(mu_rel for mu) < 1e-13; skip the first 10% (at least 1 layer) of the usable depth";
 }
@@ -228,8 +230,7 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
       per_trial(th, "C", a.C, "mu at the first recorded layer", "same as X");
       std::vector<double> bound(T * n), median_bound(n);
       for (std::size_t i = 0; i < T; ++i)
-        for (std::size_t j = 0; j < n; ++j)
-          bound[i * n + j] = theory_bound(a.C[i], a.eps, a.radius, a.layer[j]);
+        for (std::size_t j = 0; j < n; ++j) bound[i * n + j] = theory_bound(a.C[i], a.eps, a.radius, a.layer[j]);
       const double C_med = quantile(a.C, 0.5);
       for (std::size_t j = 0; j < n; ++j) median_bound[j] = theory_bound(C_med, a.eps, a.radius, a.layer[j]);
       const h5::Dataset b = th.write("bound", {T, n}, bound.data());
@@ -274,8 +275,8 @@ std::string analysis_table(const RunAnalysis& a, const AnalysisOptions& o) {
        << "% of trials that collapsed\n";
   else
     os << "never reached in any trial\n";
-  os << "  theory: radius r = " << a.radius << ", eps = min attn_min = " << fmt(a.eps) << ", bound rate -ln(1 - eps^r)/r = "
-     << fmt(a.bound_rate) << ", measured/bound = " << fmt(a.rate_ratio) << "\n";
+  os << "  theory: radius r = " << a.radius << ", eps = min attn_min = " << fmt(a.eps)
+     << ", bound rate -ln(1 - eps^r)/r = " << fmt(a.bound_rate) << ", measured/bound = " << fmt(a.rate_ratio) << "\n";
   return os.str();
 }
 

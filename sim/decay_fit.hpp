@@ -10,11 +10,11 @@ namespace rcsim {
 
 // The straight line ln y = intercept + slope * t fitted by least squares.
 struct LogLinearFit {
-  double slope = 0.0;         // d ln y / dt per layer (negative = decay)
+  double slope = 0.0;  // d ln y / dt per layer (negative = decay)
   double intercept = 0.0;
-  double slope_stderr = 0.0;  // standard error of the slope from the residuals (NaN for 2 points)
-  double r2 = 0.0;            // coefficient of determination (1 for an exact line)
-  int points = 0;             // layers in the window
+  double slope_stderr = 0.0;                   // standard error of the slope from the residuals (NaN for 2 points)
+  double r2 = 0.0;                             // coefficient of determination (1 for an exact line)
+  int points = 0;                              // layers in the window
   double first_layer = 0.0, last_layer = 0.0;  // the window actually used
   bool ok() const { return points >= 3; }
 };

@@ -31,9 +31,12 @@ void validate(const EquilibriumOptions& o) {
 
 std::string to_string(TokenClass c) {
   switch (c) {
-    case TokenClass::identical: return "identical";
-    case TokenClass::antipodal: return "antipodal";
-    case TokenClass::distinct: return "distinct";
+    case TokenClass::identical:
+      return "identical";
+    case TokenClass::antipodal:
+      return "antipodal";
+    case TokenClass::distinct:
+      return "distinct";
   }
   return "?";
 }

@@ -73,9 +73,9 @@ struct EndState {
 struct Equilibrium {
   Matrix X;
   StateClass cls;
-  double residual = 0;  // ||layer(X) - X||_F
-  bool stable = false;  // every probe ended within sqrt(perturbation) ||X||_F of X (neutral
-                        // directions drift O(perturbation), unstable ones O(1))
+  double residual = 0;        // ||layer(X) - X||_F
+  bool stable = false;        // every probe ended within sqrt(perturbation) ||X||_F of X (neutral
+                              // directions drift O(perturbation), unstable ones O(1))
   double probe_distance = 0;  // largest ||X_probe_end - X||_F / ||X||_F over the probes
   int count = 0;
   double basin_fraction = 0;  // count / number of starts

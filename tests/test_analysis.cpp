@@ -105,15 +105,15 @@ TEST_CASE("the theory bound from given r and eps", "[analysis]") {
   // C (1 - eps^r)^(t/r) with C = 2, t = 4: 2 * 0.99^2 = 1.9602.
   CHECK_THAT(theory_bound(2.0, 0.1, 2, 4.0), WithinRel(1.9602, 1e-14));
   CHECK_THAT(theory_bound(2.0, 0.5, 1, 3.0), WithinRel(0.25, 1e-14));  // 2 * 0.5^3
-  CHECK(bound_rate(0.0, 3) == 0.0);       // eps = 0: no guaranteed decay
-  CHECK(std::isnan(bound_rate(0.2, -1))); // no centre node: the theorem does not apply
+  CHECK(bound_rate(0.0, 3) == 0.0);                                    // eps = 0: no guaranteed decay
+  CHECK(std::isnan(bound_rate(0.2, -1)));                              // no centre node: the theorem does not apply
 }
 
 namespace {
 // A run file written by hand: /layer = 0, 3, 6, ... (a metric schedule), mu = mu_rel =
 // rank_one_residual = c_trial exp(-0.2 t), attn_min = 0.25, mask radius 2.
-std::string synthetic_run_file() {
-  const std::string path = temp_path("rcsim_analysis_synthetic.h5");
+std::string synthetic_run_file(const std::string& name) {  // a name per test case: ctest runs them in parallel
+  const std::string path = temp_path(name);
   const int T = 3, n = 21;
   std::vector<std::int64_t> layer(n), trial(T);
   std::vector<double> mu(T * n), attn(T * n, 0.25);
@@ -142,7 +142,7 @@ std::string synthetic_run_file() {
 }  // namespace
 
 TEST_CASE("analyze reads the layer coordinate from /layer and writes /analysis", "[analysis]") {
-  const std::string path = synthetic_run_file();
+  const std::string path = synthetic_run_file("rcsim_analysis_synthetic.h5");
   AnalysisOptions o;
   const RunAnalysis a = analyze_run(path, o);
   REQUIRE(a.layer.size() == 21);
@@ -195,7 +195,7 @@ TEST_CASE("analyze on a simulated run: causal N = 2 with uniform attention halve
 }
 
 TEST_CASE("analyze: bad inputs exit 2", "[analysis][cli]") {
-  const std::string good = synthetic_run_file();
+  const std::string good = synthetic_run_file("rcsim_analysis_synthetic_bad_inputs.h5");
   const std::string text = temp_path("rcsim_analysis_text.h5");
   std::ofstream(text) << "not hdf5\n";
   const std::string other = temp_path("rcsim_analysis_other.h5");
@@ -225,8 +225,8 @@ TEST_CASE("analyze: bad inputs exit 2", "[analysis][cli]") {
 TEST_CASE("orthogonal W_V: the measured mu stays under the overlay bound for every mask", "[analysis][theory]") {
   // SCIENCE.md 5.1: with norm-preserving W_V the measured decay sits under C (1 - eps^r)^(t/r);
   // C = mu(0) here, eps and r read back from the run file by analyze_run.
-  const std::string mask = GENERATE(as<std::string>{}, "complete", "causal", "sliding_window",
-                                    "unidirectional_sliding_window");
+  const std::string mask =
+      GENERATE(as<std::string>{}, "complete", "causal", "sliding_window", "unidirectional_sliding_window");
   const std::string out = temp_path("rcsim_analysis_orth_" + mask + ".h5");
   REQUIRE(cli_main({"run", "--config", "/dev/null", "--model.tokens=8", "--model.dim=4", "--model.layers=40",
                     "--mask.type=" + mask, "--mask.window=2", "--weights.v=orthogonal", "--run.trials=4",

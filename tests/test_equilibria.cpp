@@ -32,9 +32,9 @@ std::string starts_file(const std::string& name, const std::vector<Matrix>& star
 }
 
 std::map<std::string, std::string> config_2x2() {
-  return {{"model.tokens", "2"}, {"model.dim", "2"},    {"model.layers", "5000"}, {"mask.type", "causal"},
-          {"norm.type", "sphere"}, {"weights.q", "zero"}, {"weights.k", "zero"},   {"weights.v", "fixed"},
-          {"weights.v_matrix", "0.5 1; 0 1"}};
+  return {{"model.tokens", "2"},   {"model.dim", "2"},      {"model.layers", "5000"},
+          {"mask.type", "causal"}, {"norm.type", "sphere"}, {"weights.q", "zero"},
+          {"weights.k", "zero"},   {"weights.v", "fixed"},  {"weights.v_matrix", "0.5 1; 0 1"}};
 }
 
 const Equilibrium& reached(const EquilibriumSearch& s, std::size_t start) {
@@ -149,8 +149,8 @@ TEST_CASE("equilibria: the output file and bad inputs", "[equilibria][cli]") {
       {"equilibria", "--config", "/dev/null", "--output.file=" + out},  // gaussian weights
       {"equilibria", "--config", "/dev/null", "--weights.q=zero", "--weights.k=zero", "--weights.v=orthogonal",
        "--output.file=" + out},
-      {"equilibria", "--config", "/dev/null", "--weights.q=zero", "--weights.k=zero", "--weights.v=identity",
-       "--tol=0", "--output.file=" + out},
+      {"equilibria", "--config", "/dev/null", "--weights.q=zero", "--weights.k=zero", "--weights.v=identity", "--tol=0",
+       "--output.file=" + out},
       {"equilibria", "--config", "/dev/null", "--weights.q=zero", "--weights.k=zero", "--weights.v=identity",
        "--probes=1.5", "--output.file=" + out},
       {"equilibria", "--config", "/dev/null", "--weights.q=zero", "--weights.k=zero", "--weights.v=identity",
@@ -165,8 +165,8 @@ TEST_CASE("equilibria: the output file and bad inputs", "[equilibria][cli]") {
   }
   REQUIRE(cli_main({"equilibria", "--config", "/dev/null", "--model.tokens=2", "--model.dim=2", "--mask.type=causal",
                     "--norm.type=sphere", "--weights.q=zero", "--weights.k=zero", "--weights.v=fixed",
-                    "--weights.v_matrix=0.5 1; 0 1", "--init.type=sphere", "--run.trials=20",
-                    "--model.layers=3000", "--output.file=" + out, "--quiet"}) == 0);
+                    "--weights.v_matrix=0.5 1; 0 1", "--init.type=sphere", "--run.trials=20", "--model.layers=3000",
+                    "--output.file=" + out, "--quiet"}) == 0);
   const h5::File f = h5::File::open_read(out);
   CHECK(f.attr_string("filetype") == "rcsim-equilibria");
   CHECK(f.attr_int("complete") == 1);
