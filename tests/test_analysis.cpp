@@ -134,8 +134,8 @@ std::string synthetic_run_file(const std::string& name) {  // a name per test ca
   std::vector<std::uint8_t> mask(16, 1);
   f.write("mask", {4, 4}, mask.data()).set_attr("radius", 2);
   const h5::Group m = f.create_group("metrics");
-  for (const char* name : {"mu", "mu_rel", "rank_one_residual"})
-    m.write(name, {static_cast<hsize_t>(T), static_cast<hsize_t>(n)}, mu.data());
+  for (const char* measure : {"mu", "mu_rel", "rank_one_residual"})
+    m.write(measure, {static_cast<hsize_t>(T), static_cast<hsize_t>(n)}, mu.data());
   m.write("attn_min", {static_cast<hsize_t>(T), static_cast<hsize_t>(n - 1)}, attn.data());
   return path;
 }
