@@ -32,7 +32,7 @@ def main(argv=None):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.chdir(root)
     os.makedirs(args.data, exist_ok=True)
-    trials, layers, angles = (3, 20, 24) if args.tiny else (8, 60, 720)
+    trials, layers, angles = (3, 20, 24) if args.tiny else (16, 60, 720)
     common = ["--config", CONFIG, "--init.type=sphere", f"--run.trials={trials}", "--output.tokens=all", "--quiet"]
     none_h5, sphere_h5 = os.path.join(args.data, "none.h5"), os.path.join(args.data, "sphere.h5")
     rcsim(args, args.rcsim, "run", *common, "--norm.type=none", f"--model.layers={layers}",

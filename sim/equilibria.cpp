@@ -281,7 +281,12 @@ std::string equilibria_table(const EquilibriumSearch& s) {
   std::snprintf(line, sizeof line, "  %3s %5s %10s %8s %7s %9s %10s  %s\n", "#", "rank", "tokens", "clusters", "stable",
                 "basin", "residual", "X (rows)");
   os << line;
+  constexpr std::size_t kMaxLines = 40;
   for (std::size_t q = 0; q < s.equilibria.size(); ++q) {
+    if (q == kMaxLines) {
+      os << "  ... " << s.equilibria.size() - kMaxLines << " more (all in the output file)\n";
+      break;
+    }
     const Equilibrium& e = s.equilibria[q];
     std::ostringstream rows;
     for (Eigen::Index i = 0; i < e.X.rows() && e.X.size() <= 32; ++i) {
