@@ -86,3 +86,77 @@ def sweep_table(points):
         else:
             dtypes.append((k, "U%d" % max(len(str(v)) for v in values)))
     return np.array([tuple(p[k] for k in columns) for p in points], dtype=dtypes)
+def load_analysis(path):
+    """Return the /analysis group that `rcsim analyze` wrote into a run file, as a dict.
+
+    Keys: "layer" (the run's /layer coordinate: the layers actually recorded), "attrs",
+    "mu" and "rank_one_residual" (each a dict of per-trial arrays decay_rate, decay_rate_stderr,
+    r2, window_first, window_last, window_points, median_curve [layer], and the ensemble
+    attributes ensemble_decay_rate, decay_rate_mean/std/sem/median/q10/q90, trials_fitted),
+    "collapse_depth" [trial] (-1 = never), and "theory" (radius, eps, bound_rate, rate_ratio,
+    per-trial eps and C, bound [trial, layer], bound_median [layer]).
+    """
+    with h5py.File(path, "r") as f:
+        if "analysis" not in f:
+            raise SystemExit(f"{path}: no /analysis group (run `rcsim analyze {path}` first)")
+        g = f["analysis"]
+
+        def group(h):
+            d = {k: h[k][()] for k in h if isinstance(h[k], h5py.Dataset)}
+            d.update({k: _attr(v) for k, v in h.attrs.items()})
+            return d
+
+        out = {"layer": f["layer"][()], "attrs": {k: _attr(v) for k, v in g.attrs.items()},
+               "mu": group(g["mu"]), "rank_one_residual": group(g["rank_one_residual"]),
+               "collapse_depth": g["collapse_depth"][()], "theory": group(g["theory"])}
+    return out
+
+
+def _attr(v):
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, np.ndarray) and v.shape == ():
+        return v.item()
+    return v
+
+
+# ---- shared by the figure scripts (analysis/figure*.py) ----
+
+def figure_arguments(description, default_name):
+    """The command line every figure script takes."""
+    import argparse
+    import os
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--rcsim", default=os.path.join(root, "build", "sim", "rcsim"), help="rcsim executable")
+    p.add_argument("--data", default=os.path.join(root, "data", default_name), help="directory for run files")
+    p.add_argument("--out", default=os.path.join(root, "figures", default_name),
+                   help="output image, without extension (PNG and PDF are written)")
+    p.add_argument("--tiny", action="store_true", help="a tiny version (CI): few trials and layers")
+    p.add_argument("--force", action="store_true", help="recompute runs that are already complete")
+    return p
+
+
+def rcsim(args, exe, *rest):
+    """Run rcsim with arguments; stop with its message on failure."""
+    import subprocess
+    cmd = [exe, *rest] + (["--force"] if args.force else [])
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)}\nfailed ({r.returncode}): {r.stderr.strip()}")
+    return r.stdout
+
+
+def sweep_runs(directory):
+    """Every complete run file of a sweep directory."""
+    import glob
+    import os
+    return [load_run(p) for p in sorted(glob.glob(os.path.join(directory, "*.h5")))]
+
+
+def save_figure(fig, out):
+    import os
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    for ext in ("png", "pdf"):
+        fig.savefig(f"{out}.{ext}", dpi=120)
+    print(f"wrote {out}.png and {out}.pdf")

@@ -17,8 +17,11 @@
 #include <optional>
 #include <sstream>
 
+#include "analysis.hpp"
 #include "config.hpp"
+#include "equilibria.hpp"
 #include "errors.hpp"
+#include "hdf5_file.hpp"
 #include "mask.hpp"
 #include "run_file.hpp"
 #include "parallel.hpp"
@@ -44,6 +47,9 @@ usage:
   rcsim run       [--config FILE] [--key=value ...] [--dry-run] [--force] [--quiet]
   rcsim sweep     (same as run; a configuration with a [sweep] section runs every point)
   rcsim mask-info [--config FILE] [--key=value ...]
+  rcsim equilibria --config FILE [--key=value ...] [--tol=X] [--perturbation=X] [--probes=K]
+                  [--match-tol=X] [--rank-rtol=X] [--dry-run] [--force]
+  rcsim analyze   RUN.h5 [RUN.h5 ...] [--threshold=X] [--window=FROM:TO] [--no-write]
   rcsim --help | --version
 
   run         simulate run.trials independent trials of an L-layer attention stack and write
@@ -54,6 +60,17 @@ usage:
               parameters, file and status); completed points are skipped on rerun. Under
               mpirun (built with -DRCSIM_MPI=ON) the points are shared among the ranks.
   mask-info   print the mask, its centre nodes, radius and connectivity.
+  equilibria  under fixed weights (weights.q/k/v = fixed, zero or identity), iterate run.trials
+              random starting points (init.*) for at most model.layers layers until
+              ||X(t+1) - X(t)||_F < --tol (1e-12); classify each end state (rank with
+              --rank-rtol 1e-8, identical/antipodal/distinct tokens, stability under --probes (4)
+              perturbations of relative size --perturbation (1e-6)); write end states, distinct
+              equilibria and basin fractions to output.file (docs/equilibria.md).
+  analyze     decay rates of mu and rank_one_residual (per trial and ensemble), collapse
+              depth (first layer with mu_rel < --threshold, default 1e-3) and the theory
+              bound C (1 - eps^r)^(t/r); prints a table and writes /analysis into each run
+              file (atomically; --no-write only prints). --window=FROM:TO fits those layers
+              instead of the default window (docs/analysis.md).
 
 options:
   --config FILE   INI file: [section] key = value, for the dotted keys below
@@ -349,6 +366,114 @@ int cmd_mask_info(const Invocation& inv) {
   return 0;
 }
 
+double parse_number(const std::string& option, const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) throw UsageError(option + "=" + text + ": expected a number");
+  return v;
+}
+
+int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
+  EquilibriumOptions o;
+  std::vector<std::string> keys;
+  for (const std::string& a : inv.keys) {
+    auto value = [&](const char* prefix) -> std::optional<double> {
+      const std::string p = std::string(prefix) + "=";
+      if (a.rfind(p, 0) != 0) return std::nullopt;
+      return parse_number(prefix, a.substr(p.size()));
+    };
+    if (auto v = value("--tol")) o.tol = *v;
+    else if (auto v2 = value("--perturbation")) o.perturbation = *v2;
+    else if (auto v3 = value("--probes")) {
+      if (*v3 != std::floor(*v3)) throw UsageError("--probes=" + a.substr(9) + ": expected a whole number");
+      o.probes = static_cast<int>(*v3);
+    } else if (auto v4 = value("--match-tol")) o.match_tol = *v4;
+    else if (auto v5 = value("--rank-rtol")) o.rank_rtol = *v5;
+    else keys.push_back(a);
+  }
+  validate(o);
+  inv.keys = keys;
+  ParsedArgs p = resolve_sources(inv);
+  if (!p.sweep.empty()) throw UsageError("equilibria: a [sweep] section is not supported (one configuration at a time)");
+  const Config c = make_config(p.values);
+  FixedLayerMap check(c);  // fixed weights, before anything is written
+  (void)check;
+  if (inv.dry_run) {
+    std::cout << c.to_ini() << "\n# output: " << c.output.file << "\n";
+    return 0;
+  }
+  const std::string& out = c.output.file;
+  if (!inv.force && std::filesystem::exists(out)) {
+    try {
+      const h5::File f = h5::File::open_read(out);
+      if (f.has_attr("complete") && f.attr_int("complete") == 1 && f.read_string("config") == c.to_ini()) {
+        spdlog::info("{} is complete with the same configuration: skipped (--force to recompute)", out);
+        return 0;
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  const EquilibriumSearch s = find_equilibria(c, o, &g_cancel);
+  std::cout << equilibria_table(s) << std::flush;
+  const std::filesystem::path parent = std::filesystem::path(out).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  const std::string tmp = out + ".tmp";
+  try {
+    write_equilibria_file(tmp, c, o, s, command_line_text(args));
+    std::filesystem::rename(tmp, out);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw;
+  }
+  spdlog::info("wrote {}", out);
+  return 0;
+}
+
+int cmd_analyze(const Invocation& inv) {
+  AnalysisOptions o;
+  bool write = true;
+  std::vector<std::string> files;
+  for (const std::string& a : inv.keys) {
+    if (a.rfind("--threshold=", 0) == 0) {
+      o.threshold = parse_number("--threshold", a.substr(12));
+    } else if (a.rfind("--window=", 0) == 0) {
+      const std::string w = a.substr(9);
+      const auto colon = w.find(':');
+      if (colon == std::string::npos) throw UsageError("--window=" + w + ": expected FROM:TO (layers)");
+      o.user_window = true;
+      o.from = parse_number("--window", w.substr(0, colon));
+      o.to = parse_number("--window", w.substr(colon + 1));
+    } else if (a == "--no-write") {
+      write = false;
+    } else if (!a.empty() && a[0] == '-') {
+      throw UsageError("analyze: unknown option '" + a + "' (allowed: --threshold=X, --window=FROM:TO, --no-write)");
+    } else {
+      files.push_back(a);
+    }
+  }
+  if (inv.config_file) throw UsageError("analyze takes run files, not --config");
+  if (files.empty()) throw UsageError("analyze: no run file given (usage: rcsim analyze RUN.h5 [...])");
+  validate(o);
+  std::vector<RunAnalysis> results;
+  for (const auto& path : files) results.push_back(analyze_run(path, o));  // every file checked before writing
+  for (const auto& a : results) {
+    std::cout << analysis_table(a, o);
+    if (write) {
+      write_analysis(a, o);
+      spdlog::info("wrote /analysis into {}", a.path);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cli_main(const std::vector<std::string>& args) {
@@ -376,7 +501,9 @@ int cli_main(const std::vector<std::string>& args) {
     }
     if (inv.command == "run" || inv.command == "sweep") return cmd_run(inv, args);
     if (inv.command == "mask-info") return cmd_mask_info(inv);
-    throw UsageError("unknown command '" + inv.command + "' (allowed: run, sweep, mask-info; see rcsim --help)");
+    if (inv.command == "analyze") return cmd_analyze(inv);
+    if (inv.command == "equilibria") return cmd_equilibria(inv, args);
+    throw UsageError("unknown command '" + inv.command + "' (allowed: run, sweep, mask-info, equilibria, analyze; see rcsim --help)");
   } catch (const UsageError& e) {
     std::cerr << "rcsim: error: " << e.what() << "\n";
     return 2;

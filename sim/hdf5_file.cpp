@@ -141,6 +141,14 @@ std::int64_t Object::attr_int(const std::string& name) const {
   return v;
 }
 
+double Object::attr_double(const std::string& name) const {
+  Handle attr(check(H5Aopen(id(), name.c_str(), H5P_DEFAULT), "no attribute '" + name + "' on " + path_),
+              H5Aclose);
+  double v = 0;
+  check(H5Aread(attr.id(), H5T_NATIVE_DOUBLE, &v), "", "cannot read attribute '" + name + "'");
+  return v;
+}
+
 // ---- dimension scales ----
 
 void Dataset::make_scale(const std::string& name) const {
@@ -163,6 +171,15 @@ Group Group::create_group(const std::string& name) const {
 Group Group::open_group(const std::string& name) const {
   Handle g(check(H5Gopen2(id(), name.c_str(), H5P_DEFAULT), "no group '" + name + "' in " + path_), H5Gclose);
   return Group(std::move(g), path_ + name + "/");
+}
+
+Dataset Group::open_dataset(const std::string& name) const {
+  Handle d(check(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "no dataset '" + name + "' in " + path_), H5Dclose);
+  return Dataset(std::move(d), path_ + name);
+}
+
+void Group::remove(const std::string& name) const {
+  check(H5Ldelete(id(), name.c_str(), H5P_DEFAULT), "", "cannot remove '" + name + "' from " + path_);
 }
 
 bool Group::exists(const std::string& name) const {

@@ -53,6 +53,7 @@ class Object {
   bool has_attr(const std::string& name) const;
   std::string attr_string(const std::string& name) const;
   std::int64_t attr_int(const std::string& name) const;
+  double attr_double(const std::string& name) const;
 
  protected:
   Object(Handle h, std::string path) : handle_(std::move(h)), path_(std::move(path)) {}
@@ -77,6 +78,9 @@ class Group : public Object {
   Group create_group(const std::string& name) const;
   Group open_group(const std::string& name) const;
   bool exists(const std::string& name) const;
+  Dataset open_dataset(const std::string& name) const;
+  // Unlink an object (group or dataset) from this group.
+  void remove(const std::string& name) const;
 
   Dataset write(const std::string& name, const std::vector<hsize_t>& shape, const double* data) const;
   Dataset write(const std::string& name, const std::vector<hsize_t>& shape, const std::uint8_t* data) const;

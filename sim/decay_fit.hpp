@@ -1,0 +1,60 @@
+// Exponential decay of a per-layer curve (collapse rates, SCIENCE.md 5.1): least squares of
+// ln y against the layer on a window, the default window, the collapse depth, and the reported
+// theory bound C (1 - eps^r)^(t/r).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace rcsim {
+
+// The straight line ln y = intercept + slope * t fitted by least squares.
+struct LogLinearFit {
+  double slope = 0.0;  // d ln y / dt per layer (negative = decay)
+  double intercept = 0.0;
+  double slope_stderr = 0.0;                   // standard error of the slope from the residuals (NaN for 2 points)
+  double r2 = 0.0;                             // coefficient of determination (1 for an exact line)
+  int points = 0;                              // layers in the window
+  double first_layer = 0.0, last_layer = 0.0;  // the window actually used
+  bool ok() const { return points >= 3; }
+};
+
+// Fit ln y on the points t[i], y[i] with i in [first, last] (indices, inclusive). Every y must
+// be positive and finite. Fewer than 3 points: slope NaN, points = count.
+LogLinearFit fit_log_linear(const std::vector<double>& t, const std::vector<double>& y, int first, int last);
+
+// Relative value below which a curve is at the round-off floor of double precision.
+constexpr double kRoundOffFloor = 1e-13;
+// Fraction of the usable depth skipped as the transient by the default window.
+constexpr double kTransientFraction = 0.1;
+
+// Index range [first, last] of a fit window; first > last when empty.
+struct FitWindow {
+  int first = 0, last = -1;
+};
+
+// Last usable index: the one before the first index where y is not finite, y <= DBL_MIN (zero or
+// underflow), or rel < kRoundOffFloor (rel = y relative to the token scale: mu_rel for mu, the
+// curve itself for rank_one_residual). -1 if the first point is already unusable.
+int last_usable_index(const std::vector<double>& y, const std::vector<double>& rel);
+
+// The default window: from the first recorded layer >= t0 + max(1, ceil(kTransientFraction *
+// (t_end - t0))) to t_end, where t0 = t[0] and t_end = t[last_usable_index]. That is: stop
+// before underflow / round-off / non-finite values, and skip the first 10% of the usable depth
+// (at least one layer) as the transient.
+FitWindow default_window(const std::vector<double>& t, const std::vector<double>& y, const std::vector<double>& rel);
+
+// A user window of layers [from, to] (inclusive, in layer units), cut at the first point where
+// y is not finite or <= DBL_MIN (its logarithm is not usable).
+FitWindow layer_window(const std::vector<double>& t, const std::vector<double>& y, double from, double to);
+
+// First recorded layer t[i] with rel[i] < threshold; -1 if none (NaN values never count).
+double collapse_depth(const std::vector<double>& t, const std::vector<double>& rel, double threshold);
+
+// Decay rate per layer of the reported bound C (1 - eps^r)^(t/r): -ln(1 - eps^r) / r
+// (0 for eps = 0; NaN for r < 1 (no centre node: the theorem does not apply) or eps outside [0, 1]).
+double bound_rate(double eps, int radius);
+// The bound itself at layer t: C exp(-bound_rate * t).
+double theory_bound(double C, double eps, int radius, double t);
+
+}  // namespace rcsim

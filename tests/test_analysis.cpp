@@ -1,0 +1,242 @@
+// Collapse rates, windows, collapse depth, theory bound and `rcsim analyze` (sim/decay_fit.hpp,
+// sim/analysis.hpp). Reference values are worked by hand in the comments.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "analysis.hpp"
+#include "cli.hpp"
+#include "decay_fit.hpp"
+#include "hdf5_file.hpp"
+
+using namespace rcsim;
+using Catch::Matchers::WithinAbs;
+using Catch::Matchers::WithinRel;
+namespace fs = std::filesystem;
+
+namespace {
+std::string temp_path(const std::string& name) { return (fs::temp_directory_path() / name).string(); }
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+}  // namespace
+
+TEST_CASE("the log-linear fit recovers the rate of an exact exponential", "[analysis]") {
+  // y = 3 exp(-0.37 t) on an irregular layer grid (as a metric schedule would record).
+  const std::vector<double> t = {0, 1, 2, 4, 8, 16, 32, 33, 50};
+  std::vector<double> y;
+  for (double x : t) y.push_back(3.0 * std::exp(-0.37 * x));
+  const LogLinearFit f = fit_log_linear(t, y, 0, static_cast<int>(t.size()) - 1);
+  CHECK(f.points == 9);
+  CHECK_THAT(f.slope, WithinAbs(-0.37, 1e-13));
+  CHECK_THAT(f.intercept, WithinAbs(std::log(3.0), 1e-12));
+  CHECK_THAT(f.r2, WithinAbs(1.0, 1e-12));
+  CHECK(f.slope_stderr < 1e-12);
+  // A sub-window gives the same rate; fewer than 3 points gives none.
+  CHECK_THAT(fit_log_linear(t, y, 3, 6).slope, WithinAbs(-0.37, 1e-13));
+  CHECK(std::isnan(fit_log_linear(t, y, 3, 4).slope));
+  // Noise: ln y = -0.5 t + (+d, -d, +d, -d) on t = 0..3. Slope by hand: sum dt*dy / sum dt^2 with
+  // dt = (-1.5, -0.5, 0.5, 1.5): -0.5 + d (-1.5 + 0.5 + 0.5 - 1.5) / 5 = -0.5 - 0.4 d.
+  const double d = 0.1;
+  const std::vector<double> t4 = {0, 1, 2, 3};
+  const std::vector<double> y4 = {std::exp(d), std::exp(-0.5 - d), std::exp(-1.0 + d), std::exp(-1.5 - d)};
+  CHECK_THAT(fit_log_linear(t4, y4, 0, 3).slope, WithinAbs(-0.5 - 0.4 * d, 1e-14));
+}
+
+TEST_CASE("the default window skips the transient and stops before the floor", "[analysis]") {
+  std::vector<double> t, y;
+  for (int i = 0; i <= 100; ++i) {
+    t.push_back(i);
+    y.push_back(std::exp(-0.5 * i));
+  }
+  SECTION("relative floor 1e-13") {
+    // exp(-0.5 t) < 1e-13 first at t = 60 (0.5 * 59 = 29.5 < 29.93 < 30): usable 0..59;
+    // transient ceil(0.1 * 59) = 6 layers: window 6..59.
+    CHECK(last_usable_index(y, y) == 59);
+    const FitWindow w = default_window(t, y, y);
+    CHECK(w.first == 6);
+    CHECK(w.last == 59);
+  }
+  SECTION("a non-finite value or an underflow ends the usable range") {
+    auto yn = y;
+    yn[30] = kNaN;  // usable 0..29, transient ceil(2.9) = 3: window 3..29
+    FitWindow w = default_window(t, yn, yn);
+    CHECK(w.first == 3);
+    CHECK(w.last == 29);
+    yn[30] = y[30];
+    yn[12] = 0.0;  // underflowed to zero: usable 0..11, transient max(1, ceil(1.1)) = 2
+    w = default_window(t, yn, yn);
+    CHECK(w.first == 2);
+    CHECK(w.last == 11);
+  }
+  SECTION("a curve that never collapses is fitted over all layers but the first 10%") {
+    const std::vector<double> flat(101, 0.7);
+    const FitWindow w = default_window(t, flat, flat);
+    CHECK(w.first == 10);
+    CHECK(w.last == 100);
+  }
+  SECTION("irregular layers: the skip is counted in layers, not in points") {
+    const std::vector<double> ts = {0, 5, 10, 20, 40, 80};
+    const std::vector<double> ys = {1, 0.5, 0.3, 0.1, 0.01, 0.001};
+    const FitWindow w = default_window(ts, ys, ys);  // skip ceil(8) = 8 layers: first t >= 8 is 10
+    CHECK(w.first == 2);
+    CHECK(w.last == 5);
+  }
+  SECTION("a user window in layers") {
+    const FitWindow w = layer_window(t, y, 10, 20);
+    CHECK(w.first == 10);
+    CHECK(w.last == 20);
+  }
+}
+
+TEST_CASE("collapse depth is the first recorded layer below the threshold", "[analysis]") {
+  const std::vector<double> t = {0, 1, 2, 4, 8, 16, 32};
+  const std::vector<double> rel = {1, 0.5, kNaN, 0.01, 0.0005, 0.002, 1e-5};
+  CHECK(collapse_depth(t, rel, 1e-3) == 8.0);
+  CHECK(collapse_depth(t, rel, 1e-2) == 8.0);  // strictly below: 0.01 does not count
+  CHECK(collapse_depth(t, rel, 0.6) == 1.0);
+  CHECK(collapse_depth(t, rel, 1e-6) == -1.0);
+}
+
+TEST_CASE("the theory bound from given r and eps", "[analysis]") {
+  // eps = 0.1, r = 2: eps^r = 0.01, rate -ln(0.99) / 2 = 0.005025167926750725 (by hand / bc -l).
+  CHECK_THAT(bound_rate(0.1, 2), WithinRel(0.005025167926750725, 1e-14));
+  // C (1 - eps^r)^(t/r) with C = 2, t = 4: 2 * 0.99^2 = 1.9602.
+  CHECK_THAT(theory_bound(2.0, 0.1, 2, 4.0), WithinRel(1.9602, 1e-14));
+  CHECK_THAT(theory_bound(2.0, 0.5, 1, 3.0), WithinRel(0.25, 1e-14));  // 2 * 0.5^3
+  CHECK(bound_rate(0.0, 3) == 0.0);                                    // eps = 0: no guaranteed decay
+  CHECK(std::isnan(bound_rate(0.2, -1)));                              // no centre node: the theorem does not apply
+}
+
+namespace {
+// A run file written by hand: /layer = 0, 3, 6, ... (a metric schedule), mu = mu_rel =
+// rank_one_residual = c_trial exp(-0.2 t), attn_min = 0.25, mask radius 2.
+std::string synthetic_run_file(const std::string& name) {  // a name per test case: ctest runs them in parallel
+  const std::string path = temp_path(name);
+  const int T = 3, n = 21;
+  std::vector<std::int64_t> layer(n), trial(T);
+  std::vector<double> mu(T * n), attn(T * n, 0.25);
+  for (int j = 0; j < n; ++j) layer[j] = 3 * j;
+  for (int i = 0; i < T; ++i) {
+    trial[i] = i;
+    for (int j = 0; j < n; ++j) mu[i * n + j] = (0.5 + 0.2 * i) * std::exp(-0.2 * 3 * j);
+  }
+  const h5::File f = h5::File::create(path);
+  f.set_attr("filetype", "rcsim-run");
+  f.set_attr("complete", 1);
+  f.set_attr("mask_type", "custom");
+  f.set_attr("norm_type", "none");
+  f.set_attr("tokens", 4);
+  f.set_attr("dim", 2);
+  f.write("layer", {static_cast<hsize_t>(n)}, layer.data()).make_scale("layer");
+  f.write("trial", {static_cast<hsize_t>(T)}, trial.data()).make_scale("trial");
+  std::vector<std::uint8_t> mask(16, 1);
+  f.write("mask", {4, 4}, mask.data()).set_attr("radius", 2);
+  const h5::Group m = f.create_group("metrics");
+  for (const char* measure : {"mu", "mu_rel", "rank_one_residual"})
+    m.write(measure, {static_cast<hsize_t>(T), static_cast<hsize_t>(n)}, mu.data());
+  m.write("attn_min", {static_cast<hsize_t>(T), static_cast<hsize_t>(n - 1)}, attn.data());
+  return path;
+}
+}  // namespace
+
+TEST_CASE("analyze reads the layer coordinate from /layer and writes /analysis", "[analysis]") {
+  const std::string path = synthetic_run_file("rcsim_analysis_synthetic.h5");
+  AnalysisOptions o;
+  const RunAnalysis a = analyze_run(path, o);
+  REQUIRE(a.layer.size() == 21);
+  CHECK(a.layer[1] == 3.0);
+  for (const auto& f : a.mu.trial) CHECK_THAT(f.slope, WithinAbs(-0.2, 1e-12));
+  CHECK_THAT(a.mu.mean, WithinAbs(0.2, 1e-12));
+  CHECK_THAT(-a.mu.ensemble.slope, WithinAbs(0.2, 1e-12));
+  // Default window: 0.7 exp(-0.2 t) >= 1e-13 up to t = 147 (last recorded 60: all usable);
+  // skip ceil(6) = 6 layers: from t = 6.
+  CHECK(a.mu.trial[0].first_layer == 6.0);
+  CHECK(a.mu.trial[0].last_layer == 60.0);
+  // Collapse depth 1e-3: 0.5 exp(-0.2 t) < 1e-3 for t > 31.07: first recorded layer 33.
+  CHECK(a.collapse_depth[0] == 33.0);
+  // eps = 0.25, r = 2: bound rate -ln(1 - 1/16) / 2 = 0.032269... ; ratio 0.2 / that.
+  CHECK(a.radius == 2);
+  CHECK(a.eps == 0.25);
+  CHECK_THAT(a.bound_rate, WithinRel(-std::log(15.0 / 16.0) / 2.0, 1e-14));
+  CHECK_THAT(a.rate_ratio, WithinRel(0.2 / (-std::log(15.0 / 16.0) / 2.0), 1e-10));
+  write_analysis(a, o);
+  write_analysis(a, o);  // a second write replaces the group
+  const h5::File f = h5::File::open_read(path);
+  CHECK_FALSE(fs::exists(path + ".analysis.tmp"));
+  const h5::Array rate = f.read("analysis/mu/decay_rate");
+  REQUIRE(rate.shape == std::vector<hsize_t>{3});
+  CHECK_THAT(rate.data[2], WithinAbs(0.2, 1e-12));
+  const h5::Array bound = f.read("analysis/theory/bound");
+  REQUIRE(bound.shape == std::vector<hsize_t>{3, 21});
+  // Trial 1: C = 0.7, layer 6 (index 2): 0.7 (15/16)^3.
+  CHECK_THAT(bound.data[21 + 2], WithinRel(0.7 * std::pow(15.0 / 16.0, 3.0), 1e-13));
+}
+
+TEST_CASE("analyze on a simulated run: causal N = 2 with uniform attention halves mu per layer", "[analysis]") {
+  // x_0 fixed, x_1(t+1) = (x_0 + x_1(t)) / 2: mu(t) = mu(0) 2^-t; attention weights 1 and 1/2,
+  // so eps = 1/2, r = 1 and the bound rate -ln(1 - 1/2) = ln 2 equals the measured rate.
+  const std::string out = temp_path("rcsim_analysis_causal2.h5");
+  fs::remove(out);
+  REQUIRE(cli_main({"run", "--config", "/dev/null", "--model.tokens=2", "--model.dim=2", "--model.layers=60",
+                    "--mask.type=causal", "--weights.q=zero", "--weights.k=zero", "--weights.v=identity",
+                    "--run.trials=2", "--output.file=" + out, "--quiet"}) == 0);
+  // Tolerance 1e-5: near the window's end (mu_rel ~ 1e-13) mu is a difference of nearly equal
+  // tokens and carries a relative round-off error of ~1e-3, which moves the slope by ~1e-6.
+  const RunAnalysis a = analyze_run(out, {});
+  CHECK_THAT(-a.mu.ensemble.slope, WithinRel(std::log(2.0), 1e-5));
+  CHECK_THAT(a.mu.mean, WithinRel(std::log(2.0), 1e-5));
+  CHECK(a.eps == 0.5);
+  CHECK(a.radius == 1);
+  CHECK_THAT(a.rate_ratio, WithinRel(1.0, 1e-5));
+  CHECK(cli_main({"analyze", out, "--quiet"}) == 0);
+  CHECK(h5::File::open_read(out).exists("analysis/theory/bound_median"));
+}
+
+TEST_CASE("analyze: bad inputs exit 2", "[analysis][cli]") {
+  const std::string good = synthetic_run_file("rcsim_analysis_synthetic_bad_inputs.h5");
+  const std::string text = temp_path("rcsim_analysis_text.h5");
+  std::ofstream(text) << "not hdf5\n";
+  const std::string other = temp_path("rcsim_analysis_other.h5");
+  { const h5::File f = h5::File::create(other); }
+  const std::vector<std::vector<std::string>> bad = {
+      {"analyze"},
+      {"analyze", temp_path("rcsim_no_such_run.h5")},
+      {"analyze", text},
+      {"analyze", other},
+      {"analyze", good, "--threshold=0"},
+      {"analyze", good, "--threshold=1.5"},
+      {"analyze", good, "--threshold=abc"},
+      {"analyze", good, "--window=5"},
+      {"analyze", good, "--window=9:3"},
+      {"analyze", good, "--frobnicate"},
+  };
+  for (const auto& args : bad) {
+    std::string joined;
+    for (const auto& x : args) joined += x + " ";
+    INFO("args: " << joined);
+    CHECK(cli_main(args) == 2);
+  }
+  CHECK_FALSE(h5::File::open_read(good).exists("analysis"));  // nothing written on failure
+  CHECK(cli_main({"analyze", good, "--threshold=1e-2", "--window=3:30", "--quiet"}) == 0);
+}
+
+TEST_CASE("orthogonal W_V: the measured mu stays under the overlay bound for every mask", "[analysis][theory]") {
+  // SCIENCE.md 5.1: with norm-preserving W_V the measured decay sits under C (1 - eps^r)^(t/r);
+  // C = mu(0) here, eps and r read back from the run file by analyze_run.
+  const std::string mask =
+      GENERATE(as<std::string>{}, "complete", "causal", "sliding_window", "unidirectional_sliding_window");
+  const std::string out = temp_path("rcsim_analysis_orth_" + mask + ".h5");
+  REQUIRE(cli_main({"run", "--config", "/dev/null", "--model.tokens=8", "--model.dim=4", "--model.layers=40",
+                    "--mask.type=" + mask, "--mask.window=2", "--weights.v=orthogonal", "--run.trials=4",
+                    "--output.file=" + out, "--quiet", "--force"}) == 0);
+  const RunAnalysis a = analyze_run(out, {});
+  const h5::Array mu = h5::File::open_read(out).read("metrics/mu");
+  INFO("mask " << mask << ": r = " << a.radius << ", eps = " << a.eps << ", measured/bound rate " << a.rate_ratio);
+  CHECK(a.rate_ratio > 1.0);
+  const std::size_t n = a.layer.size();
+  for (std::size_t i = 0; i < 4; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      CHECK(mu.data[i * n + j] <= theory_bound(a.C[i], a.eps, a.radius, a.layer[j]) * (1 + 1e-12));
+}
