@@ -16,6 +16,7 @@
 #include <optional>
 #include <sstream>
 
+#include "cli_geometry.hpp"
 #include "config.hpp"
 #include "errors.hpp"
 #include "mask.hpp"
@@ -40,6 +41,7 @@ usage:
   rcsim run       [--config FILE] [--key=value ...] [--dry-run] [--force] [--quiet]
   rcsim sweep     (same as run; a configuration with a [sweep] section runs every point)
   rcsim mask-info [--config FILE] [--key=value ...]
+  rcsim keys | brody-map | brody-example | ln-geometry [--key=value ...]   (see below)
   rcsim --help | --version
 
   run         simulate run.trials independent trials of an L-layer attention stack and write
@@ -68,6 +70,7 @@ std::string help_text() {
     os << "  --" << k.key << "  (default: " << (k.default_value.empty() ? "\"\"" : k.default_value) << ")\n      "
        << k.help << "\n";
   os << "  --sweep.mode  (default: product)\n      product | zip: how the lists of a [sweep] section combine\n";
+  os << geometry_help_text();
   return os.str();
 }
 
@@ -231,14 +234,21 @@ int cli_main(const std::vector<std::string>& args) {
     if (inv.help || inv.command.empty()) {
       std::cout << help_text();
       if (inv.command.empty() && !inv.help) {
-        std::cerr << "rcsim: error: no command given (run, sweep, mask-info)\n";
+        std::cerr << "rcsim: error: no command given (run, sweep, mask-info, keys, brody-map, brody-example, ln-geometry)\n";
         return 2;
       }
       return 0;
     }
     if (inv.command == "run" || inv.command == "sweep") return cmd_run(inv, args);
     if (inv.command == "mask-info") return cmd_mask_info(inv);
-    throw UsageError("unknown command '" + inv.command + "' (allowed: run, sweep, mask-info; see rcsim --help)");
+    if (is_geometry_command(inv.command)) {
+      if (inv.config_file) throw UsageError("rcsim " + inv.command + " takes no --config file (give its keys as --key=value)");
+      std::signal(SIGINT, on_signal);
+      std::signal(SIGTERM, on_signal);
+      return run_geometry_command(inv.command, inv.keys, command_line_text(args), inv.quiet, &g_cancel);
+    }
+    throw UsageError("unknown command '" + inv.command +
+                     "' (allowed: run, sweep, mask-info, keys, brody-map, brody-example, ln-geometry; see rcsim --help)");
   } catch (const UsageError& e) {
     std::cerr << "rcsim: error: " << e.what() << "\n";
     return 2;

@@ -132,6 +132,14 @@ std::string to_string(NormType t);
 std::string to_string(WeightType t);
 std::string to_string(InitType t);
 
+// Value parsers of the vocabulary, for commands with keys of their own (rcsim keys,
+// ln-geometry, ...). Each throws UsageError naming the key and what is allowed.
+int parse_int_value(const std::string& key, const std::string& text, int min);
+double parse_double_value(const std::string& key, const std::string& text, double min, bool strict);
+std::uint64_t parse_seed_value(const std::string& key, const std::string& text);
+std::vector<double> parse_number_list_value(const std::string& key, const std::string& text);
+bool parse_bool_value(const std::string& key, const std::string& text);
+
 // Largest rank the layer output allows: min(N, d - 1) after centring without bias
 // (`projection`, or `layernorm` with zero bias), else min(N, d).
 int max_rank_after_layer(const Config& c);
