@@ -1,6 +1,10 @@
 #include "brody.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <cmath>
 
 #include "attention.hpp"
@@ -33,29 +37,51 @@ BrodyMap brody_map(const BrodyMapSpec& spec, const std::atomic<bool>* cancel,
     m.max_unselectable.push_back(Matrix::Zero(D, C));
   }
   const int total = static_cast<int>(C * D);
-  int done = 0;
-  for (Eigen::Index a = 0; a < D; ++a) {
-    for (Eigen::Index b = 0; b < C; ++b) {
-      if (cancel && cancel->load()) throw Interrupted();
-      const int d = m.dims[static_cast<std::size_t>(a)], n = m.counts[static_cast<std::size_t>(b)];
-      for (int t = 0; t < spec.draws; ++t) {
-        const Matrix K0 = gaussian_keys(n, d, spec.seed, t);
-        for (std::size_t k = 0; k < spec.norms.size(); ++k) {
-          Matrix K = K0;
-          normalize_rows(K, Normalization(spec.norms[k], d, spec.eps));
-          const int u = analyse_keys(K, spec.rtol, /*screen=*/true).unselectable_count();
-          m.unselectable_fraction[k](a, b) += static_cast<double>(u) / n;
-          m.any_unselectable_fraction[k](a, b) += u > 0 ? 1.0 : 0.0;
-          m.max_unselectable[k](a, b) = std::max(m.max_unselectable[k](a, b), static_cast<double>(u));
+  // Cells are independent (each draw has its own stream), so any thread count gives the same map.
+  // GLPK keeps its environment in thread-local storage: one problem object per thread is safe.
+  std::atomic<int> next{0}, done{0};
+  std::mutex progress_mutex;
+  std::exception_ptr failure;
+  auto worker = [&] {
+    for (int cell = next++; cell < total; cell = next++) {
+      try {
+        if (cancel && cancel->load()) throw Interrupted();
+        const Eigen::Index a = cell / C, b = cell % C;
+        const int d = m.dims[static_cast<std::size_t>(a)], n = m.counts[static_cast<std::size_t>(b)];
+        for (int t = 0; t < spec.draws; ++t) {
+          const Matrix K0 = gaussian_keys(n, d, spec.seed, t);
+          for (std::size_t k = 0; k < spec.norms.size(); ++k) {
+            Matrix K = K0;
+            normalize_rows(K, Normalization(spec.norms[k], d, spec.eps));
+            const int u = analyse_keys(K, spec.rtol, /*screen=*/true, spec.exact).unselectable_count();
+            m.unselectable_fraction[k](a, b) += static_cast<double>(u) / n;
+            m.any_unselectable_fraction[k](a, b) += u > 0 ? 1.0 : 0.0;
+            m.max_unselectable[k](a, b) = std::max(m.max_unselectable[k](a, b), static_cast<double>(u));
+          }
         }
+        for (std::size_t k = 0; k < spec.norms.size(); ++k) {
+          m.unselectable_fraction[k](a, b) /= spec.draws;
+          m.any_unselectable_fraction[k](a, b) /= spec.draws;
+        }
+        const int finished = ++done;
+        if (progress) {
+          std::lock_guard<std::mutex> lock(progress_mutex);
+          progress(finished, total);
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        if (!failure) failure = std::current_exception();
+        next = total;  // stop every worker
       }
-      for (std::size_t k = 0; k < spec.norms.size(); ++k) {
-        m.unselectable_fraction[k](a, b) /= spec.draws;
-        m.any_unselectable_fraction[k](a, b) /= spec.draws;
-      }
-      if (progress) progress(++done, total);
     }
-  }
+  };
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const int threads = std::max(1, std::min(spec.threads > 0 ? spec.threads : static_cast<int>(hw), total));
+  std::vector<std::thread> pool;
+  for (int w = 1; w < threads; ++w) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  if (failure) std::rethrow_exception(failure);
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return m;
 }

@@ -26,6 +26,8 @@ struct BrodyMapSpec {
   std::vector<NormType> norms{NormType::none, NormType::layernorm};
   double eps = 1e-5;                  // of layernorm / rmsnorm (gain 1, bias 0)
   double rtol = 1e-9;                 // selectability tolerance (selectability.hpp)
+  bool exact = false;                 // re-check unselectable keys with GLPK's exact simplex
+  int threads = 1;                    // worker threads over cells (0 = all cores); results do not depend on it
 };
 
 struct BrodyMap {

@@ -58,7 +58,8 @@ const std::vector<CommandSpec>& commands() {
            {"keys.dataset", "keys", "dataset [n, d] of the file (source file)"},
            {"keys.trial", "0", "trial of the run file (source run)"},
            {"keys.layer", "last", "layer of the run file's /tokens_layer (source run), or last"},
-           {"keys.rtol", "1e-9", "relative tolerance of the decision (docs/geometry.md)"},
+           {"keys.rtol", "1e-9", "relative tolerance of the floating-point decision (docs/geometry.md)"},
+           {"keys.exact", "true", "re-check every key found unselectable with GLPK's exact (rational) simplex"},
            {"output.file", "", "optional HDF5 output (empty: table on stdout only)"},
        })},
       {"brody-map",
@@ -72,7 +73,9 @@ const std::vector<CommandSpec>& commands() {
            {"map.seed", "20240527", "seed (draw t of cell (n, d) = rcsim keys --keys.draw=t)"},
            {"map.norms", "none,layernorm", "comma list of normalisations (none | sphere | layernorm | projection | rmsnorm)"},
            {"norm.eps", "1e-5", "epsilon >= 0 of layernorm and rmsnorm (gain 1, bias 0)"},
-           {"keys.rtol", "1e-9", "relative tolerance of the decision"},
+           {"keys.rtol", "1e-9", "relative tolerance of the floating-point decision"},
+           {"keys.exact", "false", "re-check unselectable keys with GLPK's exact simplex (slow for norm none)"},
+           {"map.threads", "1", "worker threads >= 0 over cells (0 = all cores); the map does not depend on it"},
            {"output.file", "data/brody_map.h5", "HDF5 output"},
        }},
       {"brody-example",
@@ -262,7 +265,8 @@ int cmd_keys(std::map<std::string, std::string> v, const std::string& command_li
   const Normalization norm = parse_norm(v, d);
   Matrix K = K0;
   normalize_rows(K, norm);
-  const KeySelectability s = analyse_keys(K, rtol);
+  const bool exact = parse_bool_value("keys.exact", v["keys.exact"]);
+  const KeySelectability s = analyse_keys(K, rtol, false, exact);
 
   std::cout << "keys: " << origin << "; normalisation " << to_string(norm.type) << "\n";
   std::cout << "  key  selectable       margin  certificate        |k|\n";
@@ -280,6 +284,7 @@ int cmd_keys(std::map<std::string, std::string> v, const std::string& command_li
       f.set_attr("norm_type", to_string(norm.type));
       f.set_attr("norm_eps", norm.eps);
       f.set_attr("rtol", rtol);
+      f.set_attr("exact", exact ? 1 : 0);
       f.set_attr("count", n);
       f.set_attr("dim", d);
       f.set_attr("unselectable_count", s.unselectable_count());
@@ -336,6 +341,8 @@ int cmd_brody_map(std::map<std::string, std::string> v, const std::string& comma
   spec.norms = parse_norm_list("map.norms", v["map.norms"]);
   spec.eps = parse_double_value("norm.eps", v["norm.eps"], 0.0, false);
   spec.rtol = parse_double_value("keys.rtol", v["keys.rtol"], 0.0, false);
+  spec.exact = parse_bool_value("keys.exact", v["keys.exact"]);
+  spec.threads = parse_int_value("map.threads", v["map.threads"], 0);
   const std::string out = v["output.file"];
   if (out.empty()) throw UsageError("invalid value '' for key 'output.file': expected a file name");
 
@@ -348,7 +355,8 @@ int cmd_brody_map(std::map<std::string, std::string> v, const std::string& comma
 
   // Summary on stdout: per normalisation, the extremes of the two maps.
   std::cout << "brody-map: n = " << spec.count_min << ".." << spec.count_max << ", d = " << spec.dim_min << ".."
-            << spec.dim_max << ", " << spec.draws << " draws per cell, " << fmt(m.seconds, 3) << " s\n";
+            << spec.dim_max << ", " << spec.draws << " draws per cell" << (spec.exact ? ", exact re-check" : "") << ", "
+            << fmt(m.seconds, 3) << " s\n";
   for (std::size_t k = 0; k < spec.norms.size(); ++k) {
     const Matrix& U = m.unselectable_fraction[k];
     const Matrix& A = m.any_unselectable_fraction[k];
@@ -361,6 +369,7 @@ int cmd_brody_map(std::map<std::string, std::string> v, const std::string& comma
     f.set_attr("seed", std::to_string(spec.seed));
     f.set_attr("norm_eps", spec.eps);
     f.set_attr("rtol", spec.rtol);
+    f.set_attr("exact", spec.exact ? 1 : 0);
     f.set_attr("elapsed_seconds", m.seconds);
     std::string names;
     for (auto nt : spec.norms) names += (names.empty() ? "" : ",") + to_string(nt);

@@ -26,7 +26,7 @@ struct KeyResult {
   Vector q;
 };
 
-KeyResult solve_key(const Eigen::Ref<const Matrix>& K, Eigen::Index i, double rtol, bool screen) {
+KeyResult solve_key(const Eigen::Ref<const Matrix>& K, Eigen::Index i, double rtol, bool screen, bool exact) {
   const Eigen::Index n = K.rows(), d = K.cols();
   KeyResult r;
   r.q = Vector::Zero(d);
@@ -97,10 +97,24 @@ KeyResult solve_key(const Eigen::Ref<const Matrix>& K, Eigen::Index i, double rt
     throw RuntimeError("GLPK could not solve the selectability LP of key " + std::to_string(i) +
                        " (return code " + std::to_string(ret) + ", status " + std::to_string(glp_get_status(P)) + ")");
 
-  r.margin = glp_get_obj_val(P);
-  for (int l = 0; l < cols - 1; ++l) r.q(l) = std::clamp(glp_get_col_prim(P, l + 1), -1.0, 1.0);
-  r.certificate = (D * r.q).minCoeff();
+  auto read_solution = [&] {
+    r.margin = glp_get_obj_val(P);
+    for (int l = 0; l < cols - 1; ++l) r.q(l) = std::clamp(glp_get_col_prim(P, l + 1), -1.0, 1.0);
+    r.certificate = (D * r.q).minCoeff();
+  };
+  read_solution();
   r.selectable = r.certificate > rtol * r.scale;
+  if (exact && !r.selectable) {
+    // Re-solve in exact rational arithmetic from the floating-point basis: the optimum is then
+    // the exact L1 distance for the given (double) keys; the same tolerance rtol * scale_i keeps
+    // keys that stick out by rounding errors only (e.g. LayerNorm images that differ in the last
+    // bit) on the hull.
+    ret = glp_exact(P, &parm);
+    if (ret != 0 || glp_get_status(P) != GLP_OPT)
+      throw RuntimeError("GLPK's exact simplex could not solve the selectability LP of key " + std::to_string(i));
+    read_solution();
+    r.selectable = r.margin > rtol * r.scale;
+  }
   return r;
 }
 
@@ -122,10 +136,10 @@ double KeySelectability::unselectable_fraction() const {
 
 bool key_is_selectable(const Eigen::Ref<const Matrix>& keys, Eigen::Index i, double rtol) {
   check_finite(keys);
-  return solve_key(keys, i, rtol, false).selectable;
+  return solve_key(keys, i, rtol, false, false).selectable;
 }
 
-KeySelectability analyse_keys(const Eigen::Ref<const Matrix>& keys, double rtol, bool screen) {
+KeySelectability analyse_keys(const Eigen::Ref<const Matrix>& keys, double rtol, bool screen, bool exact) {
   check_finite(keys);
   const Eigen::Index n = keys.rows(), d = keys.cols();
   KeySelectability out;
@@ -135,7 +149,7 @@ KeySelectability analyse_keys(const Eigen::Ref<const Matrix>& keys, double rtol,
   out.scale.resize(n);
   out.query.resize(n, d);
   for (Eigen::Index i = 0; i < n; ++i) {
-    const KeyResult r = solve_key(keys, i, rtol, screen);
+    const KeyResult r = solve_key(keys, i, rtol, screen, exact);
     out.selectable[static_cast<std::size_t>(i)] = r.selectable ? 1 : 0;
     out.margin(i) = r.margin;
     out.certificate(i) = r.certificate;

@@ -15,8 +15,9 @@
 //   - duplicate keys (k_i = k_j) are unselectable: neither can beat the other strictly;
 //   - a key on the boundary of the hull of the others (e.g. the midpoint of an edge, the middle
 //     of three collinear keys) is unselectable;
-//   - a key whose L1 distance from the hull of the others is below about 1e-9 scale_i (GLPK's
-//     feasibility tolerance is 1e-7 relative) is treated as on the hull: unselectable;
+//   - a key whose L1 distance from the hull of the others is below about 1e-9 scale_i, or below
+//     what GLPK's floating-point simplex resolves (its tolerances are 1e-7 relative), is treated
+//     as on the hull: unselectable, unless `exact` is set (see analyse_keys);
 //   - fewer keys than d + 1 is no special case (affinely independent keys are all selectable);
 //   - a single key (n = 1) is selectable (no competitor; any query), with margin = +inf.
 #pragma once
@@ -47,8 +48,15 @@ constexpr double kSelectabilityRtol = 1e-9;
 // (certificate > rtol * scale_i) the key is selectable without an LP and its margin is reported
 // as NaN (not computed). Screening never changes a decision that the LP would make "selectable"
 // into "unselectable"; it only skips LPs (every key on a sphere passes it). Off by default.
+// With `exact`, every key the floating-point test calls unselectable is re-solved by GLPK's
+// exact simplex (rational arithmetic, glp_exact, warm-started from the floating-point basis):
+// the margin is then the exact optimum for the given double-precision keys and the key is
+// selectable iff margin > rtol * scale_i (so that rounding-level protrusions, ~1e-16 scale_i,
+// still count as on the hull). This resolves keys that stick out of the
+// hull of the others by less than GLPK's floating-point tolerance (e.g. two keys 3e-5 rad apart
+// on a circle: margin ~1e-9). Costly when many keys are unselectable (raw Gaussian keys).
 KeySelectability analyse_keys(const Eigen::Ref<const Matrix>& keys, double rtol = kSelectabilityRtol,
-                              bool screen = false);
+                              bool screen = false, bool exact = false);
 
 // Selectability of key i alone (used by analyse_keys).
 bool key_is_selectable(const Eigen::Ref<const Matrix>& keys, Eigen::Index i, double rtol = kSelectabilityRtol);
