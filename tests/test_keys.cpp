@@ -249,11 +249,15 @@ TEST_CASE("exact re-check resolves a key that sticks out by less than GLPK's tol
   CHECK(ex.unselectable_count() == 0);
   CHECK(ex.margin(41) > 1e-7);
   CHECK(ex.margin(41) < 1e-6);
-  // Exact mode keeps rounding-level protrusions on the hull: in d = 2 LayerNorm maps every key
-  // to +-(1, -1) (up to the last bit), so every key has a duplicate and none is selectable.
+  // Exact mode keeps rounding-level protrusions on the hull: in d = 2 LayerNorm with eps = 0 maps
+  // every key to +-(1, -1) (up to the last bit), so every key has a duplicate and none is
+  // selectable. (With eps > 0 the radii differ and the outermost key on each side is selectable.)
   Matrix K2 = gaussian_keys(12, 2, 20240527, 2);
-  normalize_rows(K2, Normalization(NormType::layernorm, 2, 1e-5));
+  Matrix K2eps = K2;
+  normalize_rows(K2, Normalization(NormType::layernorm, 2, 0.0));
   CHECK(analyse_keys(K2, kSelectabilityRtol, false, true).unselectable_count() == 12);
+  normalize_rows(K2eps, Normalization(NormType::layernorm, 2, 1e-5));
+  CHECK(analyse_keys(K2eps, kSelectabilityRtol, false, true).unselectable_count() == 10);
   // On clean data both modes agree with the hand-worked answers.
   const Matrix T = keys2({{0, 0}, {4, 0}, {0, 4}, {1, 1}, {2, 0}});
   CHECK(analyse_keys(T, kSelectabilityRtol, false, true).selectable == std::vector<std::uint8_t>{1, 1, 1, 0, 0});
