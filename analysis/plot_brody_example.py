@@ -40,7 +40,7 @@ def main(argv=None):
                 bad = [str(j + 1) for j in range(4) if not sel[p_, s_, k, j]]
                 notes.append(f"{m:g}x: " + (",".join(bad) if bad else "none"))
             ax.set_title(f"projection {'on' if p_ else 'off'}, scaling {'on' if s_ else 'off'}")
-            ax.text(0.02, 0.97, "unselectable keys\n" + "\n".join(notes), transform=ax.transAxes, va="top",
+            ax.text(0.62, 0.80, "unselectable keys\n" + "\n".join(notes), transform=ax.transAxes, va="top",
                     fontsize=8, bbox=dict(facecolor="white", alpha=0.8, lw=0))
             if p_ == 1:
                 ax.set_xlabel("query angle theta (degrees, in the plane orthogonal to 1)")
