@@ -506,7 +506,7 @@ int cmd_ln_geometry(std::map<std::string, std::string> v, const std::string& com
   std::cout << "  principal axes (semi-axis sqrt(d/lambda); eigenvalue lambda; unit axis):\n";
   for (int k = 0; k < d - 1; ++k) {
     std::cout << "    " << std::setw(10) << fmt(e.semi_axes(k)) << "  " << std::setw(10) << fmt(e.axis_eigenvalues(k)) << "  (";
-    for (int n = 0; n < d; ++n) std::cout << (n ? " " : "") << fmt(e.axes(n, k), 5);
+    for (int n = 0; n < d; ++n) std::cout << (n ? " " : "") << fmt(e.axes(n, k) + 0.0, 5);  // no "-0"
     std::cout << ")\n";
   }
   std::cout << "sampling check: " << samples << " inputs N(0, " << fmt(input_std) << "^2) per eps; normalised radius\n"
