@@ -36,6 +36,7 @@ BrodyMap brody_map(const BrodyMapSpec& spec, const std::atomic<bool>* cancel,
     m.any_unselectable_fraction.push_back(Matrix::Zero(D, C));
     m.max_unselectable.push_back(Matrix::Zero(D, C));
   }
+  m.exact_unresolved.assign(spec.norms.size(), 0);
   const int total = static_cast<int>(C * D);
   // Cells are independent (each draw has its own stream), so any thread count gives the same map.
   // GLPK keeps its environment in thread-local storage: one problem object per thread is safe.
@@ -53,7 +54,12 @@ BrodyMap brody_map(const BrodyMapSpec& spec, const std::atomic<bool>* cancel,
           for (std::size_t k = 0; k < spec.norms.size(); ++k) {
             Matrix K = K0;
             normalize_rows(K, Normalization(spec.norms[k], d, spec.eps));
-            const int u = analyse_keys(K, spec.rtol, /*screen=*/true, spec.exact).unselectable_count();
+            const KeySelectability sel = analyse_keys(K, spec.rtol, /*screen=*/true, spec.exact);
+            const int u = sel.unselectable_count();
+            if (sel.exact_unresolved > 0) {
+              std::lock_guard<std::mutex> lock(progress_mutex);
+              m.exact_unresolved[k] += sel.exact_unresolved;
+            }
             m.unselectable_fraction[k](a, b) += static_cast<double>(u) / n;
             m.any_unselectable_fraction[k](a, b) += u > 0 ? 1.0 : 0.0;
             m.max_unselectable[k](a, b) = std::max(m.max_unselectable[k](a, b), static_cast<double>(u));

@@ -36,6 +36,7 @@ struct BrodyMap {
   std::vector<Matrix> unselectable_fraction;      // mean over draws of (unselectable keys / n)
   std::vector<Matrix> any_unselectable_fraction;  // fraction of draws with >= 1 unselectable key
   std::vector<Matrix> max_unselectable;           // largest number of unselectable keys in a draw
+  std::vector<long long> exact_unresolved;        // per norm: keys whose exact re-check timed out
   double seconds = 0.0;
 };
 

@@ -276,6 +276,8 @@ int cmd_keys(std::map<std::string, std::string> v, const std::string& command_li
               << fmt(K.row(i).norm(), 4) << "\n";
   std::cout << "unselectable: " << s.unselectable_count() << " of " << n << " (fraction " << fmt(s.unselectable_fraction())
             << ")\n";
+  if (s.exact_unresolved > 0)
+    spdlog::warn("{} keys: the exact re-check hit its time limit; their floating-point decision stands", s.exact_unresolved);
 
   const std::string out = v["output.file"];
   if (!out.empty()) {
@@ -285,6 +287,7 @@ int cmd_keys(std::map<std::string, std::string> v, const std::string& command_li
       f.set_attr("norm_eps", norm.eps);
       f.set_attr("rtol", rtol);
       f.set_attr("exact", exact ? 1 : 0);
+      f.set_attr("exact_unresolved", s.exact_unresolved);
       f.set_attr("count", n);
       f.set_attr("dim", d);
       f.set_attr("unselectable_count", s.unselectable_count());
@@ -362,7 +365,8 @@ int cmd_brody_map(std::map<std::string, std::string> v, const std::string& comma
     const Matrix& A = m.any_unselectable_fraction[k];
     std::cout << "  " << std::setw(10) << to_string(spec.norms[k]) << ": unselectable fraction mean " << fmt(U.mean(), 4)
               << ", max " << fmt(U.maxCoeff(), 4) << "; draws with >= 1 unselectable: mean " << fmt(A.mean(), 4)
-              << ", max " << fmt(A.maxCoeff(), 4) << "\n";
+              << ", max " << fmt(A.maxCoeff(), 4)
+              << (spec.exact ? "; exact re-checks timed out: " + std::to_string(m.exact_unresolved[k]) : std::string()) << "\n";
   }
   write_atomic(out, "rcsim-brody-map", command_line, [&](const h5::File& f) {
     f.set_attr("draws", spec.draws);
@@ -392,6 +396,7 @@ int cmd_brody_map(std::map<std::string, std::string> v, const std::string& comma
       put("unselectable_fraction", m.unselectable_fraction[k], "mean over draws of the fraction of unselectable keys");
       put("any_unselectable_fraction", m.any_unselectable_fraction[k], "fraction of draws with at least one unselectable key");
       put("max_unselectable", m.max_unselectable[k], "largest number of unselectable keys in one draw");
+      g.set_attr("exact_unresolved", static_cast<std::int64_t>(m.exact_unresolved[k]));
     }
   });
   spdlog::info("wrote {}", out);

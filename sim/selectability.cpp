@@ -24,6 +24,7 @@ struct KeyResult {
   double certificate = std::numeric_limits<double>::infinity();
   double scale = 0.0;
   Vector q;
+  bool exact_unresolved = false;
 };
 
 KeyResult solve_key(const Eigen::Ref<const Matrix>& K, Eigen::Index i, double rtol, bool screen, bool exact) {
@@ -108,12 +109,18 @@ KeyResult solve_key(const Eigen::Ref<const Matrix>& K, Eigen::Index i, double rt
     // Re-solve in exact rational arithmetic from the floating-point basis: the optimum is then
     // the exact L1 distance for the given (double) keys; the same tolerance rtol * scale_i keeps
     // keys that stick out by rounding errors only (e.g. LayerNorm images that differ in the last
-    // bit) on the hull.
-    ret = glp_exact(P, &parm);
-    if (ret != 0 || glp_get_status(P) != GLP_OPT)
-      throw RuntimeError("GLPK's exact simplex could not solve the selectability LP of key " + std::to_string(i));
-    read_solution();
-    r.selectable = r.margin > rtol * r.scale;
+    // bit) on the hull. The exact simplex can be very slow on rare inputs (rationals with huge
+    // denominators): it gets kExactTimeLimitMs; if it does not finish, the floating-point
+    // decision stands and the key is counted in exact_unresolved.
+    glp_smcp xparm = parm;
+    xparm.tm_lim = kExactTimeLimitMs;
+    ret = glp_exact(P, &xparm);
+    if (ret == 0 && glp_get_status(P) == GLP_OPT) {
+      read_solution();
+      r.selectable = r.margin > rtol * r.scale;
+    } else {
+      r.exact_unresolved = true;
+    }
   }
   return r;
 }
@@ -155,6 +162,7 @@ KeySelectability analyse_keys(const Eigen::Ref<const Matrix>& keys, double rtol,
     out.certificate(i) = r.certificate;
     out.scale(i) = r.scale;
     out.query.row(i) = r.q.transpose();
+    out.exact_unresolved += r.exact_unresolved ? 1 : 0;
   }
   return out;
 }

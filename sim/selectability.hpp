@@ -35,12 +35,14 @@ struct KeySelectability {
   Vector certificate;                    // min_j q.(k_i - k_j) for the LP's query q, in double
   Vector scale;                          // max_j ||k_i - k_j||_1
   Matrix query;                          // [n, d]: the LP's query per key (|q_l| <= 1)
+  int exact_unresolved = 0;              // keys whose exact re-check hit the time limit
 
   int unselectable_count() const;
   double unselectable_fraction() const;  // 0 for n = 0
 };
 
 constexpr double kSelectabilityRtol = 1e-9;
+constexpr int kExactTimeLimitMs = 2000;  // per exact re-check; then the floating decision stands
 
 // Decide every key (rows of `keys`, n x d). Throws UsageError for non-finite entries and
 // RuntimeError if GLPK fails to solve an LP (never observed: the LP is feasible and bounded).
@@ -54,7 +56,9 @@ constexpr double kSelectabilityRtol = 1e-9;
 // selectable iff margin > rtol * scale_i (so that rounding-level protrusions, ~1e-16 scale_i,
 // still count as on the hull). This resolves keys that stick out of the
 // hull of the others by less than GLPK's floating-point tolerance (e.g. two keys 3e-5 rad apart
-// on a circle: margin ~1e-9). Costly when many keys are unselectable (raw Gaussian keys).
+// on a circle: margin ~2e-7). Costly when many keys are unselectable (raw Gaussian keys), and
+// on rare inputs the rational simplex is very slow: each re-check gets kExactTimeLimitMs, after
+// which the floating-point decision stands and the key is counted in exact_unresolved.
 KeySelectability analyse_keys(const Eigen::Ref<const Matrix>& keys, double rtol = kSelectabilityRtol,
                               bool screen = false, bool exact = false);
 
