@@ -37,6 +37,7 @@ def main(argv=None):
     ax3.plot(*ellipse.T, color="k", lw=1.5, label="image boundary")
     for k, e in enumerate(eps):
         ax3.scatter(*pts[k].T, s=2, color=colours[k], alpha=0.5, label=f"eps = {e:g}")
+    ax3.set_box_aspect(np.ptp(ellipse, axis=0))  # equal scales on the three axes
     # Look at the plane obliquely: 35 degrees away from its normal.
     ax3.view_init(elev=np.degrees(np.arcsin(np.clip(normal[2], -1, 1))) - 35,
                   azim=np.degrees(np.arctan2(normal[1], normal[0])))
