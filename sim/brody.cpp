@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <mutex>
 #include <thread>
-#include <cmath>
 
 #include "attention.hpp"
 #include "random.hpp"
@@ -128,11 +128,12 @@ BrodyExample brody_example(const BrodyExampleSpec& spec) {
   const std::size_t M = spec.magnitudes.size();
   ex.weights.assign(2, std::vector<std::vector<Matrix>>(2, std::vector<Matrix>(M)));
   ex.plane_keys = ex.weights;
-  ex.selectable.assign(2, std::vector<std::vector<std::vector<std::uint8_t>>>(2, std::vector<std::vector<std::uint8_t>>(M)));
+  ex.selectable.assign(
+      2, std::vector<std::vector<std::vector<std::uint8_t>>>(2, std::vector<std::vector<std::uint8_t>>(M)));
   for (int proj = 0; proj < 2; ++proj) {
     for (int scale = 0; scale < 2; ++scale) {
-      const NormType type = proj ? (scale ? NormType::layernorm : NormType::projection)
-                                 : (scale ? NormType::rmsnorm : NormType::none);
+      const NormType type =
+          proj ? (scale ? NormType::layernorm : NormType::projection) : (scale ? NormType::rmsnorm : NormType::none);
       const Normalization norm(type, 3, 0.0);
       for (std::size_t k = 0; k < M; ++k) {
         Matrix K = brody_example_keys(spec.magnitudes[k]);

@@ -24,10 +24,10 @@ struct BrodyMapSpec {
   int draws = 100;
   std::uint64_t seed = 20240527;
   std::vector<NormType> norms{NormType::none, NormType::layernorm};
-  double eps = 1e-5;                  // of layernorm / rmsnorm (gain 1, bias 0)
-  double rtol = 1e-9;                 // selectability tolerance (selectability.hpp)
-  bool exact = false;                 // re-check unselectable keys with GLPK's exact simplex
-  int threads = 1;                    // worker threads over cells (0 = all cores); results do not depend on it
+  double eps = 1e-5;   // of layernorm / rmsnorm (gain 1, bias 0)
+  double rtol = 1e-9;  // selectability tolerance (selectability.hpp)
+  bool exact = false;  // re-check unselectable keys with GLPK's exact simplex
+  int threads = 1;     // worker threads over cells (0 = all cores); results do not depend on it
 };
 
 struct BrodyMap {
@@ -62,8 +62,8 @@ struct BrodyExampleSpec {
 };
 
 struct BrodyExample {
-  std::vector<double> theta_degrees;                   // [A]
-  Matrix base_keys;                                    // [4, 3] for m = 1
+  std::vector<double> theta_degrees;  // [A]
+  Matrix base_keys;                   // [4, 3] for m = 1
   // Indexed [projection][scaling][magnitude]: weights [A, 4], H coordinates [4, 2], selectable [4].
   std::vector<std::vector<std::vector<Matrix>>> weights;
   std::vector<std::vector<std::vector<Matrix>>> plane_keys;

@@ -46,10 +46,10 @@ std::vector<KeyInfo> with_norm(std::vector<KeyInfo> keys) {
 
 const std::vector<CommandSpec>& commands() {
   static const std::vector<CommandSpec> specs = {
-      {"keys",
-       "decide for every key whether some query gives it the strictly largest score q.k (an LP per key, GLPK)",
+      {"keys", "decide for every key whether some query gives it the strictly largest score q.k (an LP per key, GLPK)",
        with_norm({
-           {"keys.source", "gaussian", "gaussian (i.i.d. N(0,1)) | file (a 2-D dataset [n, d]) | run (tokens of a run file)"},
+           {"keys.source", "gaussian",
+            "gaussian (i.i.d. N(0,1)) | file (a 2-D dataset [n, d]) | run (tokens of a run file)"},
            {"keys.count", "20", "number of keys n >= 1 (gaussian)"},
            {"keys.dim", "3", "key dimension d >= 1 (gaussian)"},
            {"keys.seed", "20240527", "seed of the gaussian keys"},
@@ -71,7 +71,8 @@ const std::vector<CommandSpec>& commands() {
            {"map.dim_max", "15", "largest dimension d"},
            {"map.draws", "100", "random key sets per cell, >= 1"},
            {"map.seed", "20240527", "seed (draw t of cell (n, d) = rcsim keys --keys.draw=t)"},
-           {"map.norms", "none,layernorm", "comma list of normalisations (none | sphere | layernorm | projection | rmsnorm)"},
+           {"map.norms", "none,layernorm",
+            "comma list of normalisations (none | sphere | layernorm | projection | rmsnorm)"},
            {"norm.eps", "1e-5", "epsilon >= 0 of layernorm and rmsnorm (gain 1, bias 0)"},
            {"keys.rtol", "1e-9", "relative tolerance of the floating-point decision"},
            {"keys.exact", "false", "re-check unselectable keys with GLPK's exact simplex (slow for norm none)"},
@@ -222,21 +223,26 @@ Matrix read_keys(std::map<std::string, std::string>& v, std::string& origin) {
     if (!f.exists(ds)) throw UsageError("keys.file '" + file + "': no dataset '" + ds + "' (key keys.dataset)");
     const RowMajorMatrix K = f.read_matrix(ds, {-1, -1});
     if (K.rows() < 1 || K.cols() < 1)
-      throw UsageError("keys.file '" + file + "': dataset '" + ds + "' is empty (need n >= 1 keys of dimension d >= 1)");
+      throw UsageError("keys.file '" + file + "': dataset '" + ds +
+                       "' is empty (need n >= 1 keys of dimension d >= 1)");
     origin = file + ":/" + ds;
     return K;
   }
   // A run file: /tokens [trial, snapshot, N, d] and /tokens_layer [snapshot].
   if (!f.exists("tokens") || !f.exists("tokens_layer"))
-    throw UsageError("keys.file '" + file + "': no /tokens in this run file (run it with output.tokens = final, all or a list of layers)");
+    throw UsageError("keys.file '" + file +
+                     "': no /tokens in this run file (run it with output.tokens = final, all or a list of layers)");
   const h5::Array tokens = f.read("tokens");
   const h5::Array layers = f.read("tokens_layer");
   if (tokens.shape.size() != 4)
-    throw UsageError("keys.file '" + file + "': /tokens has shape " + h5::shape_string(tokens.shape) + ", expected [trial, snapshot, N, d]");
+    throw UsageError("keys.file '" + file + "': /tokens has shape " + h5::shape_string(tokens.shape) +
+                     ", expected [trial, snapshot, N, d]");
   const long long T = static_cast<long long>(tokens.shape[0]), S = static_cast<long long>(tokens.shape[1]);
   const long long N = static_cast<long long>(tokens.shape[2]), d = static_cast<long long>(tokens.shape[3]);
   const int trial = parse_int_value("keys.trial", v["keys.trial"], 0);
-  if (trial >= T) throw UsageError("invalid value '" + v["keys.trial"] + "' for key 'keys.trial': the run has " + std::to_string(T) + " trials (0 .. " + std::to_string(T - 1) + ")");
+  if (trial >= T)
+    throw UsageError("invalid value '" + v["keys.trial"] + "' for key 'keys.trial': the run has " + std::to_string(T) +
+                     " trials (0 .. " + std::to_string(T - 1) + ")");
   long long snap = S - 1;
   std::string listed;
   for (long long s = 0; s < S; ++s) listed += (s ? ", " : "") + fmt(layers.data[static_cast<std::size_t>(s)]);
@@ -246,14 +252,15 @@ Matrix read_keys(std::map<std::string, std::string>& v, std::string& origin) {
     for (long long s = 0; s < S; ++s)
       if (static_cast<int>(layers.data[static_cast<std::size_t>(s)]) == layer) snap = s;
     if (snap < 0)
-      throw UsageError("invalid value '" + v["keys.layer"] + "' for key 'keys.layer': the run file stores tokens at layers " + listed + " only");
+      throw UsageError("invalid value '" + v["keys.layer"] +
+                       "' for key 'keys.layer': the run file stores tokens at layers " + listed + " only");
   }
   Matrix K(N, d);
   const std::size_t base = static_cast<std::size_t>((trial * S + snap) * N * d);
   for (long long i = 0; i < N; ++i)
     for (long long l = 0; l < d; ++l) K(i, l) = tokens.data[base + static_cast<std::size_t>(i * d + l)];
-  origin = file + ":/tokens trial " + std::to_string(trial) + " layer " +
-           fmt(layers.data[static_cast<std::size_t>(snap)]);
+  origin =
+      file + ":/tokens trial " + std::to_string(trial) + " layer " + fmt(layers.data[static_cast<std::size_t>(snap)]);
   return K;
 }
 
@@ -274,10 +281,11 @@ int cmd_keys(std::map<std::string, std::string> v, const std::string& command_li
     std::cout << std::setw(5) << i << std::setw(12) << (s.selectable[static_cast<std::size_t>(i)] ? "yes" : "no")
               << std::setw(13) << fmt(s.margin(i), 4) << std::setw(13) << fmt(s.certificate(i), 4) << std::setw(11)
               << fmt(K.row(i).norm(), 4) << "\n";
-  std::cout << "unselectable: " << s.unselectable_count() << " of " << n << " (fraction " << fmt(s.unselectable_fraction())
-            << ")\n";
+  std::cout << "unselectable: " << s.unselectable_count() << " of " << n << " (fraction "
+            << fmt(s.unselectable_fraction()) << ")\n";
   if (s.exact_unresolved > 0)
-    spdlog::warn("{} keys: the exact re-check hit its time limit; their floating-point decision stands", s.exact_unresolved);
+    spdlog::warn("{} keys: the exact re-check hit its time limit; their floating-point decision stands",
+                 s.exact_unresolved);
 
   const std::string out = v["output.file"];
   if (!out.empty()) {
@@ -328,7 +336,8 @@ std::vector<NormType> parse_norm_list(const std::string& key, const std::string&
       throw UsageError("invalid value '" + text + "' for key '" + key + "': " + tok + " is listed twice");
     out.push_back(n);
   }
-  if (out.empty()) throw UsageError("invalid value '" + text + "' for key '" + key + "': expected a comma list of normalisations");
+  if (out.empty())
+    throw UsageError("invalid value '" + text + "' for key '" + key + "': expected a comma list of normalisations");
   return out;
 }
 
@@ -363,10 +372,11 @@ int cmd_brody_map(std::map<std::string, std::string> v, const std::string& comma
   for (std::size_t k = 0; k < spec.norms.size(); ++k) {
     const Matrix& U = m.unselectable_fraction[k];
     const Matrix& A = m.any_unselectable_fraction[k];
-    std::cout << "  " << std::setw(10) << to_string(spec.norms[k]) << ": unselectable fraction mean " << fmt(U.mean(), 4)
-              << ", max " << fmt(U.maxCoeff(), 4) << "; draws with >= 1 unselectable: mean " << fmt(A.mean(), 4)
-              << ", max " << fmt(A.maxCoeff(), 4)
-              << (spec.exact ? "; exact re-checks timed out: " + std::to_string(m.exact_unresolved[k]) : std::string()) << "\n";
+    std::cout << "  " << std::setw(10) << to_string(spec.norms[k]) << ": unselectable fraction mean "
+              << fmt(U.mean(), 4) << ", max " << fmt(U.maxCoeff(), 4) << "; draws with >= 1 unselectable: mean "
+              << fmt(A.mean(), 4) << ", max " << fmt(A.maxCoeff(), 4)
+              << (spec.exact ? "; exact re-checks timed out: " + std::to_string(m.exact_unresolved[k]) : std::string())
+              << "\n";
   }
   write_atomic(out, "rcsim-brody-map", command_line, [&](const h5::File& f) {
     f.set_attr("draws", spec.draws);
@@ -394,7 +404,8 @@ int cmd_brody_map(std::map<std::string, std::string> v, const std::string& comma
         d.attach_scale(cs, 1);
       };
       put("unselectable_fraction", m.unselectable_fraction[k], "mean over draws of the fraction of unselectable keys");
-      put("any_unselectable_fraction", m.any_unselectable_fraction[k], "fraction of draws with at least one unselectable key");
+      put("any_unselectable_fraction", m.any_unselectable_fraction[k],
+          "fraction of draws with at least one unselectable key");
       put("max_unselectable", m.max_unselectable[k], "largest number of unselectable keys in one draw");
       g.set_attr("exact_unresolved", static_cast<std::int64_t>(m.exact_unresolved[k]));
     }
@@ -410,7 +421,9 @@ int cmd_brody_example(std::map<std::string, std::string> v, const std::string& c
   BrodyExampleSpec spec;
   spec.magnitudes = parse_number_list_value("example.magnitudes", v["example.magnitudes"]);
   for (double mg : spec.magnitudes)
-    if (!(mg > 0)) throw UsageError("invalid value '" + v["example.magnitudes"] + "' for key 'example.magnitudes': every magnitude must be > 0");
+    if (!(mg > 0))
+      throw UsageError("invalid value '" + v["example.magnitudes"] +
+                       "' for key 'example.magnitudes': every magnitude must be > 0");
   spec.angles = parse_int_value("example.angles", v["example.angles"], 1);
   spec.query_norm = parse_double_value("example.query_norm", v["example.query_norm"], 0.0, true);
   const std::string out = v["output.file"];
@@ -439,7 +452,8 @@ int cmd_brody_example(std::map<std::string, std::string> v, const std::string& c
     f.set_attr("query_norm", spec.query_norm);
     const h5::Dataset th = f.write("theta", ex.theta_degrees);
     th.make_scale("theta");
-    describe(th, "query angle in the plane orthogonal to 1 (from e1 = (1,-1,0)/sqrt 2 towards e2 = (1,1,-2)/sqrt 6)", "degree");
+    describe(th, "query angle in the plane orthogonal to 1 (from e1 = (1,-1,0)/sqrt 2 towards e2 = (1,1,-2)/sqrt 6)",
+             "degree");
     const h5::Dataset mg = f.write("magnitude", spec.magnitudes);
     mg.make_scale("magnitude");
     describe(mg, "magnitude of key 3");
@@ -453,11 +467,13 @@ int cmd_brody_example(std::map<std::string, std::string> v, const std::string& c
           const std::size_t pskey = (p * 2 + s) * M + k;
           for (std::size_t a = 0; a < A; ++a)
             for (std::size_t j = 0; j < 4; ++j)
-              w[(pskey * A + a) * 4 + j] = ex.weights[p][s][k](static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(j));
+              w[(pskey * A + a) * 4 + j] =
+                  ex.weights[p][s][k](static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(j));
           for (std::size_t j = 0; j < 4; ++j) {
             sel[pskey * 4 + j] = ex.selectable[p][s][k][j];
             for (std::size_t c = 0; c < 2; ++c)
-              pk[(pskey * 4 + j) * 2 + c] = ex.plane_keys[p][s][k](static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(c));
+              pk[(pskey * 4 + j) * 2 + c] =
+                  ex.plane_keys[p][s][k](static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(c));
           }
         }
     const h5::Dataset wd = f.write("weights", {2, 2, M, A, 4}, w.data());
@@ -489,8 +505,10 @@ const std::vector<double> kQuantiles = {0.0, 0.01, 0.1, 0.5, 0.9, 0.99, 1.0};
 int cmd_ln_geometry(std::map<std::string, std::string> v, const std::string& command_line) {
   const int d = parse_int_value("ln.dim", v["ln.dim"], 1);
   if (d < 2)
-    throw UsageError("invalid value '" + v["ln.dim"] + "' for key 'ln.dim': expected d >= 2 (for d = 1 LayerNorm maps every input to the bias)");
-  const Config c = make_config({{"model.dim", std::to_string(d)}, {"norm.gain", v["norm.gain"]}, {"norm.bias", v["norm.bias"]}});
+    throw UsageError("invalid value '" + v["ln.dim"] +
+                     "' for key 'ln.dim': expected d >= 2 (for d = 1 LayerNorm maps every input to the bias)");
+  const Config c =
+      make_config({{"model.dim", std::to_string(d)}, {"norm.gain", v["norm.gain"]}, {"norm.bias", v["norm.bias"]}});
   const Normalization base(NormType::layernorm, d, 0.0, c.norm.gain, c.norm.bias);
   const LayerNormEllipsoid e = layernorm_ellipsoid(base.gain);
   const std::vector<double> eps = parse_number_list_value("ln.eps", v["ln.eps"]);
@@ -510,7 +528,8 @@ int cmd_ln_geometry(std::map<std::string, std::string> v, const std::string& com
   std::cout << "\n  eigenvalue of P2 G^-2 P2 along alpha: " << fmt(e.zero_eigenvalue, 3) << " (0 up to rounding)\n";
   std::cout << "  principal axes (semi-axis sqrt(d/lambda); eigenvalue lambda; unit axis):\n";
   for (int k = 0; k < d - 1; ++k) {
-    std::cout << "    " << std::setw(10) << fmt(e.semi_axes(k)) << "  " << std::setw(10) << fmt(e.axis_eigenvalues(k)) << "  (";
+    std::cout << "    " << std::setw(10) << fmt(e.semi_axes(k)) << "  " << std::setw(10) << fmt(e.axis_eigenvalues(k))
+              << "  (";
     for (int n = 0; n < d; ++n) std::cout << (n ? " " : "") << fmt(e.axes(n, k) + 0.0, 5);  // no "-0"
     std::cout << ")\n";
   }
@@ -567,7 +586,8 @@ int cmd_ln_geometry(std::map<std::string, std::string> v, const std::string& com
       const h5::Dataset pd = write_vector(f, "plane_distance_max", pmax);
       describe(pd, "largest |normal.(y - b)| over the samples");
       pd.attach_scale(es, 0);
-      const h5::Dataset pt = f.write("points", {eps.size(), static_cast<hsize_t>(P), static_cast<hsize_t>(d)}, pts.data());
+      const h5::Dataset pt =
+          f.write("points", {eps.size(), static_cast<hsize_t>(P), static_cast<hsize_t>(d)}, pts.data());
       describe(pt, "the first ln.store LayerNorm outputs per eps [eps, sample, d]");
       pt.attach_scale(es, 0);
     });

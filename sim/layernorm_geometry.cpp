@@ -72,8 +72,8 @@ Vector plane_distance(const Eigen::Ref<const Matrix>& Y, const LayerNormEllipsoi
 }
 
 LayerNormSample sample_layernorm(const LayerNormEllipsoid& e, const Eigen::Ref<const RowVector>& gain,
-                                 const Eigen::Ref<const RowVector>& bias, double eps, int samples,
-                                 std::uint64_t seed, double input_std, int store) {
+                                 const Eigen::Ref<const RowVector>& bias, double eps, int samples, std::uint64_t seed,
+                                 double input_std, int store) {
   const int d = e.dim;
   RandomStream rng(seed, 0, 3);
   Matrix Y(samples, d);

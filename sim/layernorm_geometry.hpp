@@ -19,12 +19,12 @@ namespace rcsim {
 
 struct LayerNormEllipsoid {
   int dim = 0;
-  Vector alpha;        // alpha_n = 1 / g_n
-  Vector normal;       // alpha / ||alpha||: unit normal of the image plane (through b)
-  Vector eigenvalues;  // all d eigenvalues of M = P2 G^-2 P2, ascending (the first is ~0)
-  Matrix axes;         // d x (d - 1): unit principal axes, columns ordered by decreasing semi-axis
-  Vector semi_axes;    // d - 1 lengths sqrt(d / lambda), descending
-  Vector axis_eigenvalues;  // the d - 1 nonzero eigenvalues, in the order of `axes`
+  Vector alpha;                  // alpha_n = 1 / g_n
+  Vector normal;                 // alpha / ||alpha||: unit normal of the image plane (through b)
+  Vector eigenvalues;            // all d eigenvalues of M = P2 G^-2 P2, ascending (the first is ~0)
+  Matrix axes;                   // d x (d - 1): unit principal axes, columns ordered by decreasing semi-axis
+  Vector semi_axes;              // d - 1 lengths sqrt(d / lambda), descending
+  Vector axis_eigenvalues;       // the d - 1 nonzero eigenvalues, in the order of `axes`
   double zero_eigenvalue = 0.0;  // the eigenvalue along alpha (0 up to rounding)
 };
 
@@ -49,7 +49,7 @@ struct LayerNormSample {
   Matrix points;          // [min(store, samples), d] LayerNorm outputs
 };
 LayerNormSample sample_layernorm(const LayerNormEllipsoid& e, const Eigen::Ref<const RowVector>& gain,
-                                 const Eigen::Ref<const RowVector>& bias, double eps, int samples,
-                                 std::uint64_t seed, double input_std, int store);
+                                 const Eigen::Ref<const RowVector>& bias, double eps, int samples, std::uint64_t seed,
+                                 double input_std, int store);
 
 }  // namespace rcsim

@@ -95,8 +95,8 @@ KeyResult solve_key(const Eigen::Ref<const Matrix>& K, Eigen::Index i, double rt
     ret = glp_exact(P, &parm);
   }
   if (ret != 0 || glp_get_status(P) != GLP_OPT)
-    throw RuntimeError("GLPK could not solve the selectability LP of key " + std::to_string(i) +
-                       " (return code " + std::to_string(ret) + ", status " + std::to_string(glp_get_status(P)) + ")");
+    throw RuntimeError("GLPK could not solve the selectability LP of key " + std::to_string(i) + " (return code " +
+                       std::to_string(ret) + ", status " + std::to_string(glp_get_status(P)) + ")");
 
   auto read_solution = [&] {
     r.margin = glp_get_obj_val(P);

@@ -22,7 +22,8 @@ TEST_CASE("equal gains: a sphere of radius sqrt(d) |g| in the plane orthogonal t
   const double g = GENERATE(1.0, 2.5, -0.5);
   const LayerNormEllipsoid e = layernorm_ellipsoid(RowVector::Constant(d, g));
   REQUIRE(e.semi_axes.size() == d - 1);
-  for (int k = 0; k < d - 1; ++k) CHECK_THAT(e.semi_axes(k), WithinRel(std::sqrt(static_cast<double>(d)) * std::abs(g), 1e-12));
+  for (int k = 0; k < d - 1; ++k)
+    CHECK_THAT(e.semi_axes(k), WithinRel(std::sqrt(static_cast<double>(d)) * std::abs(g), 1e-12));
   CHECK_THAT(std::abs(e.normal.sum()), WithinRel(std::sqrt(static_cast<double>(d)), 1e-12));  // normal = +-1/sqrt(d)
   CHECK_THAT(e.zero_eigenvalue, WithinAbs(0.0, 1e-12));
   CHECK((e.axes.transpose() * Vector::Ones(d)).cwiseAbs().maxCoeff() < 1e-12);
@@ -66,8 +67,10 @@ TEST_CASE("random gains: axes orthonormal in the plane, principal, with the stat
   for (double eps : {0.0, 1e-3}) {
     const LayerNormSample s = sample_layernorm(e, g, b, eps, 500, 3, 1.0, 10);
     CHECK(s.plane_distance.maxCoeff() < 1e-12 * std::sqrt(static_cast<double>(d)) * g.cwiseAbs().maxCoeff());
-    if (eps == 0.0) CHECK((s.radius.array() - 1.0).abs().maxCoeff() < 1e-12);
-    else CHECK(s.radius.maxCoeff() < 1.0);
+    if (eps == 0.0)
+      CHECK((s.radius.array() - 1.0).abs().maxCoeff() < 1e-12);
+    else
+      CHECK(s.radius.maxCoeff() < 1.0);
     CHECK(s.points.rows() == 10);
   }
 }
@@ -137,12 +140,14 @@ TEST_CASE("geometry commands: usage errors exit 2 and write nothing", "[geometry
 TEST_CASE("geometry commands write complete files", "[geometry][cli]") {
   const fs::path dir = fs::temp_directory_path() / "rcsim_geom_ok";
   fs::remove_all(dir);
-  const std::string keys = (dir / "keys.h5").string(), map = (dir / "map.h5").string(),
-                    ex = (dir / "ex.h5").string(), ln = (dir / "ln.h5").string(), run = (dir / "run.h5").string();
+  const std::string keys = (dir / "keys.h5").string(), map = (dir / "map.h5").string(), ex = (dir / "ex.h5").string(),
+                    ln = (dir / "ln.h5").string(), run = (dir / "run.h5").string();
   CHECK(cli_main({"keys", "--keys.count=9", "--keys.dim=2", "--output.file=" + keys, "--quiet"}) == 0);
-  CHECK(cli_main({"brody-map", "--map.count_max=6", "--map.dim_max=4", "--map.draws=2", "--output.file=" + map, "--quiet"}) == 0);
+  CHECK(cli_main({"brody-map", "--map.count_max=6", "--map.dim_max=4", "--map.draws=2", "--output.file=" + map,
+                  "--quiet"}) == 0);
   CHECK(cli_main({"brody-example", "--example.angles=36", "--output.file=" + ex, "--quiet"}) == 0);
-  CHECK(cli_main({"ln-geometry", "--norm.gain=1 2 0.5", "--ln.samples=100", "--ln.store=7", "--output.file=" + ln, "--quiet"}) == 0);
+  CHECK(cli_main({"ln-geometry", "--norm.gain=1 2 0.5", "--ln.samples=100", "--ln.store=7", "--output.file=" + ln,
+                  "--quiet"}) == 0);
   {
     const h5::File f = h5::File::open_read(keys);
     CHECK(f.attr_int("complete") == 1);
@@ -163,9 +168,10 @@ TEST_CASE("geometry commands write complete files", "[geometry][cli]") {
     CHECK(f.read("axes").shape == std::vector<hsize_t>{3, 2});
   }
   // Keys from a run file's token snapshots.
-  CHECK(cli_main({"run", "--config", "/dev/null", "--model.tokens=6", "--model.dim=3", "--model.layers=2", "--run.trials=2",
-                  "--output.tokens=0,2", "--output.file=" + run, "--quiet"}) == 0);
-  CHECK(cli_main({"keys", "--keys.source=run", "--keys.file=" + run, "--keys.trial=1", "--keys.layer=0", "--quiet"}) == 0);
+  CHECK(cli_main({"run", "--config", "/dev/null", "--model.tokens=6", "--model.dim=3", "--model.layers=2",
+                  "--run.trials=2", "--output.tokens=0,2", "--output.file=" + run, "--quiet"}) == 0);
+  CHECK(cli_main({"keys", "--keys.source=run", "--keys.file=" + run, "--keys.trial=1", "--keys.layer=0", "--quiet"}) ==
+        0);
   CHECK(cli_main({"keys", "--keys.source=run", "--keys.file=" + run, "--keys.layer=1", "--quiet"}) == 2);  // not stored
   CHECK(cli_main({"keys", "--keys.source=run", "--keys.file=" + run, "--keys.trial=2", "--quiet"}) == 2);
   CHECK(cli_main({"keys", "--keys.source=file", "--keys.file=" + keys, "--keys.dataset=keys_input", "--quiet"}) == 0);
