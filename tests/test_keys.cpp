@@ -262,3 +262,21 @@ TEST_CASE("exact re-check resolves a key that sticks out by less than GLPK's tol
   const Matrix T = keys2({{0, 0}, {4, 0}, {0, 4}, {1, 1}, {2, 0}});
   CHECK(analyse_keys(T, kSelectabilityRtol, false, true).selectable == std::vector<std::uint8_t>{1, 1, 1, 0, 0});
 }
+
+TEST_CASE("the heat map does not depend on the thread count", "[keys]") {
+  BrodyMapSpec spec;
+  spec.count_min = 5;
+  spec.count_max = 14;
+  spec.dim_min = 3;
+  spec.dim_max = 5;
+  spec.draws = 4;
+  spec.threads = 1;
+  const BrodyMap one = brody_map(spec);
+  spec.threads = 2;
+  const BrodyMap two = brody_map(spec);
+  for (std::size_t k = 0; k < spec.norms.size(); ++k) {
+    CHECK(one.unselectable_fraction[k] == two.unselectable_fraction[k]);
+    CHECK(one.any_unselectable_fraction[k] == two.any_unselectable_fraction[k]);
+    CHECK(one.max_unselectable[k] == two.max_unselectable[k]);
+  }
+}
