@@ -3,7 +3,7 @@
 # ellipse, and a `rcsim keys` example. Needs a built rcsim (scripts/setup.sh).
 # usage: bash scripts/geometry-figures.sh [OUTDIR] [full|tiny]   (default: data/geometry full)
 # `tiny` runs every command and plot script at a toy size (CI); `full` is the documented run
-# (the heat map is n = 3..60, d = 3..15, 100 draws: about 5 CPU minutes).
+# (the heat map is n = 3..60, d = 3..15, 100 draws: about 90 s of CPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-data/geometry}
