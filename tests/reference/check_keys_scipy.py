@@ -6,7 +6,8 @@ rcsim decides selectability with GLPK on the margin LP (max t s.t. q.(k_i - k_j)
 convex-hull membership, i.e. feasibility of lambda >= 0, sum lambda = 1, sum_j lambda_j k_j = k_i
 over the other keys (scipy.optimize.linprog, method "highs"): feasible = unselectable. Every key
 of several (n, d) pairs, raw and after LayerNorm, is compared; then a few heat-map cells are
-recomputed from the same draws (rcsim keys --keys.draw=t reproduces draw t of a cell).
+recomputed from the same draws (rcsim keys --keys.draw=t reproduces draw t of a cell). Last,
+`rcsim ln-geometry` for random gains against numpy.linalg.eigh of P2 G^-2 P2.
 
 usage: check_keys_scipy.py PATH/TO/rcsim WORKDIR
 """
@@ -76,6 +77,26 @@ def main():
             if abs(frac - got[norm][0]) > 1e-12 or abs(anyf - got[norm][1]) > 1e-12:
                 failures.append(f"map cell n={n} d={d} {norm}: rcsim {got[norm]}, scipy ({frac}, {anyf})")
             print(f"cell n={n} d={d} {norm:9s}: unselectable fraction {frac:.4f}, draws with >= 1: {anyf:.3f}")
+    # rcsim ln-geometry against numpy.linalg.eigh of P2 G^-2 P2 for random gains (SCIENCE.md 5.7).
+    rng = np.random.default_rng(5)
+    for d in (3, 5, 8):
+        g = rng.uniform(0.2, 3.0, d) * rng.choice([-1, 1], d)
+        out = os.path.join(work, f"ln_{d}.h5")
+        subprocess.run([exe, "ln-geometry", f"--ln.dim={d}", "--norm.gain=" + " ".join(repr(x) for x in g),
+                        "--ln.samples=10", f"--output.file={out}", "--quiet"], check=True, stdout=subprocess.DEVNULL)
+        alpha = 1 / g
+        P2 = np.eye(d) - np.outer(alpha, alpha) / alpha.dot(alpha)
+        lam, vec = np.linalg.eigh(P2 @ np.diag(g ** -2.0) @ P2)
+        keep = np.argsort(np.abs(vec.T @ alpha))[:-1]          # drop the eigenvector along alpha
+        order = keep[np.argsort(lam[keep])]                     # increasing lambda = decreasing axis
+        with h5py.File(out, "r") as f:
+            semi, axes, normal = f["semi_axes"][()], f["axes"][()], f["normal"][()]
+        ok = (np.allclose(semi, np.sqrt(d / lam[order]), rtol=1e-10)
+              and np.allclose(np.abs(axes.T @ vec[:, order]), np.eye(d - 1), atol=1e-8)
+              and np.allclose(np.abs(normal), np.abs(alpha) / np.linalg.norm(alpha), rtol=1e-12))
+        print(f"ln-geometry d={d}: semi-axes {np.round(semi, 4)} {'agree' if ok else 'DISAGREE'} with numpy.linalg.eigh")
+        if not ok:
+            failures.append(f"ln-geometry d={d}: rcsim {semi}, numpy {np.sqrt(d / lam[order])}")
     print(f"{compared} keys compared with scipy/HiGHS ({unselectable} unselectable); {len(failures)} disagreements")
     for line in failures:
         print("  " + line)
