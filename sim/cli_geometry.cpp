@@ -19,6 +19,7 @@
 #include "normalization.hpp"
 #include "run_file.hpp"
 #include "selectability.hpp"
+#include "simulation.hpp"
 #include "version.hpp"
 
 namespace rcsim {
@@ -607,7 +608,14 @@ int run_geometry_command(const std::string& command, const std::vector<std::stri
   const CommandSpec& spec = command_spec(command);
   auto v = parse_keys(spec, keys);
   if (command == "keys") return cmd_keys(std::move(v), command_line);
-  if (command == "brody-map") return cmd_brody_map(std::move(v), command_line, quiet, cancel);
+  if (command == "brody-map") {
+    try {
+      return cmd_brody_map(std::move(v), command_line, quiet, cancel);
+    } catch (const Interrupted&) {
+      std::cerr << "rcsim: brody-map interrupted; nothing written (rerun the command)\n";
+      return 130;
+    }
+  }
   if (command == "brody-example") return cmd_brody_example(std::move(v), command_line);
   return cmd_ln_geometry(std::move(v), command_line);
 }
