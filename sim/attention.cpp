@@ -15,20 +15,20 @@ void attention_logits(const Eigen::Ref<const Matrix>& X, const Eigen::Ref<const 
 }
 
 void masked_softmax(Eigen::Ref<Matrix> S, const MaskMatrix& mask) {
-  const Eigen::Index n = S.rows();
+  const Eigen::Index n = S.rows(), m = S.cols();  // m = n for self-attention
   for (Eigen::Index i = 0; i < n; ++i) {
     double row_max = -std::numeric_limits<double>::infinity();
-    for (Eigen::Index j = 0; j < n; ++j)
+    for (Eigen::Index j = 0; j < m; ++j)
       if (mask(i, j)) row_max = std::max(row_max, S(i, j));
     double sum = 0.0;
-    for (Eigen::Index j = 0; j < n; ++j) {
+    for (Eigen::Index j = 0; j < m; ++j) {
       const double a = mask(i, j) ? std::exp(S(i, j) - row_max) : 0.0;
       S(i, j) = a;
       sum += a;
     }
     // sum >= 1: the maximal allowed entry contributes exp(0) = 1.
     const double inv = 1.0 / sum;
-    for (Eigen::Index j = 0; j < n; ++j) S(i, j) *= inv;
+    for (Eigen::Index j = 0; j < m; ++j) S(i, j) *= inv;
   }
 }
 

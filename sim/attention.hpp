@@ -9,9 +9,9 @@ namespace rcsim {
 void attention_logits(const Eigen::Ref<const Matrix>& X, const Eigen::Ref<const Matrix>& W_Q,
                       const Eigen::Ref<const Matrix>& W_K, double d_qk, Matrix& Q, Matrix& K, Matrix& S);
 
-// Row-wise softmax of S restricted to the entries the mask allows, in place: each row has its
-// allowed maximum subtracted before exponentiation (log-sum-exp form); masked entries are set to
-// exactly 0. Every row sums to 1 (each row has its self-loop, so at least one allowed entry).
+// Row-wise softmax of S (n x m, the mask of the same shape; m = n for self-attention) restricted
+// to the entries the mask allows, in place: each row has its allowed maximum subtracted before
+// exponentiation (log-sum-exp form); masked entries are set to exactly 0. Every row sums to 1 (each row has its self-loop, so at least one allowed entry).
 void masked_softmax(Eigen::Ref<Matrix> S, const MaskMatrix& mask);
 
 // Diagnostics of an attention matrix: the smallest weight over the entries the mask allows (the

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "analysis.hpp"
+#include "cli_geometry.hpp"
 #include "config.hpp"
 #include "equilibria.hpp"
 #include "errors.hpp"
@@ -50,6 +51,7 @@ usage:
   rcsim equilibria --config FILE [--key=value ...] [--tol=X] [--perturbation=X] [--probes=K]
                   [--match-tol=X] [--rank-rtol=X] [--dry-run] [--force]
   rcsim analyze   RUN.h5 [RUN.h5 ...] [--threshold=X] [--window=FROM:TO] [--no-write]
+  rcsim keys | brody-map | brody-example | ln-geometry [--key=value ...]   (see below)
   rcsim --help | --version
 
   run         simulate run.trials independent trials of an L-layer attention stack and write
@@ -92,6 +94,7 @@ std::string help_text() {
     os << "  --" << k.key << "  (default: " << (k.default_value.empty() ? "\"\"" : k.default_value) << ")\n      "
        << k.help << "\n";
   os << "  --sweep.mode  (default: product)\n      product | zip: how the lists of a [sweep] section combine\n";
+  os << geometry_help_text();
   return os.str();
 }
 
@@ -494,7 +497,7 @@ int cli_main(const std::vector<std::string>& args) {
     if (inv.help || inv.command.empty()) {
       std::cout << help_text();
       if (inv.command.empty() && !inv.help) {
-        std::cerr << "rcsim: error: no command given (run, sweep, mask-info)\n";
+        std::cerr << "rcsim: error: no command given (run, sweep, mask-info, equilibria, analyze, keys, brody-map, brody-example, ln-geometry)\n";
         return 2;
       }
       return 0;
@@ -503,7 +506,14 @@ int cli_main(const std::vector<std::string>& args) {
     if (inv.command == "mask-info") return cmd_mask_info(inv);
     if (inv.command == "analyze") return cmd_analyze(inv);
     if (inv.command == "equilibria") return cmd_equilibria(inv, args);
-    throw UsageError("unknown command '" + inv.command + "' (allowed: run, sweep, mask-info, equilibria, analyze; see rcsim --help)");
+    if (is_geometry_command(inv.command)) {
+      if (inv.config_file) throw UsageError("rcsim " + inv.command + " takes no --config file (give its keys as --key=value)");
+      std::signal(SIGINT, on_signal);
+      std::signal(SIGTERM, on_signal);
+      return run_geometry_command(inv.command, inv.keys, command_line_text(args), inv.quiet, &g_cancel);
+    }
+    throw UsageError("unknown command '" + inv.command +
+                     "' (allowed: run, sweep, mask-info, equilibria, analyze, keys, brody-map, brody-example, ln-geometry; see rcsim --help)");
   } catch (const UsageError& e) {
     std::cerr << "rcsim: error: " << e.what() << "\n";
     return 2;

@@ -329,15 +329,7 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
     throw UsageError("key 'init.file': required when init.type = file (an HDF5 file with /X0)");
 
   c.run.trials = parse_int_min("run.trials", v["run.trials"], 1);
-  {
-    const std::string t = trim(v["run.seed"]);
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long s = std::strtoull(t.c_str(), &end, 10);
-    if (t.empty() || t[0] == '-' || end != t.c_str() + t.size() || errno == ERANGE)
-      bad_value("run.seed", v["run.seed"], "expected an unsigned 64-bit integer");
-    c.run.seed = s;
-  }
+  c.run.seed = parse_seed_value("run.seed", v["run.seed"]);
   c.run.threads = parse_int_min("run.threads", v["run.threads"], 0);
 
   c.output.file = v["output.file"];
@@ -444,6 +436,25 @@ std::vector<int> parse_schedule(const std::string& text, int layers) {
   }
   return {out.begin(), out.end()};
 }
+int parse_int_value(const std::string& key, const std::string& text, int min) {
+  return parse_int_min(key, text, min);
+}
+double parse_double_value(const std::string& key, const std::string& text, double min, bool strict) {
+  return parse_double_min(key, text, min, strict);
+}
+std::uint64_t parse_seed_value(const std::string& key, const std::string& text) {
+  const std::string t = trim(text);
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long s = std::strtoull(t.c_str(), &end, 10);
+  if (t.empty() || t[0] == '-' || end != t.c_str() + t.size() || errno == ERANGE)
+    bad_value(key, text, "expected an unsigned 64-bit integer");
+  return s;
+}
+std::vector<double> parse_number_list_value(const std::string& key, const std::string& text) {
+  return parse_number_list(key, text);
+}
+bool parse_bool_value(const std::string& key, const std::string& text) { return parse_bool(key, text); }
 
 int max_rank_after_layer(const Config& c) {
   const int N = c.model.tokens, d = c.model.dim;

@@ -137,6 +137,13 @@ std::string to_string(InitType t);
 // The layers at which measures are recorded, from an `output.schedule` value (see --help):
 // ascending, unique, always containing 0 and L. Throws UsageError naming `output.schedule`.
 std::vector<int> parse_schedule(const std::string& text, int layers);
+// Value parsers of the vocabulary, for commands with keys of their own (rcsim keys,
+// ln-geometry, ...). Each throws UsageError naming the key and what is allowed.
+int parse_int_value(const std::string& key, const std::string& text, int min);
+double parse_double_value(const std::string& key, const std::string& text, double min, bool strict);
+std::uint64_t parse_seed_value(const std::string& key, const std::string& text);
+std::vector<double> parse_number_list_value(const std::string& key, const std::string& text);
+bool parse_bool_value(const std::string& key, const std::string& text);
 
 // Largest rank the layer output allows: min(N, d - 1) after centring without bias
 // (`projection`, or `layernorm` with zero bias), else min(N, d).

@@ -1,0 +1,22 @@
+// The geometry commands of the command line (selectable keys, Brody's heat map and example,
+// the LayerNorm ellipsoid). Each has its own small set of dotted keys, given as --key=value.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+namespace rcsim {
+
+// True for keys, brody-map, brody-example, ln-geometry.
+bool is_geometry_command(const std::string& command);
+
+// Run one of them. `keys` are the --key=value arguments; `command_line` is recorded in output
+// files. Throws UsageError (exit 2) for unknown keys and bad values.
+int run_geometry_command(const std::string& command, const std::vector<std::string>& keys,
+                         const std::string& command_line, bool quiet, const std::atomic<bool>* cancel);
+
+// The keys of every geometry command, for rcsim --help.
+std::string geometry_help_text();
+
+}  // namespace rcsim
