@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Collapse curves: mu and mu_rel against layer (log-log), median and 10-90% band over trials.
 
-usage: plot_collapse.py RUN.h5 [RUN.h5 ...] -o OUT.png
+usage: plot_collapse.py RUN.h5|SWEEP_DIR [...] -o OUT.png
 Several runs are overlaid, labelled by mask and normalisation. The x axis is layer t + 1, so the
 input (t = 0) sits at 1 on the logarithmic axis.
 """
@@ -14,19 +14,21 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rcsim_h5 import band, label, load_run  # noqa: E402
+from rcsim_h5 import band, label, load_run, run_paths  # noqa: E402
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("runs", nargs="+", help="rcsim run files (HDF5)")
+    p.add_argument("runs", nargs="+", help="rcsim run files (HDF5), or sweep directories (their complete points)")
     p.add_argument("-o", "--output", required=True, help="output image (PNG or PDF)")
     args = p.parse_args(argv)
     for path in args.runs:
         if not os.path.exists(path):
             p.error(f"no such file: {path}")
 
-    runs = [load_run(path) for path in args.runs]
+    runs = [load_run(path) for path in run_paths(args.runs)]
+    if not runs:
+        p.error("no complete run files in " + " ".join(args.runs))
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     masks = sorted({r["attrs"]["mask_type"] for r in runs})

@@ -147,11 +147,30 @@ def rcsim(args, exe, *rest):
     return r.stdout
 
 
-def sweep_runs(directory):
-    """Every complete run file of a sweep directory."""
-    import glob
+def run_paths(paths):
+    """Expand command-line paths into run files: a sweep directory or its index.h5 stands for
+    the complete points of the sweep (in index order); a run file stands for itself."""
     import os
-    return [load_run(p) for p in sorted(glob.glob(os.path.join(directory, "*.h5")))]
+    out = []
+    for path in paths:
+        index = os.path.join(path, "index.h5") if os.path.isdir(path) else path
+        is_index = False
+        if os.path.isfile(index):
+            with h5py.File(index, "r") as f:
+                is_index = _text(f.attrs.get("filetype", "")) == "rcsim-sweep-index"
+        if is_index:
+            out += [p["file"] for p in load_sweep(os.path.dirname(os.path.abspath(index)))
+                    if p["status"] == "complete"]
+        elif os.path.isdir(path):
+            raise SystemExit(f"{path}: a directory without a sweep index (index.h5)")
+        else:
+            out.append(path)
+    return out
+
+
+def sweep_runs(directory):
+    """Every complete run file of a sweep directory (from its index), loaded."""
+    return [load_run(p) for p in run_paths([directory])]
 
 
 def save_figure(fig, out):

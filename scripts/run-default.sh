@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 ./build/sim/rcsim run "$@"
-MPLBACKEND=Agg /usr/bin/python3 analysis/plot_collapse.py data/default/*.h5 -o data/default/collapse.png
+MPLBACKEND=Agg /usr/bin/python3 analysis/plot_collapse.py data/default -o data/default/collapse.png
 echo "run-default: HDF5 files in data/default/, plot in data/default/collapse.png"
