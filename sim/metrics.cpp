@@ -41,19 +41,26 @@ Vector singular_values(const Eigen::Ref<const Matrix>& X) {
   const bool tall = X.rows() >= X.cols();
   const Eigen::Index m = tall ? X.rows() : X.cols(), k = tall ? X.cols() : X.rows();
   if (k == 0) return Vector();
+  // Scale by a power of two (exact) so that the largest entry is in [0.5, 1): the Householder
+  // reflections square entries, which would under- or overflow far from 1.
+  const double max_abs = X.cwiseAbs().maxCoeff();
+  if (max_abs == 0.0) return Vector::Zero(k);
+  int e = 0;
+  std::frexp(max_abs, &e);
+  const double to_unit = std::isfinite(max_abs) ? std::ldexp(1.0, -e) : 1.0;
   Matrix R;
   if (3 * m >= 5 * k) {
     // Householder QR first (2 m k^2 flops), then the k x k triangle: cheaper than bidiagonalising
     // the m x k matrix (4 m k^2) when m >= 5k/3 (LAPACK's dgesdd does the same). X = Q R, with Q
     // orthonormal columns, so R has the singular values of X.
     Eigen::HouseholderQR<Matrix> qr;
-    if (tall) qr.compute(X);
-    else qr.compute(X.transpose());
+    if (tall) qr.compute(X * to_unit);
+    else qr.compute(X.transpose() * to_unit);
     R = qr.matrixQR().topRows(k).triangularView<Eigen::Upper>();
   } else if (tall) {
-    R = X;
+    R = X * to_unit;
   } else {
-    R = X.transpose();
+    R = X.transpose() * to_unit;
   }
   // Householder bidiagonalisation (backward stable), then the bidiagonal's values.
   Eigen::internal::UpperBidiagonalization<Matrix> bidiag(R);
@@ -62,7 +69,8 @@ Vector singular_values(const Eigen::Ref<const Matrix>& X) {
   Vector super = Vector::Zero(k);
   if (k > 1) super.head(k - 1) = B.diagonal<1>();
   Vector work;
-  if (std::isfinite(diag.sum() + super.sum()) && bidiagonal_singular_values(diag, super, work)) return diag;
+  if (std::isfinite(diag.sum() + super.sum()) && bidiagonal_singular_values(diag, super, work))
+    return diag / to_unit;
   Eigen::BDCSVD<Matrix> svd(X);  // non-finite input or no convergence: Eigen's divide and conquer
   return svd.singularValues();
 }

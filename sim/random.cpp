@@ -13,19 +13,21 @@ std::uint64_t splitmix64(std::uint64_t x) {
 }
 
 RandomStream::RandomStream(std::uint64_t seed, std::uint64_t trial, std::uint64_t stream) {
-  // std::seed_seq and std::mt19937_64 are specified exactly by the standard.
+  // The 256-bit state is four SplitMix64 outputs of the mixed (seed, trial, stream) (the seeding
+  // recommended by xoshiro's authors; never all zero in practice, and checked).
   const std::uint64_t a = splitmix64(seed);
   const std::uint64_t b = splitmix64(a ^ splitmix64(trial + 0x1234567ULL));
-  const std::uint64_t c = splitmix64(b ^ splitmix64(stream + 0x7654321ULL));
-  std::seed_seq seq{static_cast<std::uint32_t>(a), static_cast<std::uint32_t>(a >> 32),
-                    static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(b >> 32),
-                    static_cast<std::uint32_t>(c), static_cast<std::uint32_t>(c >> 32)};
-  engine_.seed(seq);
+  std::uint64_t x = splitmix64(b ^ splitmix64(stream + 0x7654321ULL));
+  for (auto& word : state_) {
+    x += 0x9E3779B97F4A7C15ULL;
+    word = splitmix64(x);
+  }
+  if ((state_[0] | state_[1] | state_[2] | state_[3]) == 0) state_[0] = 1;
 }
 
 double RandomStream::uniform() {
   // (k + 0.5) / 2^53 with k uniform in [0, 2^53): never 0 or 1.
-  const std::uint64_t k = engine_() >> 11;
+  const std::uint64_t k = next() >> 11;
   return (static_cast<double>(k) + 0.5) * 0x1.0p-53;
 }
 
@@ -62,7 +64,7 @@ const Ziggurat zig;
 
 double RandomStream::normal() {
   // Fast path inline: the rectangle of the layer selected by the low 8 bits (about 99%).
-  const std::uint64_t bits = engine_();
+  const std::uint64_t bits = next();
   const int layer = static_cast<int>(bits & 0xff);
   const std::uint64_t a = (bits >> 9) & 0x000fffffffffffffULL;  // 52 bits above the sign bit
   if (a < zig.k[layer]) {
@@ -96,7 +98,7 @@ double RandomStream::normal_slow(std::uint64_t bits) {
     }
     // The wedge between the rectangle and the density.
     if ((zig.f[layer - 1] - zig.f[layer]) * uniform() + zig.f[layer] < std::exp(-0.5 * x * x)) return x;
-    bits = engine_();
+    bits = next();
   }
 }
 

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <random>
 
 #include "types.hpp"
 
@@ -33,8 +32,21 @@ class RandomStream {
   Matrix haar_orthogonal(Eigen::Index rows, Eigen::Index cols);
 
  private:
+  // xoshiro256++ (Blackman and Vigna 2019): 64 random bits per call.
+  std::uint64_t next() {
+    const std::uint64_t result = rotl(state_[0] + state_[3], 23) + state_[0];
+    const std::uint64_t t = state_[1] << 17;
+    state_[2] ^= state_[0];
+    state_[3] ^= state_[1];
+    state_[1] ^= state_[2];
+    state_[0] ^= state_[3];
+    state_[2] ^= t;
+    state_[3] = rotl(state_[3], 45);
+    return result;
+  }
+  static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   double normal_slow(std::uint64_t bits);  // wedges, tail and rejections
-  std::mt19937_64 engine_;
+  std::uint64_t state_[4];
 };
 
 }  // namespace rcsim
