@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <Eigen/SVD>
 
@@ -48,12 +49,17 @@ Vector singular_values(const Eigen::Ref<const Matrix>& X) {
   int e = 0;
   std::frexp(max_abs, &e);
   const double to_unit = std::isfinite(max_abs) ? std::ldexp(1.0, -e) : 1.0;
-  Matrix R;
+  // Work storage kept per thread: a layer allocates nothing once the sizes are known (freeing
+  // large blocks made glibc return memory to the system and fault it back in at every layer).
+  thread_local Matrix R;
+  thread_local Eigen::HouseholderQR<Matrix> qr;
+  using Bidiagonalization = Eigen::internal::UpperBidiagonalization<Matrix>;
+  thread_local std::optional<Bidiagonalization> bidiag;  // sized by its constructor only
+  thread_local Vector diag, super, work;
   if (3 * m >= 5 * k) {
     // Householder QR first (2 m k^2 flops), then the k x k triangle: cheaper than bidiagonalising
     // the m x k matrix (4 m k^2) when m >= 5k/3 (LAPACK's dgesdd does the same). X = Q R, with Q
     // orthonormal columns, so R has the singular values of X.
-    Eigen::HouseholderQR<Matrix> qr;
     if (tall) qr.compute(X * to_unit);
     else qr.compute(X.transpose() * to_unit);
     R = qr.matrixQR().topRows(k).triangularView<Eigen::Upper>();
@@ -63,12 +69,12 @@ Vector singular_values(const Eigen::Ref<const Matrix>& X) {
     R = X.transpose() * to_unit;
   }
   // Householder bidiagonalisation (backward stable), then the bidiagonal's values.
-  Eigen::internal::UpperBidiagonalization<Matrix> bidiag(R);
-  auto B = bidiag.bidiagonal();
-  Vector diag = B.diagonal<0>();
-  Vector super = Vector::Zero(k);
+  if (!bidiag || bidiag->householder().cols() != k) bidiag.emplace(R);  // sizes and computes
+  else bidiag->compute(R);
+  auto& B = const_cast<Bidiagonalization::BidiagonalType&>(bidiag->bidiagonal());
+  diag = B.diagonal<0>();
+  super.setZero(k);
   if (k > 1) super.head(k - 1) = B.diagonal<1>();
-  Vector work;
   if (std::isfinite(diag.sum() + super.sum()) && bidiagonal_singular_values(diag, super, work))
     return diag / to_unit;
   Eigen::BDCSVD<Matrix> svd(X);  // non-finite input or no convergence: Eigen's divide and conquer
@@ -104,14 +110,16 @@ double cos_abs_mean(const Eigen::Ref<const Matrix>& X) {
   const Eigen::Index n = X.rows();
   // Row norms, vectorised over rows; a row whose sum of squares under- or overflows gets the
   // scaled norm.
-  Vector norms = X.rowwise().squaredNorm();
+  thread_local Vector norms;
+  thread_local Matrix U, G;
+  norms = X.rowwise().squaredNorm();
   for (Eigen::Index i = 0; i < n; ++i) {
     const double sq = norms(i);
     norms(i) = sq >= std::numeric_limits<double>::min() && sq <= std::numeric_limits<double>::max()
                    ? std::sqrt(sq)
                    : X.row(i).stableNorm();
   }
-  Matrix U(n, X.cols());
+  U.resize(n, X.cols());
   Eigen::Index k = 0;
   if ((norms.array() > 0.0).all()) {
     k = n;
@@ -123,7 +131,7 @@ double cos_abs_mean(const Eigen::Ref<const Matrix>& X) {
   if (k < 2) return std::numeric_limits<double>::quiet_NaN();
   // The Gram matrix is symmetric: its lower triangle (k^2 d flops instead of 2 k^2 d) counts
   // every pair twice over.
-  Matrix G = Matrix::Zero(k, k);
+  G.setZero(k, k);
   G.selfadjointView<Eigen::Lower>().rankUpdate(U.topRows(k));
   double sum_abs = 0.0;
   for (Eigen::Index j = 0; j + 1 < k; ++j) sum_abs += G.col(j).tail(k - 1 - j).cwiseAbs().sum();
