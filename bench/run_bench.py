@@ -65,9 +65,13 @@ def attention_flops(n, d):
 
 
 def sizing(n, d, target_flops, layers):
+    """(trials, layers) of one timed run: about target_flops; small problems get more layers
+    (up to 4x) once the batch reaches 256 trials, so that no run is too short to time."""
     per_step = attention_flops(n, d) + 12 * n * d * d  # measures cost about an SVD more
-    trials = int(round(target_flops / (per_step * layers) / 2)) * 2
-    return max(2, min(256, trials))
+    steps = target_flops / per_step
+    layers = int(max(layers, min(4 * layers, steps / 256)))
+    trials = int(round(steps / layers / 2)) * 2
+    return max(2, min(256, trials)), layers
 
 
 def main():
@@ -76,7 +80,7 @@ def main():
     ap.add_argument("--reps", type=int, default=None, help="repetitions per contestant (default 3, quick 3)")
     ap.add_argument("--bench", default=os.path.join(HERE, "..", "build", "rcsim_bench"))
     ap.add_argument("--threads", type=int, default=2, help="rcsim worker threads (default 2)")
-    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--layers", type=int, default=8, help="layers per timed run (small problems: up to 4x)")
     ap.add_argument("--json", default=None, help="also write every timing to this file")
     args = ap.parse_args()
     reps = args.reps or 3
@@ -100,7 +104,7 @@ def main():
     print(f"rcsim: {args.bench}, {args.threads} worker threads (one trial per thread)")
     print(f"reference: PyTorch {torch.__version__} float64 CPU, batched over trials; variants "
           + ", ".join(f"{a}/{t}t" for a, t in variants))
-    print(f"grid: {len(grid)} points, {reps} interleaved repetitions, {args.layers} layers per run; medians")
+    print(f"grid: {len(grid)} points, {reps} interleaved repetitions, {args.layers} layers per run (up to {4 * args.layers} for small N, d); medians")
     sys.stdout.flush()
 
     times = {}  # (point, contestant) -> list of seconds
@@ -114,15 +118,15 @@ def main():
         for pi, (n, d, mask, meas) in enumerate(grid):
             if pi % 6 == 0:
                 peaks.append(rc.ask("peak 1024 2")[0])
-            trials = sizing(n, d, target, args.layers)
+            trials, layers = sizing(n, d, target, args.layers)
             contestants = [("rcsim", None)] + [("torch", v) for v in variants]
             k = (rep + pi) % len(contestants)
             for name, v in contestants[k:] + contestants[:k]:
                 if name == "rcsim":
-                    secs = rc.ask(f"run {n} {d} {mask} {meas} {trials} {args.layers} {args.threads}")[0]
+                    secs = rc.ask(f"run {n} {d} {mask} {meas} {trials} {layers} {args.threads}")[0]
                     key = "rcsim"
                 else:
-                    secs = torch_workers[v[0]].ask(f"run {n} {d} {mask} {meas} {trials} {args.layers} {v[1]}")[0]
+                    secs = torch_workers[v[0]].ask(f"run {n} {d} {mask} {meas} {trials} {layers} {v[1]}")[0]
                     key = f"torch {v[0]}/{v[1]}t"
                 times.setdefault(((n, d, mask, meas), key), []).append(secs)
         print(f"  repetition {rep + 1}/{reps} done ({time.time() - t_start:.0f} s)", flush=True)
@@ -143,8 +147,8 @@ def main():
     print(hdr)
     print("-" * len(hdr))
     for (n, d, mask, meas) in grid:
-        trials = sizing(n, d, target, args.layers)
-        steps = trials * args.layers
+        trials, layers = sizing(n, d, target, args.layers)
+        steps = trials * layers
         p = (n, d, mask, meas)
         rc_med = statistics.median(times[(p, "rcsim")])
         best_key, best_med = None, None
@@ -154,7 +158,7 @@ def main():
             if best_med is None or m < best_med:
                 best_key, best_med = key, m
         fl = attention_flops(n, d) * steps
-        row = dict(N=n, d=d, mask=mask, measures=bool(meas), trials=trials, layers=args.layers,
+        row = dict(N=n, d=d, mask=mask, measures=bool(meas), trials=trials, layers=layers,
                    rcsim_steps_per_s=steps / rc_med, torch_steps_per_s=steps / best_med,
                    torch_best=best_key[6:], ratio=best_med / rc_med, rcsim_gflops=fl / rc_med / 1e9,
                    torch_gflops=fl / best_med / 1e9, peak_gflops=peak,

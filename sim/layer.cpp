@@ -2,7 +2,27 @@
 
 #include <algorithm>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace rcsim {
+
+namespace {
+bool keep_freed_memory() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+#endif
+  return true;
+}
+}  // namespace
+
+LayerWorkspace::LayerWorkspace(int n, int d, int dk) : XV(n, d), Y(n, d) {
+  static const bool tuned = keep_freed_memory();
+  (void)tuned;
+  (void)dk;
+}
 
 LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const LayerParams& p,
                             LayerWorkspace& ws, Matrix& X_next) {

@@ -25,6 +25,9 @@ struct LayerReport {
 
 // Preallocated work matrices: a layer allocates nothing once they have their sizes.
 // The mask's row structure is analysed on the first call and cached for the same mask object.
+// The first workspace also asks glibc to keep freed memory below 64 MB in the heap (mallopt):
+// otherwise every trial's work matrices (N x N, over glibc's 128 kB thresholds) were returned
+// to the system when freed and faulted back in by the next trial.
 struct LayerWorkspace {
   Matrix Q, K, S, XV, Y;       // the general path (masks whose rows are not one range)
   RowMajorMatrix S_rows;       // the fast path: logits, then attention, row by row
@@ -32,7 +35,7 @@ struct LayerWorkspace {
   RowVector buffer;
   const MaskMatrix* analysed = nullptr;
   MaskRows rows;
-  LayerWorkspace(int n, int d, int dk) : XV(n, d), Y(n, d) { (void)dk; }
+  LayerWorkspace(int n, int d, int dk);
 };
 
 // X_next = layer(X). X_next must not alias X. Masks whose rows are one contiguous range each (all
