@@ -83,6 +83,13 @@ TEST_CASE("mean absolute cosine worked by hand", "[metrics]") {
   Matrix X(3, 2);
   X << 1, 0, 0, 1, 1, 1;
   CHECK_THAT(cos_abs_mean(X), WithinRel(2.0 / 3.0 / std::sqrt(2.0), 1e-15));
+  SECTION("a zero token is left out; rows near under- and overflow keep their direction") {
+    // The same three directions, scaled by 1e-200 and 1e200 (their squared norms under- and
+    // overflow: the scaled norm is used), and a zero row in between.
+    Matrix Y(4, 2);
+    Y << 1, 0, 0, 0, 0, 1e-200, 1e200, 1e200;
+    CHECK_THAT(cos_abs_mean(Y), WithinRel(2.0 / 3.0 / std::sqrt(2.0), 1e-15));
+  }
   SECTION("zero tokens are left out; one nonzero token is undefined") {
     Matrix Z = Matrix::Zero(3, 2);
     Z(0, 0) = 1;
