@@ -54,14 +54,20 @@ LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeight
     entropy += s.mean_entropy;
     ws.XV.noalias() = X * w.v[h];
     if (!fast) {
-      if (direct) Y.noalias() = ws.S * ws.XV;
-      else Y.noalias() += ws.S * ws.XV;
+      if (direct)
+        Y.noalias() = ws.S * ws.XV;
+      else
+        Y.noalias() += ws.S * ws.XV;
     } else if (lower) {
-      if (direct) Y.noalias() = ws.S_rows.triangularView<Eigen::Lower>() * ws.XV;
-      else Y.noalias() += ws.S_rows.triangularView<Eigen::Lower>() * ws.XV;
+      if (direct)
+        Y.noalias() = ws.S_rows.triangularView<Eigen::Lower>() * ws.XV;
+      else
+        Y.noalias() += ws.S_rows.triangularView<Eigen::Lower>() * ws.XV;
     } else {
-      if (direct) Y.noalias() = ws.S_rows * ws.XV;
-      else Y.noalias() += ws.S_rows * ws.XV;
+      if (direct)
+        Y.noalias() = ws.S_rows * ws.XV;
+      else
+        Y.noalias() += ws.S_rows * ws.XV;
     }
   }
   report.attention.mean_entropy = entropy / static_cast<double>(H);

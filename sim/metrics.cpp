@@ -60,8 +60,10 @@ Vector singular_values(const Eigen::Ref<const Matrix>& X) {
     // Householder QR first (2 m k^2 flops), then the k x k triangle: cheaper than bidiagonalising
     // the m x k matrix (4 m k^2) when m >= 5k/3 (LAPACK's dgesdd does the same). X = Q R, with Q
     // orthonormal columns, so R has the singular values of X.
-    if (tall) qr.compute(X * to_unit);
-    else qr.compute(X.transpose() * to_unit);
+    if (tall)
+      qr.compute(X * to_unit);
+    else
+      qr.compute(X.transpose() * to_unit);
     R = qr.matrixQR().topRows(k).triangularView<Eigen::Upper>();
   } else if (tall) {
     R = X * to_unit;
@@ -69,14 +71,15 @@ Vector singular_values(const Eigen::Ref<const Matrix>& X) {
     R = X.transpose() * to_unit;
   }
   // Householder bidiagonalisation (backward stable), then the bidiagonal's values.
-  if (!bidiag || bidiag->householder().cols() != k) bidiag.emplace(R);  // sizes and computes
-  else bidiag->compute(R);
+  if (!bidiag || bidiag->householder().cols() != k)
+    bidiag.emplace(R);  // sizes and computes
+  else
+    bidiag->compute(R);
   auto& B = const_cast<Bidiagonalization::BidiagonalType&>(bidiag->bidiagonal());
   diag = B.diagonal<0>();
   super.setZero(k);
   if (k > 1) super.head(k - 1) = B.diagonal<1>();
-  if (std::isfinite(diag.sum() + super.sum()) && bidiagonal_singular_values(diag, super, work))
-    return diag / to_unit;
+  if (std::isfinite(diag.sum() + super.sum()) && bidiagonal_singular_values(diag, super, work)) return diag / to_unit;
   Eigen::BDCSVD<Matrix> svd(X);  // non-finite input or no convergence: Eigen's divide and conquer
   return svd.singularValues();
 }

@@ -122,12 +122,20 @@ TEST_CASE("singular values (QR, bidiagonalisation, dqds) equal Eigen's BDCSVD of
     rng.fill_normal(A);
     return A;
   };
-  std::vector<Matrix> cases = {gaussian(512, 16), gaussian(200, 64), gaussian(64, 64), gaussian(80, 64),
-                               gaussian(30, 100), gaussian(16, 128), gaussian(1, 5), gaussian(5, 1),
-                               gaussian(100, 3) * gaussian(3, 20),     // rank 3, tall
-                               gaussian(20, 1) * gaussian(1, 90),      // rank 1, wide
-                               gaussian(128, 7) * gaussian(7, 128),    // rank 7, square
-                               Matrix::Zero(6, 4), gaussian(40, 12) * 1e-200, gaussian(40, 12) * 1e200};
+  std::vector<Matrix> cases = {gaussian(512, 16),
+                               gaussian(200, 64),
+                               gaussian(64, 64),
+                               gaussian(80, 64),
+                               gaussian(30, 100),
+                               gaussian(16, 128),
+                               gaussian(1, 5),
+                               gaussian(5, 1),
+                               gaussian(100, 3) * gaussian(3, 20),   // rank 3, tall
+                               gaussian(20, 1) * gaussian(1, 90),    // rank 1, wide
+                               gaussian(128, 7) * gaussian(7, 128),  // rank 7, square
+                               Matrix::Zero(6, 4),
+                               gaussian(40, 12) * 1e-200,
+                               gaussian(40, 12) * 1e200};
   for (const Matrix& X : cases) {
     const Vector s = singular_values(X);
     Eigen::BDCSVD<Matrix> ref(X);
