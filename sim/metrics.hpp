@@ -8,8 +8,10 @@ namespace rcsim {
 // Token similarity mu(X) = || X - 1 gamma ||_F, gamma = 1^T X / N the mean token (Wu et al.).
 double token_similarity(const Eigen::Ref<const Matrix>& X);
 
-// Singular values sigma_1 >= ... >= sigma_m, m = min(N, d) (LAPACK-accurate: divide and conquer
-// bidiagonal SVD, never the eigenvalues of X^T X).
+// Singular values sigma_1 >= ... >= sigma_m, m = min(N, d), accurate to a few eps * sigma_max
+// (never the eigenvalues of X^T X): Householder QR of the tall orientation when it has at least
+// 5/3 as many rows as columns, Householder bidiagonalisation of the k x k triangle (or of X), and
+// LAPACK's dqds (dlasq1) on the bidiagonal; Eigen's BDCSVD for non-finite input.
 Vector singular_values(const Eigen::Ref<const Matrix>& X);
 
 // Tolerance of the numerical rank: max(atol, rtol * sigma_max).

@@ -44,6 +44,29 @@ int normalize_rows(Eigen::Ref<Matrix> Y, const Normalization& norm) {
   const Eigen::Index n = Y.rows();
   const double d = static_cast<double>(Y.cols());
   int degenerate = 0;
+  if (norm.type == NormType::layernorm) {
+    // Column by column (Eigen stores columns contiguously, so every step is vectorised over the
+    // rows); the same formulas as the row loop below. A degenerate row gets the factor 0, so
+    // its output is 0 * g + b = b exactly.
+    thread_local Vector factor;
+    factor = Y.rowwise().mean();
+    Y.colwise() -= factor;
+    factor = Y.rowwise().squaredNorm();
+    for (Eigen::Index i = 0; i < n; ++i) {
+      const double sq = factor(i);
+      const double r = sq >= tiny && sq <= std::numeric_limits<double>::max() ? std::sqrt(sq) : safe_norm(Y.row(i));
+      if (r < tiny) {
+        ++degenerate;
+        factor(i) = 0.0;
+      } else {
+        factor(i) = inverse_rms(r, d, norm.eps);
+      }
+    }
+    Y = factor.asDiagonal() * Y;
+    Y.array().rowwise() *= norm.gain.array();
+    Y.rowwise() += norm.bias;
+    return degenerate;
+  }
   for (Eigen::Index i = 0; i < n; ++i) {
     auto y = Y.row(i);
     switch (norm.type) {

@@ -37,6 +37,29 @@ TEST_CASE("normal deviates have mean 0 and variance 1", "[random]") {
   CHECK_THAT(s2 / n, WithinAbs(1.0, 0.016));
 }
 
+TEST_CASE("normal deviates: tail probabilities and fourth moment of N(0, 1)", "[random]") {
+  // The ziggurat has three paths (rectangles, wedges, the tail beyond r = 3.654): tail
+  // probabilities at 1, 2, 3 and r and the fourth moment 3 test all of them.
+  // Reference values: P(|x| > a) = erfc(a / sqrt(2)).
+  RandomStream r(7, 3);
+  const int n = 1000000;
+  const double cuts[] = {1.0, 2.0, 3.0, 3.6541528853610088};
+  int beyond[4] = {0, 0, 0, 0};
+  double s4 = 0;
+  for (int i = 0; i < n; ++i) {
+    const double x = r.normal();
+    s4 += x * x * x * x;
+    for (int c = 0; c < 4; ++c) beyond[c] += std::abs(x) > cuts[c] ? 1 : 0;
+  }
+  for (int c = 0; c < 4; ++c) {
+    const double p = std::erfc(cuts[c] / std::sqrt(2.0));
+    const double se = std::sqrt(p * (1 - p) / n);
+    CHECK_THAT(static_cast<double>(beyond[c]) / n, WithinAbs(p, 5 * se));
+  }
+  // Var(x^4) = 105 - 9 = 96: standard error sqrt(96 / n) = 0.0098.
+  CHECK_THAT(s4 / n, WithinAbs(3.0, 0.05));
+}
+
 TEST_CASE("Haar matrices have orthonormal columns (or rows)", "[random]") {
   RandomStream r(5, 0);
   const Matrix Q = r.haar_orthogonal(6, 6);

@@ -4,6 +4,10 @@
 #include <cmath>
 #include <limits>
 
+#include <vector>
+
+#include <Eigen/SVD>
+
 #include "metrics.hpp"
 #include "random.hpp"
 
@@ -79,6 +83,13 @@ TEST_CASE("mean absolute cosine worked by hand", "[metrics]") {
   Matrix X(3, 2);
   X << 1, 0, 0, 1, 1, 1;
   CHECK_THAT(cos_abs_mean(X), WithinRel(2.0 / 3.0 / std::sqrt(2.0), 1e-15));
+  SECTION("a zero token is left out; rows near under- and overflow keep their direction") {
+    // The same three directions, scaled by 1e-200 and 1e200 (their squared norms under- and
+    // overflow: the scaled norm is used), and a zero row in between.
+    Matrix Y(4, 2);
+    Y << 1, 0, 0, 0, 0, 1e-200, 1e200, 1e200;
+    CHECK_THAT(cos_abs_mean(Y), WithinRel(2.0 / 3.0 / std::sqrt(2.0), 1e-15));
+  }
   SECTION("zero tokens are left out; one nonzero token is undefined") {
     Matrix Z = Matrix::Zero(3, 2);
     Z(0, 0) = 1;
@@ -98,4 +109,41 @@ TEST_CASE("measure_tokens ties the measures together", "[metrics]") {
   CHECK(m.sigma_min == s(3));
   CHECK(m.sigma_at_max_rank == s(2));
   CHECK(m.rank == 4);
+}
+
+TEST_CASE("singular values (QR, bidiagonalisation, dqds) equal Eigen's BDCSVD of X", "[metrics]") {
+  // BDCSVD of the whole matrix is the independent reference (Eigen's divide and conquer; both
+  // are backward stable, so they agree to a few eps * sigma_max). Shapes cover both orientations
+  // and both sides of the QR threshold (rows >= 5/3 columns), rank-deficient products, a zero
+  // matrix, one row or column, and scales near under- and overflow.
+  RandomStream rng(11, 0);
+  auto gaussian = [&](int r, int c) {
+    Matrix A(r, c);
+    rng.fill_normal(A);
+    return A;
+  };
+  std::vector<Matrix> cases = {gaussian(512, 16),
+                               gaussian(200, 64),
+                               gaussian(64, 64),
+                               gaussian(80, 64),
+                               gaussian(30, 100),
+                               gaussian(16, 128),
+                               gaussian(1, 5),
+                               gaussian(5, 1),
+                               gaussian(100, 3) * gaussian(3, 20),   // rank 3, tall
+                               gaussian(20, 1) * gaussian(1, 90),    // rank 1, wide
+                               gaussian(128, 7) * gaussian(7, 128),  // rank 7, square
+                               Matrix::Zero(6, 4),
+                               gaussian(40, 12) * 1e-200,
+                               gaussian(40, 12) * 1e200};
+  for (const Matrix& X : cases) {
+    const Vector s = singular_values(X);
+    Eigen::BDCSVD<Matrix> ref(X);
+    const Vector r = ref.singularValues();
+    REQUIRE(s.size() == r.size());
+    const double scale = std::max(r(0), std::numeric_limits<double>::min());
+    INFO(X.rows() << " x " << X.cols() << ", sigma_max " << r(0));
+    CHECK((s - r).cwiseAbs().maxCoeff() <= 1e-13 * scale);
+    for (Eigen::Index i = 1; i < s.size(); ++i) CHECK(s(i) <= s(i - 1));  // descending
+  }
 }
