@@ -233,7 +233,9 @@ TEST_CASE("rank-k equilibria coexist for N = d = 3 and 4 (docs/equilibria.md)", 
     const Vector sigma = Eigen::JacobiSVD<Matrix>(X).singularValues();
     const int k = e.cls.rank;
     CHECK(k == 1 + on_family);
-    CHECK(sigma(k - 1) > 1e-4 * sigma(0));
+    // Random starts can land two tokens close together on F, so sigma_k may be small; it must
+    // still stand clear of the rank tolerance (1e-8) and of the round-off level below it.
+    CHECK(sigma(k - 1) > 1e-7 * sigma(0));
     if (k < n) CHECK(sigma(k) < 1e-12 * sigma(0));
     CHECK(e.stable);
     ++reached[static_cast<std::size_t>(k)];
