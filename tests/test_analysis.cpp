@@ -2,6 +2,8 @@
 // sim/analysis.hpp). Reference values are worked by hand in the comments.
 #include <catch2/catch.hpp>
 
+#include "cli_support.hpp"
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -16,9 +18,9 @@ using namespace rcsim;
 using Catch::Matchers::WithinAbs;
 using Catch::Matchers::WithinRel;
 namespace fs = std::filesystem;
+using test::temp_path;
 
 namespace {
-std::string temp_path(const std::string& name) { return (fs::temp_directory_path() / name).string(); }
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 }  // namespace
 
@@ -212,12 +214,7 @@ TEST_CASE("analyze: bad inputs exit 2", "[analysis][cli]") {
       {"analyze", good, "--window=9:3"},
       {"analyze", good, "--frobnicate"},
   };
-  for (const auto& args : bad) {
-    std::string joined;
-    for (const auto& x : args) joined += x + " ";
-    INFO("args: " << joined);
-    CHECK(cli_main(args) == 2);
-  }
+  test::check_usage_errors(bad, {});
   CHECK_FALSE(h5::File::open_read(good).exists("analysis"));  // nothing written on failure
   CHECK(cli_main({"analyze", good, "--threshold=1e-2", "--window=3:30", "--quiet"}) == 0);
 }

@@ -1,6 +1,8 @@
 // The command line in-process: exit codes, messages, and no output on failure.
 #include <catch2/catch.hpp>
 
+#include "cli_support.hpp"
+
 #include <filesystem>
 #include <fstream>
 
@@ -9,10 +11,7 @@
 
 using namespace rcsim;
 namespace fs = std::filesystem;
-
-namespace {
-std::string temp_path(const std::string& name) { return (fs::temp_directory_path() / name).string(); }
-}  // namespace
+using test::temp_path;
 
 TEST_CASE("usage errors exit 2 and write nothing", "[cli]") {
   const std::string out = temp_path("rcsim_cli_bad.h5");
@@ -29,14 +28,7 @@ TEST_CASE("usage errors exit 2 and write nothing", "[cli]") {
       {"frobnicate"},
       {},
   };
-  for (const auto& args : bad) {
-    std::string joined;
-    for (const auto& a : args) joined += a + " ";
-    INFO("args: " << joined);
-    CHECK(cli_main(args) == 2);
-    CHECK_FALSE(fs::exists(out));
-    CHECK_FALSE(fs::exists(out + ".tmp"));
-  }
+  test::check_usage_errors(bad, {out, out + ".tmp"});
 }
 
 TEST_CASE("dry run writes nothing; run writes a complete file; rerun skips it", "[cli]") {

@@ -2,6 +2,8 @@
 // of SCIENCE.md 5.5, and bad inputs.
 #include <catch2/catch.hpp>
 
+#include "cli_support.hpp"
+
 #include <cmath>
 #include <filesystem>
 
@@ -13,9 +15,9 @@
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;
 namespace fs = std::filesystem;
+using test::temp_path;
 
 namespace {
-std::string temp_path(const std::string& name) { return (fs::temp_directory_path() / name).string(); }
 
 // Starting points X0 [S, N, d] in an HDF5 file for init.type = file.
 std::string starts_file(const std::string& name, const std::vector<Matrix>& starts) {
@@ -156,13 +158,7 @@ TEST_CASE("equilibria: the output file and bad inputs", "[equilibria][cli]") {
       {"equilibria", "--config", "/dev/null", "--weights.q=zero", "--weights.k=zero", "--weights.v=identity",
        "--perturbation=abc", "--output.file=" + out},
   };
-  for (const auto& args : bad) {
-    std::string joined;
-    for (const auto& x : args) joined += x + " ";
-    INFO("args: " << joined);
-    CHECK(cli_main(args) == 2);
-    CHECK_FALSE(fs::exists(out));
-  }
+  test::check_usage_errors(bad, {out});
   REQUIRE(cli_main({"equilibria", "--config", "/dev/null", "--model.tokens=2", "--model.dim=2", "--mask.type=causal",
                     "--norm.type=sphere", "--weights.q=zero", "--weights.k=zero", "--weights.v=fixed",
                     "--weights.v_matrix=0.5 1; 0 1", "--init.type=sphere", "--run.trials=20", "--model.layers=3000",

@@ -2,6 +2,8 @@
 // commands (exit codes in-process, like test_cli.cpp).
 #include <catch2/catch.hpp>
 
+#include "cli_support.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -127,14 +129,7 @@ TEST_CASE("geometry commands: usage errors exit 2 and write nothing", "[geometry
       {"brody-example", "--example.magnitudes=1,-2", "--output.file=" + out},
       {"keys", "--config", "x.ini"},
   };
-  for (const auto& args : bad) {
-    std::string joined;
-    for (const auto& a : args) joined += a + " ";
-    INFO("args: " << joined);
-    CHECK(cli_main(args) == 2);
-    CHECK_FALSE(fs::exists(out));
-    CHECK_FALSE(fs::exists(out + ".tmp"));
-  }
+  test::check_usage_errors(bad, {out, out + ".tmp"});
 }
 
 TEST_CASE("geometry commands write complete files", "[geometry][cli]") {

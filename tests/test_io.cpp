@@ -1,6 +1,8 @@
 // HDF5 layer, run files, input files, reproducibility and thread-count invariance.
 #include <catch2/catch.hpp>
 
+#include "cli_support.hpp"
+
 #include <filesystem>
 #include <fstream>
 
@@ -13,9 +15,9 @@
 using namespace rcsim;
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
+using test::temp_path;
 
 namespace {
-std::string temp_path(const std::string& name) { return (fs::temp_directory_path() / name).string(); }
 
 void write_array(const std::string& file, const std::string& name, const std::vector<hsize_t>& shape,
                  const std::vector<double>& data) {

@@ -1,0 +1,32 @@
+// Helpers shared by the tests that drive the command line in-process (cli_main).
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+
+namespace rcsim::test {
+
+// A path in the temporary directory.
+inline std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / name).string();
+}
+
+// Every argument list in `bad` is a usage error: cli_main returns 2, and none of the paths in
+// `must_not_exist` (the output and its temporary name) is left behind.
+inline void check_usage_errors(const std::vector<std::vector<std::string>>& bad,
+                               const std::vector<std::string>& must_not_exist) {
+  for (const auto& args : bad) {
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    INFO("args: " << joined);
+    CHECK(cli_main(args) == 2);
+    for (const auto& path : must_not_exist) CHECK_FALSE(std::filesystem::exists(path));
+  }
+}
+
+}  // namespace rcsim::test
