@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rcsim_h5 import figure_arguments, rcsim, save_figure  # noqa: E402
+from rcsim import figure_arguments, rcsim, save_figure  # noqa: E402
 
 CONFIG = "configs/equilibria_2x2.ini"
 

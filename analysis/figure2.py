@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rcsim_h5 import band, figure_arguments, rcsim, save_figure, sweep_runs  # noqa: E402
+from rcsim import band, figure_arguments, rcsim, save_figure, sweep_runs  # noqa: E402
 
 MASKS = ["complete", "causal", "sliding_window", "unidirectional_sliding_window"]
 

@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from figure2 import plot_curves, run_config  # noqa: E402
-from rcsim_h5 import figure_arguments, save_figure  # noqa: E402
+from rcsim import figure_arguments, save_figure  # noqa: E402
 
 MASKS = ["complete", "causal", "sliding_window"]
 DQK = [0.015625, 1.0, 64.0]

@@ -14,7 +14,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from figure2 import run_config  # noqa: E402
-from rcsim_h5 import figure_arguments, load_analysis, rcsim  # noqa: E402
+from rcsim import figure_arguments, load_analysis, rcsim  # noqa: E402
 
 
 def main(argv=None):

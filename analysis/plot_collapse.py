@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rcsim_h5 import band, label, load_run, run_paths  # noqa: E402
+from rcsim import band, label, load_run, run_paths  # noqa: E402
 
 
 def main(argv=None):

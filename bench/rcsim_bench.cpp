@@ -17,12 +17,12 @@
 #include <thread>
 #include <vector>
 
-#include "config.hpp"
-#include "inputs.hpp"
-#include "layer.hpp"
-#include "normalization.hpp"
-#include "random.hpp"
-#include "simulation.hpp"
+#include "core/config.hpp"
+#include "model/inputs.hpp"
+#include "model/layer.hpp"
+#include "model/normalization.hpp"
+#include "core/random.hpp"
+#include "run/simulation.hpp"
 
 using namespace rcsim;
 using Clock = std::chrono::steady_clock;

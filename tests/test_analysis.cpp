@@ -1,5 +1,5 @@
-// Collapse rates, windows, collapse depth, theory bound and `rcsim analyze` (sim/decay_fit.hpp,
-// sim/analysis.hpp). Reference values are worked by hand in the comments.
+// Collapse rates, windows, collapse depth, theory bound and `rcsim analyze` (sim/measure/decay_fit.hpp,
+// sim/study/analysis.hpp). Reference values are worked by hand in the comments.
 #include <catch2/catch.hpp>
 
 #include "cli_support.hpp"
@@ -9,10 +9,10 @@
 #include <fstream>
 #include <limits>
 
-#include "analysis.hpp"
-#include "cli.hpp"
-#include "decay_fit.hpp"
-#include "hdf5_file.hpp"
+#include "study/analysis.hpp"
+#include "cli/cli.hpp"
+#include "measure/decay_fit.hpp"
+#include "hdf5/hdf5_file.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

@@ -5,11 +5,11 @@
 
 #include <vector>
 
-#include "attention.hpp"
-#include "layer.hpp"
-#include "normalization.hpp"
-#include "mask.hpp"
-#include "random.hpp"
+#include "model/attention.hpp"
+#include "model/layer.hpp"
+#include "model/normalization.hpp"
+#include "model/mask.hpp"
+#include "core/random.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

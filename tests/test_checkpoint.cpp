@@ -3,10 +3,10 @@
 
 #include <filesystem>
 
-#include "checkpoint.hpp"
-#include "config.hpp"
-#include "hdf5_file.hpp"
-#include "run_file.hpp"
+#include "run/checkpoint.hpp"
+#include "core/config.hpp"
+#include "hdf5/hdf5_file.hpp"
+#include "run/run_file.hpp"
 
 using namespace rcsim;
 namespace fs = std::filesystem;

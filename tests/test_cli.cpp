@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cli.hpp"
-#include "hdf5_file.hpp"
+#include "cli/cli.hpp"
+#include "hdf5/hdf5_file.hpp"
 
 using namespace rcsim;
 namespace fs = std::filesystem;

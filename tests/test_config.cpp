@@ -6,8 +6,8 @@
 #include <fstream>
 #include <limits>
 
-#include "config.hpp"
-#include "errors.hpp"
+#include "core/config.hpp"
+#include "core/errors.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::Contains;

@@ -6,10 +6,10 @@
 #include <numeric>
 #include <filesystem>
 
-#include "config.hpp"
-#include "hdf5_file.hpp"
-#include "random.hpp"
-#include "simulation.hpp"
+#include "core/config.hpp"
+#include "hdf5/hdf5_file.hpp"
+#include "core/random.hpp"
+#include "run/simulation.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

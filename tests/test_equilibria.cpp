@@ -1,4 +1,4 @@
-// `rcsim equilibria` (sim/equilibria.hpp): classification of states, the N = d = 2 equilibria
+// `rcsim equilibria` (sim/study/equilibria.hpp): classification of states, the N = d = 2 equilibria
 // of SCIENCE.md 5.5, and bad inputs.
 #include <catch2/catch.hpp>
 
@@ -7,10 +7,10 @@
 #include <cmath>
 #include <filesystem>
 
-#include "cli.hpp"
-#include "config.hpp"
-#include "equilibria.hpp"
-#include "hdf5_file.hpp"
+#include "cli/cli.hpp"
+#include "core/config.hpp"
+#include "study/equilibria.hpp"
+#include "hdf5/hdf5_file.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;
@@ -182,7 +182,7 @@ Config shipped_config(const std::string& name) {
   return make_config(p.values);
 }
 
-// One layer of the star-mask model written out independently of sim/layer.cpp:
+// One layer of the star-mask model written out independently of sim/model/layer.cpp:
 // x_0 <- x_0 W / ||x_0 W||,  x_i <- (x_0 + x_i) W / ||(x_0 + x_i) W||.
 Matrix star_layer(const Matrix& X, const Matrix& W) {
   Matrix Y(X.rows(), X.cols());

@@ -1,4 +1,4 @@
-// The LayerNorm image (SCIENCE.md 5.7; sim/layernorm_geometry.hpp) and the CLI of the geometry
+// The LayerNorm image (SCIENCE.md 5.7; sim/geometry/layernorm_geometry.hpp) and the CLI of the geometry
 // commands (exit codes in-process, like test_cli.cpp).
 #include <catch2/catch.hpp>
 
@@ -8,11 +8,11 @@
 #include <cmath>
 #include <filesystem>
 
-#include "cli.hpp"
-#include "hdf5_file.hpp"
-#include "layernorm_geometry.hpp"
-#include "normalization.hpp"
-#include "random.hpp"
+#include "cli/cli.hpp"
+#include "hdf5/hdf5_file.hpp"
+#include "geometry/layernorm_geometry.hpp"
+#include "model/normalization.hpp"
+#include "core/random.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "inputs.hpp"
-#include "random.hpp"
+#include "model/inputs.hpp"
+#include "core/random.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

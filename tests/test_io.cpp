@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "config.hpp"
-#include "errors.hpp"
-#include "hdf5_file.hpp"
-#include "run_file.hpp"
-#include "simulation.hpp"
+#include "core/config.hpp"
+#include "core/errors.hpp"
+#include "hdf5/hdf5_file.hpp"
+#include "run/run_file.hpp"
+#include "run/simulation.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::Contains;

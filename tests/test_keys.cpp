@@ -1,14 +1,14 @@
-// Selectable keys (SCIENCE.md 5.6; sim/selectability.hpp) and Brody's experiments (sim/brody.hpp).
+// Selectable keys (SCIENCE.md 5.6; sim/geometry/selectability.hpp) and Brody's experiments (sim/geometry/brody.hpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "brody.hpp"
-#include "normalization.hpp"
-#include "random.hpp"
-#include "selectability.hpp"
+#include "geometry/brody.hpp"
+#include "model/normalization.hpp"
+#include "core/random.hpp"
+#include "geometry/selectability.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

@@ -1,8 +1,8 @@
 // Masks and their graph analysis (SCIENCE.md section 2).
 #include <catch2/catch.hpp>
 
-#include "errors.hpp"
-#include "mask.hpp"
+#include "core/errors.hpp"
+#include "model/mask.hpp"
 
 using namespace rcsim;
 

@@ -8,8 +8,8 @@
 
 #include <Eigen/SVD>
 
-#include "metrics.hpp"
-#include "random.hpp"
+#include "measure/metrics.hpp"
+#include "core/random.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

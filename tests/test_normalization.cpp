@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "normalization.hpp"
-#include "random.hpp"
+#include "model/normalization.hpp"
+#include "core/random.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

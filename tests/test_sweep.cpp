@@ -13,13 +13,13 @@
 #include <iostream>
 #include <sstream>
 
-#include "cli.hpp"
-#include "config.hpp"
-#include "errors.hpp"
-#include "hdf5_file.hpp"
-#include "parallel.hpp"
-#include "progress.hpp"
-#include "sweep_index.hpp"
+#include "cli/cli.hpp"
+#include "core/config.hpp"
+#include "core/errors.hpp"
+#include "hdf5/hdf5_file.hpp"
+#include "run/parallel.hpp"
+#include "run/progress.hpp"
+#include "run/sweep_index.hpp"
 
 using namespace rcsim;
 namespace fs = std::filesystem;

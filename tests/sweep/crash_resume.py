@@ -99,9 +99,9 @@ def main():
     rc = compare_sweeps.main_dirs(os.path.join(a.work, "reference"), os.path.join(a.work, "killed"))
     # The Python reader: one call loads the whole sweep as a table.
     sys.path.insert(0, os.path.join(HERE, "..", "..", "analysis"))
-    import rcsim_h5
-    points = rcsim_h5.load_sweep(os.path.join(a.work, "killed"), runs=True)
-    table = rcsim_h5.sweep_table(points)
+    import rcsim
+    points = rcsim.load_sweep(os.path.join(a.work, "killed"), runs=True)
+    table = rcsim.sweep_table(points)
     expected = [(m, q) for m in ("complete", "causal", "sliding_window") for q in (1, 8)]
     if [(p["mask.type"], p["model.d_qk"]) for p in points] != expected or len(table) != 6 \
             or list(points[0]["run"]["layer"]) != list(range(0, 61, 4)):

@@ -1,0 +1,146 @@
+"""Reading rcsim run files, sweep indexes and analysis files with h5py."""
+import h5py
+import numpy as np
+
+
+def load_run(path):
+    """Return a dict with the run's attributes, its layer coordinate and per-trial metrics."""
+    with h5py.File(path, "r") as f:
+        if f.attrs.get("filetype") != "rcsim-run":
+            raise SystemExit(f"{path}: not an rcsim run file (filetype attribute missing)")
+        if int(f.attrs.get("complete", 0)) != 1:
+            raise SystemExit(f"{path}: incomplete run file (complete != 1)")
+        run = {"path": path, "attrs": dict(f.attrs), "layer": f["layer"][()],
+               "metrics": {k: f["metrics"][k][()] for k in f["metrics"]},
+               "config": f["config"][()].decode() if isinstance(f["config"][()], bytes) else f["config"][()]}
+    return run
+
+
+def label(run):
+    a = run["attrs"]
+    return f"{a['mask_type']}, {a['norm_type']}"
+
+
+def band(values, lo=10, hi=90):
+    """Median and lo..hi percentile band across trials (axis 0), ignoring NaN."""
+    with np.errstate(all="ignore"):
+        return (np.nanmedian(values, axis=0), np.nanpercentile(values, lo, axis=0),
+                np.nanpercentile(values, hi, axis=0))
+
+
+def _number_or_text(text):
+    """'3' -> 3, '0.5' -> 0.5, 'causal' -> 'causal' (swept values are stored as text)."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _text(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def load_sweep(directory, runs=False):
+    """Load a whole sweep from its index (DIRECTORY/index.h5) in one call.
+
+    Returns a list of dicts, one per point in expansion order, with the keys `point`, `name`,
+    `file` (full path), `status` ('pending' | 'complete' | 'failed') and one key per swept
+    configuration key ('mask.type', 'model.d_qk', ...; numbers converted from text). With
+    `runs=True`, each complete point also has `run`: its load_run() dict (layer coordinate,
+    metrics), so `[(p['model.d_qk'], p['run']['metrics']['mu']) for p in load_sweep(d, True)]`
+    is the whole sweep. `sweep_table()` turns the list into a NumPy structured array.
+    """
+    import os
+    path = os.path.join(directory, "index.h5")
+    with h5py.File(path, "r") as f:
+        if _text(f.attrs.get("filetype", "")) != "rcsim-sweep-index":
+            raise SystemExit(f"{path}: not an rcsim sweep index (filetype attribute missing)")
+        names = [_text(x) for x in f["name"][()]]
+        files = [_text(x) for x in f["file"][()]]
+        status = [_text(x) for x in f["status"][()]]
+        keys = [_text(x) for x in f["keys"][()]]
+        params = {k: [_number_or_text(_text(x)) for x in f["parameters"][k][()]] for k in keys}
+    points = []
+    for i, name in enumerate(names):
+        p = {"point": i, "name": name, "file": os.path.join(directory, files[i]), "status": status[i]}
+        for k in keys:
+            p[k] = params[k][i]
+        if runs and status[i] == "complete":
+            p["run"] = load_run(p["file"])
+        points.append(p)
+    return points
+
+
+def sweep_table(points):
+    """The scalar columns of load_sweep()'s list as a NumPy structured array (one row per point)."""
+    columns = [k for k in points[0] if k != "run"] if points else []
+    dtypes = []
+    for k in columns:
+        values = [p[k] for p in points]
+        if all(isinstance(v, int) for v in values):
+            dtypes.append((k, np.int64))
+        elif all(isinstance(v, (int, float)) for v in values):
+            dtypes.append((k, np.float64))
+        else:
+            dtypes.append((k, "U%d" % max(len(str(v)) for v in values)))
+    return np.array([tuple(p[k] for k in columns) for p in points], dtype=dtypes)
+def load_analysis(path):
+    """Return the /analysis group that `rcsim analyze` wrote into a run file, as a dict.
+
+    Keys: "layer" (the run's /layer coordinate: the layers actually recorded), "attrs",
+    "mu" and "rank_one_residual" (each a dict of per-trial arrays decay_rate, decay_rate_stderr,
+    r2, window_first, window_last, window_points, median_curve [layer], and the ensemble
+    attributes ensemble_decay_rate, decay_rate_mean/std/sem/median/q10/q90, trials_fitted),
+    "collapse_depth" [trial] (-1 = never), and "theory" (radius, eps, bound_rate, rate_ratio,
+    per-trial eps and C, bound [trial, layer], bound_median [layer]).
+    """
+    with h5py.File(path, "r") as f:
+        if "analysis" not in f:
+            raise SystemExit(f"{path}: no /analysis group (run `rcsim analyze {path}` first)")
+        g = f["analysis"]
+
+        def group(h):
+            d = {k: h[k][()] for k in h if isinstance(h[k], h5py.Dataset)}
+            d.update({k: _attr(v) for k, v in h.attrs.items()})
+            return d
+
+        out = {"layer": f["layer"][()], "attrs": {k: _attr(v) for k, v in g.attrs.items()},
+               "mu": group(g["mu"]), "rank_one_residual": group(g["rank_one_residual"]),
+               "collapse_depth": g["collapse_depth"][()], "theory": group(g["theory"])}
+    return out
+
+
+def _attr(v):
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, np.ndarray) and v.shape == ():
+        return v.item()
+    return v
+
+
+def run_paths(paths):
+    """Expand command-line paths into run files: a sweep directory or its index.h5 stands for
+    the complete points of the sweep (in index order); a run file stands for itself."""
+    import os
+    out = []
+    for path in paths:
+        index = os.path.join(path, "index.h5") if os.path.isdir(path) else path
+        is_index = False
+        if os.path.isfile(index):
+            with h5py.File(index, "r") as f:
+                is_index = _text(f.attrs.get("filetype", "")) == "rcsim-sweep-index"
+        if is_index:
+            out += [p["file"] for p in load_sweep(os.path.dirname(os.path.abspath(index)))
+                    if p["status"] == "complete"]
+        elif os.path.isdir(path):
+            raise SystemExit(f"{path}: a directory without a sweep index (index.h5)")
+        else:
+            out.append(path)
+    return out
+
+
+def sweep_runs(directory):
+    """Every complete run file of a sweep directory (from its index), loaded."""
+    return [load_run(p) for p in run_paths([directory])]

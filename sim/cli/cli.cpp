@@ -1,0 +1,530 @@
+#include "cli/cli.hpp"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include "study/analysis.hpp"
+#include "cli/cli_geometry.hpp"
+#include "core/config.hpp"
+#include "study/equilibria.hpp"
+#include "core/errors.hpp"
+#include "hdf5/hdf5_file.hpp"
+#include "model/mask.hpp"
+#include "run/run_file.hpp"
+#include "run/parallel.hpp"
+#include "run/progress.hpp"
+#include "run/sweep.hpp"
+#include "run/sweep_index.hpp"
+#include "core/version.hpp"
+
+namespace rcsim {
+
+namespace {
+
+std::atomic<bool> g_cancel{false};
+
+extern "C" void on_signal(int sig) {
+  g_cancel.store(true);
+  std::signal(sig, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+const char* kUsage = R"(rcsim: simulator of rank collapse in deep self-attention
+
+usage:
+  rcsim run       [--config FILE] [--key=value ...] [--dry-run] [--force] [--quiet]
+  rcsim sweep     (same as run; a configuration with a [sweep] section runs every point)
+  rcsim mask-info [--config FILE] [--key=value ...]
+  rcsim equilibria --config FILE [--key=value ...] [--tol=X] [--perturbation=X] [--probes=K]
+                  [--match-tol=X] [--rank-rtol=X] [--dry-run] [--force]
+  rcsim analyze   RUN.h5 [RUN.h5 ...] [--threshold=X] [--window=FROM:TO] [--no-write]
+  rcsim keys | brody-map | brody-example | ln-geometry [--key=value ...]   (see below)
+  rcsim --help | --version
+
+  run         simulate run.trials independent trials of an L-layer attention stack and write
+              the measures of every layer to output.file (HDF5). Without --config, the
+              built-in default (configs/default.ini) is the base configuration.
+              A [sweep] section (sweep.KEY = v1, v2, ...) runs one file per point into the
+              directory output.file minus ".h5", with an index (index.h5: every point, its
+              parameters, file and status); completed points are skipped on rerun. Under
+              mpirun (built with -DRCSIM_MPI=ON) the points are shared among the ranks.
+  mask-info   print the mask, its centre nodes, radius and connectivity.
+  equilibria  under fixed weights (weights.q/k/v = fixed, zero or identity), iterate run.trials
+              random starting points (init.*) for at most model.layers layers until
+              ||X(t+1) - X(t)||_F < --tol (1e-12); classify each end state (rank with
+              --rank-rtol 1e-8, identical/antipodal/distinct tokens, stability under --probes (4)
+              perturbations of relative size --perturbation (1e-6)); write end states, distinct
+              equilibria and basin fractions to output.file (docs/equilibria.md).
+  analyze     decay rates of mu and rank_one_residual (per trial and ensemble), collapse
+              depth (first layer with mu_rel < --threshold, default 1e-3) and the theory
+              bound C (1 - eps^r)^(t/r); prints a table and writes /analysis into each run
+              file (atomically; --no-write only prints). --window=FROM:TO fits those layers
+              instead of the default window (docs/analysis.md).
+
+options:
+  --config FILE   INI file: [section] key = value, for the dotted keys below
+  --key=value     any configuration key; the command line wins over the file
+  --dry-run       print the resolved configuration and planned outputs; write nothing
+  --force         recompute outputs that are already complete, and overwrite outputs (or a
+                  sweep index) made with a different configuration (refused without it)
+  --quiet         only warnings and errors on stderr (no progress)
+
+exit status: 0 success, 1 runtime error, 2 usage error, 130 interrupted.
+
+configuration keys (default; meaning):
+)";
+
+std::string help_text() {
+  std::ostringstream os;
+  os << kUsage;
+  for (const auto& k : config_keys())
+    os << "  --" << k.key << "  (default: " << (k.default_value.empty() ? "\"\"" : k.default_value) << ")\n      "
+       << k.help << "\n";
+  os << "  --sweep.mode  (default: product)\n      product | zip: how the lists of a [sweep] section combine\n";
+  os << geometry_help_text();
+  return os.str();
+}
+
+struct Invocation {
+  std::string command;
+  std::optional<std::string> config_file;
+  bool dry_run = false, force = false, quiet = false, help = false;
+  std::vector<std::string> keys;  // --key=value arguments for the configuration parser
+};
+
+Invocation split_args(const std::vector<std::string>& args) {
+  Invocation inv;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") inv.help = true;
+    else if (a == "--dry-run") inv.dry_run = true;
+    else if (a == "--force") inv.force = true;
+    else if (a == "--quiet" || a == "-q") inv.quiet = true;
+    else if (a == "--config") {
+      if (i + 1 >= args.size()) throw UsageError("--config needs a file name");
+      inv.config_file = args[++i];
+    } else if (a.rfind("--config=", 0) == 0) {
+      inv.config_file = a.substr(9);
+    } else if (inv.command.empty() && !a.empty() && a[0] != '-') {
+      inv.command = a;
+    } else {
+      inv.keys.push_back(a);
+    }
+  }
+  return inv;
+}
+
+// Configuration sources: the file (or the built-in default) then the command line.
+ParsedArgs resolve_sources(const Invocation& inv) {
+  if (inv.config_file) return parse_config_sources(inv.keys, inv.config_file);
+  // The built-in default, through a temporary file so that it takes the same parser.
+  const std::filesystem::path tmp =
+      std::filesystem::temp_directory_path() / ("rcsim-default-" + std::to_string(::getpid()) + ".ini");
+  {
+    std::ofstream out(tmp);
+    out << default_config_text();
+  }
+  try {
+    ParsedArgs p = parse_config_sources(inv.keys, tmp.string());
+    std::filesystem::remove(tmp);
+    return p;
+  } catch (...) {
+    std::filesystem::remove(tmp);
+    throw;
+  }
+}
+
+// A key given on the command line replaces a sweep axis of the same name.
+void drop_overridden_axes(ParsedArgs& p, const Invocation& inv) {
+  const ParsedArgs cli = parse_config_sources(inv.keys, std::nullopt);
+  auto& axes = p.sweep;
+  axes.erase(std::remove_if(axes.begin(), axes.end(), [&](const auto& axis) { return cli.values.count(axis.first) > 0; }),
+             axes.end());
+}
+
+std::string command_line_text(const std::vector<std::string>& args) {
+  std::string s = "rcsim";
+  for (const auto& a : args) s += " " + a;
+  return s;
+}
+
+// Cost estimate of a point, for balancing the points over MPI ranks: trials x layers x the
+// flops of one layer (scores N^2 d_k, values N d^2 + N^2 d per head) and of its measures.
+double point_cost(const Config& c) {
+  const double N = c.model.tokens, d = c.model.dim, dk = c.model.key_dim, H = c.model.heads;
+  const double layer = H * (2 * N * d * dk + N * N * dk + N * d * d + N * N * d) + N * d * std::min(N, d);
+  return static_cast<double>(c.run.trials) * static_cast<double>(c.model.layers) * layer;
+}
+
+int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
+  ParsedArgs p = resolve_sources(inv);
+  drop_overridden_axes(p, inv);
+  const bool is_sweep = !p.sweep.empty();
+  std::vector<SweepPoint> points;
+  if (!is_sweep) {
+    SweepPoint single;
+    single.config = make_config(p.values);
+    single.name = single.config.output.file;
+    points.push_back(std::move(single));
+  } else {
+    points = expand_sweep(p.values, p.sweep, p.sweep_mode);
+  }
+  const std::size_t n = points.size();
+  const int rank = mpi::rank(), ranks = mpi::size();
+  const bool root = rank == 0;
+  if (ranks > 1) spdlog::default_logger()->set_pattern("rcsim[" + std::to_string(rank) + "/" + std::to_string(ranks) + "]: %^%l%$: %v");
+
+  // What is on disk already: complete files of the same or of another configuration, and
+  // the sweep index with its definition. Rank 0 looks and tells the others (one collective,
+  // which also guarantees that every rank has the same view before any rank writes a file).
+  if (inv.dry_run && !root) return 0;
+  std::string index_path, definition;
+  std::optional<std::string> stored_definition;
+  if (is_sweep) {
+    index_path = sweep_index_path(std::filesystem::path(points.front().config.output.file).parent_path().string());
+    definition = sweep_definition(points, p.sweep, p.sweep_mode);
+    if (root) stored_definition = read_sweep_definition(index_path);
+  }
+  std::vector<RunFileCheck> checks(n);
+  if (root)
+    for (std::size_t i = 0; i < n; ++i) checks[i] = check_run_file(points[i].config.output.file, points[i].config.to_ini());
+  bool definition_differs = stored_definition && *stored_definition != definition;
+  if (!inv.dry_run) {
+    std::vector<int> v;
+    for (const RunFileCheck& ch : checks) v.push_back(static_cast<int>(ch.state));  // 0 on ranks > 0
+    v.push_back(definition_differs ? 1 : 0);
+    mpi::max_all(v);
+    for (std::size_t i = 0; i < n; ++i) checks[i].state = static_cast<RunFileState>(v[i]);
+    definition_differs = v[n] != 0;
+  }
+  std::vector<PointStatus> status(n, PointStatus::pending);
+  for (std::size_t i = 0; i < n; ++i)
+    if (checks[i].state == RunFileState::matches && !inv.force) status[i] = PointStatus::complete;
+
+  if (inv.dry_run) {
+    std::cout << points.front().config.to_ini() << "\n";
+    if (is_sweep) std::cout << "# sweep (" << p.sweep_mode << "): " << n << " points; index " << index_path << "\n";
+    int complete = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::string what = checks[i].state == RunFileState::matches   ? "complete"
+                         : checks[i].state == RunFileState::differs ? "complete, DIFFERENT configuration (" + checks[i].difference + ")"
+                                                                    : "pending";
+      if (checks[i].state == RunFileState::matches && inv.force) what = "complete, recomputed (--force)";
+      complete += status[i] == PointStatus::complete;
+      std::cout << "# " << (is_sweep ? "  " : "output: ") << points[i].config.output.file << "  [" << what << "]\n";
+    }
+    if (is_sweep) std::cout << "# " << complete << " of " << n << " points complete, " << n - static_cast<std::size_t>(complete) << " to run\n";
+    if (definition_differs)
+      std::cout << "# the index holds a different sweep definition (" << first_difference(*stored_definition, definition)
+                << "): a run is refused without --force\n";
+    return 0;
+  }
+  if (!inv.force) {
+    const std::string what = "details in rank 0's message";
+    if (definition_differs)
+      throw UsageError("sweep index '" + index_path + "' was written for a different sweep definition (" +
+                       (root ? first_difference(*stored_definition, definition) : what) +
+                       "); rerun with --force to recompute every point, or choose another output.file");
+    for (std::size_t i = 0; i < n; ++i)
+      if (checks[i].state == RunFileState::differs)
+        throw UsageError("'" + points[i].config.output.file + "' is complete but was made with a different configuration (" +
+                         (root ? checks[i].difference : what) +
+                         "); rerun with --force to overwrite it, or choose another output.file");
+  }
+
+  auto status_ints = [&] {
+    std::vector<int> v;
+    for (const PointStatus st : status) v.push_back(static_cast<int>(st));  // pending < complete < failed
+    return v;
+  };
+  auto set_status = [&](const std::vector<int>& v) {
+    for (std::size_t i = 0; i < n; ++i) status[i] = static_cast<PointStatus>(v[i]);
+  };
+  int exit_code = 0, interrupted = 0, failed = 0;
+  auto write_index = [&] {
+    if (!is_sweep || !root) return;
+    try {
+      write_sweep_index(index_path, definition, p.sweep_mode, p.sweep, points, status);
+    } catch (const std::exception& e) {  // the point files stay the authority; keep going (MPI: no hang)
+      spdlog::error("cannot write the sweep index: {}", e.what());
+      exit_code = std::max(exit_code, 1);
+    }
+  };
+  write_index();
+
+  // This rank's points: the pending ones, balanced over the ranks by estimated cost.
+  std::vector<std::size_t> todo, mine;
+  for (std::size_t i = 0; i < n; ++i)
+    if (status[i] == PointStatus::pending) todo.push_back(i);
+  std::vector<double> costs;
+  for (const std::size_t i : todo) costs.push_back(point_cost(points[i].config));
+  const std::vector<int> owner = mpi::assign_balanced(costs, ranks);
+  long my_trials = 0;
+  for (std::size_t k = 0; k < todo.size(); ++k)
+    if (owner[k] == rank) {
+      mine.push_back(todo[k]);
+      my_trials += points[todo[k]].config.run.trials;
+    }
+  if (ranks > 1) spdlog::info("{} of {} pending points on this rank", mine.size(), todo.size());
+
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  Provenance prov;
+  prov.command_line = command_line_text(args);
+  const bool keep_going = is_sweep || ranks > 1;  // a failed point does not stop the others
+  {
+    Progress progress(Progress::mode_for(inv.quiet), my_trials, static_cast<int>(mine.size()));
+    for (const std::size_t i : mine) {
+      if (g_cancel.load()) {
+        interrupted = 1;
+        break;
+      }
+      const Config& c = points[i].config;
+      progress.begin_point(points[i].name, c.run.trials);
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        run_to_file(c, prov, &g_cancel, &progress);
+        progress.end_point();
+        progress.clear();
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        spdlog::info("wrote {} ({} trials, {} layers, {:.2f} s)", c.output.file, c.run.trials, c.model.layers, secs);
+        status[i] = PointStatus::complete;
+      } catch (const Interrupted&) {
+        if (!keep_going) throw;
+        interrupted = 1;
+        break;
+      } catch (const std::exception& e) {
+        if (!keep_going) throw;
+        progress.end_point();
+        progress.clear();
+        spdlog::error("point {} failed: {}", points[i].name, e.what());
+        status[i] = PointStatus::failed;
+        exit_code = std::max(exit_code, dynamic_cast<const UsageError*>(&e) ? 2 : 1);
+      }
+      if (ranks == 1) write_index();  // atomically, after every point
+    }
+  }
+  if (ranks > 1) {  // rank 0 gathers the statuses and writes the index
+    std::vector<int> v = status_ints();
+    v.push_back(exit_code);
+    v.push_back(interrupted);
+    mpi::max_all(v);
+    set_status(v);
+    exit_code = v[n];
+    interrupted = v[n + 1];
+    write_index();
+  }
+  for (const PointStatus st : status) failed += st == PointStatus::failed;
+  if (is_sweep && root) {
+    int complete = 0;
+    for (const PointStatus st : status) complete += st == PointStatus::complete;
+    spdlog::info("sweep: {} of {} points complete ({} computed now, {} failed); index {}", complete, n,
+                 complete - static_cast<int>(n - todo.size()), failed, index_path);
+  }
+  if (interrupted) throw Interrupted();
+  return exit_code;
+}
+
+int cmd_mask_info(const Invocation& inv) {
+  ParsedArgs p = resolve_sources(inv);
+  drop_overridden_axes(p, inv);
+  const Config c = make_config(p.values);
+  const MaskMatrix m = make_mask(c);
+  const MaskGraph g = analyse_mask(m);
+  const int n = static_cast<int>(m.rows());
+  std::cout << "mask: " << to_string(c.mask.type);
+  if (c.mask.type == MaskType::sliding_window || c.mask.type == MaskType::unidirectional_sliding_window)
+    std::cout << " (window " << c.mask.window << ")";
+  std::cout << ", N = " << n << "\n";
+  if (n <= 64) {
+    for (int i = 0; i < n; ++i) {
+      std::cout << "  ";
+      for (int j = 0; j < n; ++j) std::cout << (m(i, j) ? '1' : '.');
+      std::cout << "\n";
+    }
+  } else {
+    std::cout << "  (" << m.cast<int>().sum() << " allowed entries of " << n * n << "; matrix not shown for N > 64)\n";
+  }
+  std::cout << "quasi_strongly_connected: " << (g.quasi_strongly_connected ? "yes" : "no (the collapse theorem does not apply)") << "\n";
+  std::cout << "centres:";
+  for (int cn : g.centres) std::cout << " " << cn;
+  std::cout << (g.centres.empty() ? " none" : "") << "\n";
+  std::cout << "radius: " << g.radius;
+  const int formula = radius_formula(c.mask.type, n, c.mask.window);
+  if (formula >= 0) std::cout << " (table formula: " << formula << ")";
+  std::cout << "\n";
+  return 0;
+}
+
+double parse_number(const std::string& option, const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) throw UsageError(option + "=" + text + ": expected a number");
+  return v;
+}
+
+int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
+  EquilibriumOptions o;
+  std::vector<std::string> keys;
+  for (const std::string& a : inv.keys) {
+    auto value = [&](const char* prefix) -> std::optional<double> {
+      const std::string p = std::string(prefix) + "=";
+      if (a.rfind(p, 0) != 0) return std::nullopt;
+      return parse_number(prefix, a.substr(p.size()));
+    };
+    if (auto v = value("--tol")) o.tol = *v;
+    else if (auto v2 = value("--perturbation")) o.perturbation = *v2;
+    else if (auto v3 = value("--probes")) {
+      if (*v3 != std::floor(*v3)) throw UsageError("--probes=" + a.substr(9) + ": expected a whole number");
+      o.probes = static_cast<int>(*v3);
+    } else if (auto v4 = value("--match-tol")) o.match_tol = *v4;
+    else if (auto v5 = value("--rank-rtol")) o.rank_rtol = *v5;
+    else keys.push_back(a);
+  }
+  validate(o);
+  inv.keys = keys;
+  ParsedArgs p = resolve_sources(inv);
+  if (!p.sweep.empty()) throw UsageError("equilibria: a [sweep] section is not supported (one configuration at a time)");
+  const Config c = make_config(p.values);
+  FixedLayerMap check(c);  // fixed weights, before anything is written
+  (void)check;
+  if (inv.dry_run) {
+    std::cout << c.to_ini() << "\n# output: " << c.output.file << "\n";
+    return 0;
+  }
+  const std::string& out = c.output.file;
+  if (!inv.force && std::filesystem::exists(out)) {
+    try {
+      const h5::File f = h5::File::open_read(out);
+      if (f.has_attr("complete") && f.attr_int("complete") == 1 && f.read_string("config") == c.to_ini()) {
+        spdlog::info("{} is complete with the same configuration: skipped (--force to recompute)", out);
+        return 0;
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  const EquilibriumSearch s = find_equilibria(c, o, &g_cancel);
+  std::cout << equilibria_table(s) << std::flush;
+  const std::filesystem::path parent = std::filesystem::path(out).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  const std::string tmp = out + ".tmp";
+  try {
+    write_equilibria_file(tmp, c, o, s, command_line_text(args));
+    std::filesystem::rename(tmp, out);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw;
+  }
+  spdlog::info("wrote {}", out);
+  return 0;
+}
+
+int cmd_analyze(const Invocation& inv) {
+  AnalysisOptions o;
+  bool write = true;
+  std::vector<std::string> files;
+  for (const std::string& a : inv.keys) {
+    if (a.rfind("--threshold=", 0) == 0) {
+      o.threshold = parse_number("--threshold", a.substr(12));
+    } else if (a.rfind("--window=", 0) == 0) {
+      const std::string w = a.substr(9);
+      const auto colon = w.find(':');
+      if (colon == std::string::npos) throw UsageError("--window=" + w + ": expected FROM:TO (layers)");
+      o.user_window = true;
+      o.from = parse_number("--window", w.substr(0, colon));
+      o.to = parse_number("--window", w.substr(colon + 1));
+    } else if (a == "--no-write") {
+      write = false;
+    } else if (!a.empty() && a[0] == '-') {
+      throw UsageError("analyze: unknown option '" + a + "' (allowed: --threshold=X, --window=FROM:TO, --no-write)");
+    } else {
+      files.push_back(a);
+    }
+  }
+  if (inv.config_file) throw UsageError("analyze takes run files, not --config");
+  if (files.empty()) throw UsageError("analyze: no run file given (usage: rcsim analyze RUN.h5 [...])");
+  validate(o);
+  std::vector<RunAnalysis> results;
+  for (const auto& path : files) results.push_back(analyze_run(path, o));  // every file checked before writing
+  for (const auto& a : results) {
+    std::cout << analysis_table(a, o);
+    if (write) {
+      write_analysis(a, o);
+      spdlog::info("wrote /analysis into {}", a.path);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int cli_main(const std::vector<std::string>& args) {
+  static const auto logger = [] {
+    auto l = spdlog::stderr_color_mt("rcsim");
+    l->set_pattern("rcsim: %^%l%$: %v");
+    spdlog::set_default_logger(l);
+    return l;
+  }();
+  (void)logger;
+  try {
+    const Invocation inv = split_args(args);
+    spdlog::set_level(inv.quiet ? spdlog::level::warn : spdlog::level::info);
+    if (std::find(args.begin(), args.end(), "--version") != args.end()) {
+      std::cout << "rcsim " << version() << " (git " << git_sha() << ")\n";
+      return 0;
+    }
+    if (inv.help || inv.command.empty()) {
+      std::cout << help_text();
+      if (inv.command.empty() && !inv.help) {
+        std::cerr << "rcsim: error: no command given (run, sweep, mask-info, equilibria, analyze, keys, brody-map, brody-example, ln-geometry)\n";
+        return 2;
+      }
+      return 0;
+    }
+    if (inv.command == "run" || inv.command == "sweep") return cmd_run(inv, args);
+    if (inv.command == "mask-info") return cmd_mask_info(inv);
+    if (inv.command == "analyze") return cmd_analyze(inv);
+    if (inv.command == "equilibria") return cmd_equilibria(inv, args);
+    if (is_geometry_command(inv.command)) {
+      if (inv.config_file) throw UsageError("rcsim " + inv.command + " takes no --config file (give its keys as --key=value)");
+      std::signal(SIGINT, on_signal);
+      std::signal(SIGTERM, on_signal);
+      return run_geometry_command(inv.command, inv.keys, command_line_text(args), inv.quiet, &g_cancel);
+    }
+    throw UsageError("unknown command '" + inv.command +
+                     "' (allowed: run, sweep, mask-info, equilibria, analyze, keys, brody-map, brody-example, ln-geometry; see rcsim --help)");
+  } catch (const UsageError& e) {
+    std::cerr << "rcsim: error: " << e.what() << "\n";
+    return 2;
+  } catch (const Interrupted&) {
+    std::cerr << "rcsim: interrupted; completed outputs are kept and completed trials of the run in progress are "
+                 "checkpointed (NAME.h5.partial): rerun the same command to resume\n";
+    return 130;
+  } catch (const std::exception& e) {
+    std::cerr << "rcsim: error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace rcsim

@@ -1,0 +1,532 @@
+#include "core/config.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+
+#include "core/errors.hpp"
+
+namespace po = boost::program_options;
+
+namespace rcsim {
+
+namespace {
+
+const std::vector<KeyInfo> kKeys = {
+    {"model.tokens", "8", "number of tokens N (rows of X), >= 1"},
+    {"model.dim", "4", "token dimension d (columns of X), >= 1"},
+    {"model.layers", "16", "depth L (number of attention layers), >= 1"},
+    {"model.heads", "1", "number of attention heads H, >= 1 (Y = sum_h A_h X W_V,h)"},
+    {"model.key_dim", "auto", "query/key dimension d_k, >= 1 (auto = d)"},
+    {"model.d_qk", "auto", "temperature d_QK > 0 in S = XW_Q (XW_K)^T / sqrt(d_QK) (auto = d_k)"},
+    {"mask.type", "complete",
+     "attention mask: complete | causal | sliding_window | unidirectional_sliding_window | custom"},
+    {"mask.window", "1", "window width w >= 1 of the sliding-window masks"},
+    {"mask.file", "", "HDF5 file with dataset /mask [N, N] (nonzero = may attend), for custom"},
+    {"norm.type", "none", "row normalisation after attention: none | sphere | layernorm | projection | rmsnorm"},
+    {"norm.eps", "1e-5", "epsilon >= 0 of layernorm and rmsnorm"},
+    {"norm.gain", "1", "gain g of layernorm/rmsnorm: one number or d numbers"},
+    {"norm.bias", "0", "bias b of layernorm: one number or d numbers"},
+    {"residual.alpha", "0", "residual weight: Y = X + alpha * attention(X); 0 = no residual"},
+    {"weights.q", "gaussian", "W_Q [d, d_k]: gaussian | orthogonal | identity | zero | fixed | file"},
+    {"weights.k", "gaussian", "W_K [d, d_k]: gaussian | orthogonal | identity | zero | fixed | file"},
+    {"weights.v", "gaussian", "W_V [d, d]: gaussian | orthogonal | identity | zero | fixed | file"},
+    {"weights.q_std", "auto", "std >= 0 of gaussian W_Q entries (auto = 1/sqrt(d))"},
+    {"weights.k_std", "auto", "std >= 0 of gaussian W_K entries (auto = 1/sqrt(d))"},
+    {"weights.v_std", "auto", "std >= 0 of gaussian W_V entries (auto = 1/sqrt(d))"},
+    {"weights.q_matrix", "", "inline W_Q for fixed, rows separated by ';' (e.g. 0.5 1; 0 1)"},
+    {"weights.k_matrix", "", "inline W_K for fixed"},
+    {"weights.v_matrix", "", "inline W_V for fixed"},
+    {"weights.shared", "false", "true: one draw of the weights shared by all layers; false: fresh per layer"},
+    {"weights.file", "", "HDF5 file with /W_Q, /W_K, /W_V for type file"},
+    {"init.type", "gaussian", "X(0): gaussian | sphere | positive | fixed | file"},
+    {"init.matrix", "", "inline X(0) [N, d] for fixed, rows separated by ';'"},
+    {"init.file", "", "HDF5 file with /X0 [N, d] or [trials, N, d] for type file"},
+    {"run.trials", "16", "number of independent trials, >= 1"},
+    {"run.seed", "20240527", "seed (unsigned 64-bit); trial t uses a stream that depends only on (seed, t)"},
+    {"run.threads", "0", "worker threads, >= 0 (0 = all cores); results do not depend on it"},
+    {"output.file", "data/run.h5", "output HDF5 file (written to NAME.tmp, renamed when complete)"},
+    {"output.tokens", "none", "token snapshots: none | final | all | comma list of layers"},
+    {"output.spectrum", "false", "store the whole singular spectrum per layer"},
+    {"output.schedule", "all",
+     "layers at which measures are computed and stored (always 0 and L): all | every:K (multiples of K) | "
+     "log:K (K log-spaced layers per decade) | list:a b c (layers, spaces or commas)"},
+    {"metrics.rank_rtol", "auto", "relative rank tolerance >= 0 (auto = max(N, d) * machine epsilon)"},
+    {"metrics.rank_atol", "0", "absolute rank tolerance >= 0; tol = max(atol, rtol * sigma_max)"},
+};
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+std::string fmt_double(double x) {
+  std::ostringstream os;
+  os.precision(17);
+  os << x;
+  return os.str();
+}
+
+[[noreturn]] void bad_value(const std::string& key, const std::string& value,
+                            const std::string& allowed) {
+  throw UsageError("invalid value '" + value + "' for key '" + key + "': " + allowed);
+}
+
+double parse_double(const std::string& key, const std::string& text) {
+  const std::string t = trim(text);
+  if (t.empty()) bad_value(key, text, "expected a number");
+  char* end = nullptr;
+  errno = 0;
+  const double x = std::strtod(t.c_str(), &end);
+  if (end != t.c_str() + t.size() || !std::isfinite(x) || errno == ERANGE)
+    bad_value(key, text, "expected a finite number");
+  return x;
+}
+
+long long parse_integer(const std::string& key, const std::string& text) {
+  const std::string t = trim(text);
+  if (t.empty()) bad_value(key, text, "expected an integer");
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(t.c_str(), &end, 10);
+  if (end != t.c_str() + t.size() || errno == ERANGE) bad_value(key, text, "expected an integer");
+  return x;
+}
+
+int parse_int_min(const std::string& key, const std::string& text, int min) {
+  const long long x = parse_integer(key, text);
+  if (x < min || x > std::numeric_limits<int>::max())
+    bad_value(key, text, "expected an integer >= " + std::to_string(min));
+  return static_cast<int>(x);
+}
+
+double parse_double_min(const std::string& key, const std::string& text, double min,
+                        bool strict) {
+  const double x = parse_double(key, text);
+  if (strict ? !(x > min) : !(x >= min))
+    bad_value(key, text, std::string("expected a number ") + (strict ? "> " : ">= ") + fmt_double(min));
+  return x;
+}
+
+bool parse_bool(const std::string& key, const std::string& text) {
+  std::string t = trim(text);
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  if (t == "true" || t == "1" || t == "yes" || t == "on") return true;
+  if (t == "false" || t == "0" || t == "no" || t == "off") return false;
+  bad_value(key, text, "expected true or false");
+}
+
+template <class Enum>
+Enum parse_enum(const std::string& key, const std::string& text,
+                const std::vector<std::pair<std::string, Enum>>& names) {
+  const std::string t = trim(text);
+  std::string allowed;
+  for (const auto& [name, value] : names) {
+    if (t == name) return value;
+    allowed += (allowed.empty() ? "" : " | ") + name;
+  }
+  bad_value(key, text, "allowed: " + allowed);
+}
+
+const std::vector<std::pair<std::string, MaskType>> kMaskNames = {
+    {"complete", MaskType::complete},
+    {"causal", MaskType::causal},
+    {"sliding_window", MaskType::sliding_window},
+    {"unidirectional_sliding_window", MaskType::unidirectional_sliding_window},
+    {"custom", MaskType::custom}};
+const std::vector<std::pair<std::string, NormType>> kNormNames = {
+    {"none", NormType::none},
+    {"sphere", NormType::sphere},
+    {"layernorm", NormType::layernorm},
+    {"projection", NormType::projection},
+    {"rmsnorm", NormType::rmsnorm}};
+const std::vector<std::pair<std::string, WeightType>> kWeightNames = {
+    {"gaussian", WeightType::gaussian}, {"orthogonal", WeightType::orthogonal},
+    {"identity", WeightType::identity}, {"zero", WeightType::zero},
+    {"fixed", WeightType::fixed},       {"file", WeightType::file}};
+const std::vector<std::pair<std::string, InitType>> kInitNames = {
+    {"gaussian", InitType::gaussian}, {"sphere", InitType::sphere},
+    {"positive", InitType::positive}, {"fixed", InitType::fixed},
+    {"file", InitType::file}};
+
+template <class Enum>
+std::string enum_name(Enum e, const std::vector<std::pair<std::string, Enum>>& names) {
+  for (const auto& [name, value] : names)
+    if (value == e) return name;
+  return "?";
+}
+
+// Numbers separated by commas and/or white space.
+std::vector<double> parse_number_list(const std::string& key, const std::string& text) {
+  std::string t = text;
+  std::replace(t.begin(), t.end(), ',', ' ');
+  std::istringstream is(t);
+  std::vector<double> out;
+  std::string tok;
+  while (is >> tok) out.push_back(parse_double(key, tok));
+  if (out.empty()) bad_value(key, text, "expected one or more numbers");
+  return out;
+}
+
+std::vector<double> parse_gain_bias(const std::string& key, const std::string& text, int d,
+                                    double neutral) {
+  std::vector<double> v = parse_number_list(key, text);
+  if (v.size() == 1) {
+    if (v[0] == neutral) return {};
+    return std::vector<double>(static_cast<std::size_t>(d), v[0]);
+  }
+  if (static_cast<int>(v.size()) != d)
+    bad_value(key, text,
+              "expected one number or d = " + std::to_string(d) + " numbers, got " +
+                  std::to_string(v.size()));
+  return v;
+}
+
+void check_matrix_shape(const std::string& key, const Matrix& m, Eigen::Index rows,
+                        Eigen::Index cols) {
+  if (m.rows() != rows || m.cols() != cols)
+    throw UsageError("key '" + key + "': inline matrix has shape [" + std::to_string(m.rows()) +
+                     ", " + std::to_string(m.cols()) + "], expected [" + std::to_string(rows) +
+                     ", " + std::to_string(cols) + "]");
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream is(text);
+  while (std::getline(is, item, ',')) {
+    item = trim(item);
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+bool is_known_key(const std::string& key) {
+  return std::any_of(kKeys.begin(), kKeys.end(), [&](const KeyInfo& k) { return k.key == key; });
+}
+
+}  // namespace
+
+const std::vector<KeyInfo>& config_keys() { return kKeys; }
+
+std::string to_string(MaskType t) { return enum_name(t, kMaskNames); }
+std::string to_string(NormType t) { return enum_name(t, kNormNames); }
+std::string to_string(WeightType t) { return enum_name(t, kWeightNames); }
+std::string to_string(InitType t) { return enum_name(t, kInitNames); }
+
+Matrix parse_inline_matrix(const std::string& key, const std::string& text) {
+  std::vector<std::vector<double>> rows;
+  std::string row;
+  std::istringstream is(text);
+  while (std::getline(is, row, ';')) {
+    if (trim(row).empty()) continue;
+    std::string r = row;
+    std::replace(r.begin(), r.end(), ',', ' ');
+    std::istringstream rs(r);
+    std::vector<double> values;
+    std::string tok;
+    while (rs >> tok) {
+      char* end = nullptr;
+      const double x = std::strtod(tok.c_str(), &end);
+      if (end != tok.c_str() + tok.size() || !std::isfinite(x))
+        throw UsageError("key '" + key + "': '" + tok +
+                         "' is not a finite number (inline matrix rows are separated by ';', "
+                         "entries by spaces, e.g. '0.5 1; 0 1')");
+      values.push_back(x);
+    }
+    rows.push_back(std::move(values));
+  }
+  if (rows.empty()) throw UsageError("key '" + key + "': empty inline matrix");
+  const std::size_t cols = rows.front().size();
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].size() != cols)
+      throw UsageError("key '" + key + "': row " + std::to_string(i) + " of the inline matrix has " +
+                       std::to_string(rows[i].size()) + " entries, row 0 has " +
+                       std::to_string(cols));
+  Matrix m(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(cols));
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (std::size_t j = 0; j < cols; ++j)
+      m(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = rows[i][j];
+  return m;
+}
+
+Config make_config(const std::map<std::string, std::string>& overrides) {
+  std::map<std::string, std::string> v;
+  for (const auto& k : kKeys) v[k.key] = k.default_value;
+  for (const auto& [key, value] : overrides) {
+    if (!is_known_key(key))
+      throw UsageError("unknown key '" + key + "' (see 'rcsim --help' for the list of keys)");
+    v[key] = trim(value);
+  }
+
+  Config c;
+  c.model.tokens = parse_int_min("model.tokens", v["model.tokens"], 1);
+  c.model.dim = parse_int_min("model.dim", v["model.dim"], 1);
+  c.model.layers = parse_int_min("model.layers", v["model.layers"], 1);
+  c.model.heads = parse_int_min("model.heads", v["model.heads"], 1);
+  const int N = c.model.tokens, d = c.model.dim;
+  c.model.key_dim = v["model.key_dim"] == "auto" ? d : parse_int_min("model.key_dim", v["model.key_dim"], 1);
+  c.model.d_qk = v["model.d_qk"] == "auto" ? static_cast<double>(c.model.key_dim)
+                                           : parse_double_min("model.d_qk", v["model.d_qk"], 0.0, true);
+  v["model.key_dim"] = std::to_string(c.model.key_dim);
+  v["model.d_qk"] = fmt_double(c.model.d_qk);
+
+  c.mask.type = parse_enum("mask.type", v["mask.type"], kMaskNames);
+  c.mask.window = parse_int_min("mask.window", v["mask.window"], 1);
+  c.mask.file = v["mask.file"];
+  if (c.mask.type == MaskType::custom && c.mask.file.empty())
+    throw UsageError("key 'mask.file': required when mask.type = custom (an HDF5 file with /mask [N, N])");
+
+  c.norm.type = parse_enum("norm.type", v["norm.type"], kNormNames);
+  c.norm.eps = parse_double_min("norm.eps", v["norm.eps"], 0.0, false);
+  c.norm.gain = parse_gain_bias("norm.gain", v["norm.gain"], d, 1.0);
+  c.norm.bias = parse_gain_bias("norm.bias", v["norm.bias"], d, 0.0);
+  c.residual_alpha = parse_double("residual.alpha", v["residual.alpha"]);
+
+  const double default_std = 1.0 / std::sqrt(static_cast<double>(d));
+  struct Slot {
+    const char* name;
+    WeightSpec* spec;
+    int cols;
+  };
+  for (const Slot& s : {Slot{"q", &c.weights.q, c.model.key_dim}, Slot{"k", &c.weights.k, c.model.key_dim},
+                        Slot{"v", &c.weights.v, d}}) {
+    const std::string base = std::string("weights.") + s.name;
+    s.spec->type = parse_enum(base, v[base], kWeightNames);
+    const std::string std_key = base + "_std";
+    s.spec->std = v[std_key] == "auto" ? default_std : parse_double_min(std_key, v[std_key], 0.0, false);
+    v[std_key] = fmt_double(s.spec->std);
+    const std::string mkey = base + "_matrix";
+    if (s.spec->type == WeightType::fixed) {
+      if (v[mkey].empty())
+        throw UsageError("key '" + mkey + "': required when " + base + " = fixed (rows separated by ';')");
+      s.spec->matrix = parse_inline_matrix(mkey, v[mkey]);
+      check_matrix_shape(mkey, s.spec->matrix, d, s.cols);
+    }
+  }
+  c.weights.shared = parse_bool("weights.shared", v["weights.shared"]);
+  c.weights.file = v["weights.file"];
+  for (const char* w : {"weights.q", "weights.k", "weights.v"})
+    if (v[w] == "file" && c.weights.file.empty())
+      throw UsageError(std::string("key 'weights.file': required when ") + w + " = file");
+
+  c.init.type = parse_enum("init.type", v["init.type"], kInitNames);
+  c.init.file = v["init.file"];
+  if (c.init.type == InitType::fixed) {
+    if (v["init.matrix"].empty())
+      throw UsageError("key 'init.matrix': required when init.type = fixed (rows separated by ';')");
+    c.init.matrix = parse_inline_matrix("init.matrix", v["init.matrix"]);
+    check_matrix_shape("init.matrix", c.init.matrix, N, d);
+  }
+  if (c.init.type == InitType::file && c.init.file.empty())
+    throw UsageError("key 'init.file': required when init.type = file (an HDF5 file with /X0)");
+
+  c.run.trials = parse_int_min("run.trials", v["run.trials"], 1);
+  c.run.seed = parse_seed_value("run.seed", v["run.seed"]);
+  c.run.threads = parse_int_min("run.threads", v["run.threads"], 0);
+
+  c.output.file = v["output.file"];
+  if (c.output.file.empty()) bad_value("output.file", "", "expected a file name");
+  c.output.tokens = v["output.tokens"];
+  const int L = c.model.layers;
+  if (c.output.tokens == "none") {
+  } else if (c.output.tokens == "final") {
+    c.output.token_layers = {L};
+  } else if (c.output.tokens == "all") {
+    for (int t = 0; t <= L; ++t) c.output.token_layers.push_back(t);
+  } else {
+    std::set<int> layers;
+    for (const auto& item : split_list(c.output.tokens)) {
+      const long long t = parse_integer("output.tokens", item);
+      if (t < 0 || t > L)
+        bad_value("output.tokens", item,
+                  "layers must lie in 0 .. L = " + std::to_string(L) + " (or use none | final | all)");
+      layers.insert(static_cast<int>(t));
+    }
+    if (layers.empty()) bad_value("output.tokens", c.output.tokens, "none | final | all | comma list of layers");
+    c.output.token_layers.assign(layers.begin(), layers.end());
+  }
+  c.output.spectrum = parse_bool("output.spectrum", v["output.spectrum"]);
+  c.output.schedule = v["output.schedule"];
+  c.output.measure_layers = parse_schedule(c.output.schedule, L);
+
+  c.metrics.rank_rtol = v["metrics.rank_rtol"] == "auto"
+                            ? std::max(N, d) * std::numeric_limits<double>::epsilon()
+                            : parse_double_min("metrics.rank_rtol", v["metrics.rank_rtol"], 0.0, false);
+  v["metrics.rank_rtol"] = fmt_double(c.metrics.rank_rtol);
+  c.metrics.rank_atol = parse_double_min("metrics.rank_atol", v["metrics.rank_atol"], 0.0, false);
+
+  c.values = std::move(v);
+  return c;
+}
+
+std::string Config::to_ini() const {
+  std::string out = "# rcsim configuration (fully resolved)\n";
+  std::string section;
+  // Keys in --help order, grouped by their section.
+  for (const auto& k : kKeys) {
+    const auto dot = k.key.find('.');
+    const std::string sec = k.key.substr(0, dot);
+    if (sec != section) {
+      out += "\n[" + sec + "]\n";
+      section = sec;
+    }
+    out += k.key.substr(dot + 1) + " = " + values.at(k.key) + "\n";
+  }
+  return out;
+}
+
+std::vector<int> parse_schedule(const std::string& text, int layers) {
+  const std::string key = "output.schedule";
+  const std::string allowed = "allowed: all | every:K | log:K (K an integer >= 1) | list:a b c (layers in 0 .. L = " +
+                              std::to_string(layers) + ")";
+  const std::string t = trim(text);
+  std::set<int> out = {0, layers};
+  const auto colon = t.find(':');
+  const std::string kind = trim(t.substr(0, colon));
+  const std::string arg = colon == std::string::npos ? std::string() : trim(t.substr(colon + 1));
+  if (t == "all") {
+    for (int l = 1; l < layers; ++l) out.insert(l);
+  } else if ((kind == "every" || kind == "log") && colon != std::string::npos) {
+    const long long k = [&] {
+      try {
+        return parse_integer(key, arg);
+      } catch (const UsageError&) {
+        bad_value(key, text, allowed);
+      }
+    }();
+    if (k < 1 || k > std::numeric_limits<int>::max()) bad_value(key, text, allowed);
+    if (kind == "every") {
+      for (long long l = k; l < layers; l += k) out.insert(static_cast<int>(l));
+    } else {
+      // K points per decade: round(10^(i/K)), i = 0, 1, ... while <= L.
+      for (long long i = 0;; ++i) {
+        const double l = std::round(std::pow(10.0, static_cast<double>(i) / static_cast<double>(k)));
+        if (l > layers) break;
+        out.insert(static_cast<int>(l));
+      }
+    }
+  } else if (kind == "list" && colon != std::string::npos) {
+    std::string items = arg;
+    std::replace(items.begin(), items.end(), ',', ' ');
+    std::istringstream is(items);
+    std::string tok;
+    int count = 0;
+    while (is >> tok) {
+      long long l = -1;
+      try {
+        l = parse_integer(key, tok);
+      } catch (const UsageError&) {
+        bad_value(key, text, "'" + tok + "' is not an integer; " + allowed);
+      }
+      if (l < 0 || l > layers) bad_value(key, text, "layer " + tok + " outside 0 .. L = " + std::to_string(layers));
+      out.insert(static_cast<int>(l));
+      ++count;
+    }
+    if (count == 0) bad_value(key, text, "list: needs one or more layers; " + allowed);
+  } else {
+    bad_value(key, text, allowed);
+  }
+  return {out.begin(), out.end()};
+}
+int parse_int_value(const std::string& key, const std::string& text, int min) {
+  return parse_int_min(key, text, min);
+}
+double parse_double_value(const std::string& key, const std::string& text, double min, bool strict) {
+  return parse_double_min(key, text, min, strict);
+}
+std::uint64_t parse_seed_value(const std::string& key, const std::string& text) {
+  const std::string t = trim(text);
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long s = std::strtoull(t.c_str(), &end, 10);
+  if (t.empty() || t[0] == '-' || end != t.c_str() + t.size() || errno == ERANGE)
+    bad_value(key, text, "expected an unsigned 64-bit integer");
+  return s;
+}
+std::vector<double> parse_number_list_value(const std::string& key, const std::string& text) {
+  return parse_number_list(key, text);
+}
+bool parse_bool_value(const std::string& key, const std::string& text) { return parse_bool(key, text); }
+
+int max_rank_after_layer(const Config& c) {
+  const int N = c.model.tokens, d = c.model.dim;
+  const bool centred_no_bias =
+      c.norm.type == NormType::projection || (c.norm.type == NormType::layernorm && c.norm.bias.empty());
+  return centred_no_bias ? std::min(N, d - 1) : std::min(N, d);
+}
+
+ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
+                                const std::optional<std::string>& config_file) {
+  po::options_description desc;
+  for (const auto& k : kKeys) desc.add_options()(k.key.c_str(), po::value<std::string>());
+  desc.add_options()("sweep.mode", po::value<std::string>());
+
+  ParsedArgs out;
+  std::map<std::string, std::vector<std::string>> sweep_axes;
+  std::vector<std::string> sweep_order;
+  auto absorb = [&](const po::parsed_options& parsed, const std::string& where) {
+    for (const auto& opt : parsed.options) {
+      const std::string value = opt.value.empty() ? std::string() : opt.value.front();
+      if (opt.value.size() > 1)
+        throw UsageError("key '" + opt.string_key + "' " + where + ": give one value");
+      if (opt.string_key == "sweep.mode") {
+        if (value != "product" && value != "zip")
+          bad_value("sweep.mode", value, "allowed: product | zip");
+        out.sweep_mode = value;
+      } else if (opt.unregistered || !is_known_key(opt.string_key)) {
+        const std::string& key = opt.string_key;
+        if (key.rfind("sweep.", 0) == 0 && is_known_key(key.substr(6))) {
+          const std::string axis = key.substr(6);
+          auto values = split_list(value);
+          if (values.empty()) bad_value(key, value, "expected a comma-separated list of values");
+          if (!sweep_axes.count(axis)) sweep_order.push_back(axis);
+          sweep_axes[axis] = values;
+        } else {
+          throw UsageError("unknown key '" + key + "' " + where +
+                           " (see 'rcsim --help' for the list of keys)");
+        }
+      } else {
+        out.values[opt.string_key] = value;
+      }
+    }
+  };
+
+  if (config_file) {
+    std::ifstream in(*config_file);
+    if (!in) throw UsageError("cannot read configuration file '" + *config_file + "'");
+    try {
+      absorb(po::parse_config_file(in, desc, /*allow_unregistered=*/true),
+             "in configuration file '" + *config_file + "'");
+    } catch (const po::error& e) {
+      throw UsageError("configuration file '" + *config_file + "': " + e.what());
+    }
+  }
+  try {
+    // Command line after the file: it overwrites the file's values.
+    const po::parsed_options parsed = po::command_line_parser(cli_args)
+                                          .options(desc)
+                                          .style(po::command_line_style::unix_style &
+                                                 ~po::command_line_style::allow_guessing)
+                                          .allow_unregistered()
+                                          .run();
+    for (const auto& opt : parsed.options)
+      if (opt.position_key >= 0 || opt.string_key.empty())
+        throw UsageError("unexpected argument '" + (opt.original_tokens.empty() ? std::string() : opt.original_tokens.front()) +
+                         "' (keys are given as --key=value)");
+    absorb(parsed, "on the command line");
+  } catch (const po::error& e) {
+    throw UsageError(std::string("command line: ") + e.what());
+  }
+  for (const auto& axis : sweep_order) out.sweep.emplace_back(axis, sweep_axes[axis]);
+  return out;
+}
+
+}  // namespace rcsim

@@ -1,0 +1,152 @@
+// The configuration vocabulary of rcsim: one set of dotted keys ("mask.type") that mean the same
+// in an INI file ([mask] type = causal) and on the command line (--mask.type=causal).
+// Precedence: command line > file > built-in defaults. Unknown keys are usage errors.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/types.hpp"
+
+namespace rcsim {
+
+enum class MaskType { complete, causal, sliding_window, unidirectional_sliding_window, custom };
+enum class NormType { none, sphere, layernorm, projection, rmsnorm };
+enum class WeightType { gaussian, orthogonal, identity, zero, fixed, file };
+enum class InitType { gaussian, sphere, positive, fixed, file };
+
+struct ModelConfig {
+  int tokens = 8;      // N
+  int dim = 4;         // d
+  int layers = 16;     // L
+  int heads = 1;       // H
+  int key_dim = 0;     // d_k (resolved: default d)
+  double d_qk = 0.0;   // temperature (resolved: default d_k)
+};
+
+struct MaskConfig {
+  MaskType type = MaskType::complete;
+  int window = 1;
+  std::string file;
+};
+
+struct NormConfig {
+  NormType type = NormType::none;
+  double eps = 1e-5;
+  std::vector<double> gain;  // empty = all ones; else one value (broadcast) or d values
+  std::vector<double> bias;  // empty = all zeros; else one value (broadcast) or d values
+};
+
+struct WeightSpec {
+  WeightType type = WeightType::gaussian;
+  double std = 0.0;  // resolved: default 1/sqrt(d)
+  Matrix matrix;     // for type fixed
+};
+
+struct WeightsConfig {
+  WeightSpec q, k, v;
+  bool shared = false;
+  std::string file;
+};
+
+struct InitConfig {
+  InitType type = InitType::gaussian;
+  Matrix matrix;
+  std::string file;
+};
+
+struct RunConfig {
+  int trials = 16;
+  std::uint64_t seed = 20240527;
+  int threads = 0;  // 0 = all cores
+};
+
+struct OutputConfig {
+  std::string file = "data/run.h5";
+  std::string tokens = "none";       // none | final | all | comma list of layers
+  std::vector<int> token_layers;     // resolved from `tokens`
+  bool spectrum = false;
+  std::string schedule = "all";      // all | every:K | log:K | list:a,b,...
+  std::vector<int> measure_layers;   // resolved from `schedule`: ascending, always 0 and L
+};
+
+struct MetricsConfig {
+  double rank_rtol = -1.0;  // resolved: max(N, d) * machine epsilon
+  double rank_atol = 0.0;
+};
+
+struct Config {
+  ModelConfig model;
+  MaskConfig mask;
+  NormConfig norm;
+  double residual_alpha = 0.0;
+  WeightsConfig weights;
+  InitConfig init;
+  RunConfig run;
+  OutputConfig output;
+  MetricsConfig metrics;
+
+  // The resolved key -> value text of every key (defaults filled in, derived defaults made
+  // explicit). Written to /config; reading it back reproduces the run bit for bit.
+  std::map<std::string, std::string> values;
+
+  // Keys of a [sweep] section: key -> list of values (empty for a plain run).
+  std::vector<std::pair<std::string, std::vector<std::string>>> sweep;
+  std::string sweep_mode = "product";
+
+  // The configuration as INI text (sections from the dotted keys).
+  std::string to_ini() const;
+};
+
+// One configuration key: its dotted name, default text, and meaning.
+struct KeyInfo {
+  std::string key;
+  std::string default_value;
+  std::string help;
+};
+
+// Every key rcsim knows, in the order of --help.
+const std::vector<KeyInfo>& config_keys();
+
+// Build a Config from key -> value text (missing keys take their defaults). Validates every
+// value; throws UsageError naming the key and what is allowed.
+Config make_config(const std::map<std::string, std::string>& overrides);
+
+// Parse the command line (already split into the `--key=value` arguments) and an optional INI
+// file into key -> value text, command line winning. Throws UsageError for unknown keys.
+struct ParsedArgs {
+  std::map<std::string, std::string> values;
+  std::vector<std::pair<std::string, std::vector<std::string>>> sweep;
+  std::string sweep_mode = "product";
+};
+ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
+                                const std::optional<std::string>& config_file);
+
+// Parse an inline matrix "a b c; d e f" (rows separated by ';', entries by spaces or commas).
+// `key` names the configuration key in error messages.
+Matrix parse_inline_matrix(const std::string& key, const std::string& text);
+
+// Name <-> enum helpers used by the CLI, the HDF5 attributes and the tests.
+std::string to_string(MaskType t);
+std::string to_string(NormType t);
+std::string to_string(WeightType t);
+std::string to_string(InitType t);
+
+// The layers at which measures are recorded, from an `output.schedule` value (see --help):
+// ascending, unique, always containing 0 and L. Throws UsageError naming `output.schedule`.
+std::vector<int> parse_schedule(const std::string& text, int layers);
+// Value parsers of the vocabulary, for commands with keys of their own (rcsim keys,
+// ln-geometry, ...). Each throws UsageError naming the key and what is allowed.
+int parse_int_value(const std::string& key, const std::string& text, int min);
+double parse_double_value(const std::string& key, const std::string& text, double min, bool strict);
+std::uint64_t parse_seed_value(const std::string& key, const std::string& text);
+std::vector<double> parse_number_list_value(const std::string& key, const std::string& text);
+bool parse_bool_value(const std::string& key, const std::string& text);
+
+// Largest rank the layer output allows: min(N, d - 1) after centring without bias
+// (`projection`, or `layernorm` with zero bias), else min(N, d).
+int max_rank_after_layer(const Config& c);
+
+}  // namespace rcsim

@@ -1,0 +1,170 @@
+#include "geometry/selectability.hpp"
+
+#include <glpk.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "core/errors.hpp"
+
+namespace rcsim {
+
+namespace {
+
+struct ProbDeleter {
+  void operator()(glp_prob* p) const { glp_delete_prob(p); }
+};
+
+struct KeyResult {
+  bool selectable = true;
+  double margin = std::numeric_limits<double>::infinity();
+  double certificate = std::numeric_limits<double>::infinity();
+  double scale = 0.0;
+  Vector q;
+  bool exact_unresolved = false;
+};
+
+KeyResult solve_key(const Eigen::Ref<const Matrix>& K, Eigen::Index i, double rtol, bool screen, bool exact) {
+  const Eigen::Index n = K.rows(), d = K.cols();
+  KeyResult r;
+  r.q = Vector::Zero(d);
+  if (n == 1) return r;  // no competitor: selectable by any query
+
+  // Differences D_j = k_i - k_j for j != i (rows), and the scale max_j ||D_j||_1.
+  Matrix D(n - 1, d);
+  for (Eigen::Index j = 0, row = 0; j < n; ++j)
+    if (j != i) D.row(row++) = K.row(i) - K.row(j);
+  r.scale = D.rowwise().lpNorm<1>().maxCoeff();
+
+  if (screen) {
+    const double big = K.row(i).lpNorm<Eigen::Infinity>();
+    if (big > 0) {
+      const Vector q = K.row(i).transpose() / big;
+      const double cert = (D * q).minCoeff();
+      if (cert > rtol * r.scale) {
+        r.q = q;
+        r.certificate = cert;
+        r.margin = std::numeric_limits<double>::quiet_NaN();
+        return r;
+      }
+    }
+  }
+
+  glp_term_out(GLP_OFF);
+  std::unique_ptr<glp_prob, ProbDeleter> lp(glp_create_prob());
+  glp_prob* P = lp.get();
+  glp_set_obj_dir(P, GLP_MAX);
+  const int rows = static_cast<int>(n - 1), cols = static_cast<int>(d + 1);
+  glp_add_rows(P, rows);
+  glp_add_cols(P, cols);
+  for (int j = 1; j <= rows; ++j) glp_set_row_bnds(P, j, GLP_LO, 0.0, 0.0);  // D_j.q - t >= 0
+  for (int l = 1; l <= cols - 1; ++l) glp_set_col_bnds(P, l, GLP_DB, -1.0, 1.0);
+  glp_set_col_bnds(P, cols, GLP_FR, 0.0, 0.0);  // t free (t* >= 0 since q = 0 is feasible)
+  glp_set_obj_coef(P, cols, 1.0);
+
+  // Dense constraint matrix, 1-based triplets as GLPK wants them.
+  const std::size_t ne = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  std::vector<int> ia(ne + 1), ja(ne + 1);
+  std::vector<double> ar(ne + 1);
+  std::size_t k = 1;
+  for (int j = 0; j < rows; ++j) {
+    for (int l = 0; l < cols - 1; ++l, ++k) {
+      ia[k] = j + 1;
+      ja[k] = l + 1;
+      ar[k] = D(j, l);
+    }
+    ia[k] = j + 1;
+    ja[k] = cols;
+    ar[k] = -1.0;
+    ++k;
+  }
+  glp_load_matrix(P, static_cast<int>(ne), ia.data(), ja.data(), ar.data());
+
+  glp_smcp parm;
+  glp_init_smcp(&parm);
+  parm.msg_lev = GLP_MSG_OFF;
+  parm.presolve = GLP_OFF;
+  glp_scale_prob(P, GLP_SF_AUTO);
+  int ret = glp_simplex(P, &parm);
+  if (ret != 0 || glp_get_status(P) != GLP_OPT) {
+    // One retry from a fresh basis with the exact (rational) simplex.
+    glp_std_basis(P);
+    ret = glp_exact(P, &parm);
+  }
+  if (ret != 0 || glp_get_status(P) != GLP_OPT)
+    throw RuntimeError("GLPK could not solve the selectability LP of key " + std::to_string(i) + " (return code " +
+                       std::to_string(ret) + ", status " + std::to_string(glp_get_status(P)) + ")");
+
+  auto read_solution = [&] {
+    r.margin = glp_get_obj_val(P);
+    for (int l = 0; l < cols - 1; ++l) r.q(l) = std::clamp(glp_get_col_prim(P, l + 1), -1.0, 1.0);
+    r.certificate = (D * r.q).minCoeff();
+  };
+  read_solution();
+  r.selectable = r.certificate > rtol * r.scale;
+  if (exact && !r.selectable) {
+    // Re-solve in exact rational arithmetic from the floating-point basis: the optimum is then
+    // the exact L1 distance for the given (double) keys; the same tolerance rtol * scale_i keeps
+    // keys that stick out by rounding errors only (e.g. LayerNorm images that differ in the last
+    // bit) on the hull. The exact simplex can be very slow on rare inputs (rationals with huge
+    // denominators): it gets kExactTimeLimitMs; if it does not finish, the floating-point
+    // decision stands and the key is counted in exact_unresolved.
+    glp_smcp xparm = parm;
+    xparm.tm_lim = kExactTimeLimitMs;
+    ret = glp_exact(P, &xparm);
+    if (ret == 0 && glp_get_status(P) == GLP_OPT) {
+      read_solution();
+      r.selectable = r.margin > rtol * r.scale;
+    } else {
+      r.exact_unresolved = true;
+    }
+  }
+  return r;
+}
+
+void check_finite(const Eigen::Ref<const Matrix>& K) {
+  if (!K.allFinite()) throw UsageError("keys: every entry must be finite (found NaN or infinity)");
+}
+
+}  // namespace
+
+int KeySelectability::unselectable_count() const {
+  int c = 0;
+  for (auto s : selectable) c += s ? 0 : 1;
+  return c;
+}
+
+double KeySelectability::unselectable_fraction() const {
+  return selectable.empty() ? 0.0 : static_cast<double>(unselectable_count()) / static_cast<double>(selectable.size());
+}
+
+bool key_is_selectable(const Eigen::Ref<const Matrix>& keys, Eigen::Index i, double rtol) {
+  check_finite(keys);
+  return solve_key(keys, i, rtol, false, false).selectable;
+}
+
+KeySelectability analyse_keys(const Eigen::Ref<const Matrix>& keys, double rtol, bool screen, bool exact) {
+  check_finite(keys);
+  const Eigen::Index n = keys.rows(), d = keys.cols();
+  KeySelectability out;
+  out.selectable.resize(static_cast<std::size_t>(n));
+  out.margin.resize(n);
+  out.certificate.resize(n);
+  out.scale.resize(n);
+  out.query.resize(n, d);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const KeyResult r = solve_key(keys, i, rtol, screen, exact);
+    out.selectable[static_cast<std::size_t>(i)] = r.selectable ? 1 : 0;
+    out.margin(i) = r.margin;
+    out.certificate(i) = r.certificate;
+    out.scale(i) = r.scale;
+    out.query.row(i) = r.q.transpose();
+    out.exact_unresolved += r.exact_unresolved ? 1 : 0;
+  }
+  return out;
+}
+
+}  // namespace rcsim

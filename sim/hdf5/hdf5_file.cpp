@@ -1,0 +1,363 @@
+#include "hdf5/hdf5_file.hpp"
+
+#include <hdf5_hl.h>
+
+#include <mutex>
+
+#include "core/errors.hpp"
+
+namespace rcsim::h5 {
+
+namespace {
+
+// Silence HDF5's automatic error printing once: failures are reported by our exceptions.
+void silence_hdf5() {
+  static std::once_flag once;
+  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+}
+
+// The innermost message of the current HDF5 error stack, for our exceptions.
+std::string hdf5_message() {
+  std::string msg;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_DOWNWARD,
+      [](unsigned, const H5E_error2_t* err, void* data) -> herr_t {
+        auto* out = static_cast<std::string*>(data);
+        if (out->empty() && err->desc) *out = err->desc;
+        return 0;
+      },
+      &msg);
+  H5Eclear2(H5E_DEFAULT);
+  return msg;
+}
+
+[[noreturn]] void fail(const std::string& what) {
+  const std::string detail = hdf5_message();
+  throw RuntimeError(what + (detail.empty() ? "" : " (HDF5: " + detail + ")"));
+}
+
+hid_t check(hid_t id, const std::string& what) {
+  if (id < 0) fail(what);
+  return id;
+}
+
+void check(herr_t status, const char*, const std::string& what) {
+  if (status < 0) fail(what);
+}
+
+Handle make_space(const std::vector<hsize_t>& shape) {
+  if (shape.empty()) return Handle(check(H5Screate(H5S_SCALAR), "H5Screate"), H5Sclose);
+  return Handle(check(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr), "H5Screate_simple"),
+                H5Sclose);
+}
+
+Handle utf8_string_type() {
+  Handle t(check(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
+  H5Tset_size(t.id(), H5T_VARIABLE);
+  H5Tset_cset(t.id(), H5T_CSET_UTF8);
+  return t;
+}
+
+}  // namespace
+
+Handle& Handle::operator=(Handle&& o) noexcept {
+  if (this != &o) {
+    if (id_ >= 0 && closer_) closer_(id_);
+    id_ = o.id_;
+    closer_ = o.closer_;
+    o.id_ = -1;
+  }
+  return *this;
+}
+
+Handle::~Handle() {
+  if (id_ >= 0 && closer_) closer_(id_);
+}
+
+std::string shape_string(const std::vector<hsize_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// ---- attributes ----
+
+namespace {
+void write_attr(hid_t obj, const std::string& path, const std::string& name, hid_t type,
+                const std::vector<hsize_t>& shape, const void* data) {
+  if (H5Aexists(obj, name.c_str()) > 0) H5Adelete(obj, name.c_str());
+  Handle space = make_space(shape);
+  Handle attr(check(H5Acreate2(obj, name.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT),
+                    "cannot create attribute '" + name + "' on " + path),
+              H5Aclose);
+  check(H5Awrite(attr.id(), type, data), "", "cannot write attribute '" + name + "' on " + path);
+}
+}  // namespace
+
+void Object::set_attr(const std::string& name, const std::string& value) const {
+  Handle t = utf8_string_type();
+  const char* p = value.c_str();
+  write_attr(id(), path_, name, t.id(), {}, &p);
+}
+
+void Object::set_attr(const std::string& name, double value) const {
+  write_attr(id(), path_, name, H5T_NATIVE_DOUBLE, {}, &value);
+}
+
+void Object::set_attr(const std::string& name, std::int64_t value) const {
+  write_attr(id(), path_, name, H5T_NATIVE_INT64, {}, &value);
+}
+
+void Object::set_attr(const std::string& name, const std::vector<std::int64_t>& values) const {
+  write_attr(id(), path_, name, H5T_NATIVE_INT64, {values.size()}, values.data());
+}
+
+bool Object::has_attr(const std::string& name) const { return H5Aexists(id(), name.c_str()) > 0; }
+
+std::string Object::attr_string(const std::string& name) const {
+  Handle attr(check(H5Aopen(id(), name.c_str(), H5P_DEFAULT), "no attribute '" + name + "' on " + path_),
+              H5Aclose);
+  Handle ftype(H5Aget_type(attr.id()), H5Tclose);
+  if (H5Tget_class(ftype.id()) != H5T_STRING) throw RuntimeError("attribute '" + name + "' on " + path_ + " is not a string");
+  if (H5Tis_variable_str(ftype.id()) > 0) {
+    Handle t = utf8_string_type();
+    char* p = nullptr;
+    check(H5Aread(attr.id(), t.id(), &p), "", "cannot read attribute '" + name + "'");
+    std::string s = p ? p : "";
+    H5free_memory(p);
+    return s;
+  }
+  const std::size_t size = H5Tget_size(ftype.id());
+  std::string s(size, '\0');
+  check(H5Aread(attr.id(), ftype.id(), s.data()), "", "cannot read attribute '" + name + "'");
+  return s.substr(0, s.find('\0'));
+}
+
+std::int64_t Object::attr_int(const std::string& name) const {
+  Handle attr(check(H5Aopen(id(), name.c_str(), H5P_DEFAULT), "no attribute '" + name + "' on " + path_),
+              H5Aclose);
+  std::int64_t v = 0;
+  check(H5Aread(attr.id(), H5T_NATIVE_INT64, &v), "", "cannot read attribute '" + name + "'");
+  return v;
+}
+
+double Object::attr_double(const std::string& name) const {
+  Handle attr(check(H5Aopen(id(), name.c_str(), H5P_DEFAULT), "no attribute '" + name + "' on " + path_),
+              H5Aclose);
+  double v = 0;
+  check(H5Aread(attr.id(), H5T_NATIVE_DOUBLE, &v), "", "cannot read attribute '" + name + "'");
+  return v;
+}
+
+// ---- dimension scales ----
+
+void Dataset::make_scale(const std::string& name) const {
+  check(H5DSset_scale(id(), name.c_str()), "", "cannot make " + path_ + " a dimension scale");
+}
+
+void Dataset::attach_scale(const Dataset& scale, unsigned dim) const {
+  check(H5DSattach_scale(id(), scale.id(), dim), "", "cannot attach scale to " + path_);
+}
+
+// ---- groups and datasets ----
+
+Group Group::create_group(const std::string& name) const {
+  Handle g(check(H5Gcreate2(id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                 "cannot create group '" + name + "' in " + path_),
+           H5Gclose);
+  return Group(std::move(g), path_ + name + "/");
+}
+
+Group Group::open_group(const std::string& name) const {
+  Handle g(check(H5Gopen2(id(), name.c_str(), H5P_DEFAULT), "no group '" + name + "' in " + path_), H5Gclose);
+  return Group(std::move(g), path_ + name + "/");
+}
+
+Dataset Group::open_dataset(const std::string& name) const {
+  Handle d(check(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "no dataset '" + name + "' in " + path_), H5Dclose);
+  return Dataset(std::move(d), path_ + name);
+}
+
+void Group::remove(const std::string& name) const {
+  check(H5Ldelete(id(), name.c_str(), H5P_DEFAULT), "", "cannot remove '" + name + "' from " + path_);
+}
+
+bool Group::exists(const std::string& name) const {
+  // Check each component so that a missing intermediate group is not an error.
+  std::string partial;
+  std::size_t start = 0;
+  while (start <= name.size()) {
+    const auto slash = name.find('/', start);
+    partial = name.substr(0, slash);
+    if (!partial.empty() && H5Lexists(id(), partial.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return true;
+}
+
+namespace {
+Handle create_dataset(hid_t loc, const std::string& path, const std::string& name, hid_t type,
+                      const std::vector<hsize_t>& shape) {
+  Handle space = make_space(shape);
+  Handle plist(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  // Chunk and compress larger arrays (gzip level 4 with shuffle): spectra and tokens shrink a lot.
+  hsize_t count = 1;
+  for (hsize_t s : shape) count *= s;
+  if (!shape.empty() && count >= 4096) {
+    std::vector<hsize_t> chunk(shape);
+    hsize_t chunk_count = count;
+    for (std::size_t i = 0; i < chunk.size() && chunk_count > 65536; ++i) {
+      chunk_count /= chunk[i];
+      chunk[i] = 1;
+      chunk_count *= 1;
+    }
+    H5Pset_chunk(plist.id(), static_cast<int>(chunk.size()), chunk.data());
+    H5Pset_shuffle(plist.id());
+    H5Pset_deflate(plist.id(), 4);
+  }
+  return Handle(check(H5Dcreate2(loc, name.c_str(), type, space.id(), H5P_DEFAULT, plist.id(), H5P_DEFAULT),
+                      "cannot create dataset '" + name + "' in " + path),
+                H5Dclose);
+}
+}  // namespace
+
+#define RCSIM_H5_WRITE(CTYPE, FILETYPE, MEMTYPE)                                                        \
+  Dataset Group::write(const std::string& name, const std::vector<hsize_t>& shape, const CTYPE* data) \
+      const {                                                                                          \
+    Handle d = create_dataset(id(), path_, name, FILETYPE, shape);                                     \
+    check(H5Dwrite(d.id(), MEMTYPE, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "",                         \
+          "cannot write dataset '" + name + "' in " + path_);                                          \
+    return Dataset(std::move(d), path_ + name);                                                        \
+  }
+RCSIM_H5_WRITE(double, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE)
+RCSIM_H5_WRITE(std::uint8_t, H5T_STD_U8LE, H5T_NATIVE_UINT8)
+RCSIM_H5_WRITE(std::int64_t, H5T_STD_I64LE, H5T_NATIVE_INT64)
+#undef RCSIM_H5_WRITE
+
+Dataset Group::write_string(const std::string& name, const std::string& text) const {
+  Handle t = utf8_string_type();
+  Handle space = make_space({});
+  Handle d(check(H5Dcreate2(id(), name.c_str(), t.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                 "cannot create dataset '" + name + "' in " + path_),
+           H5Dclose);
+  const char* p = text.c_str();
+  check(H5Dwrite(d.id(), t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "", "cannot write dataset '" + name + "'");
+  return Dataset(std::move(d), path_ + name);
+}
+
+Dataset Group::write_strings(const std::string& name, const std::vector<std::string>& texts) const {
+  Handle t = utf8_string_type();
+  Handle space = make_space({texts.size()});
+  Handle d(check(H5Dcreate2(id(), name.c_str(), t.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                 "cannot create dataset '" + name + "' in " + path_),
+           H5Dclose);
+  std::vector<const char*> p;
+  for (const auto& s : texts) p.push_back(s.c_str());
+  if (!p.empty())
+    check(H5Dwrite(d.id(), t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), "", "cannot write dataset '" + name + "'");
+  return Dataset(std::move(d), path_ + name);
+}
+
+std::vector<std::string> Group::read_strings(const std::string& name) const {
+  Handle d(check(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "no dataset '" + name + "' in " + path_), H5Dclose);
+  Handle space(H5Dget_space(d.id()), H5Sclose);
+  const hssize_t n = H5Sget_simple_extent_npoints(space.id());
+  std::vector<char*> p(static_cast<std::size_t>(std::max<hssize_t>(n, 0)), nullptr);
+  Handle t = utf8_string_type();
+  if (!p.empty())
+    check(H5Dread(d.id(), t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), "", "cannot read dataset '" + name + "'");
+  std::vector<std::string> out;
+  for (char* s : p) {
+    out.emplace_back(s ? s : "");
+    H5free_memory(s);
+  }
+  return out;
+}
+
+Array Group::read(const std::string& name) const {
+  if (!exists(name)) throw UsageError(path_ + ": dataset '/" + name + "' is missing");
+  Handle d(check(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "cannot open dataset '" + name + "' in " + path_),
+           H5Dclose);
+  Handle type(H5Dget_type(d.id()), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(type.id());
+  if (cls != H5T_FLOAT && cls != H5T_INTEGER)
+    throw UsageError(path_ + name + ": expected a numeric dataset");
+  Handle space(H5Dget_space(d.id()), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.id());
+  Array a;
+  a.shape.resize(static_cast<std::size_t>(std::max(rank, 0)));
+  H5Sget_simple_extent_dims(space.id(), a.shape.data(), nullptr);
+  hsize_t count = 1;
+  for (hsize_t s : a.shape) count *= s;
+  a.data.resize(count);
+  if (count > 0)
+    check(H5Dread(d.id(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, a.data.data()), "",
+          "cannot read dataset '" + name + "' in " + path_);
+  return a;
+}
+
+std::string Group::read_string(const std::string& name) const {
+  Handle d(check(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "no dataset '" + name + "' in " + path_), H5Dclose);
+  Handle t = utf8_string_type();
+  char* p = nullptr;
+  check(H5Dread(d.id(), t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "", "cannot read dataset '" + name + "'");
+  std::string s = p ? p : "";
+  H5free_memory(p);
+  return s;
+}
+
+RowMajorMatrix Group::read_matrix(const std::string& name, const std::vector<long long>& expected) const {
+  const Array a = read(name);
+  bool ok = a.shape.size() == expected.size();
+  for (std::size_t i = 0; ok && i < expected.size(); ++i)
+    ok = expected[i] < 0 || a.shape[i] == static_cast<hsize_t>(expected[i]);
+  if (!ok || a.shape.size() != 2) {
+    std::string want = "[";
+    for (std::size_t i = 0; i < expected.size(); ++i)
+      want += (i ? ", " : "") + (expected[i] < 0 ? std::string("any") : std::to_string(expected[i]));
+    throw UsageError(path_ + name + ": expected shape " + want + "], got " + shape_string(a.shape));
+  }
+  RowMajorMatrix m(static_cast<Eigen::Index>(a.shape[0]), static_cast<Eigen::Index>(a.shape[1]));
+  std::copy(a.data.begin(), a.data.end(), m.data());
+  return m;
+}
+
+// ---- files ----
+
+File File::create(const std::string& filename) {
+  silence_hdf5();
+  const hid_t id = H5Fcreate(filename.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (id < 0) {
+    hdf5_message();
+    throw UsageError("cannot create output file '" + filename +
+                     "' (does its directory exist and is it writable?)");
+  }
+  return File(Handle(id, H5Fclose), filename);
+}
+
+File File::open_read(const std::string& filename, const std::string& key) {
+  silence_hdf5();
+  const std::string who = key.empty() ? "file '" + filename + "'" : key + " '" + filename + "'";
+  if (H5Fis_hdf5(filename.c_str()) <= 0) {
+    hdf5_message();
+    throw UsageError(who + ": cannot open (missing, unreadable, or not an HDF5 file)");
+  }
+  const hid_t id = H5Fopen(filename.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id < 0) {
+    hdf5_message();
+    throw UsageError(who + ": cannot open for reading");
+  }
+  return File(Handle(id, H5Fclose), filename);
+}
+
+File File::open_readwrite(const std::string& filename) {
+  silence_hdf5();
+  const hid_t id = H5Fopen(filename.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  if (id < 0) fail("cannot open '" + filename + "' for writing");
+  return File(Handle(id, H5Fclose), filename);
+}
+
+void File::flush() const { H5Fflush(id(), H5F_SCOPE_GLOBAL); }
+
+}  // namespace rcsim::h5

@@ -1,0 +1,124 @@
+// A thin RAII layer over the HDF5 C API, in the spirit of HighFive: files, groups, datasets and
+// attributes as objects that close themselves; HDF5's own error printing silenced; every failure
+// turned into an exception that names the file and object. Arrays are C order (row-major) as in
+// HDF5; callers convert from Eigen's column-major storage deliberately (see RowMajorMatrix).
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/types.hpp"
+
+namespace rcsim::h5 {
+
+// Owns one hid_t and closes it with the matching H5*close.
+class Handle {
+ public:
+  Handle() = default;
+  Handle(hid_t id, herr_t (*closer)(hid_t)) : id_(id), closer_(closer) {}
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  Handle(Handle&& o) noexcept : id_(o.id_), closer_(o.closer_) { o.id_ = -1; }
+  Handle& operator=(Handle&& o) noexcept;
+  ~Handle();
+  hid_t id() const { return id_; }
+
+ private:
+  hid_t id_ = -1;
+  herr_t (*closer_)(hid_t) = nullptr;
+};
+
+// A dense array read from a file: its shape and its values in C order.
+struct Array {
+  std::vector<hsize_t> shape;
+  std::vector<double> data;
+};
+
+// Anything that carries attributes: file (root group), group or dataset.
+class Object {
+ public:
+  hid_t id() const { return handle_.id(); }
+  const std::string& path() const { return path_; }
+
+  void set_attr(const std::string& name, const std::string& value) const;  // variable-length UTF-8
+  void set_attr(const std::string& name, const char* value) const { set_attr(name, std::string(value)); }
+  void set_attr(const std::string& name, double value) const;
+  void set_attr(const std::string& name, std::int64_t value) const;
+  void set_attr(const std::string& name, int value) const { set_attr(name, static_cast<std::int64_t>(value)); }
+  void set_attr(const std::string& name, const std::vector<std::int64_t>& values) const;
+
+  bool has_attr(const std::string& name) const;
+  std::string attr_string(const std::string& name) const;
+  std::int64_t attr_int(const std::string& name) const;
+  double attr_double(const std::string& name) const;
+
+ protected:
+  Object(Handle h, std::string path) : handle_(std::move(h)), path_(std::move(path)) {}
+  Handle handle_;
+  std::string path_;  // "file.h5:/group/dataset", for messages
+};
+
+class Dataset : public Object {
+ public:
+  // Turn this dataset into a dimension scale called `name` (HDF5 HL, for xarray and h5dump).
+  void make_scale(const std::string& name) const;
+  // Attach `scale` to dimension `dim` of this dataset.
+  void attach_scale(const Dataset& scale, unsigned dim) const;
+
+ private:
+  friend class Group;
+  using Object::Object;
+};
+
+class Group : public Object {
+ public:
+  Group create_group(const std::string& name) const;
+  Group open_group(const std::string& name) const;
+  bool exists(const std::string& name) const;
+  Dataset open_dataset(const std::string& name) const;
+  // Unlink an object (group or dataset) from this group.
+  void remove(const std::string& name) const;
+
+  Dataset write(const std::string& name, const std::vector<hsize_t>& shape, const double* data) const;
+  Dataset write(const std::string& name, const std::vector<hsize_t>& shape, const std::uint8_t* data) const;
+  Dataset write(const std::string& name, const std::vector<hsize_t>& shape, const std::int64_t* data) const;
+  Dataset write(const std::string& name, const std::vector<double>& values) const {
+    return write(name, {values.size()}, values.data());
+  }
+  Dataset write_string(const std::string& name, const std::string& text) const;
+  // A 1-D dataset of variable-length UTF-8 strings.
+  Dataset write_strings(const std::string& name, const std::vector<std::string>& texts) const;
+
+  // Read a numeric dataset as float64 (HDF5 converts integer and float types).
+  Array read(const std::string& name) const;
+  std::string read_string(const std::string& name) const;
+  std::vector<std::string> read_strings(const std::string& name) const;
+  // Read a 2-D dataset and check its shape; `expected` entries < 0 accept any extent.
+  RowMajorMatrix read_matrix(const std::string& name, const std::vector<long long>& expected) const;
+
+ protected:
+  using Object::Object;
+};
+
+class File : public Group {
+ public:
+  // Create (truncate) for writing.
+  static File create(const std::string& filename);
+  // Open for reading. `key` names the configuration key that gave the file, for messages.
+  static File open_read(const std::string& filename, const std::string& key = "");
+  static File open_readwrite(const std::string& filename);
+  void flush() const;
+  const std::string& filename() const { return filename_; }
+
+ private:
+  File(Handle h, std::string filename) : Group(std::move(h), filename + ":/"), filename_(std::move(filename)) {}
+  std::string filename_;
+};
+
+// Format a shape as "[a, b, c]".
+std::string shape_string(const std::vector<hsize_t>& shape);
+
+}  // namespace rcsim::h5

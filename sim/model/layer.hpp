@@ -1,0 +1,48 @@
+// One self-attention layer t -> t+1 (SCIENCE.md section 1):
+//   A_h = masked softmax((X W_Q,h)(X W_K,h)^T / sqrt(d_QK)),  Y = sum_h A_h X W_V,h,
+//   Y <- X + alpha Y (if alpha != 0),  X(t+1) = normalise rows of Y.
+#pragma once
+
+#include "model/attention.hpp"
+#include "model/inputs.hpp"
+#include "model/normalization.hpp"
+#include "core/types.hpp"
+
+namespace rcsim {
+
+struct LayerParams {
+  const MaskMatrix* mask = nullptr;
+  double d_qk = 1.0;
+  double alpha = 0.0;  // residual weight; 0 = none
+  const Normalization* norm = nullptr;
+};
+
+// What a layer reports besides its output.
+struct LayerReport {
+  AttentionStats attention;   // min weight over heads, mean entropy averaged over heads
+  int degenerate_rows = 0;    // rows without direction in the normalisation
+};
+
+// Preallocated work matrices: a layer allocates nothing once they have their sizes.
+// The mask's row structure is analysed on the first call and cached for the same mask object.
+// The first workspace also asks glibc to keep freed memory below 64 MB in the heap (mallopt):
+// otherwise every trial's work matrices (N x N, over glibc's 128 kB thresholds) were returned
+// to the system when freed and faulted back in by the next trial.
+struct LayerWorkspace {
+  Matrix Q, K, S, XV, Y;       // the general path (masks whose rows are not one range)
+  RowMajorMatrix S_rows;       // the fast path: logits, then attention, row by row
+  LogitsWorkspace logits;
+  RowVector buffer;
+  const MaskMatrix* analysed = nullptr;
+  MaskRows rows;
+  LayerWorkspace(int n, int d, int dk);
+};
+
+// X_next = layer(X). X_next must not alias X. Masks whose rows are one contiguous range each (all
+// but some custom masks) take the fast path: attention_logits_fast (folded W_Q W_K^T when cheaper,
+// lower triangle only for causal masks), softmax_rows, and a triangular product A (X W_V) for
+// causal masks; other masks the general path (attention_logits, masked_softmax, attention_stats).
+LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const LayerParams& p,
+                            LayerWorkspace& ws, Matrix& X_next);
+
+}  // namespace rcsim

@@ -1,0 +1,36 @@
+// Attention masks (SCIENCE.md section 2) and their graph analysis.
+// mask(i, j) = 1 iff token i may attend to token j. Information flows j -> i along such an edge.
+#pragma once
+
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/types.hpp"
+
+namespace rcsim {
+
+MaskMatrix complete_mask(int n);
+MaskMatrix causal_mask(int n);                                 // j <= i
+MaskMatrix sliding_window_mask(int n, int w);                  // |i - j| <= w
+MaskMatrix unidirectional_sliding_window_mask(int n, int w);  // i - w <= j <= i
+
+// The mask a configuration asks for (reads mask.file for custom). Throws UsageError for a
+// custom mask of the wrong shape or without self-loops.
+MaskMatrix make_mask(const Config& c);
+
+// Rejects a mask that is not square or lacks a self-loop, naming `what` in the message.
+void check_mask(const MaskMatrix& m, const std::string& what);
+
+struct MaskGraph {
+  bool quasi_strongly_connected = false;  // some node reaches every node along j -> i edges
+  std::vector<int> centres;               // the nodes that reach every node
+  int radius = -1;                        // min over centres of max BFS distance; -1 if none
+};
+
+// BFS from every node along the information-flow edges j -> i.
+MaskGraph analyse_mask(const MaskMatrix& m);
+
+// The radius formula of SCIENCE.md's table, for checking the BFS (-1 for custom masks).
+int radius_formula(MaskType type, int n, int w);
+
+}  // namespace rcsim

@@ -1,0 +1,117 @@
+#include "model/normalization.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "core/errors.hpp"
+
+namespace rcsim {
+
+namespace {
+// ||y||, without the underflow of sqrt(sum y^2) for tiny entries.
+double safe_norm(const Eigen::Ref<const RowVector, 0, Eigen::InnerStride<>>& y) {
+  const double sq = y.squaredNorm();
+  if (sq >= std::numeric_limits<double>::min() && std::isfinite(sq)) return std::sqrt(sq);
+  return y.stableNorm();
+}
+
+// 1 / sqrt(r^2 / d + eps), exact for eps = 0 even when r^2 would underflow.
+double inverse_rms(double r, double d, double eps) {
+  if (eps == 0.0) return std::sqrt(d) / r;
+  return 1.0 / std::sqrt(r * r / d + eps);
+}
+
+RowVector resolve(const std::vector<double>& v, int d, double neutral, const char* what) {
+  if (v.empty()) return RowVector::Constant(d, neutral);
+  if (v.size() == 1) return RowVector::Constant(d, v[0]);
+  if (static_cast<int>(v.size()) != d)
+    throw UsageError(std::string("norm.") + what + ": expected 1 or d = " + std::to_string(d) + " values");
+  return Eigen::Map<const RowVector>(v.data(), d);
+}
+}  // namespace
+
+Normalization::Normalization(NormType t, int d, double eps_, const std::vector<double>& g,
+                             const std::vector<double>& b)
+    : type(t), eps(eps_), gain(resolve(g, d, 1.0, "gain")), bias(resolve(b, d, 0.0, "bias")) {}
+
+Normalization Normalization::from_config(const Config& c) {
+  return Normalization(c.norm.type, c.model.dim, c.norm.eps, c.norm.gain, c.norm.bias);
+}
+
+int normalize_rows(Eigen::Ref<Matrix> Y, const Normalization& norm) {
+  if (norm.type == NormType::none) return 0;
+  constexpr double tiny = std::numeric_limits<double>::min();
+  const Eigen::Index n = Y.rows();
+  const double d = static_cast<double>(Y.cols());
+  int degenerate = 0;
+  if (norm.type == NormType::layernorm) {
+    // Column by column (Eigen stores columns contiguously, so every step is vectorised over the
+    // rows); the same formulas as the row loop below. A degenerate row gets the factor 0, so
+    // its output is 0 * g + b = b exactly.
+    thread_local Vector factor;
+    factor = Y.rowwise().mean();
+    Y.colwise() -= factor;
+    factor = Y.rowwise().squaredNorm();
+    for (Eigen::Index i = 0; i < n; ++i) {
+      const double sq = factor(i);
+      const double r = sq >= tiny && sq <= std::numeric_limits<double>::max() ? std::sqrt(sq) : safe_norm(Y.row(i));
+      if (r < tiny) {
+        ++degenerate;
+        factor(i) = 0.0;
+      } else {
+        factor(i) = inverse_rms(r, d, norm.eps);
+      }
+    }
+    Y = factor.asDiagonal() * Y;
+    Y.array().rowwise() *= norm.gain.array();
+    Y.rowwise() += norm.bias;
+    return degenerate;
+  }
+  for (Eigen::Index i = 0; i < n; ++i) {
+    auto y = Y.row(i);
+    switch (norm.type) {
+      case NormType::none: break;
+      case NormType::sphere: {
+        const double r = safe_norm(y);
+        if (r < tiny) {
+          ++degenerate;
+          y.setZero();
+        } else {
+          y /= r;
+        }
+        break;
+      }
+      case NormType::projection: {
+        y.array() -= y.mean();
+        if (safe_norm(y) < tiny) ++degenerate;
+        break;
+      }
+      case NormType::layernorm: {
+        y.array() -= y.mean();
+        const double r = safe_norm(y);
+        if (r < tiny) {
+          ++degenerate;
+          y = norm.bias;
+        } else {
+          const double inv = inverse_rms(r, d, norm.eps);
+          y = (y.array() * inv * norm.gain.array() + norm.bias.array()).matrix();
+        }
+        break;
+      }
+      case NormType::rmsnorm: {
+        const double r = safe_norm(y);
+        if (r < tiny) {
+          ++degenerate;
+          y.setZero();
+        } else {
+          const double inv = inverse_rms(r, d, norm.eps);
+          y = (y.array() * inv * norm.gain.array()).matrix();
+        }
+        break;
+      }
+    }
+  }
+  return degenerate;
+}
+
+}  // namespace rcsim

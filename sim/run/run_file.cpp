@@ -1,0 +1,339 @@
+#include "run/run_file.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <limits>
+#include <sstream>
+
+#include "run/checkpoint.hpp"
+#include "core/errors.hpp"
+#include "hdf5/hdf5_file.hpp"
+#include "measure/summary.hpp"
+#include "core/version.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rcsim {
+
+namespace {
+
+std::vector<double> row_major(const Eigen::Ref<const Matrix>& m) {
+  std::vector<double> out(static_cast<std::size_t>(m.size()));
+  Eigen::Map<RowMajorMatrix>(out.data(), m.rows(), m.cols()) = m;
+  return out;
+}
+
+std::vector<std::int64_t> iota(int n) {
+  std::vector<std::int64_t> v(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = i;
+  return v;
+}
+
+h5::Dataset write_matrix(const h5::Group& g, const std::string& name, const Eigen::Ref<const Matrix>& m) {
+  const std::vector<double> data = row_major(m);
+  return g.write(name, {static_cast<hsize_t>(m.rows()), static_cast<hsize_t>(m.cols())}, data.data());
+}
+
+void write_summary(const h5::Group& g, const std::string& name, const Eigen::Ref<const Matrix>& m,
+                   const MeasureInfo& info, const h5::Dataset& layer_scale) {
+  const ColumnStats s = column_stats(m);
+  const std::pair<const char*, const Vector*> parts[] = {
+      {"_mean", &s.mean}, {"_median", &s.median}, {"_q10", &s.q10}, {"_q90", &s.q90}};
+  for (const auto& [suffix, v] : parts) {
+    const h5::Dataset ds = g.write(name + suffix, {static_cast<hsize_t>(v->size())}, v->data());
+    ds.set_attr("long_name", std::string(info.long_name) + " (" + (suffix + 1) + " over trials)");
+    ds.set_attr("units", info.units);
+    ds.attach_scale(layer_scale, 0);
+  }
+}
+
+// A [trial, layer] measure with its attributes and dimension scales.
+h5::Dataset write_measure(const h5::Group& g, const MeasureInfo& info, const Eigen::Ref<const Matrix>& m,
+                          const h5::Dataset& trial_scale, const h5::Dataset& layer_scale) {
+  h5::Dataset ds = write_matrix(g, info.name, m);
+  ds.set_attr("long_name", info.long_name);
+  ds.set_attr("units", info.units);
+  ds.attach_scale(trial_scale, 0);
+  ds.attach_scale(layer_scale, 1);
+  return ds;
+}
+
+}  // namespace
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void write_run_file(const std::string& path, const EngineSetup& s, const RunResults& r, const Provenance& p) {
+  const Config& c = s.config;
+  const int T = r.trials, L = r.layers, N = c.model.tokens, d = c.model.dim;
+  const h5::File f = h5::File::create(path);
+  f.set_attr("filetype", "rcsim-run");
+  f.set_attr("format_version", kRunFormatVersion);
+  f.set_attr("rcsim_version", version());
+  f.set_attr("git_sha", git_sha());
+  f.set_attr("created_utc", utc_now());
+  f.set_attr("command_line", p.command_line);
+  f.set_attr("seed", std::to_string(c.run.seed));  // text: HDF5 attributes have no portable uint64 in h5py/xarray
+  f.set_attr("threads", p.threads);
+  f.set_attr("mask_type", to_string(c.mask.type));
+  f.set_attr("norm_type", to_string(c.norm.type));
+  f.set_attr("tokens", N);
+  f.set_attr("dim", d);
+  f.set_attr("layers", L);
+  f.set_attr("heads", c.model.heads);
+  f.set_attr("trials", T);
+  f.set_attr("d_qk", c.model.d_qk);
+  f.set_attr("max_rank", s.max_rank);
+  f.set_attr("max_rank_input", s.max_rank_input);
+  f.set_attr("complete", 0);
+
+  f.write_string("config", c.to_ini()).set_attr("long_name", "fully resolved configuration (INI); rcsim run --config reproduces the run");
+
+  // Coordinates, as dimension scales.
+  const auto trial_ids = iota(T);
+  const std::vector<std::int64_t> layer_ids(r.layer_index.begin(), r.layer_index.end());
+  const std::vector<std::int64_t> attn_ids(r.attention_layer_index.begin(), r.attention_layer_index.end());
+  const h5::Dataset trial = f.write("trial", {static_cast<hsize_t>(T)}, trial_ids.data());
+  trial.make_scale("trial");
+  trial.set_attr("long_name", "trial index");
+  const h5::Dataset layer = f.write("layer", {layer_ids.size()}, layer_ids.data());
+  layer.make_scale("layer");
+  layer.set_attr("long_name", "layer t (0 = the input X(0)) of each recorded column of the measures");
+  layer.set_attr("schedule", c.output.schedule);
+  const h5::Dataset attn_layer = f.write("attention_layer", {attn_ids.size()}, attn_ids.data());
+  attn_layer.make_scale("attention_layer");
+  attn_layer.set_attr("long_name", "attention layer t (maps X(t) to X(t+1)) of each recorded column");
+  attn_layer.set_attr("schedule", c.output.schedule);
+
+  // Mask and its graph.
+  {
+    std::vector<std::uint8_t> m(static_cast<std::size_t>(N) * static_cast<std::size_t>(N));
+    Eigen::Map<Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(m.data(), N, N) = s.mask;
+    const h5::Dataset ds = f.write("mask", {static_cast<hsize_t>(N), static_cast<hsize_t>(N)}, m.data());
+    ds.set_attr("long_name", "attention mask: mask[i][j] = 1 iff token i attends to token j");
+    ds.set_attr("quasi_strongly_connected", s.graph.quasi_strongly_connected ? 1 : 0);
+    ds.set_attr("radius", s.graph.radius);
+    ds.set_attr("centres", std::vector<std::int64_t>(s.graph.centres.begin(), s.graph.centres.end()));
+  }
+
+  // Per-trial, per-layer measures.
+  const h5::Group metrics = f.create_group("metrics");
+  for (std::size_t i = 0; i < token_measure_info().size(); ++i) {
+    const MeasureInfo& info = token_measure_info()[i];
+    const h5::Dataset ds = write_measure(metrics, info, r.token[i], trial, layer);
+    if (std::string(info.name) == "rank") {
+      ds.set_attr("rtol", c.metrics.rank_rtol);
+      ds.set_attr("atol", c.metrics.rank_atol);
+    }
+    if (std::string(info.name) == "sigma_at_max_rank") {
+      ds.set_attr("max_rank", s.max_rank);
+      ds.set_attr("max_rank_input", s.max_rank_input);
+    }
+  }
+  for (std::size_t i = 0; i < attention_measure_info().size(); ++i)
+    write_measure(metrics, attention_measure_info()[i], r.attention[i], trial, attn_layer);
+  if (!r.spectrum.empty()) {
+    const auto m = static_cast<std::size_t>(r.spectrum_size);
+    std::vector<double> data;
+    data.reserve(static_cast<std::size_t>(T) * layer_ids.size() * m);
+    for (const Matrix& sp : r.spectrum) {
+      const auto rm = row_major(sp);
+      data.insert(data.end(), rm.begin(), rm.end());
+    }
+    const h5::Dataset ds =
+        metrics.write("spectrum", {static_cast<hsize_t>(T), layer_ids.size(), m}, data.data());
+    ds.set_attr("long_name", "singular values of X, descending");
+    ds.set_attr("units", "same as X");
+    ds.attach_scale(trial, 0);
+    ds.attach_scale(layer, 1);
+  }
+
+  // Diagnostics per trial.
+  {
+    const h5::Group diag = f.create_group("diagnostics");
+    auto write_ints = [&](const char* name, const std::vector<int>& v, const char* long_name) {
+      const std::vector<std::int64_t> w(v.begin(), v.end());
+      const h5::Dataset ds = diag.write(name, {w.size()}, w.data());
+      ds.set_attr("long_name", long_name);
+      ds.attach_scale(trial, 0);
+    };
+    write_ints("underflow_layer", r.underflow_layer, "first layer where mu < 2.2e-308 (DBL_MIN); -1 = never");
+    write_ints("nonfinite_layer", r.nonfinite_layer,
+               "first layer with a non-finite token entry; the trial stopped there, later measures NaN; -1 = never");
+    write_ints("degenerate_rows_total", r.degenerate_total, "rows without direction in the normalisation, all layers");
+  }
+
+  // Token snapshots.
+  if (!c.output.token_layers.empty()) {
+    const auto S = c.output.token_layers.size();
+    std::vector<double> data;
+    for (const auto& per_trial : r.snapshots)
+      for (const Matrix& X : per_trial) {
+        const auto rm = row_major(X);
+        data.insert(data.end(), rm.begin(), rm.end());
+      }
+    const std::vector<std::int64_t> layers(c.output.token_layers.begin(), c.output.token_layers.end());
+    const h5::Dataset tl = f.write("tokens_layer", {S}, layers.data());
+    tl.make_scale("tokens_layer");
+    tl.set_attr("long_name", "layer of each token snapshot");
+    const h5::Dataset ds = f.write(
+        "tokens", {static_cast<hsize_t>(T), S, static_cast<hsize_t>(N), static_cast<hsize_t>(d)}, data.data());
+    ds.set_attr("long_name", "token matrices X(t) at the layers in /tokens_layer (rows are tokens)");
+    ds.set_attr("units", "same as X");
+    ds.attach_scale(trial, 0);
+    ds.attach_scale(tl, 1);
+  }
+
+  // Ensemble summary per layer.
+  {
+    const h5::Group g = f.create_group("summary");
+    for (std::size_t i = 0; i < token_measure_info().size(); ++i)
+      write_summary(g, token_measure_info()[i].name, r.token[i], token_measure_info()[i], layer);
+    for (std::size_t i = 0; i < attention_measure_info().size(); ++i)
+      write_summary(g, attention_measure_info()[i].name, r.attention[i], attention_measure_info()[i], attn_layer);
+    const Matrix log_mu = r.token[0].unaryExpr([](double x) { return std::log10(x); });
+    write_summary(g, "log10_mu", log_mu, {"log10_mu", "log10 of mu (-inf where mu = 0)", "1"}, layer);
+    const auto S = static_cast<Eigen::Index>(layer_ids.size());
+    Vector frac(S);
+    const Matrix& rank = r.token[5];
+    for (Eigen::Index k = 0; k < S; ++k) {
+      const int full = layer_ids[static_cast<std::size_t>(k)] == 0 ? s.max_rank_input : s.max_rank;
+      frac(k) = (rank.col(k).array() >= full).cast<double>().sum() / T;
+    }
+    const h5::Dataset ds = g.write("full_rank_fraction", {static_cast<hsize_t>(S)}, frac.data());
+    ds.set_attr("long_name", "fraction of trials whose rank equals the largest rank the layer allows");
+    ds.set_attr("units", "1");
+    ds.attach_scale(layer, 0);
+  }
+
+  f.flush();
+  f.set_attr("complete", 1);  // last
+}
+
+bool run_file_matches(const std::string& path, const std::string& config_ini) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return false;
+  try {
+    const h5::File f = h5::File::open_read(path);
+    if (!f.has_attr("complete") || f.attr_int("complete") != 1) return false;
+    return f.read_string("config") == config_ini;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+std::string first_difference(const std::string& ini_a, const std::string& ini_b) {
+  std::istringstream a(ini_a), b(ini_b);
+  std::string la, lb, section;
+  for (;;) {
+    const bool ga = static_cast<bool>(std::getline(a, la)), gb = static_cast<bool>(std::getline(b, lb));
+    if (!ga && !gb) return "";
+    if (ga && !la.empty() && la[0] == '[') section = la.substr(1, la.find(']') - 1) + ".";
+    if (ga != gb || la != lb) {
+      auto key_value = [](const std::string& line) -> std::pair<std::string, std::string> {
+        const auto eq = line.find(" = ");
+        if (eq == std::string::npos) return {line, ""};
+        return {line.substr(0, eq), line.substr(eq + 3)};
+      };
+      const auto [ka, va] = key_value(ga ? la : "");
+      const auto [kb, vb] = key_value(gb ? lb : "");
+      if (ka == kb) return "key '" + section + ka + "': " + va + " -> " + vb;
+      return "'" + (ga ? la : std::string("(end)")) + "' -> '" + (gb ? lb : std::string("(end)")) + "'";
+    }
+  }
+}
+
+RunFileCheck check_run_file(const std::string& path, const std::string& config_ini) {
+  RunFileCheck out;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return out;
+  try {
+    const h5::File f = h5::File::open_read(path);
+    if (!f.has_attr("complete") || f.attr_int("complete") != 1) return out;
+    const std::string stored = f.read_string("config");
+    if (stored == config_ini) {
+      out.state = RunFileState::matches;
+    } else {
+      out.state = RunFileState::differs;
+      out.difference = first_difference(stored, config_ini);
+    }
+  } catch (const std::exception&) {
+  }
+  return out;
+}
+
+std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<bool>* cancel, bool show_progress) {
+  Progress progress(show_progress ? Progress::Mode::log : Progress::Mode::off, c.run.trials, 1, 2.0);
+  progress.begin_point(c.output.file, c.run.trials);
+  return run_to_file(c, p, cancel, &progress);
+}
+
+std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<bool>* cancel, Progress* progress) {
+  const std::string& out = c.output.file;
+  const fs::path parent = fs::path(out).parent_path();
+  std::error_code ec;
+  if (!parent.empty() && !fs::exists(parent, ec)) {
+    fs::create_directories(parent, ec);
+    if (ec) throw UsageError("key 'output.file': cannot create directory '" + parent.string() + "': " + ec.message());
+  }
+  const std::string tmp = out + ".tmp";
+  // Fail fast on an unwritable destination, before any computing.
+  { const h5::File probe = h5::File::create(tmp); }
+  try {
+    const EngineSetup s = prepare(c);
+    if (!s.graph.quasi_strongly_connected)
+      spdlog::warn("mask is not quasi-strongly connected: the collapse theorem does not apply");
+    const int threads = resolve_threads(c.run.threads, c.run.trials);
+    RunResults r = allocate_results(s);
+    Checkpoint checkpoint(out + ".partial", c.to_ini());
+    const std::vector<char> done = checkpoint.load(r);
+    RunControl ctl;
+    ctl.cancel = cancel;
+    ctl.on_trial_done = [&](int trial) { checkpoint.completed(r, trial); };
+    if (progress) {
+      int todo = 0;
+      for (const char x : done) todo += !x;
+      progress->trials_done(0, todo);
+      ctl.progress = [&](int k, int total) { progress->trials_done(k, total); };
+    }
+    try {
+      run_trials(s, threads, r, done, ctl);
+    } catch (...) {
+      if (progress) progress->clear();
+      checkpoint.flush(r);  // completed trials survive; a rerun resumes from them
+      throw;
+    }
+    if (progress) progress->clear();
+    int underflow = 0, nonfinite = 0, degenerate = 0;
+    for (int t = 0; t < r.trials; ++t) {
+      underflow += r.underflow_layer[static_cast<std::size_t>(t)] >= 0;
+      nonfinite += r.nonfinite_layer[static_cast<std::size_t>(t)] >= 0;
+      degenerate += r.degenerate_total[static_cast<std::size_t>(t)];
+    }
+    if (underflow) spdlog::warn("{} of {} trials: mu underflowed below DBL_MIN (see /diagnostics/underflow_layer)", underflow, r.trials);
+    if (nonfinite) spdlog::warn("{} of {} trials: tokens became non-finite and the trial stopped (see /diagnostics/nonfinite_layer)", nonfinite, r.trials);
+    if (degenerate) spdlog::warn("{} degenerate rows in the normalisation (see /metrics/degenerate_rows)", degenerate);
+    Provenance prov = p;
+    prov.threads = threads;
+    write_run_file(tmp, s, r, prov);
+    fs::rename(tmp, out, ec);
+    if (ec) throw RuntimeError("cannot rename '" + tmp + "' to '" + out + "': " + ec.message());
+    checkpoint.remove();
+  } catch (...) {
+    fs::remove(tmp, ec);
+    throw;
+  }
+  return out;
+}
+
+}  // namespace rcsim

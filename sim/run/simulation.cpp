@@ -1,0 +1,209 @@
+#include "run/simulation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <thread>
+
+#include "model/layer.hpp"
+#include "measure/metrics.hpp"
+#include "model/normalization.hpp"
+#include "core/random.hpp"
+
+namespace rcsim {
+
+const std::vector<MeasureInfo>& token_measure_info() {
+  static const std::vector<MeasureInfo> info = {
+      {"mu", "token similarity ||X - 1 gamma||_F, gamma the mean token", "same as X"},
+      {"mu_rel", "relative token similarity mu / ||X||_F", "1"},
+      {"fro_norm", "Frobenius norm ||X||_F", "same as X"},
+      {"sigma_min", "smallest singular value sigma_min(N, d) of X", "same as X"},
+      {"sigma_max", "largest singular value of X", "same as X"},
+      {"rank", "numerical rank #{sigma_i > max(atol, rtol sigma_max)}", "1"},
+      {"rank_one_residual", "distance to rank one sqrt(sigma_2^2 + ... + sigma_m^2) / ||X||_F", "1"},
+      {"stable_rank", "stable rank ||X||_F^2 / sigma_max^2", "1"},
+      {"cos_abs_mean", "mean |cosine similarity| over token pairs i != j (NaN: fewer than 2 nonzero tokens)", "1"},
+      {"sigma_at_max_rank", "singular value at the largest rank the layer allows (attribute max_rank)", "same as X"},
+  };
+  return info;
+}
+
+const std::vector<MeasureInfo>& attention_measure_info() {
+  static const std::vector<MeasureInfo> info = {
+      {"attn_min", "smallest attention weight over allowed entries and heads (eps of the collapse theorem)", "1"},
+      {"attn_entropy", "mean row entropy of the attention matrix, averaged over heads", "nat"},
+      {"degenerate_rows", "rows without direction in the normalisation (zero, or constant for layernorm)", "rows"},
+  };
+  return info;
+}
+
+EngineSetup prepare(const Config& c) {
+  EngineSetup s;
+  s.config = c;
+  s.mask = make_mask(c);
+  s.graph = analyse_mask(s.mask);
+  s.files = InputFiles::load(c);
+  s.max_rank = max_rank_after_layer(c);
+  s.max_rank_input = std::min(c.model.tokens, c.model.dim);
+  return s;
+}
+
+RunResults allocate_results(const EngineSetup& s) {
+  const Config& c = s.config;
+  RunResults r;
+  r.trials = c.run.trials;
+  r.layers = c.model.layers;
+  r.spectrum_size = std::min(c.model.tokens, c.model.dim);
+  r.layer_index = c.output.measure_layers;
+  if (r.layer_index.empty())  // a Config built by hand: every layer
+    for (int t = 0; t <= r.layers; ++t) r.layer_index.push_back(t);
+  r.column_of_layer.assign(static_cast<std::size_t>(r.layers) + 1, -1);
+  r.column_of_attention_layer.assign(static_cast<std::size_t>(r.layers), -1);
+  for (std::size_t k = 0; k < r.layer_index.size(); ++k) {
+    const int t = r.layer_index[k];
+    r.column_of_layer[static_cast<std::size_t>(t)] = static_cast<int>(k);
+    if (t < r.layers) {
+      r.column_of_attention_layer[static_cast<std::size_t>(t)] = static_cast<int>(r.attention_layer_index.size());
+      r.attention_layer_index.push_back(t);
+    }
+  }
+  const auto S = static_cast<Eigen::Index>(r.layer_index.size());
+  const auto Sa = static_cast<Eigen::Index>(r.attention_layer_index.size());
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  r.token.assign(token_measure_info().size(), Matrix::Constant(r.trials, S, nan));
+  r.attention.assign(attention_measure_info().size(), Matrix::Constant(r.trials, Sa, nan));
+  if (c.output.spectrum) r.spectrum.assign(static_cast<std::size_t>(r.trials), Matrix());
+  if (!c.output.token_layers.empty()) r.snapshots.assign(static_cast<std::size_t>(r.trials), {});
+  r.underflow_layer.assign(static_cast<std::size_t>(r.trials), -1);
+  r.nonfinite_layer.assign(static_cast<std::size_t>(r.trials), -1);
+  r.degenerate_total.assign(static_cast<std::size_t>(r.trials), 0);
+  return r;
+}
+
+namespace {
+
+void record(const TokenMeasures& m, int trial, int layer, RunResults& r) {
+  const double values[] = {m.mu,   m.mu_rel,           m.fro_norm,    m.sigma_min,    m.sigma_max,
+                           m.rank, m.rank_one_residual, m.stable_rank, m.cos_abs_mean, m.sigma_at_max_rank};
+  for (std::size_t i = 0; i < std::size(values); ++i) r.token[i](trial, layer) = values[i];
+}
+
+}  // namespace
+
+bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel) {
+  const Config& c = s.config;
+  const int N = c.model.tokens, d = c.model.dim, L = c.model.layers;
+  const auto ti = static_cast<std::size_t>(trial);
+  RandomStream rng(c.run.seed, static_cast<std::uint64_t>(trial));
+  Matrix X = initial_tokens(c, s.files, trial, rng);
+  Matrix X_next(N, d);
+  WeightSampler sampler(c, s.files);
+  sampler.begin_trial(rng);
+  const Normalization norm = Normalization::from_config(c);
+  const LayerParams params{&s.mask, c.model.d_qk, c.residual_alpha, &norm};
+  LayerWorkspace ws(N, d, c.model.key_dim);
+  MeasureOptions opt{c.metrics.rank_rtol, c.metrics.rank_atol, s.max_rank_input};
+  Vector sigma;
+  std::size_t next_snapshot = 0;
+  const auto& snap_layers = c.output.token_layers;
+  if (!r.spectrum.empty())
+    r.spectrum[ti] = Matrix::Constant(static_cast<Eigen::Index>(r.layer_index.size()), r.spectrum_size,
+                                      std::numeric_limits<double>::quiet_NaN());
+
+  for (int t = 0; t <= L; ++t) {
+    if (cancel && cancel->load(std::memory_order_relaxed)) return false;
+    if (!X.allFinite()) {
+      r.nonfinite_layer[ti] = t;
+      break;
+    }
+    const int col = r.column_of_layer[static_cast<std::size_t>(t)];  // output.schedule
+    if (col >= 0) {
+      const TokenMeasures m = measure_tokens(X, opt, sigma);
+      record(m, trial, col, r);
+      if (!r.spectrum.empty()) r.spectrum[ti].row(col) = sigma.transpose();
+      if (r.underflow_layer[ti] < 0 && !(m.mu >= std::numeric_limits<double>::min())) r.underflow_layer[ti] = t;
+    } else if (r.underflow_layer[ti] < 0 && !(token_similarity(X) >= std::numeric_limits<double>::min())) {
+      r.underflow_layer[ti] = t;  // underflow is detected at every layer, recorded or not
+    }
+    if (next_snapshot < snap_layers.size() && snap_layers[next_snapshot] == t) {
+      r.snapshots[ti].push_back(X);
+      ++next_snapshot;
+    }
+    if (t == L) break;
+    const LayerWeights& w = sampler.layer(t, rng);
+    const LayerReport rep = attention_layer(X, w, params, ws, X_next);
+    if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0) {
+      r.attention[0](trial, acol) = rep.attention.min_weight;
+      r.attention[1](trial, acol) = rep.attention.mean_entropy;
+      r.attention[2](trial, acol) = rep.degenerate_rows;
+    }
+    r.degenerate_total[ti] += rep.degenerate_rows;
+    X.swap(X_next);
+    opt.max_rank = s.max_rank;
+  }
+  // Snapshots of layers never reached (non-finite tokens) are stored as NaN.
+  while (!r.snapshots.empty() && r.snapshots[ti].size() < snap_layers.size())
+    r.snapshots[ti].push_back(Matrix::Constant(N, d, std::numeric_limits<double>::quiet_NaN()));
+  return true;
+}
+
+int resolve_threads(int requested, int trials) {
+  int n = requested > 0 ? requested : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, std::min(n, trials));
+}
+
+void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vector<char>& skip,
+                const RunControl& ctl) {
+  const int T = s.config.run.trials;
+  std::vector<int> todo;
+  for (int t = 0; t < T; ++t)
+    if (skip.empty() || !skip[static_cast<std::size_t>(t)]) todo.push_back(t);
+  const int total = static_cast<int>(todo.size());
+  const int n_threads = resolve_threads(threads, std::max(total, 1));
+  std::atomic<int> next{0};
+  int done = 0;
+  std::exception_ptr error;
+  std::mutex mutex;
+  auto worker = [&] {
+    try {
+      for (;;) {
+        if (ctl.cancel && ctl.cancel->load()) return;
+        const int k = next.fetch_add(1);
+        if (k >= total) return;
+        const int trial = todo[static_cast<std::size_t>(k)];
+        if (!run_trial(s, trial, r, ctl.cancel)) return;  // each trial writes only its own rows
+        std::lock_guard<std::mutex> lock(mutex);
+        ++done;
+        if (ctl.on_trial_done) ctl.on_trial_done(trial);
+        if (ctl.progress) ctl.progress(done, total);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!error) error = std::current_exception();
+      next.store(total);
+    }
+  };
+  if (n_threads == 1) {
+    worker();
+  } else {
+    std::vector<std::thread> pool;
+    for (int i = 0; i < n_threads; ++i) pool.emplace_back(worker);
+    for (auto& th : pool) th.join();
+  }
+  if (error) std::rethrow_exception(error);
+  if (ctl.cancel && ctl.cancel->load()) throw Interrupted();
+}
+
+RunResults run_simulation(const EngineSetup& s, int threads, const std::atomic<bool>* cancel,
+                          const std::function<void(int, int)>& progress) {
+  RunResults r = allocate_results(s);
+  RunControl ctl;
+  ctl.cancel = cancel;
+  ctl.progress = progress;
+  run_trials(s, threads, r, {}, ctl);
+  return r;
+}
+
+}  // namespace rcsim

@@ -1,0 +1,89 @@
+// The engine: many independent trials of an L-layer stack, measured at every layer.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "model/inputs.hpp"
+#include "model/mask.hpp"
+#include "core/types.hpp"
+
+namespace rcsim {
+
+// A per-layer measure as stored in /metrics: name, long_name and units attributes.
+struct MeasureInfo {
+  const char* name;
+  const char* long_name;
+  const char* units;
+};
+
+// Token measures, layers 0..L (layer 0 = the input), in the order of TokenMeasures.
+const std::vector<MeasureInfo>& token_measure_info();
+// Attention diagnostics, layers 0..L-1 (the layer t -> t+1 is reported at t).
+const std::vector<MeasureInfo>& attention_measure_info();
+
+struct RunResults {
+  int trials = 0, layers = 0, spectrum_size = 0;
+  // The recorded layers (output.schedule: ascending, 0 and L included) and the recorded
+  // attention layers (the same without L); column_of_layer[t] is t's column, -1 if not recorded.
+  std::vector<int> layer_index, attention_layer_index;
+  std::vector<int> column_of_layer, column_of_attention_layer;
+  // token[m] is trials x layer_index.size(), for the m-th entry of token_measure_info().
+  std::vector<Matrix> token;
+  // attention[m] is trials x attention_layer_index.size(); the last entry counts degenerate
+  // rows of the normalisation.
+  std::vector<Matrix> attention;
+  std::vector<Matrix> spectrum;               // per trial: layer_index.size() x min(N, d), if requested
+  std::vector<std::vector<Matrix>> snapshots; // per trial, per requested layer: N x d
+  std::vector<int> underflow_layer;  // first layer where mu < DBL_MIN (-1: never)
+  std::vector<int> nonfinite_layer;  // first layer with a non-finite entry (-1: never); the trial
+                                     // stops there and later measures are NaN
+  std::vector<int> degenerate_total; // degenerate rows summed over layers
+};
+
+struct EngineSetup {
+  Config config;
+  MaskMatrix mask;
+  MaskGraph graph;
+  InputFiles files;
+  int max_rank = 0;        // largest rank the layers 1..L allow
+  int max_rank_input = 0;  // min(N, d), for layer 0
+};
+
+// Everything the engine needs before the first trial: the mask and the input files, read and
+// checked (UsageError for bad files or shapes).
+EngineSetup prepare(const Config& c);
+
+// Run one trial, writing row `trial` of the results (which must be sized by allocate_results).
+// `cancel` is polled between layers; returns false if the trial was abandoned because of it.
+bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel = nullptr);
+RunResults allocate_results(const EngineSetup& s);
+
+struct Interrupted : std::runtime_error {
+  Interrupted() : std::runtime_error("interrupted") {}
+};
+
+// How a batch of trials is driven: cancellation, progress (done, total), and a callback after
+// each completed trial (both called under one lock, never concurrently).
+struct RunControl {
+  const std::atomic<bool>* cancel = nullptr;
+  std::function<void(int done, int total)> progress;
+  std::function<void(int trial)> on_trial_done;
+};
+
+// Run the trials not marked in `skip` (empty = none skipped) into `r` on `threads` worker
+// threads (0 = all cores). Throws Interrupted when cancelled (completed trials stay in `r`).
+void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vector<char>& skip,
+                const RunControl& ctl);
+
+// Run all trials. The result is bitwise identical for any thread count.
+RunResults run_simulation(const EngineSetup& s, int threads, const std::atomic<bool>* cancel = nullptr,
+                          const std::function<void(int done, int total)>& progress = {});
+
+// Number of worker threads actually used for `requested` (0 = hardware concurrency) and `trials`.
+int resolve_threads(int requested, int trials);
+
+}  // namespace rcsim
