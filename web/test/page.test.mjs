@@ -1,0 +1,166 @@
+// Browser test of web/index.html: Debian's chromium driven headless by playwright-core (no browser
+// download), the page opened as a file:// URL (engine.js embeds the WebAssembly). Sets inputs,
+// clicks, reads the numbers the page prints, and saves screenshots into docs/web/.
+// Usage (after bash scripts/build-web.sh; in web/: npm ci): node test/page.test.mjs
+import { chromium } from 'playwright-core';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const web = path.resolve(here, '..');
+const shots = path.resolve(web, '..', 'docs', 'web');
+const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
+if (!fs.existsSync(path.join(web, 'engine.js'))) {
+  console.error('page.test.mjs: web/engine.js missing: run bash scripts/build-web.sh first');
+  process.exit(2);
+}
+if (!fs.existsSync(executablePath)) {
+  console.error(`page.test.mjs: no chromium at ${executablePath} (apt-get install chromium, or set CHROMIUM)`);
+  process.exit(2);
+}
+
+// SCIENCE.md 5.5: with W_V = [[0.5, 1], [0, 1]] and the sphere, token 1 ends at A or B.
+const A = [0, 1], B = [-0.6, -0.8];
+
+const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rcsim-chromium-'));
+let failures = 0;
+async function check(name, fn) {
+  try {
+    await fn();
+    console.log(`ok   ${name}`);
+  } catch (e) {
+    failures += 1;
+    console.log(`FAIL ${name}\n     ${e.message.split('\n').join('\n     ')}`);
+  }
+}
+
+const context = await chromium.launchPersistentContext(userDataDir, {
+  executablePath,
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync'],
+  viewport: { width: 1150, height: 1250 },
+});
+try {
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto(pathToFileURL(path.join(web, 'index.html')).href);
+  await page.waitForSelector('#status[data-ready="1"]', { timeout: 30000 });
+
+  const endState = async () => {
+    const d = await page.locator('#fig1-result').evaluate((el) => ({ ...el.dataset }));
+    return { x: Number(d.x1), y: Number(d.y1), at: d.equilibrium };
+  };
+  const near = (s, e, tol = 1e-9) => Math.hypot(s.x - e[0], s.y - e[1]) < tol;
+
+  await check('default start (225 degrees, third quadrant) ends at B', async () => {
+    const s = await endState();
+    assert.ok(near(s, B), `token 1 ended at (${s.x}, ${s.y}), expected B = (${B})`);
+    assert.equal(s.at, 'B');
+  });
+  await page.screenshot({ path: path.join(shots, 'figure1-B.png'), clip: await page.locator('#figure1').boundingBox() });
+
+  await check('typed start angle 20 degrees ends at A', async () => {
+    await page.fill('#fig1-angle', '20');
+    await page.dispatchEvent('#fig1-angle', 'change');
+    const s = await endState();
+    assert.ok(near(s, A), `token 1 ended at (${s.x}, ${s.y}), expected A = (${A})`);
+    assert.equal(s.at, 'A');
+  });
+
+  const canvas = page.locator('#fig1-canvas');
+  await check('click in the third quadrant of the circle ends at B', async () => {
+    await canvas.click({ position: { x: 210 - 90, y: 210 + 110 } });
+    const angle = Number(await page.inputValue('#fig1-angle'));
+    assert.ok(angle < -90 && angle > -180, `clicked angle ${angle} should be in the third quadrant`);
+    const s = await endState();
+    assert.ok(near(s, B), `token 1 ended at (${s.x}, ${s.y}), expected B`);
+  });
+  await check('click in the first quadrant ends at A', async () => {
+    await canvas.click({ position: { x: 210 + 120, y: 210 - 60 } });
+    const s = await endState();
+    assert.ok(near(s, A), `token 1 ended at (${s.x}, ${s.y}), expected A`);
+  });
+
+  await check('W_V = identity: token 1 drifts to token 0 = A (uniform average, renormalised)', async () => {
+    for (const [id, v] of [['wv00', '1'], ['wv01', '0'], ['wv10', '0'], ['wv11', '1']]) await page.fill(`#${id}`, v);
+    await page.fill('#fig1-angle', '225');
+    await page.fill('#fig1-steps', '2000');
+    await page.click('#fig1-run');
+    const s = await endState();
+    // x1(t+1) = (x0 + x1(t)) / ||.||: the angle to x0 halves every layer, 2000 layers reach A.
+    assert.ok(near(s, A, 1e-9), `token 1 ended at (${s.x}, ${s.y}), expected A`);
+  });
+
+  await check('W_V = identity, norm none, one layer: token 1 = (x0 + x1) / 2 exactly', async () => {
+    await page.selectOption('#fig1-norm', '0');
+    await page.fill('#fig1-steps', '1');
+    await page.fill('#fig1-angle', '0');
+    await page.click('#fig1-run');
+    const s = await endState();
+    assert.ok(Math.abs(s.x - 0.5) < 1e-15 && Math.abs(s.y - 0.5) < 1e-15, `got (${s.x}, ${s.y}), expected (0.5, 0.5)`);
+  });
+
+  await check('bad W_V entry gives a message naming the input', async () => {
+    await page.fill('#wv01', '');
+    await page.click('#fig1-run');
+    const text = await page.textContent('#fig1-result');
+    assert.match(text, /wv01/);
+  });
+
+  // Restore the default Figure 1 view for the full-page screenshot.
+  for (const [id, v] of [['wv00', '0.5'], ['wv01', '1'], ['wv10', '0'], ['wv11', '1'], ['fig1-steps', '200'], ['fig1-angle', '225']]) {
+    await page.fill(`#${id}`, v);
+  }
+  await page.selectOption('#fig1-norm', '1');
+  await page.click('#fig1-run');
+
+  const collapse = async () => {
+    await page.click('#col-run');
+    const d = await page.locator('#col-result').evaluate((el) => ({ ...el.dataset, text: el.textContent, cls: el.className }));
+    assert.ok(!d.cls.includes('error'), d.text);
+    return { mu0: Number(d.muEnd !== undefined ? d.mu0 : NaN), muEnd: Number(d.muEnd), relEnd: Number(d.relEnd), text: d.text };
+  };
+  await check('complete mask, no normalisation: mu falls by more than 1e6 in 30 layers', async () => {
+    const r = await collapse();
+    assert.ok(r.mu0 > 1, `mu(0) = ${r.mu0}`);
+    assert.ok(r.muEnd < 1e-6 * r.mu0, `mu: ${r.mu0} -> ${r.muEnd}`);
+  });
+  await page.screenshot({ path: path.join(shots, 'collapse-complete.png'), clip: await page.locator('#collapse').boundingBox() });
+
+  await check('complete mask, sphere, d = 64, N = 32: mu_rel falls below 1e-6', async () => {
+    await page.fill('#col-d', '64');
+    await page.fill('#col-dqk', '64');
+    await page.fill('#col-n', '32');
+    await page.selectOption('#col-norm', '1');
+    await page.fill('#col-depth', '60');
+    const r = await collapse();
+    assert.ok(r.relEnd < 1e-6, `mu_rel(60) = ${r.relEnd}`);
+  });
+
+  await check('d = 65 is refused with a message naming col-d', async () => {
+    await page.fill('#col-d', '65');
+    await page.click('#col-run');
+    assert.match(await page.textContent('#col-result'), /col-d.*\[1, 64\]/);
+    await page.fill('#col-d', '8');
+    await page.fill('#col-dqk', '8');
+    await page.fill('#col-n', '16');
+    await page.selectOption('#col-norm', '0');
+    await page.fill('#col-depth', '30');
+    await page.click('#col-run');
+  });
+
+  await page.screenshot({ path: path.join(shots, 'page.png'), fullPage: true });
+  await check('no JavaScript errors on the page', async () => {
+    assert.deepEqual(errors, []);
+  });
+} finally {
+  await context.close();
+  fs.rmSync(userDataDir, { recursive: true, force: true });
+}
+console.log(failures === 0 ? 'all browser checks passed' : `${failures} browser check(s) failed`);
+process.exit(failures === 0 ? 0 : 1);
