@@ -70,7 +70,9 @@ function runFigure1() {
       `token 0 = (${end[0].toFixed(6)}, ${end[1].toFixed(6)})\n` +
       `token 1 = (${end[2].toFixed(6)}, ${end[3].toFixed(6)})\n` +
       `token 1 is at: ${at === 'neither' ? 'neither A nor B' : at}`;
-    drawFigure1(traj, steps);
+    const ends = basins(wv, norm, Math.min(steps, 500));
+    out.dataset.basins = ends.map((e) => e || '-').join('');
+    drawFigure1(traj, steps, ends);
   } catch (e) {
     out.className = 'out error';
     out.dataset.equilibrium = 'error';
@@ -78,7 +80,24 @@ function runFigure1() {
   }
 }
 
-function drawFigure1(traj, steps) {
+// Where token 1 ends from each of `count` starting angles (token 0 at (0, 1)): 'A', 'B' or ''.
+function basins(wv, norm, steps, count = 360) {
+  const ends = [];
+  for (let k = 0; k < count; ++k) {
+    const th = (2 * Math.PI * k) / count;
+    const traj = callEngine(engine._rc_figure1, [wv, [0, 1, Math.cos(th), Math.sin(th)]], 4 * (steps + 1),
+      (p, o) => [p[0], p[1], norm, steps, o]);
+    const x = traj[4 * steps + 2], y = traj[4 * steps + 3];
+    let at = '';
+    for (const [name, e] of Object.entries(EQUILIBRIA)) if (Math.hypot(x - e[0], y - e[1]) < 1e-6) at = name;
+    ends.push(at);
+  }
+  return ends;
+}
+
+const BASIN_COLOURS = { A: 'rgba(0, 160, 0, 0.35)', B: 'rgba(230, 120, 0, 0.45)', '': 'rgba(120, 120, 120, 0.2)' };
+
+function drawFigure1(traj, steps, ends) {
   const c = fig1.canvas, g = c.getContext('2d');
   let extent = 1.3;
   for (let i = 0; i < traj.length; ++i) if (Number.isFinite(traj[i])) extent = Math.max(extent, Math.abs(traj[i]));
@@ -92,6 +111,14 @@ function drawFigure1(traj, steps) {
   g.stroke();
   const [cx, cy] = fig1ToCanvas(0, 0);
   const r = fig1ToCanvas(1, 0)[0] - cx;
+  // basins: the arc of starting angles from which token 1 ends at A (green) or B (orange)
+  g.lineWidth = 10;
+  ends.forEach((at, k) => {
+    const a0 = (2 * Math.PI * k) / ends.length, a1 = (2 * Math.PI * (k + 1)) / ends.length;
+    g.strokeStyle = BASIN_COLOURS[at];
+    g.beginPath(); g.arc(cx, cy, r + 8, -a1, -a0); g.stroke();
+  });
+  g.lineWidth = 1;
   g.strokeStyle = '#888';
   g.beginPath(); g.arc(cx, cy, r, 0, 2 * Math.PI); g.stroke();
   // equilibria
@@ -120,7 +147,8 @@ function drawFigure1(traj, steps) {
     g.beginPath(); g.arc(sx, sy, 5, 0, 2 * Math.PI); g.stroke();
   }
   g.fillStyle = '#000';
-  g.fillText('token 0 (blue), token 1 (red); circles: start', 10, c.height - 10);
+  g.fillText('token 0 (blue), token 1 (red); circles: start', 10, c.height - 26);
+  g.fillText('ring: token 1 starting here ends at A (green), B (orange)', 10, c.height - 10);
 }
 
 function placeToken1(ev) {

@@ -57,10 +57,23 @@ try {
   };
   const near = (s, e, tol = 1e-9) => Math.hypot(s.x - e[0], s.y - e[1]) < tol;
 
-  await check('default start (225 degrees, third quadrant) ends at B', async () => {
+  await check('default start (190 degrees, third quadrant) ends at B', async () => {
     const s = await endState();
     assert.ok(near(s, B), `token 1 ended at (${s.x}, ${s.y}), expected B = (${B})`);
     assert.equal(s.at, 'B');
+  });
+  await check('basins on a 1-degree grid: B exactly on the open third-quadrant arc (SCIENCE.md 5.5)', async () => {
+    const basins = await page.locator('#fig1-result').getAttribute('data-basins');
+    assert.equal(basins.length, 360);
+    const wrong = [];
+    for (let k = 0; k < 360; ++k) {
+      // 180 and 270 degrees are the arc's ends ((-1, 0) the unstable boundary, (0, -1) gives a
+      // zero row), where cos/sin of the rounded angle decide the side: not checked.
+      if (k === 180 || k === 270) continue;
+      const expected = k > 180 && k < 270 ? 'B' : 'A';
+      if (basins[k] !== expected) wrong.push(`${k} deg: ${basins[k]} (expected ${expected})`);
+    }
+    assert.deepEqual(wrong, []);
   });
   await page.screenshot({ path: path.join(shots, 'figure1-B.png'), clip: await page.locator('#figure1').boundingBox() });
 
@@ -113,7 +126,7 @@ try {
   });
 
   // Restore the default Figure 1 view for the full-page screenshot.
-  for (const [id, v] of [['wv00', '0.5'], ['wv01', '1'], ['wv10', '0'], ['wv11', '1'], ['fig1-steps', '200'], ['fig1-angle', '225']]) {
+  for (const [id, v] of [['wv00', '0.5'], ['wv01', '1'], ['wv10', '0'], ['wv11', '1'], ['fig1-steps', '200'], ['fig1-angle', '190']]) {
     await page.fill(`#${id}`, v);
   }
   await page.selectOption('#fig1-norm', '1');
