@@ -11,10 +11,9 @@ command -v emcc >/dev/null || { echo "build-web.sh: emcc not found (apt-get inst
 
 # The sim/ sources compiled as they are. Left out: sim/model/inputs.cpp (weight/input draws: HDF5
 # files), sim/core/config.cpp (Boost.Program_options), sim/geometry/selectability.cpp (GLPK).
-# sim/model/mask.cpp is linked for complete/causal/sliding masks; its custom-mask reader (HDF5) is
-# never called by the page and stays an unresolved import (ERROR_ON_UNDEFINED_SYMBOLS=0 below).
-# sim/measure/metrics.cpp is linked for token_similarity; its SVD path needs LAPACK's dlasq1,
-# which the page never calls (same treatment).
+# sim/model/mask.cpp (custom masks read from HDF5) and sim/measure/metrics.cpp (singular values by
+# LAPACK's dlasq1) reference code that is not here; the linker drops the functions the page never
+# reaches (make_mask, singular_values, ...), and any unresolved symbol left is an error.
 sources=(
   web/engine.cpp
   sim/core/random.cpp
@@ -36,7 +35,7 @@ trap 'rm -rf "$tmp"' EXIT
 emcc -O2 -std=c++17 -DNDEBUG -I/usr/include/eigen3 -I"$root/sim" -I"$hdf5_inc" \
   "${sources[@]}" -o "$tmp/engine.js" \
   -sMODULARIZE=1 -sSINGLE_FILE=1 -sENVIRONMENT=web,node -sEXPORT_NAME=createRcsimEngine -sALLOW_MEMORY_GROWTH=1 \
-  -sERROR_ON_UNDEFINED_SYMBOLS=0 -sDISABLE_EXCEPTION_CATCHING=0 \
+  -sDISABLE_EXCEPTION_CATCHING=0 \
   -sEXPORTED_FUNCTIONS=_rc_figure1,_rc_collapse,_malloc,_free \
   -sEXPORTED_RUNTIME_METHODS=cwrap,HEAPF64
 [ -s "$tmp/engine.js" ] || { echo "build-web.sh: emcc produced no output" >&2; exit 1; }
