@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/random.hpp"
+#include "geometry/brody.hpp"
 #include "measure/metrics.hpp"
 #include "model/layer.hpp"
 #include "model/mask.hpp"
@@ -120,6 +121,40 @@ EMSCRIPTEN_KEEPALIVE int rc_collapse(int n, int d, int d_qk, int heads, int mask
         attention_layer(X, w, p, ws, X_next);
         X.swap(X_next);
       }
+    }
+    return 0;
+  } catch (const std::exception&) {
+    return -2;
+  }
+}
+
+// Brody's four-key example (sim/geometry/brody.hpp, as `rcsim brody-example`) for one magnitude m
+// of key 3 and `angles` query angles (theta = 360 a / angles degrees, query norm s), normalisation
+// `proj` (projection on/off) and `scale` (scaling on/off). Writes
+//   out[0..7]   the keys' H coordinates after the normalisation, [4, 2] row-major;
+//   out[8..11]  selectable per key (1 / 0), decided by rcsim's LP (GLPK);
+//   out[12..15] the attention weights at angle index `angle`;
+//   out[16..19] each key's largest weight over all `angles` query angles.
+// Returns 0, -1 for bad arguments, -2 if the engine threw.
+EMSCRIPTEN_KEEPALIVE int rc_brody(double magnitude, int angles, double query_norm, int proj, int scale, int angle,
+                                  double* out) {
+  if (!(magnitude >= 0.0) || !std::isfinite(magnitude) || angles < 1 || !std::isfinite(query_norm) || angle < 0 ||
+      angle >= angles || (proj != 0 && proj != 1) || (scale != 0 && scale != 1))
+    return -1;
+  try {
+    BrodyExampleSpec spec;
+    spec.magnitudes = {magnitude};
+    spec.angles = angles;
+    spec.query_norm = query_norm;
+    const BrodyExample ex = brody_example(spec);
+    const Matrix& keys = ex.plane_keys[proj][scale][0];
+    const Matrix& weights = ex.weights[proj][scale][0];
+    for (int j = 0; j < 4; ++j) {
+      out[2 * j] = keys(j, 0);
+      out[2 * j + 1] = keys(j, 1);
+      out[8 + j] = ex.selectable[proj][scale][0][j];
+      out[12 + j] = weights(angle, j);
+      out[16 + j] = weights.col(j).maxCoeff();
     }
     return 0;
   } catch (const std::exception&) {
