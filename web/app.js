@@ -230,6 +230,94 @@ function drawCollapse(mu, rel, depth) {
   g.fillStyle = '#c21'; g.fillText('mu_rel (dashed)', R - 160, T + 30);
 }
 
+// ---------------- Selectable keys ----------------
+const KEY_COLOURS = ['#14c', '#73c', '#080', '#a50'];
+
+function runBrody() {
+  const out = document.getElementById('brody-result');
+  try {
+    const m = num('brody-m'), theta = int('brody-theta', 0, 359);
+    const proj = document.getElementById('brody-proj').checked ? 1 : 0;
+    const scale = document.getElementById('brody-scale').checked ? 1 : 0;
+    document.getElementById('brody-m-value').textContent = m.toFixed(2);
+    document.getElementById('brody-theta-value').textContent = String(theta);
+    const r = callEngine(engine._rc_brody, [], 20, (p, o) => [m, 360, 4, proj, scale, theta, o]);
+    const keys = [0, 1, 2, 3].map((j) => [r[2 * j], r[2 * j + 1]]);
+    const selectable = Array.from(r.slice(8, 12));
+    const weights = Array.from(r.slice(12, 16)), best = Array.from(r.slice(16, 20));
+    out.dataset.selectable = selectable.join('');
+    out.dataset.weights = weights.join(',');
+    out.dataset.best = best.join(',');
+    out.className = 'out';
+    out.textContent = keys.map((k, j) => `key ${j + 1}: ${selectable[j] ? 'selectable  ' : 'UNSELECTABLE'} ` +
+      `weight ${weights[j].toFixed(3)}, best over theta ${best[j].toFixed(3)}`).join('\n');
+    drawBrody(keys, selectable, weights, theta);
+  } catch (e) {
+    out.className = 'out error';
+    out.textContent = String(e.message || e);
+  }
+}
+
+// Convex hull (Andrew's monotone chain), only to draw the outline of the keys.
+function hull(points) {
+  const p = points.slice().sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  const cross = (o, a, b) => (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0]);
+  const half = (pts) => {
+    const h = [];
+    for (const q of pts) {
+      while (h.length >= 2 && cross(h[h.length - 2], h[h.length - 1], q) <= 0) h.pop();
+      h.push(q);
+    }
+    h.pop();
+    return h;
+  };
+  return half(p).concat(half(p.reverse()));
+}
+
+function drawBrody(keys, selectable, weights, theta) {
+  const c = document.getElementById('brody-canvas'), g = c.getContext('2d');
+  g.clearRect(0, 0, c.width, c.height);
+  let extent = 1.2;
+  for (const k of keys) extent = Math.max(extent, Math.abs(k[0]) * 1.15, Math.abs(k[1]) * 1.15);
+  const T = (x, y) => [c.width / 2 + (x / extent) * (c.width / 2 - 20), c.height / 2 - (y / extent) * (c.height / 2 - 20)];
+  g.strokeStyle = '#ddd';
+  g.beginPath(); g.moveTo(...T(-extent, 0)); g.lineTo(...T(extent, 0)); g.moveTo(...T(0, -extent)); g.lineTo(...T(0, extent)); g.stroke();
+  const h = hull(keys);
+  g.fillStyle = 'rgba(100, 100, 200, 0.12)';
+  g.strokeStyle = '#669';
+  g.beginPath();
+  h.forEach((p, i) => (i === 0 ? g.moveTo(...T(...p)) : g.lineTo(...T(...p))));
+  g.closePath(); g.fill(); g.stroke();
+  // query direction (unit arrow scaled to the plot)
+  const th = (theta * Math.PI) / 180, qx = Math.cos(th) * extent * 0.9, qy = Math.sin(th) * extent * 0.9;
+  g.strokeStyle = '#000'; g.lineWidth = 2;
+  g.beginPath(); g.moveTo(...T(0, 0)); g.lineTo(...T(qx, qy)); g.stroke();
+  g.lineWidth = 1; g.fillStyle = '#000'; g.font = '14px sans-serif';
+  g.fillText('q', ...T(qx * 1.05, qy * 1.05));
+  keys.forEach((k, j) => {
+    const [px, py] = T(...k);
+    g.fillStyle = KEY_COLOURS[j];
+    g.beginPath(); g.arc(px, py, 7, 0, 2 * Math.PI); g.fill();
+    g.fillText(`k${j + 1}`, px + 9, py - 9);
+    if (!selectable[j]) {
+      g.strokeStyle = '#d00'; g.lineWidth = 3;
+      g.beginPath(); g.moveTo(px - 11, py - 11); g.lineTo(px + 11, py + 11); g.moveTo(px + 11, py - 11); g.lineTo(px - 11, py + 11); g.stroke();
+      g.lineWidth = 1;
+    }
+  });
+  const b = document.getElementById('brody-bars'), gb = b.getContext('2d');
+  gb.clearRect(0, 0, b.width, b.height);
+  gb.font = '13px sans-serif';
+  weights.forEach((w, j) => {
+    const x = 20 + j * 85, hgt = w * (b.height - 50);
+    gb.fillStyle = KEY_COLOURS[j];
+    gb.fillRect(x, b.height - 25 - hgt, 50, hgt);
+    gb.fillStyle = '#000';
+    gb.fillText(`k${j + 1}${selectable[j] ? '' : ' (unsel.)'}`, x, b.height - 8);
+    gb.fillText(w.toFixed(3), x + 5, b.height - 30 - hgt);
+  });
+}
+
 // ---------------- start ----------------
 createRcsimEngine().then((m) => {
   engine = m;
@@ -240,6 +328,10 @@ createRcsimEngine().then((m) => {
   for (const id of ['wv00', 'wv01', 'wv10', 'wv11', 'fig1-norm', 'fig1-angle', 'fig1-steps']) {
     document.getElementById(id).addEventListener('change', runFigure1);
   }
+  for (const id of ['brody-m', 'brody-theta', 'brody-proj', 'brody-scale']) {
+    document.getElementById(id).addEventListener('input', runBrody);
+  }
+  runBrody();
   runFigure1();
   runCollapse();
   const status = document.getElementById('status');

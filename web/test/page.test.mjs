@@ -51,6 +51,40 @@ try {
   await page.goto(pathToFileURL(path.join(web, 'index.html')).href);
   await page.waitForSelector('#status[data-ready="1"]', { timeout: 30000 });
 
+  // Brody's four keys against docs/geometry.md section 3 (the table of `rcsim brody-example`):
+  // key 2 unselectable from m* = 2.318 on without scaling, selectable with scaling; key 2's best
+  // weight over the query angles 0.64 (m = 1), 0.38 (m = 2), 0.29 (m = 3), 0.25 (m = 4).
+  const brody = async (m, proj, scale) => {
+    await page.locator('#brody-m').fill(String(m));
+    await page.setChecked('#brody-proj', proj);
+    await page.setChecked('#brody-scale', scale);
+    const d = await page.locator('#brody-result').evaluate((el) => ({ ...el.dataset }));
+    return { selectable: d.selectable, best: d.best.split(',').map(Number), weights: d.weights.split(',').map(Number) };
+  };
+  await check('Brody: m = 1, 2 all selectable; m = 2.30 selectable, 2.34 not (m* = 2.318)', async () => {
+    assert.equal((await brody(1, false, false)).selectable, '1111');
+    assert.equal((await brody(2, false, false)).selectable, '1111');
+    assert.equal((await brody(2.3, false, false)).selectable, '1111');
+    assert.equal((await brody(2.34, false, false)).selectable, '1011');
+  });
+  await check('Brody: key 2 best weights 0.64, 0.38, 0.29, 0.25 for m = 1..4 (docs/geometry.md)', async () => {
+    const expected = { 1: 0.64, 2: 0.38, 3: 0.29, 4: 0.25 };
+    for (const [m, w] of Object.entries(expected)) {
+      const r = await brody(Number(m), false, false);
+      assert.ok(Math.abs(r.best[1] - w) < 0.005, `m = ${m}: best weight of key 2 ${r.best[1]}, expected ${w}`);
+    }
+  });
+  await check('Brody: m = 3, projection alone leaves key 2 unselectable; scaling, or both, restore it', async () => {
+    assert.equal((await brody(3, true, false)).selectable, '1011');
+    assert.equal((await brody(3, false, true)).selectable, '1111');
+    const both = await brody(3, true, true);
+    assert.equal(both.selectable, '1111');
+    const sum = both.weights.reduce((a, b) => a + b, 0);
+    assert.ok(Math.abs(sum - 1) < 1e-12, `weights sum to ${sum}`);
+  });
+  await brody(3, false, false);
+  await page.screenshot({ path: path.join(shots, 'brody-m3.png'), clip: await page.locator('#brody').boundingBox() });
+
   const endState = async () => {
     const d = await page.locator('#fig1-result').evaluate((el) => ({ ...el.dataset }));
     return { x: Number(d.x1), y: Number(d.y1), at: d.equilibrium };
