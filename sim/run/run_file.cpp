@@ -128,20 +128,22 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
 
   // Per-trial, per-layer measures.
   const h5::Group metrics = f.create_group("metrics");
-  for (std::size_t i = 0; i < token_measure_info().size(); ++i) {
-    const MeasureInfo& info = token_measure_info()[i];
+  for (std::size_t i = 0; i < r.token_info.size(); ++i) {
+    const MeasureInfo& info = r.token_info[i];
     const h5::Dataset ds = write_measure(metrics, info, r.token[i], trial, layer);
     if (std::string(info.name) == "rank") {
       ds.set_attr("rtol", c.metrics.rank_rtol);
       ds.set_attr("atol", c.metrics.rank_atol);
     }
+    if (std::string(info.name) == "pair_density") ds.set_attr("threshold", c.metrics.pair_threshold);  // issue 12
+    if (std::string(info.name) == "clusters") ds.set_attr("tau", c.metrics.cluster_tau);
     if (std::string(info.name) == "sigma_at_max_rank") {
       ds.set_attr("max_rank", s.max_rank);
       ds.set_attr("max_rank_input", s.max_rank_input);
     }
   }
-  for (std::size_t i = 0; i < attention_measure_info().size(); ++i)
-    write_measure(metrics, attention_measure_info()[i], r.attention[i], trial, attn_layer);
+  for (std::size_t i = 0; i < r.attention_info.size(); ++i)
+    write_measure(metrics, r.attention_info[i], r.attention[i], trial, attn_layer);
   if (!r.spectrum.empty()) {
     const auto m = static_cast<std::size_t>(r.spectrum_size);
     std::vector<double> data;
@@ -197,10 +199,10 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
   // Ensemble summary per layer.
   {
     const h5::Group g = f.create_group("summary");
-    for (std::size_t i = 0; i < token_measure_info().size(); ++i)
-      write_summary(g, token_measure_info()[i].name, r.token[i], token_measure_info()[i], layer);
-    for (std::size_t i = 0; i < attention_measure_info().size(); ++i)
-      write_summary(g, attention_measure_info()[i].name, r.attention[i], attention_measure_info()[i], attn_layer);
+    for (std::size_t i = 0; i < r.token_info.size(); ++i)
+      write_summary(g, r.token_info[i].name, r.token[i], r.token_info[i], layer);
+    for (std::size_t i = 0; i < r.attention_info.size(); ++i)
+      write_summary(g, r.attention_info[i].name, r.attention[i], r.attention_info[i], attn_layer);
     const Matrix log_mu = r.token[0].unaryExpr([](double x) { return std::log10(x); });
     write_summary(g, "log10_mu", log_mu, {"log10_mu", "log10 of mu (-inf where mu = 0)", "1"}, layer);
     const auto S = static_cast<Eigen::Index>(layer_ids.size());
