@@ -328,7 +328,7 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
     if (v["model.d_qk"] != "auto" && !(std::abs(c.model.d_qk - d_qk) <= 1e-12 * d_qk))
       throw UsageError("keys 'model.beta' = " + v["model.beta"] + " and 'model.d_qk' = " + v["model.d_qk"] +
                        " disagree: beta = 1/sqrt(d_QK); give one of the two");
-    c.model.d_qk = d_qk;
+    if (v["model.d_qk"] == "auto") c.model.d_qk = d_qk;  // given both: d_QK as given (bitwise re-runs)
   }
   c.model.head_mix = parse_enum("model.head_mix", v["model.head_mix"], kHeadMixNames);
   c.attention_kind = parse_enum("attention.kind", v["attention.kind"], kAttentionNames);
