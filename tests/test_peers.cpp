@@ -45,6 +45,8 @@ TEST_CASE("Dong et al.'s residual worked by hand", "[peers][metrics]") {
   Matrix X(3, 2);
   X << 0, 0, 0, 0, 3, 0;
   CHECK_THAT(dong_residual(X), WithinRel(std::sqrt(8.0), 1e-15));
+  // ||X||_1 = 3 (column 0), ||X||_inf = 3 (row 2): composite norm 3.
+  CHECK_THAT(composite_norm(X), WithinRel(3.0, 1e-15));
   // Identical tokens: no residual.
   Matrix Y = Matrix::Ones(4, 3);
   CHECK(dong_residual(Y) == 0.0);

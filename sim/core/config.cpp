@@ -75,7 +75,8 @@ const std::vector<KeyInfo> kKeys = {
      "layers at which measures are computed and stored (always 0 and L): all | every:K (multiples of K) | "
      "log:K (K log-spaced layers per decade) | list:a b c (layers, spaces or commas)"},
     {"output.measures", "none",
-     "extra measures (comma list, or none): pair_density | clusters | dong_residual | effective_rank (of X) | "
+     "extra measures (comma list, or none): pair_density | clusters | dong_residual | dong_residual_rel | "
+     "effective_rank (of X) | "
      "attn_rank | ergodicity (of the head-averaged attention matrix and of its products over layers)"},
     {"metrics.rank_rtol", "auto", "relative rank tolerance >= 0 (auto = max(N, d) * machine epsilon)"},
     {"metrics.rank_atol", "0", "absolute rank tolerance >= 0; tol = max(atol, rtol * sigma_max)"},
@@ -252,7 +253,7 @@ bool is_known_key(const std::string& key) {
 const std::vector<KeyInfo>& config_keys() { return kKeys; }
 
 const std::vector<std::string>& peer_measure_names() {
-  static const std::vector<std::string> names = {"pair_density", "clusters",  "dong_residual",
+  static const std::vector<std::string> names = {"pair_density",   "clusters",  "dong_residual", "dong_residual_rel",
                                                  "effective_rank", "attn_rank", "ergodicity"};
   return names;
 }

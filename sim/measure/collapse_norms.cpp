@@ -4,12 +4,13 @@
 
 namespace rcsim {
 
-double dong_residual(const Eigen::Ref<const Matrix>& X) {
-  const Matrix R = X.rowwise() - X.colwise().mean();
-  const double norm_1 = R.cwiseAbs().colwise().sum().maxCoeff();
-  const double norm_inf = R.cwiseAbs().rowwise().sum().maxCoeff();
+double composite_norm(const Eigen::Ref<const Matrix>& M) {
+  const double norm_1 = M.cwiseAbs().colwise().sum().maxCoeff();
+  const double norm_inf = M.cwiseAbs().rowwise().sum().maxCoeff();
   return std::sqrt(norm_1 * norm_inf);
 }
+
+double dong_residual(const Eigen::Ref<const Matrix>& X) { return composite_norm(X.rowwise() - X.colwise().mean()); }
 
 double effective_rank(const Vector& sigma) {
   const double total = sigma.sum();

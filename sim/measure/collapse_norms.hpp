@@ -5,8 +5,10 @@
 
 namespace rcsim {
 
-// Dong et al. (2021)'s residual in their composite norm: R = X - 1 x_bar (x_bar the mean token),
-// sqrt(||R||_1 ||R||_inf), ||R||_1 the largest column sum of |R_ij|, ||R||_inf the largest row sum.
+// Dong et al. (2021)'s composite norm sqrt(||M||_1 ||M||_inf), ||M||_1 the largest column sum of
+// |M_ij|, ||M||_inf the largest row sum.
+double composite_norm(const Eigen::Ref<const Matrix>& M);
+// Their residual in it: composite_norm(X - 1 x_bar), x_bar the mean token.
 double dong_residual(const Eigen::Ref<const Matrix>& X);
 
 // Effective rank (Roy and Vetterli 2007) from the singular values: exp(-sum_i p_i ln p_i),

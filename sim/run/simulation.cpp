@@ -47,6 +47,7 @@ const PeerMeasureInfo& peer_measure_info(const std::string& name) {
       {{"pair_density", "fraction of ordered token pairs i != j with cos(x_i, x_j) > metrics.pair_threshold", "1"}, true},
       {{"clusters", "connected components of the graph cos(x_i, x_j) > metrics.cluster_tau", "1"}, true},
       {{"dong_residual", "Dong et al.'s residual sqrt(||R||_1 ||R||_inf), R = X - 1 gamma", "same as X"}, true},
+      {{"dong_residual_rel", "Dong et al.'s residual relative to the composite norm of X (their figures)", "1"}, true},
       {{"effective_rank", "effective rank exp(-sum p_i ln p_i), p_i = sigma_i / sum sigma", "1"}, true},
       {{"attn_rank", "numerical rank of the head-averaged attention matrix (metrics.rank_rtol, rank_atol)", "1"}, false},
       {{"ergodicity", "ergodicity coefficient of the product A(t) ... A(0) of head-averaged attention matrices", "1"},
@@ -125,6 +126,8 @@ void record_peer_tokens(const Config& c, const Matrix& X, const Vector& sigma, i
       value = cluster_count(X, c.metrics.cluster_tau);
     else if (name == "dong_residual")
       value = dong_residual(X);
+    else if (name == "dong_residual_rel")
+      value = dong_residual(X) / composite_norm(X);
     else if (name == "effective_rank")
       value = effective_rank(sigma);
     else

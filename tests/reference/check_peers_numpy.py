@@ -65,13 +65,15 @@ def token_measures(x, thr, tau):
     return {"pair_density": np.sum(c[off] > thr) / (n * (n - 1)),
             "clusters": np.nan if near else components((c > tau) & off),
             "dong_residual": np.sqrt(np.abs(r).sum(axis=0).max() * np.abs(r).sum(axis=1).max()),
+            "dong_residual_rel": np.sqrt(np.abs(r).sum(axis=0).max() * np.abs(r).sum(axis=1).max()
+                                         / (np.abs(x).sum(axis=0).max() * np.abs(x).sum(axis=1).max())),
             "effective_rank": np.exp(-np.sum(p * np.log(p))),
             "mu": np.linalg.norm(r)}
 
 
 def simulate(x0, wq, wk, wv, mask, beta, kind, head_mix, alpha, project, norm, redraw, rtol, thr, tau):
     x = x0.copy()
-    out = {k: [] for k in ["pair_density", "clusters", "dong_residual", "effective_rank", "mu",
+    out = {k: [] for k in ["pair_density", "clusters", "dong_residual", "dong_residual_rel", "effective_rank", "mu",
                            "attn_rank", "ergodicity", "attn_min"]}
     prod = np.eye(N)
     H = wq.shape[1]
@@ -165,7 +167,7 @@ def main():
                  f"--weights.redraw_every={case['redraw']}", "--init.type=file", f"--init.file={path}",
                  "--weights.q=file", "--weights.k=file", f"--weights.file={path}", f"--run.trials={T}",
                  f"--metrics.pair_threshold={thr}", f"--metrics.cluster_tau={tau}",
-                 "--output.measures=pair_density,clusters,dong_residual,effective_rank,attn_rank,ergodicity"]
+                 "--output.measures=pair_density,clusters,dong_residual,dong_residual_rel,effective_rank,attn_rank,ergodicity"]
         got, rtol = run(rcsim, args, os.path.join(work, f"peer_run{ci}.h5"))
         mask = mask_matrix(case["mask"], N)
         for trial in range(T):
