@@ -78,6 +78,8 @@ const std::vector<KeyInfo> kKeys = {
      "extra measures (comma list, or none): pair_density | clusters | dong_residual | dong_residual_rel | "
      "effective_rank (of X) | "
      "attn_rank | ergodicity (of the head-averaged attention matrix and of its products over layers)"},
+    {"output.attention", "false",
+     "store the head-averaged attention matrix (1/H) sum_h A_h of every recorded attention layer in /attention"},
     {"metrics.rank_rtol", "auto", "relative rank tolerance >= 0 (auto = max(N, d) * machine epsilon)"},
     {"metrics.rank_atol", "0", "absolute rank tolerance >= 0; tol = max(atol, rtol * sigma_max)"},
     // --- Peer measures (issue 12, docs/peers.md) ---
@@ -442,6 +444,7 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   v["metrics.rank_rtol"] = fmt_double(c.metrics.rank_rtol);
   c.metrics.rank_atol = parse_double_min("metrics.rank_atol", v["metrics.rank_atol"], 0.0, false);
   // --- Peer measures (issue 12) ---
+  c.output.attention = parse_bool("output.attention", v["output.attention"]);
   c.metrics.pair_threshold = parse_double("metrics.pair_threshold", v["metrics.pair_threshold"]);
   c.metrics.cluster_tau = parse_double("metrics.cluster_tau", v["metrics.cluster_tau"]);
   if (v["output.measures"] != "none") {

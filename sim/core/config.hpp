@@ -86,6 +86,7 @@ struct OutputConfig {
   std::vector<int> measure_layers;   // resolved from `schedule`: ascending, always 0 and L
   // --- Peer measures (issue 12): extra measures, only when asked (output.measures) ---
   std::vector<std::string> measures;  // subset of peer_measure_names(), in that order
+  bool attention = false;             // store the head-averaged attention matrices
 };
 
 struct MetricsConfig {

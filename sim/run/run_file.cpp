@@ -196,6 +196,23 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
     ds.attach_scale(tl, 1);
   }
 
+  // Attention matrices (output.attention, issue 12).
+  if (!r.attention_matrices.empty()) {
+    std::vector<double> data;
+    for (const auto& per_trial : r.attention_matrices)
+      for (const Matrix& A : per_trial) {
+        const auto rm = row_major(A);
+        data.insert(data.end(), rm.begin(), rm.end());
+      }
+    const h5::Dataset ds = f.write(
+        "attention", {static_cast<hsize_t>(T), attn_ids.size(), static_cast<hsize_t>(N), static_cast<hsize_t>(N)},
+        data.data());
+    ds.set_attr("long_name", "head-averaged attention matrix (1/H) sum_h A_h of the layer t -> t+1 (rows: queries)");
+    ds.set_attr("units", "1");
+    ds.attach_scale(trial, 0);
+    ds.attach_scale(attn_layer, 1);
+  }
+
   // Ensemble summary per layer.
   {
     const h5::Group g = f.create_group("summary");

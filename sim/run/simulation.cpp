@@ -101,6 +101,7 @@ RunResults allocate_results(const EngineSetup& s) {
   r.attention.assign(r.attention_info.size(), Matrix::Constant(r.trials, Sa, nan));
   if (c.output.spectrum) r.spectrum.assign(static_cast<std::size_t>(r.trials), Matrix());
   if (!c.output.token_layers.empty()) r.snapshots.assign(static_cast<std::size_t>(r.trials), {});
+  if (c.output.attention) r.attention_matrices.assign(static_cast<std::size_t>(r.trials), {});
   r.underflow_layer.assign(static_cast<std::size_t>(r.trials), -1);
   r.nonfinite_layer.assign(static_cast<std::size_t>(r.trials), -1);
   r.degenerate_total.assign(static_cast<std::size_t>(r.trials), 0);
@@ -158,7 +159,8 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   params.usa = c.attention_kind == AttentionKind::usa;  // peer dynamics (issue 12)
   params.head_mean = c.model.head_mix == HeadMix::mean;
   params.tangent = c.residual_project == ResidualProject::tangent;
-  params.keep_attention = want_attn_rank || want_ergodicity;
+  params.keep_attention = want_attn_rank || want_ergodicity || c.output.attention;
+  if (c.output.attention) r.attention_matrices[ti].clear();
   LayerWorkspace ws(N, d, c.model.key_dim);
   MeasureOptions opt{c.metrics.rank_rtol, c.metrics.rank_atol, s.max_rank_input};
   Vector sigma;
@@ -204,6 +206,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
           r.attention[i++](trial, acol) =
               numerical_rank(singular_values(ws.attention_mean), c.metrics.rank_rtol, c.metrics.rank_atol);
         if (want_ergodicity) r.attention[i++](trial, acol) = ergodicity_coefficient(product);
+        if (c.output.attention) r.attention_matrices[ti].push_back(ws.attention_mean);
       }
     }
     r.degenerate_total[ti] += rep.degenerate_rows;
@@ -213,6 +216,8 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   // Snapshots of layers never reached (non-finite tokens) are stored as NaN.
   while (!r.snapshots.empty() && r.snapshots[ti].size() < snap_layers.size())
     r.snapshots[ti].push_back(Matrix::Constant(N, d, std::numeric_limits<double>::quiet_NaN()));
+  while (!r.attention_matrices.empty() && r.attention_matrices[ti].size() < r.attention_layer_index.size())
+    r.attention_matrices[ti].push_back(Matrix::Constant(N, N, std::numeric_limits<double>::quiet_NaN()));
   return true;
 }
 

@@ -48,6 +48,9 @@ struct RunResults {
   std::vector<MeasureInfo> token_info, attention_info;
   std::vector<Matrix> spectrum;               // per trial: layer_index.size() x min(N, d), if requested
   std::vector<std::vector<Matrix>> snapshots; // per trial, per requested layer: N x d
+  // per trial, per recorded attention layer: the head-averaged attention matrix N x N
+  // (output.attention, issue 12)
+  std::vector<std::vector<Matrix>> attention_matrices;
   std::vector<int> underflow_layer;  // first layer where mu < DBL_MIN (-1: never)
   std::vector<int> nonfinite_layer;  // first layer with a non-finite entry (-1: never); the trial
                                      // stops there and later measures are NaN

@@ -5,7 +5,8 @@ Written for this test from the formulas of docs/peers.md (not from rcsim's code)
 attention (attention.kind = usa), heads averaged (model.head_mix = mean), the tangent-projected
 residual (residual.project = tangent), W_V tied to the bilinear form (weights.v = tied_qk),
 weights redrawn every K layers (weights.redraw_every), and the measures pair_density, clusters,
-dong_residual, effective_rank, attn_rank, ergodicity. Inputs and weights come from an HDF5 file,
+dong_residual, dong_residual_rel, effective_rank, attn_rank, ergodicity, and the stored attention
+matrices (output.attention). Inputs and weights come from an HDF5 file,
 so both sides start from identical tokens and weights. Also runs the same trajectory two ways
 where rcsim has two spellings: model.beta against model.d_qk.
 
@@ -74,7 +75,7 @@ def token_measures(x, thr, tau):
 def simulate(x0, wq, wk, wv, mask, beta, kind, head_mix, alpha, project, norm, redraw, rtol, thr, tau):
     x = x0.copy()
     out = {k: [] for k in ["pair_density", "clusters", "dong_residual", "dong_residual_rel", "effective_rank", "mu",
-                           "attn_rank", "ergodicity", "attn_min"]}
+                           "attn_rank", "ergodicity", "attn_min", "attention"]}
     prod = np.eye(N)
     H = wq.shape[1]
     for t in range(L + 1):
@@ -111,6 +112,7 @@ def simulate(x0, wq, wk, wv, mask, beta, kind, head_mix, alpha, project, norm, r
         out["attn_rank"].append(np.nan if near else float(np.sum(sv > rtol * sv[0])))
         out["ergodicity"].append(0.5 * max(np.abs(prod[i] - prod[j]).sum() for i in range(N) for j in range(N)))
         out["attn_min"].append(min(mins))
+        out["attention"].append(abar)
         x = y
     return out
 
@@ -119,7 +121,10 @@ def run(rcsim, args, out):
     subprocess.run([rcsim, "run", "--config", "/dev/null", "--quiet", "--force", f"--output.file={out}"] + args,
                    check=True)
     with h5py.File(out, "r") as f:
-        return {k: f["metrics"][k][()] for k in f["metrics"]}, f["metrics/rank"].attrs["rtol"]
+        got = {k: f["metrics"][k][()] for k in f["metrics"]}
+        if "attention" in f:
+            got["attention"] = f["attention"][()]
+        return got, f["metrics/rank"].attrs["rtol"]
 
 
 def main():
@@ -167,7 +172,7 @@ def main():
                  f"--weights.redraw_every={case['redraw']}", "--init.type=file", f"--init.file={path}",
                  "--weights.q=file", "--weights.k=file", f"--weights.file={path}", f"--run.trials={T}",
                  f"--metrics.pair_threshold={thr}", f"--metrics.cluster_tau={tau}",
-                 "--output.measures=pair_density,clusters,dong_residual,dong_residual_rel,effective_rank,attn_rank,ergodicity"]
+                 "--output.attention=true", "--output.measures=pair_density,clusters,dong_residual,dong_residual_rel,effective_rank,attn_rank,ergodicity"]
         got, rtol = run(rcsim, args, os.path.join(work, f"peer_run{ci}.h5"))
         mask = mask_matrix(case["mask"], N)
         for trial in range(T):
@@ -176,6 +181,8 @@ def main():
             for key, values in ref.items():
                 values = np.array(values, dtype=float)
                 g = got[key][trial]
+                if key == "attention":  # matrices: compare entry by entry
+                    g, values = g.ravel(), values.ravel()
                 known = ~np.isnan(values)
                 skipped += np.sum(~known)
                 rel = np.abs(g - values) / np.maximum(np.abs(values), 1e-300)
