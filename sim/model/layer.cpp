@@ -27,6 +27,14 @@ LayerWorkspace::LayerWorkspace(int n, int d, int dk) : XV(n, d), Y(n, d) {
   (void)dk;
 }
 
+LayerParams layer_params(const Config& c, const MaskMatrix* mask, const Normalization* norm) {
+  LayerParams p{mask, c.model.d_qk, c.residual_alpha, norm};
+  p.usa = c.attention_kind == AttentionKind::usa;  // peer dynamics (issue 12)
+  p.head_mean = c.model.head_mix == HeadMix::mean;
+  p.tangent = c.residual_project == ResidualProject::tangent;
+  return p;
+}
+
 LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const LayerParams& p,
                             LayerWorkspace& ws, Matrix& X_next) {
   LayerReport report;

@@ -3,6 +3,7 @@
 //   Y <- X + alpha Y (if alpha != 0),  X(t+1) = normalise rows of Y.
 #pragma once
 
+#include "core/config.hpp"
 #include "model/attention.hpp"
 #include "model/inputs.hpp"
 #include "model/normalization.hpp"
@@ -21,6 +22,9 @@ struct LayerParams {
   bool tangent = false;    // residual.project = tangent: Y = X + alpha P(Y_attn)
   bool keep_attention = false;  // fill LayerWorkspace::attention_mean (peer measures)
 };
+
+// The parameters of `c`'s layer for this mask and normalisation (which must outlive them).
+LayerParams layer_params(const Config& c, const MaskMatrix* mask, const Normalization* norm);
 
 // What a layer reports besides its output.
 struct LayerReport {

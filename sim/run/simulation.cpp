@@ -155,10 +155,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   };
   const bool want_attn_rank = asked("attn_rank"), want_ergodicity = asked("ergodicity");
   Matrix product = want_ergodicity ? Matrix(Matrix::Identity(N, N)) : Matrix();
-  LayerParams params{&s.mask, c.model.d_qk, c.residual_alpha, &norm};
-  params.usa = c.attention_kind == AttentionKind::usa;  // peer dynamics (issue 12)
-  params.head_mean = c.model.head_mix == HeadMix::mean;
-  params.tangent = c.residual_project == ResidualProject::tangent;
+  LayerParams params = layer_params(c, &s.mask, &norm);
   params.keep_attention = want_attn_rank || want_ergodicity || c.output.attention;
   if (c.output.attention) r.attention_matrices[ti].clear();
   LayerWorkspace ws(N, d, c.model.key_dim);
