@@ -8,7 +8,9 @@ weights redrawn every K layers (weights.redraw_every), and the measures pair_den
 dong_residual, dong_residual_rel, effective_rank, attn_rank, ergodicity, and the stored attention
 matrices (output.attention). Inputs and weights come from an HDF5 file,
 so both sides start from identical tokens and weights. Also runs the same trajectory two ways
-where rcsim has two spellings: model.beta against model.d_qk.
+where rcsim has two spellings: model.beta against model.d_qk, weights.qk = identity against
+identity W_Q and W_K, weights.shared against weights.redraw_every = L (all bitwise), and
+model.head_mix = mean against W_V,h / H (round-off).
 
 Agreement: relative 1e-9 on real-valued measures (absolute 1e-11 of the scale below 1e-12);
 integer-valued measures (clusters, attn_rank) exactly, except where a cosine or singular value
@@ -210,6 +212,36 @@ def main():
             if (exact and diff != 0) or diff > 1e-12:
                 failures += 1
                 print(f"MISMATCH model.beta={beta} against model.d_qk={1 / beta**2}: {key} relative {diff:.3g}")
+    # More pairs of spellings of the same run (weights drawn by rcsim from the same stream).
+    base = [f"--model.tokens={N}", f"--model.dim={D}", f"--model.layers={L}", "--run.trials=3", "--norm.type=sphere"]
+    pairs = [
+        # W_Q = W_K = I as a bilinear form or as two identity matrices (bitwise).
+        (["--weights.qk=identity"], ["--weights.q=identity", "--weights.k=identity"], True),
+        # one draw for all layers: weights.shared, or a redraw period as long as the run (bitwise).
+        (["--weights.shared=true"], [f"--weights.redraw_every={L}"], True),
+    ]
+    # Averaged heads: model.head_mix = mean, or the sum with every W_V,h divided by H (round-off).
+    H = 3
+    x0 = rng.standard_normal((3, N, D))
+    wq, wk, wv = (rng.standard_normal((L, H, D, D)) / np.sqrt(D) for _ in range(3))
+    path = os.path.join(work, "heads.h5")
+    with h5py.File(path, "w") as f:
+        f["X0"], f["W_Q"], f["W_K"], f["W_V"], f["W_V_over_H"] = x0, wq, wk, wv, wv / H
+    with h5py.File(os.path.join(work, "heads_scaled.h5"), "w") as f:
+        f["W_Q"], f["W_K"], f["W_V"] = wq, wk, wv / H
+    files = ["--init.type=file", f"--init.file={path}", "--weights.q=file", "--weights.k=file", "--weights.v=file",
+             f"--model.heads={H}", "--residual.alpha=0.7"]
+    pairs.append((files + [f"--weights.file={path}", "--model.head_mix=mean"],
+                  files + [f"--weights.file={os.path.join(work, 'heads_scaled.h5')}"], False))
+    for one, other, exact in pairs:
+        a, _ = run(rcsim, base + one, os.path.join(work, "one.h5"))
+        b, _ = run(rcsim, base + other, os.path.join(work, "other.h5"))
+        for key in ("mu", "sigma_max", "sigma_min", "attn_entropy"):
+            diff = np.max(np.abs(a[key] - b[key]) / np.maximum(np.abs(b[key]), 1e-300))
+            checked += a[key].size
+            if (exact and diff != 0) or diff > 1e-12:
+                failures += 1
+                print(f"MISMATCH {one} against {other}: {key} relative {diff:.3g}")
     print(f"{checked} values compared ({skipped} skipped at a threshold), {failures} mismatching rows")
     print(f"{0 if failures else 1} passed, {1 if failures else 0} failed")
     sys.exit(1 if failures else 0)
