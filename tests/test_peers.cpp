@@ -109,10 +109,9 @@ TEST_CASE("bilinear forms: symmetry and entry variances", "[peers][weights]") {
   };
   // Variances from the definitions in bilinear.hpp: (G1 G2)_ij / sqrt(d) has variance d / d = 1;
   // (G + G^T)_ij / sqrt(2) has 1 off the diagonal, 4 / 2 = 2 on it; GOE divides those by d.
-  for (const Expect e : {Expect{BilinearType::gaussian_product, false, 1.0, 1.0},
-                         Expect{BilinearType::symmetric, true, 2.0, 1.0},
-                         Expect{BilinearType::goe, true, 2.0 / d, 1.0 / d},
-                         Expect{BilinearType::wigner, true, 1.0, 1.0}}) {
+  for (const Expect e :
+       {Expect{BilinearType::gaussian_product, false, 1.0, 1.0}, Expect{BilinearType::symmetric, true, 2.0, 1.0},
+        Expect{BilinearType::goe, true, 2.0 / d, 1.0 / d}, Expect{BilinearType::wigner, true, 1.0, 1.0}}) {
     INFO("type " << to_string(e.type));
     double diag = 0, off = 0;
     Matrix B;
@@ -143,9 +142,9 @@ TEST_CASE("bilinear forms: symmetry and entry variances", "[peers][weights]") {
 }
 
 TEST_CASE("weights.qk, tied_qk, redraw_every and across_trials in the sampler", "[peers][weights]") {
-  std::map<std::string, std::string> v = {{"model.dim", "3"}, {"model.heads", "2"}, {"weights.qk", "goe"},
-                                          {"weights.v", "tied_qk"}, {"weights.v_sign", "-1"},
-                                          {"weights.redraw_every", "2"}};
+  std::map<std::string, std::string> v = {{"model.dim", "3"},       {"model.heads", "2"},
+                                          {"weights.qk", "goe"},    {"weights.v", "tied_qk"},
+                                          {"weights.v_sign", "-1"}, {"weights.redraw_every", "2"}};
   const Config c = make_config(v);
   const InputFiles files;
   WeightSampler sampler(c, files);
@@ -165,9 +164,9 @@ TEST_CASE("weights.qk, tied_qk, redraw_every and across_trials in the sampler", 
   CHECK(w2.q[0] != w0.q[0]);
 
   // across_trials = shared: every trial sees the same weights (and here the same X(0)).
-  std::map<std::string, std::string> base = {{"model.tokens", "5"}, {"init.type", "fixed"},
-                                             {"init.matrix", "1 0 0 0; 0 1 0 0; 0 0 1 0; 0 0 0 1; 1 1 1 1"},
-                                             {"run.trials", "3"}, {"model.layers", "4"}, {"norm.type", "sphere"}};
+  std::map<std::string, std::string> base = {
+      {"model.tokens", "5"}, {"init.type", "fixed"}, {"init.matrix", "1 0 0 0; 0 1 0 0; 0 0 1 0; 0 0 0 1; 1 1 1 1"},
+      {"run.trials", "3"},   {"model.layers", "4"},  {"norm.type", "sphere"}};
   base["weights.across_trials"] = "shared";
   const RunResults shared = run_simulation(prepare(make_config(base)), 1);
   CHECK(shared.token[0].row(0) == shared.token[0].row(1));
@@ -205,11 +204,21 @@ TEST_CASE("peer keys: bad values are usage errors", "[peers][config][cli]") {
     return std::vector<std::string>{"run", "--config", "/dev/null", "--quiet", "--output.file=" + out, kv};
   };
   test::check_usage_errors(
-      {args("--model.beta=0"), args("--model.beta=-1"), args("--attention.kind=linear"),
-       args("--model.head_mix=max"), args("--residual.project=tangent"), args("--residual.project=normal"),
-       args("--weights.qk=cauchy"), args("--weights.q=wishart"), args("--weights.k=tied_qk"),
-       args("--weights.v_sign=2"), args("--weights.redraw_every=0"), args("--weights.across_trials=some"),
-       args("--init.type=cube"), args("--output.measures=clusters,foo"), args("--output.measures=,"),
+      {args("--model.beta=0"),
+       args("--model.beta=-1"),
+       args("--attention.kind=linear"),
+       args("--model.head_mix=max"),
+       args("--residual.project=tangent"),
+       args("--residual.project=normal"),
+       args("--weights.qk=cauchy"),
+       args("--weights.q=wishart"),
+       args("--weights.k=tied_qk"),
+       args("--weights.v_sign=2"),
+       args("--weights.redraw_every=0"),
+       args("--weights.across_trials=some"),
+       args("--init.type=cube"),
+       args("--output.measures=clusters,foo"),
+       args("--output.measures=,"),
        args("--metrics.cluster_tau=x"),
        {"run", "--config", "/dev/null", "--quiet", "--output.file=" + out, "--model.key_dim=3", "--weights.qk=goe"},
        {"run", "--config", "/dev/null", "--quiet", "--output.file=" + out, "--weights.shared=true",

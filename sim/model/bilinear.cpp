@@ -24,8 +24,11 @@ void draw_bilinear(BilinearType type, int d, RandomStream& rng, Matrix& B) {
       rng.fill_normal(G);
       B = G.selfadjointView<Eigen::Upper>();
       return;
-    case BilinearType::identity: B.setIdentity(d, d); return;
-    case BilinearType::none: break;
+    case BilinearType::identity:
+      B.setIdentity(d, d);
+      return;
+    case BilinearType::none:
+      break;
   }
   B.resize(0, 0);
 }
