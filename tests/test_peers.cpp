@@ -192,10 +192,16 @@ TEST_CASE("model.beta and model.d_qk are one setting", "[peers][config]") {
   CHECK(make_config({{"model.beta", "0.5"}, {"model.d_qk", "4"}}).model.d_qk == 4.0);
   CHECK(make_config({}).model.beta == 0.5);  // d = 4: d_QK = d_k = 4
   CHECK_THROWS_AS(make_config({{"model.beta", "0.5"}, {"model.d_qk", "5"}}), UsageError);
-  // The resolved text reads back to the same run.
+  // The resolved text reads back to the same run; a derived beta is stored as auto, so a stored
+  // configuration can be rerun with another d_QK.
   const Config c = make_config({{"model.beta", "3"}});
   std::map<std::string, std::string> again = c.values;
   CHECK(make_config(again).model.d_qk == c.model.d_qk);
+  CHECK(make_config(again).to_ini() == c.to_ini());
+  std::map<std::string, std::string> stored = make_config({{"model.d_qk", "0.1"}}).values;
+  CHECK(stored.at("model.beta") == "auto");
+  stored["model.d_qk"] = "9";
+  CHECK(make_config(stored).model.beta == 1.0 / 3.0);
 }
 
 TEST_CASE("peer keys: bad values are usage errors", "[peers][config][cli]") {

@@ -337,7 +337,9 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   c.attention_kind = parse_enum("attention.kind", v["attention.kind"], kAttentionNames);
   v["model.key_dim"] = std::to_string(c.model.key_dim);
   v["model.d_qk"] = fmt_double(c.model.d_qk);
-  v["model.beta"] = fmt_double(c.model.beta);
+  // model.beta is another spelling of d_QK: stored as given, or as auto (then d_QK, written out,
+  // decides), so that a stored configuration rerun with another --model.d_qk is not a conflict.
+  if (v["model.beta"] != "auto") v["model.beta"] = fmt_double(c.model.beta);
 
   c.mask.type = parse_enum("mask.type", v["mask.type"], kMaskNames);
   c.mask.window = parse_int_min("mask.window", v["mask.window"], 1);
