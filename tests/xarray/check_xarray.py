@@ -38,6 +38,7 @@ schedule = log:8
 SWEEP_INI = RUN_INI + """[sweep]
 mode = product
 mask.type = complete, causal
+model.d_qk = 1, 16
 """
 
 failures = []
@@ -106,6 +107,41 @@ def check_selection(path):
     return checked
 
 
+def check_package(run, sweep):
+    """The package's labelled readers: open_run and open_sweep (swept keys as dimensions) give the
+    raw arrays of the right file at the right layer; loaders raise RcsimFileError, not SystemExit."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "analysis"))
+    import rcsim
+    checked = 0
+    with h5py.File(run, "r") as f:
+        layer, mu = f["layer"][()], f["metrics/mu"][()]
+    ds = rcsim.open_run(run)
+    for k in (5, len(layer) - 1):
+        if not np.array_equal(ds.mu.sel(layer=int(layer[k])).values, mu[:, k]):
+            fail(f"open_run: mu.sel(layer={layer[k]}) differs from the raw column {k}")
+        checked += 1
+    if ds.attrs.get("mask_type") != "causal":
+        fail("open_run: root attributes (mask_type) missing")
+    sw = rcsim.open_sweep(sweep)
+    if set(sw.mu.dims) != {"mask.type", "model.d_qk", "trial", "layer"}:
+        fail(f"open_sweep: dims {sw.mu.dims}, expected the swept keys, trial and layer")
+    for p in rcsim.load_sweep(sweep):
+        with h5py.File(p["file"], "r") as f:
+            layer, mu = f["layer"][()], f["metrics/mu"][()]
+        got = sw.mu.sel({"mask.type": p["mask.type"], "model.d_qk": p["model.d_qk"], "layer": int(layer[6])})
+        if not np.array_equal(got.values, mu[:, 6]):
+            fail(f"open_sweep: mu at {p['name']}, layer {layer[6]} differs from its file")
+        checked += 1
+    for bad, reader in ((os.path.join(sweep, "index.h5"), rcsim.load_run), (run, rcsim.load_analysis),
+                        (os.path.join(sweep, "index.h5"), rcsim.open_run)):
+        try:
+            reader(bad)
+            fail(f"{reader.__name__}({os.path.basename(bad)}) did not refuse a file of the wrong kind")
+        except rcsim.RcsimFileError:
+            checked += 1
+    return checked
+
+
 def main():
     exe, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -146,7 +182,7 @@ def main():
         [os.path.join(sweep, n) for n in sorted(os.listdir(sweep)) if n != "index.h5" and n.endswith(".h5")]
     for path in files:
         check_labelled(path)
-    checked = sum(check_selection(p) for p in (run, example, analysed))
+    checked = sum(check_selection(p) for p in (run, example, analysed)) + check_package(run, sweep)
     print(f"check_xarray: {len(files)} files opened group by group; {checked} label selections compared; "
           f"{len(failures)} failure(s)")
     return 1 if failures else 0
