@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -146,7 +147,7 @@ def main():
 
     rc_simd, rc_libs = rc.text("info")
     torch_libs = torch_workers[("plain", 1)].text("info")[0]
-    blas_lines = [ln.strip() for ln in torch.__config__.show().splitlines() if "BLAS" in ln or "LAPACK" in ln]
+    blas_lines = re.findall(r"\b(?:BLAS_INFO|LAPACK_INFO|USE_OPENMP)=[^,\s]*", torch.__config__.show())
     start_load = load()
     print(f"machine: {model}, {cores} cores, {platform.machine()}")
     print(f"load average at start: {start_load}")
@@ -155,8 +156,7 @@ def main():
     print(f"reference: PyTorch {torch.__version__} float64 CPU, batched over trials; variants "
           + ", ".join(f"{a}/{t}t" for a, t in torch_workers))
     print(f"reference BLAS/LAPACK loaded: {torch_libs}")
-    for ln in blas_lines:
-        print(f"  torch.__config__: {ln}")
+    print(f"  torch.__config__.show(): {', '.join(blas_lines)} (generic: whatever libblas.so.3 is)")
     if "openblas" not in torch_libs.lower() and "mkl" not in torch_libs.lower():
         print("WARNING: the reference does not run on an optimised BLAS (OpenBLAS or MKL): its timings and "
               "the ratios are NOT fair (apt-get install libopenblas0-pthread)")
