@@ -132,12 +132,20 @@ double cos_abs_mean(const Eigen::Ref<const Matrix>& X) {
       if (norms(i) > 0.0) U.row(k++) = X.row(i) / norms(i);
   }
   if (k < 2) return std::numeric_limits<double>::quiet_NaN();
-  // The Gram matrix is symmetric: its lower triangle (k^2 d flops instead of 2 k^2 d) counts
-  // every pair twice over.
-  G.setZero(k, k);
-  G.selfadjointView<Eigen::Lower>().rankUpdate(U.topRows(k));
+  // The Gram matrix is symmetric: its strictly lower triangle (about k^2 d flops instead of
+  // 2 k^2 d) counts every pair twice over. It is formed one block of rows at a time (each a
+  // dense product, its block-diagonal corner rows only up to the diagonal), so the work storage
+  // is kBlock x k, not k x k: it stays in cache and large N needs no N x N matrix.
+  constexpr Eigen::Index kBlock = 64;
   double sum_abs = 0.0;
-  for (Eigen::Index j = 0; j + 1 < k; ++j) sum_abs += G.col(j).tail(k - 1 - j).cwiseAbs().sum();
+  for (Eigen::Index i0 = 0; i0 < k; i0 += kBlock) {
+    const Eigen::Index b = std::min(kBlock, k - i0);
+    // Rows i0 .. i0+b-1 against rows 0 .. i0+b-1: pairs (i, j) with j < i.
+    G.resize(b, i0 + b);
+    G.noalias() = U.middleRows(i0, b) * U.topRows(i0 + b).transpose();
+    if (i0 > 0) sum_abs += G.leftCols(i0).cwiseAbs().sum();
+    for (Eigen::Index r = 1; r < b; ++r) sum_abs += G.row(r).segment(i0, r).cwiseAbs().sum();
+  }
   return 2.0 * sum_abs / static_cast<double>(k * (k - 1));
 }
 
