@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # rcsim against a PyTorch reference on an optimised BLAS (docs/performance.md). From the
 # repository root:
-#   bash bench/run_bench.sh            # full set (about 15-25 min on a quiet machine)
-#   bash bench/run_bench.sh --quick    # reduced set (at most about 10 min)
+#   bash bench/run_bench.sh            # full set (not timed on this branch: several times --quick)
+#   bash bench/run_bench.sh --quick    # reduced set (3 min on a quiet machine, 5 with --reps 5)
 # Extra arguments go to bench/run_bench.py (--reps R, --json FILE, --threads T).
 # Installs python3-torch, libopenblas0-pthread (the reference's BLAS) and libjemalloc2 (Debian)
 # if missing, prints which BLAS/LAPACK the system selects, builds build/ in Release (the default
