@@ -70,10 +70,15 @@ Vector singular_values(const Eigen::Ref<const Matrix>& X) {
   } else {
     R = X.transpose() * to_unit;
   }
-  // Householder bidiagonalisation (backward stable), then the bidiagonal's values.
-  if (!bidiag || bidiag->householder().cols() != k)
-    bidiag.emplace(R);  // sizes and computes
-  else
+  // Householder bidiagonalisation (backward stable), then the bidiagonal's values. Up to
+  // k = 128 Eigen's unblocked variant is 10-30% faster than its blocked one (measured at
+  // k = 64 and 128); which variant runs depends on k only, never on the thread's history.
+  constexpr Eigen::Index kUnblocked = 128;
+  const bool fresh = !bidiag || bidiag->householder().cols() != k;
+  if (fresh) bidiag.emplace(R);  // sizes (the constructor also computes, blocked)
+  if (k <= kUnblocked)
+    bidiag->computeUnblocked(R);
+  else if (!fresh)
     bidiag->compute(R);
   auto& B = const_cast<Bidiagonalization::BidiagonalType&>(bidiag->bidiagonal());
   diag = B.diagonal<0>();
