@@ -138,20 +138,22 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
   // Per-trial, per-layer measures.
   const h5::Group metrics = f.create_group("metrics");
   coords.write(metrics);
-  for (std::size_t i = 0; i < token_measure_info().size(); ++i) {
-    const MeasureInfo& info = token_measure_info()[i];
+  for (std::size_t i = 0; i < r.token_info.size(); ++i) {
+    const MeasureInfo& info = r.token_info[i];
     const h5::Dataset ds = write_measure(metrics, info, r.token[i], "layer");
     if (std::string(info.name) == "rank") {
       ds.set_attr("rtol", c.metrics.rank_rtol);
       ds.set_attr("atol", c.metrics.rank_atol);
     }
+    if (std::string(info.name) == "pair_density") ds.set_attr("threshold", c.metrics.pair_threshold);  // issue 12
+    if (std::string(info.name) == "clusters") ds.set_attr("tau", c.metrics.cluster_tau);
     if (std::string(info.name) == "sigma_at_max_rank") {
       ds.set_attr("max_rank", s.max_rank);
       ds.set_attr("max_rank_input", s.max_rank_input);
     }
   }
-  for (std::size_t i = 0; i < attention_measure_info().size(); ++i)
-    write_measure(metrics, attention_measure_info()[i], r.attention[i], "attention_layer");
+  for (std::size_t i = 0; i < r.attention_info.size(); ++i)
+    write_measure(metrics, r.attention_info[i], r.attention[i], "attention_layer");
   if (!r.spectrum.empty()) {
     const auto m = static_cast<std::size_t>(r.spectrum_size);
     std::vector<double> data;
@@ -204,14 +206,30 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
     f.label_axes(ds, {"trial", "tokens_layer", "token", "feature"});
   }
 
+  // Attention matrices (output.attention, issue 12).
+  if (!r.attention_matrices.empty()) {
+    std::vector<double> data;
+    for (const auto& per_trial : r.attention_matrices)
+      for (const Matrix& A : per_trial) {
+        const auto rm = row_major(A);
+        data.insert(data.end(), rm.begin(), rm.end());
+      }
+    const h5::Dataset ds = f.write(
+        "attention", {static_cast<hsize_t>(T), coords.attention_layer.size(), static_cast<hsize_t>(N), static_cast<hsize_t>(N)},
+        data.data());
+    ds.set_attr("long_name", "head-averaged attention matrix (1/H) sum_h A_h of the layer t -> t+1 (rows: queries)");
+    ds.set_attr("units", "1");
+    f.label_axes(ds, {"trial", "attention_layer", "token", "attended_token"});
+  }
+
   // Ensemble summary per layer.
   {
     const h5::Group g = f.create_group("summary");
     coords.write(g);
-    for (std::size_t i = 0; i < token_measure_info().size(); ++i)
-      write_summary(g, token_measure_info()[i].name, r.token[i], token_measure_info()[i], "layer");
-    for (std::size_t i = 0; i < attention_measure_info().size(); ++i)
-      write_summary(g, attention_measure_info()[i].name, r.attention[i], attention_measure_info()[i], "attention_layer");
+    for (std::size_t i = 0; i < r.token_info.size(); ++i)
+      write_summary(g, r.token_info[i].name, r.token[i], r.token_info[i], "layer");
+    for (std::size_t i = 0; i < r.attention_info.size(); ++i)
+      write_summary(g, r.attention_info[i].name, r.attention[i], r.attention_info[i], "attention_layer");
     const Matrix log_mu = r.token[0].unaryExpr([](double x) { return std::log10(x); });
     write_summary(g, "log10_mu", log_mu, {"log10_mu", "log10 of mu (-inf where mu = 0)", "1"}, "layer");
     const auto S = static_cast<Eigen::Index>(layer_ids.size());

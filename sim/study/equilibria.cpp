@@ -77,13 +77,16 @@ FixedLayerMap::FixedLayerMap(const Config& c)
   require_fixed(c.weights.q, "weights.q");
   require_fixed(c.weights.k, "weights.k");
   require_fixed(c.weights.v, "weights.v");
+  if (c.weights.qk != BilinearType::none && c.weights.qk != BilinearType::identity)
+    throw UsageError("key 'weights.qk' = " + to_string(c.weights.qk) +
+                     ": rcsim equilibria needs fixed weights (none or identity)");
   mask_ = make_mask(c_);
   norm_ = Normalization::from_config(c_);
   const InputFiles none;
   WeightSampler sampler(c_, none);
   RandomStream unused(0, 0);
   w_ = sampler.layer(0, unused);
-  params_ = LayerParams{&mask_, c_.model.d_qk, c_.residual_alpha, &norm_};
+  params_ = layer_params(c_, &mask_, &norm_);
 }
 
 void FixedLayerMap::apply(const Eigen::Ref<const Matrix>& X, Matrix& out) { attention_layer(X, w_, params_, ws_, out); }
