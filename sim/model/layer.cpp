@@ -52,6 +52,12 @@ LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeight
     }
     report.attention.min_weight = std::min(report.attention.min_weight, s.min_weight);
     entropy += s.mean_entropy;
+    if (p.dropout && p.dropout->attention > 0.0) {
+      if (fast)
+        apply_dropout(ws.S_rows, p.dropout->attention, *p.dropout->rng);
+      else
+        apply_dropout(ws.S, p.dropout->attention, *p.dropout->rng);
+    }
     ws.XV.noalias() = X * w.v[h];
     if (!fast) {
       if (direct)
@@ -71,6 +77,7 @@ LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeight
     }
   }
   report.attention.mean_entropy = entropy / static_cast<double>(H);
+  if (p.dropout && p.dropout->output > 0.0) apply_dropout(Y, p.dropout->output, *p.dropout->rng);
   if (!direct) {
     if (p.alpha != 0.0) {
       X_next = X + p.alpha * ws.Y;

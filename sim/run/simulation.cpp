@@ -7,6 +7,8 @@
 #include <mutex>
 #include <thread>
 
+#include "model/block.hpp"
+#include "model/dropout.hpp"
 #include "model/layer.hpp"
 #include "measure/metrics.hpp"
 #include "model/normalization.hpp"
@@ -102,8 +104,16 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   WeightSampler sampler(c, s.files);
   sampler.begin_trial(rng);
   const Normalization norm = Normalization::from_config(c);
-  const LayerParams params{&s.mask, c.model.d_qk, c.residual_alpha, &norm};
-  LayerWorkspace ws(N, d, c.model.key_dim);
+  // Block structure, dropout and precision (issue 11; model/block.hpp, model/dropout.hpp).
+  RandomStream dropout_rng(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
+  const Dropout dropout{c.dropout.attention, c.dropout.output, &dropout_rng};
+  const bool dropping = c.dropout.attention > 0.0 || c.dropout.output > 0.0;
+  const BlockParams params{{&s.mask, c.model.d_qk, c.residual_alpha, &norm, dropping ? &dropout : nullptr},
+                           c.norm.position};
+  const bool single = c.run.precision == Precision::float32;
+  const auto round_to_float = [](Matrix& m) { m = m.cast<float>().cast<double>(); };
+  if (single) round_to_float(X);
+  BlockWorkspace ws(N, d, c.model.key_dim);
   MeasureOptions opt{c.metrics.rank_rtol, c.metrics.rank_atol, s.max_rank_input};
   Vector sigma;
   std::size_t next_snapshot = 0;
@@ -133,7 +143,8 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
     }
     if (t == L) break;
     const LayerWeights& w = sampler.layer(t, rng);
-    const LayerReport rep = attention_layer(X, w, params, ws, X_next);
+    const LayerReport rep = transformer_block(X, w, params, ws, X_next);
+    if (single) round_to_float(X_next);
     if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0) {
       r.attention[0](trial, acol) = rep.attention.min_weight;
       r.attention[1](trial, acol) = rep.attention.mean_entropy;
