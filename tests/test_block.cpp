@@ -2,7 +2,9 @@
 // The placements are also checked against NumPy by tests/reference/check_blocks_numpy.py.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/config.hpp"
 #include "core/random.hpp"
@@ -141,4 +143,56 @@ TEST_CASE("dropout in a run: p = 0 is today's run; p > 0 is deterministic and th
   CHECK(one.token[0].col(0) == plain.token[0].col(0));
   CHECK(one.attention[1].col(0) == plain.attention[1].col(0));
   CHECK(one.token[0].col(1) != plain.token[0].col(1));
+}
+
+TEST_CASE("run.precision = float32: tokens are float32 numbers and mu_rel stops at float32 round-off", "[block][precision]") {
+  // layernorm, complete mask, N = d = 16, 200 layers, 8 trials. In float64 the tokens approach
+  // each other down to mu_rel ~ 1e-16 (then they become bitwise identical, mu = 0). With float32
+  // tokens two tokens that still differ differ by at least about one float32 spacing (1.2e-7
+  // relative), so the smallest nonzero mu_rel stays far above float64's: measured 6e-8 .. 2e-4
+  // (median 4e-6) against 1e-17 .. 1.2e-16.
+  std::map<std::string, std::string> v = {{"model.tokens", "16"}, {"model.dim", "16"},   {"model.layers", "200"},
+                                          {"norm.type", "layernorm"}, {"run.trials", "8"}, {"output.tokens", "1,2,3"}};
+  const RunResults f64 = simulate(v);
+  v["run.precision"] = "float32";
+  const RunResults f32 = simulate(v);
+  auto smallest_positive = [](const RunResults& r, int trial) {
+    double m = std::numeric_limits<double>::infinity();
+    for (int t = 0; t <= r.layers; ++t)
+      if (r.token[1](trial, t) > 0.0) m = std::min(m, r.token[1](trial, t));
+    return m;
+  };
+  std::vector<double> floors;
+  for (int trial = 0; trial < 8; ++trial) {
+    CHECK(smallest_positive(f64, trial) < 1e-13);
+    const double f = smallest_positive(f32, trial);
+    CHECK(f > 1e-9);
+    floors.push_back(f);
+    for (const Matrix& X : f32.snapshots[static_cast<std::size_t>(trial)])
+      CHECK(X == X.cast<float>().cast<double>());  // exactly representable in float32
+  }
+  std::sort(floors.begin(), floors.end());
+  INFO("median smallest nonzero float32 mu_rel " << floors[4]);
+  CHECK(floors[4] > 1e-8);
+  CHECK(floors[4] < 1e-3);
+  // The inputs are rounded too: layer 0 differs from float64 at float32 precision only.
+  for (int trial = 0; trial < 8; ++trial)
+    CHECK_THAT(f32.token[0](trial, 0), WithinRel(f64.token[0](trial, 0), 1e-6));
+}
+
+TEST_CASE("prediction 4: LayerNorm with orthogonal W_V collapses inputs in one hemisphere", "[theory][block]") {
+  // SCIENCE.md section 5, item 4: inputs in the positive orthant (one hemisphere), fresh Haar
+  // orthogonal W_V per layer (norm preserving), layernorm, complete mask: mu_rel -> 0 (measured:
+  // below 1e-15 by layer 5 in every trial, exactly 0 (bitwise identical tokens) soon after).
+  for (const char* shared : {"false", "true"}) {
+    const RunResults r = simulate({{"model.tokens", "8"}, {"model.dim", "6"}, {"model.layers", "60"},
+                                   {"norm.type", "layernorm"}, {"weights.v", "orthogonal"},
+                                   {"weights.shared", shared}, {"init.type", "positive"}, {"run.trials", "8"}});
+    for (int trial = 0; trial < r.trials; ++trial) {
+      INFO("weights.shared = " << shared << ", trial " << trial);
+      CHECK(r.token[1](trial, 0) > 0.3);  // the inputs are spread out
+      CHECK(r.token[1](trial, r.layers) < 1e-14);
+      CHECK(r.token[2](trial, r.layers) > 1.0);  // ... to one point, not to zero: ||X||_F stays ~ sqrt(N d)
+    }
+  }
 }
