@@ -22,7 +22,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_against_numpy import mask_matrix, normalise  # noqa: E402  (the same N and masks)
+from check_against_numpy import mask_matrix, normalise, write_random_inputs  # noqa: E402  (the same N, masks, files)
 
 N, D, DK, L, T = 6, 5, 3, 5, 2
 
@@ -65,16 +65,8 @@ def main():
     failures = 0
     for ci, case in enumerate(cases):
         H = case["heads"]
-        x0 = rng.standard_normal((T, N, D))
-        wq = rng.standard_normal((L, H, D, DK)) / np.sqrt(D)
-        wk = rng.standard_normal((L, H, D, DK)) / np.sqrt(D)
-        wv = rng.standard_normal((L, H, D, D)) / np.sqrt(D)
         path = os.path.join(work, f"inputs{ci}.h5")
-        with h5py.File(path, "w") as f:
-            f["X0"] = x0
-            f["W_Q"] = wq[:, 0] if H == 1 else wq
-            f["W_K"] = wk[:, 0] if H == 1 else wk
-            f["W_V"] = wv[:, 0] if H == 1 else wv
+        x0, wq, wk, wv = write_random_inputs(path, rng, (T, N, D, DK, L, H))
         gain = np.linspace(0.5, 1.5, D)
         bias = np.linspace(-0.2, 0.3, D) if case["norm"] == "layernorm" else np.zeros(D)
         eps = 1e-5
