@@ -36,7 +36,7 @@ def main(argv=None):
             ax.legend(fontsize=8)
             for r in sel:
                 x = r["metrics"]["mu_rel"]
-                t10 = int(np.searchsorted(r["layer"], 10))
+                t10 = min(int(np.searchsorted(r["layer"], 10)), len(r["layer"]) - 1)
                 print(f"H = {heads} {mask:15s} d_QK {r['attrs']['d_qk']:8g}: median log10 mu_rel at layer "
                       f"{r['layer'][t10]}: {np.nanmedian(np.log10(np.maximum(x[:, t10], 1e-300))):.2f}, last: "
                       f"{np.nanmedian(np.log10(np.maximum(x[:, -1], 1e-300))):.2f}")
