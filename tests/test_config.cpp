@@ -95,7 +95,7 @@ TEST_CASE("bad values stop with a message naming the key", "[config]") {
       {{{"mask.type", "diagonal"}}, "allowed: complete | causal"},
       {{{"norm.type", "batchnorm"}}, "norm.type"},
       {{{"weights.v", "random"}}, "weights.v"},
-      {{{"init.type", "uniform"}}, "init.type"},
+      {{{"init.type", "cube"}}, "init.type"},
       {{{"weights.v", "fixed"}, {"weights.v_matrix", "1 0; 0 1"}}, "expected [4, 4]"},
       {{{"weights.v", "fixed"}}, "weights.v_matrix"},
       {{{"init.type", "fixed"}, {"init.matrix", "1 2 3 4; 5 6 7 oops"}}, "init.matrix"},
