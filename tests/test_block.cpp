@@ -121,7 +121,7 @@ TEST_CASE("dropout: the mean of every entry is preserved", "[block][dropout]") {
   CHECK(std::abs(dropped - p) < 5.0 * std::sqrt(p * (1.0 - p) / n));
 }
 
-TEST_CASE("dropout in a run: p = 0 is today's run; p > 0 is deterministic and thread invariant", "[block][dropout]") {
+TEST_CASE("dropout in a run: p = 0 is today's run, p > 0 is deterministic and thread invariant", "[block][dropout]") {
   std::map<std::string, std::string> v = {{"model.tokens", "12"}, {"model.dim", "6"},   {"model.layers", "20"},
                                           {"model.heads", "2"},   {"mask.type", "causal"}, {"norm.type", "layernorm"},
                                           {"run.trials", "6"},    {"residual.alpha", "1"}};
