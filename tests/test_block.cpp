@@ -74,6 +74,8 @@ TEST_CASE("norm.position and dropout keys: bad values are usage errors naming th
   CHECK_THROWS_WITH(make_config({{"dropout.attention", "1"}}), Catch::Contains("dropout.attention"));
   CHECK_THROWS_WITH(make_config({{"dropout.output", "-0.1"}}), Catch::Contains("dropout.output"));
   CHECK_THROWS_WITH(make_config({{"run.precision", "half"}}), Catch::Contains("run.precision"));
+  CHECK_THROWS_WITH(make_config({{"norm.position", "pre"}, {"residual.alpha", "1"}, {"residual.project", "tangent"}}),
+                    Catch::Contains("norm.position"));
 }
 
 TEST_CASE("dropout: zeros stay zero, kept entries are scaled by 1/(1-p)", "[block][dropout]") {
