@@ -363,10 +363,27 @@ double parse_number(const std::string& option, const std::string& text) {
   return v;
 }
 
+// "--name value" as "--name=value" for a command's own options (as the configuration keys allow).
+std::vector<std::string> join_option_values(const std::vector<std::string>& args,
+                                            std::initializer_list<const char*> options) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const bool takes_value =
+        std::any_of(options.begin(), options.end(), [&](const char* o) { return args[i] == o; });
+    if (takes_value && i + 1 < args.size()) {
+      out.push_back(args[i] + "=" + args[i + 1]);
+      ++i;
+    } else {
+      out.push_back(args[i]);
+    }
+  }
+  return out;
+}
+
 int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
   EquilibriumOptions o;
   std::vector<std::string> keys;
-  for (const std::string& a : inv.keys) {
+  for (const std::string& a : join_option_values(inv.keys, {"--tol", "--perturbation", "--probes", "--rank-rtol", "--match-tol"})) {
     auto value = [&](const char* prefix) -> std::optional<double> {
       const std::string p = std::string(prefix) + "=";
       if (a.rfind(p, 0) != 0) return std::nullopt;
@@ -426,7 +443,7 @@ int cmd_analyze(const Invocation& inv) {
   AnalysisOptions o;
   bool write = true;
   std::vector<std::string> files;
-  for (const std::string& a : inv.keys) {
+  for (const std::string& a : join_option_values(inv.keys, {"--threshold", "--window"})) {
     if (a.rfind("--threshold=", 0) == 0) {
       o.threshold = parse_number("--threshold", a.substr(12));
     } else if (a.rfind("--window=", 0) == 0) {

@@ -119,12 +119,57 @@ std::string fmt_double(double x) {
 double parse_double(const std::string& key, const std::string& text) {
   const std::string t = trim(text);
   if (t.empty()) bad_value(key, text, "expected a number");
+  // A fraction a/b of two numbers (d_QK = 1/64 as in the paper) is accepted too.
+  const auto slash = t.find('/');
+  if (slash != std::string::npos) {
+    const std::string what = "expected a finite number or a fraction a/b";
+    if (t.find('/', slash + 1) != std::string::npos) bad_value(key, text, what);
+    auto part = [&](const std::string& p) {
+      char* end = nullptr;
+      errno = 0;
+      const double x = std::strtod(p.c_str(), &end);
+      if (p.empty() || end != p.c_str() + p.size() || !std::isfinite(x) || errno == ERANGE) bad_value(key, text, what);
+      return x;
+    };
+    const double num = part(trim(t.substr(0, slash))), den = part(trim(t.substr(slash + 1)));
+    const double x = num / den;
+    if (den == 0 || !std::isfinite(x)) bad_value(key, text, what + " with a nonzero denominator");
+    return x;
+  }
   char* end = nullptr;
   errno = 0;
   const double x = std::strtod(t.c_str(), &end);
   if (end != t.c_str() + t.size() || !std::isfinite(x) || errno == ERANGE)
     bad_value(key, text, "expected a finite number");
   return x;
+}
+
+// "unknown key ..." with the nearest known key when one is close (edit distance <= 3, or the
+// same name in another section): "did you mean 'model.dim'?".
+std::string unknown_key_message(const std::string& key, const std::string& where) {
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      std::size_t diag = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        const std::size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    return row[b.size()];
+  };
+  auto leaf = [](const std::string& k) { return k.substr(k.find('.') + 1); };
+  std::string best;
+  std::size_t best_d = 4;
+  for (const auto& k : kKeys) {
+    const std::size_t d = leaf(k.key) == leaf(key) ? 1 : distance(k.key, key);
+    if (d < best_d) best_d = d, best = k.key;
+  }
+  return "unknown key '" + key + "'" + (where.empty() ? "" : " " + where) +
+         (best.empty() ? "" : " (did you mean '" + best + "'?)") + "; 'rcsim --help' lists every key";
 }
 
 long long parse_integer(const std::string& key, const std::string& text) {
@@ -324,7 +369,7 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   for (const auto& k : kKeys) v[k.key] = k.default_value;
   for (const auto& [key, value] : overrides) {
     if (!is_known_key(key))
-      throw UsageError("unknown key '" + key + "' (see 'rcsim --help' for the list of keys)");
+      throw UsageError(unknown_key_message(key, ""));
     v[key] = trim(value);
   }
 
@@ -616,8 +661,7 @@ ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
           if (!sweep_axes.count(axis)) sweep_order.push_back(axis);
           sweep_axes[axis] = values;
         } else {
-          throw UsageError("unknown key '" + key + "' " + where +
-                           " (see 'rcsim --help' for the list of keys)");
+          throw UsageError(unknown_key_message(key, where));
         }
       } else {
         out.values[opt.string_key] = value;
@@ -626,8 +670,16 @@ ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
   };
 
   if (config_file) {
-    std::ifstream in(*config_file);
-    if (!in) throw UsageError("cannot read configuration file '" + *config_file + "'");
+    std::ifstream file(*config_file);
+    if (!file) throw UsageError("cannot read configuration file '" + *config_file + "'");
+    // INI comments: a line starting with '#' (Boost's) or with ';' (the INI convention; ';'
+    // inside a value separates matrix rows, so only whole-line ';' comments are dropped).
+    std::ostringstream text;
+    for (std::string line; std::getline(file, line);) {
+      const auto first = line.find_first_not_of(" \t");
+      text << (first != std::string::npos && line[first] == ';' ? "" : line) << "\n";
+    }
+    std::istringstream in(text.str());
     try {
       absorb(po::parse_config_file(in, desc, /*allow_unregistered=*/true),
              "in configuration file '" + *config_file + "'");

@@ -351,7 +351,8 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
       nonfinite += r.nonfinite_layer[static_cast<std::size_t>(t)] >= 0;
       degenerate += r.degenerate_total[static_cast<std::size_t>(t)];
     }
-    if (underflow) spdlog::warn("{} of {} trials: mu underflowed below DBL_MIN (see /diagnostics/underflow_layer)", underflow, r.trials);
+    // Expected in a collapsing run (and recorded in the file): information, not a warning.
+    if (underflow) spdlog::info("{} of {} trials: mu underflowed below DBL_MIN (see /diagnostics/underflow_layer)", underflow, r.trials);
     if (nonfinite) spdlog::warn("{} of {} trials: tokens became non-finite and the trial stopped (see /diagnostics/nonfinite_layer)", nonfinite, r.trials);
     if (degenerate) spdlog::warn("{} degenerate rows in the normalisation (see /metrics/degenerate_rows)", degenerate);
     Provenance prov = p;
