@@ -97,6 +97,14 @@ TEST_CASE("mean absolute cosine worked by hand", "[metrics]") {
   }
 }
 
+TEST_CASE("mu_rel of a zero matrix is 0 (all tokens identical), not 0/0", "[metrics]") {
+  Vector s;
+  const TokenMeasures m = measure_tokens(Matrix::Zero(4, 3), MeasureOptions{1e-15, 0.0, 3}, s);
+  CHECK(m.mu == 0.0);
+  CHECK(m.fro_norm == 0.0);
+  CHECK(m.mu_rel == 0.0);
+}
+
 TEST_CASE("mean absolute cosine against the pairwise definition across row blocks", "[metrics]") {
   // cos_abs_mean forms the Gram matrix 64 rows at a time: sizes below, at and across block
   // edges (a partial last block), one zero token left out; the reference is the definition,

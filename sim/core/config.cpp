@@ -38,9 +38,16 @@ const std::vector<KeyInfo> kKeys = {
     {"norm.eps", "1e-5", "epsilon >= 0 of layernorm and rmsnorm"},
     {"norm.gain", "1", "gain g of layernorm/rmsnorm: one number or d numbers"},
     {"norm.bias", "0", "bias b of layernorm: one number or d numbers"},
+    {"norm.position", "post",
+     "where the normalisation N sits: post (N(X + a A(X)), or N(A(X)) without residual) | pre (X + a A(N(X))) | "
+     "peri (X + a N(A(N(X)))); without residual (a = 0) pre gives A(N(X)) and peri N(A(N(X)))"},
     {"residual.alpha", "0", "residual weight: Y = X + alpha * attention(X); 0 = no residual"},
     {"residual.project", "none",
      "none | tangent: Y = X + alpha P(attention(X)), P removes from each row its component along x_i"},
+    {"dropout.attention", "0",
+     "dropout probability 0 <= p < 1 on the attention weights (training mode, kept weights scaled by 1/(1-p))"},
+    {"dropout.output", "0",
+     "dropout probability 0 <= p < 1 on the attention output before the residual (scaled by 1/(1-p))"},
     {"weights.q", "gaussian", "W_Q [d, d_k]: gaussian | orthogonal | identity | zero | fixed | file"},
     {"weights.k", "gaussian", "W_K [d, d_k]: gaussian | orthogonal | identity | zero | fixed | file"},
     {"weights.v", "gaussian",
@@ -68,6 +75,9 @@ const std::vector<KeyInfo> kKeys = {
     {"run.trials", "16", "number of independent trials, >= 1"},
     {"run.seed", "20240527", "seed (unsigned 64-bit); trial t uses a stream that depends only on (seed, t)"},
     {"run.threads", "0", "worker threads, >= 0 (0 = all cores); results do not depend on it"},
+    {"run.precision", "float64",
+     "float64 | float32: float32 rounds the tokens to single precision at the input and after every layer "
+     "(measures are computed in float64 from the rounded tokens)"},
     {"output.file", "data/run.h5", "output HDF5 file (written to NAME.tmp, renamed when complete)"},
     {"output.tokens", "none", "token snapshots: none | final | all | comma list of layers"},
     {"output.spectrum", "false", "store the whole singular spectrum per layer"},
@@ -219,6 +229,11 @@ const std::vector<std::pair<std::string, NormType>> kNormNames = {
     {"layernorm", NormType::layernorm},
     {"projection", NormType::projection},
     {"rmsnorm", NormType::rmsnorm}};
+const std::vector<std::pair<std::string, NormPosition>> kNormPositionNames = {
+    {"post", NormPosition::post}, {"pre", NormPosition::pre}, {"peri", NormPosition::peri}};
+const std::vector<std::pair<std::string, Precision>> kPrecisionNames = {
+    {"float64", Precision::float64}, {"float32", Precision::float32}};
+
 const std::vector<std::pair<std::string, WeightType>> kWeightNames = {
     {"gaussian", WeightType::gaussian}, {"orthogonal", WeightType::orthogonal},
     {"identity", WeightType::identity}, {"zero", WeightType::zero},
@@ -307,6 +322,8 @@ const std::vector<std::string>& peer_measure_names() {
 
 std::string to_string(MaskType t) { return enum_name(t, kMaskNames); }
 std::string to_string(NormType t) { return enum_name(t, kNormNames); }
+std::string to_string(NormPosition p) { return enum_name(p, kNormPositionNames); }
+std::string to_string(Precision p) { return enum_name(p, kPrecisionNames); }
 std::string to_string(WeightType t) { return enum_name(t, kWeightNames); }
 std::string to_string(InitType t) { return enum_name(t, kInitNames); }
 std::string to_string(BilinearType t) { return enum_name(t, kBilinearNames); }
@@ -400,6 +417,16 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   c.residual_project = parse_enum("residual.project", v["residual.project"], kProjectNames);
   if (c.residual_project == ResidualProject::tangent && c.residual_alpha == 0.0)
     throw UsageError("key 'residual.project': tangent needs a residual (residual.alpha != 0)");
+  // Block structure (issue 11).
+  c.norm.position = parse_enum("norm.position", v["norm.position"], kNormPositionNames);
+  for (auto [key, p] : {std::pair{"dropout.attention", &c.dropout.attention},
+                        std::pair{"dropout.output", &c.dropout.output}}) {
+    *p = parse_double_min(key, v[key], 0.0, false);
+    if (!(*p < 1.0)) bad_value(key, v[key], "a probability 0 <= p < 1");
+  }
+  if (c.norm.position != NormPosition::post && c.residual_project == ResidualProject::tangent)
+    throw UsageError("key 'norm.position': pre and peri are defined with residual.project = none only "
+                     "(the tangent projection is defined for post)");
 
   const double default_std = 1.0 / std::sqrt(static_cast<double>(d));
   struct Slot {
@@ -459,6 +486,7 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   c.run.trials = parse_int_min("run.trials", v["run.trials"], 1);
   c.run.seed = parse_seed_value("run.seed", v["run.seed"]);
   c.run.threads = parse_int_min("run.threads", v["run.threads"], 0);
+  c.run.precision = parse_enum("run.precision", v["run.precision"], kPrecisionNames);
 
   c.output.file = v["output.file"];
   if (c.output.file.empty()) bad_value("output.file", "", "expected a file name");

@@ -23,6 +23,10 @@ enum class HeadMix { sum, mean };
 enum class ResidualProject { none, tangent };
 enum class BilinearType { none, gaussian_product, symmetric, goe, wigner, identity };
 
+// Transformer-block structure (issue 11): where the normalisation sits, and the arithmetic.
+enum class NormPosition { post, pre, peri };
+enum class Precision { float64, float32 };
+
 struct ModelConfig {
   int tokens = 8;      // N
   int dim = 4;         // d
@@ -46,6 +50,14 @@ struct NormConfig {
   double eps = 1e-5;
   std::vector<double> gain;  // empty = all ones; else one value (broadcast) or d values
   std::vector<double> bias;  // empty = all zeros; else one value (broadcast) or d values
+  NormPosition position = NormPosition::post;  // post: N(X + a A(X)); pre: X + a A(N(X));
+                                               // peri: X + a N(A(N(X)))
+};
+
+// Dropout in training mode (inverted: kept entries scaled by 1/(1-p)); 0 = off.
+struct DropoutConfig {
+  double attention = 0.0;  // on the attention weights A_h, after the softmax
+  double output = 0.0;     // on the attention sub-block's output, before the residual
 };
 
 struct WeightSpec {
@@ -75,6 +87,7 @@ struct RunConfig {
   int trials = 16;
   std::uint64_t seed = 20240527;
   int threads = 0;  // 0 = all cores
+  Precision precision = Precision::float64;  // float32: tokens rounded to float32 between layers
 };
 
 struct OutputConfig {
@@ -105,6 +118,7 @@ struct Config {
   MaskConfig mask;
   NormConfig norm;
   double residual_alpha = 0.0;
+  DropoutConfig dropout;  // issue 11
   // --- Peer dynamics (issue 12) ---
   AttentionKind attention_kind = AttentionKind::softmax;
   ResidualProject residual_project = ResidualProject::none;
@@ -160,6 +174,8 @@ std::string to_string(NormType t);
 std::string to_string(WeightType t);
 std::string to_string(InitType t);
 std::string to_string(BilinearType t);
+std::string to_string(NormPosition p);
+std::string to_string(Precision p);
 
 // The layers at which measures are recorded, from an `output.schedule` value (see --help):
 // ascending, unique, always containing 0 and L. Throws UsageError naming `output.schedule`.

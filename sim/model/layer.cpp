@@ -75,6 +75,13 @@ LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeight
       else
         ws.attention_mean += ws.S_rows;
     }
+    // Dropout (issue 11) after the attention statistics and the peer measures' mean attention.
+    if (p.dropout && p.dropout->attention > 0.0) {
+      if (fast)
+        apply_dropout(ws.S_rows, p.dropout->attention, *p.dropout->rng);
+      else
+        apply_dropout(ws.S, p.dropout->attention, *p.dropout->rng);
+    }
     ws.XV.noalias() = X * w.v[h];
     if (!fast) {
       if (direct)
@@ -96,6 +103,7 @@ LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeight
   report.attention.mean_entropy = entropy / static_cast<double>(H);
   if (p.keep_attention) ws.attention_mean /= static_cast<double>(H);
   if (p.head_mean && H > 1) Y /= static_cast<double>(H);
+  if (p.dropout && p.dropout->output > 0.0) apply_dropout(Y, p.dropout->output, *p.dropout->rng);  // issue 11
   if (p.tangent) project_tangent(X, ws.Y);
   if (!direct) {
     if (p.alpha != 0.0) {

@@ -5,6 +5,7 @@
 
 #include "core/config.hpp"
 #include "model/attention.hpp"
+#include "model/dropout.hpp"
 #include "model/inputs.hpp"
 #include "model/normalization.hpp"
 #include "core/types.hpp"
@@ -16,6 +17,7 @@ struct LayerParams {
   double d_qk = 1.0;
   double alpha = 0.0;  // residual weight; 0 = none
   const Normalization* norm = nullptr;
+  const Dropout* dropout = nullptr;  // training-mode dropout (model/dropout.hpp, issue 11); nullptr = none
   // --- Peer dynamics (issue 12, docs/peers.md) ---
   bool usa = false;        // attention.kind = usa: A = exp(S) / N unnormalised (general path)
   bool head_mean = false;  // model.head_mix = mean: Y = (1/H) sum_h A_h X W_V,h
@@ -48,7 +50,9 @@ struct LayerWorkspace {
   LayerWorkspace(int n, int d, int dk);
 };
 
-// X_next = layer(X). X_next must not alias X. Masks whose rows are one contiguous range each (all
+// X_next = layer(X). X_next must not alias X. With p.dropout, each head's attention weights are
+// dropped after the softmax (the attention statistics describe them before dropout) and the sum
+// over heads before the residual. Masks whose rows are one contiguous range each (all
 // but some custom masks) take the fast path: attention_logits_fast (folded W_Q W_K^T when cheaper,
 // lower triangle only for causal masks), softmax_rows, and a triangular product A (X W_V) for
 // causal masks; other masks the general path (attention_logits, masked_softmax, attention_stats).

@@ -10,6 +10,8 @@
 #include "measure/attention_products.hpp"
 #include "measure/clusters.hpp"
 #include "measure/collapse_norms.hpp"
+#include "model/block.hpp"
+#include "model/dropout.hpp"
 #include "model/layer.hpp"
 #include "measure/metrics.hpp"
 #include "model/normalization.hpp"
@@ -155,10 +157,17 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   };
   const bool want_attn_rank = asked("attn_rank"), want_ergodicity = asked("ergodicity");
   Matrix product = want_ergodicity ? Matrix(Matrix::Identity(N, N)) : Matrix();
-  LayerParams params = layer_params(c, &s.mask, &norm);
-  params.keep_attention = want_attn_rank || want_ergodicity || c.output.attention;
+  BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position};
+  params.layer.keep_attention = want_attn_rank || want_ergodicity || c.output.attention;
   if (c.output.attention) r.attention_matrices[ti].clear();
-  LayerWorkspace ws(N, d, c.model.key_dim);
+  // Block structure, dropout and precision (issue 11; model/block.hpp, model/dropout.hpp).
+  RandomStream dropout_rng(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
+  const Dropout dropout{c.dropout.attention, c.dropout.output, &dropout_rng};
+  if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) params.layer.dropout = &dropout;
+  const bool single = c.run.precision == Precision::float32;
+  const auto round_to_float = [](Matrix& m) { m = m.cast<float>().cast<double>(); };
+  if (single) round_to_float(X);
+  BlockWorkspace ws(N, d, c.model.key_dim);
   MeasureOptions opt{c.metrics.rank_rtol, c.metrics.rank_atol, s.max_rank_input};
   Vector sigma;
   std::size_t next_snapshot = 0;
@@ -189,21 +198,22 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
     }
     if (t == L) break;
     const LayerWeights& w = sampler.layer(t, rng);
-    const LayerReport rep = attention_layer(X, w, params, ws, X_next);
+    const LayerReport rep = transformer_block(X, w, params, ws, X_next);
+    if (single) round_to_float(X_next);
     if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0) {
       r.attention[0](trial, acol) = rep.attention.min_weight;
       r.attention[1](trial, acol) = rep.attention.mean_entropy;
       r.attention[2](trial, acol) = rep.degenerate_rows;
     }
-    if (params.keep_attention) {
-      if (want_ergodicity) product = ws.attention_mean * product;
+    if (params.layer.keep_attention) {
+      if (want_ergodicity) product = ws.layer.attention_mean * product;
       if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0) {
         std::size_t i = attention_measure_info().size();
         if (want_attn_rank)
           r.attention[i++](trial, acol) =
-              numerical_rank(singular_values(ws.attention_mean), c.metrics.rank_rtol, c.metrics.rank_atol);
+              numerical_rank(singular_values(ws.layer.attention_mean), c.metrics.rank_rtol, c.metrics.rank_atol);
         if (want_ergodicity) r.attention[i++](trial, acol) = ergodicity_coefficient(product);
-        if (c.output.attention) r.attention_matrices[ti].push_back(ws.attention_mean);
+        if (c.output.attention) r.attention_matrices[ti].push_back(ws.layer.attention_mean);
       }
     }
     r.degenerate_total[ti] += rep.degenerate_rows;
