@@ -4,7 +4,7 @@ names) into an rcsim `weights.file`: /W_Q, /W_K [L, H, d, d_k] and /W_V [L, H, d
 
 rcsim's value map of head h is d x d (Y = sum_h A_h X W_V,h), so the converter folds each head's
 value and output projections, W_V,h W_O,h (d x d_v times d_v x d), which is exact for attention
-without biases. Not carried over (rcsim has no place for them yet, issue 11): the biases of
+without biases. Not carried over (rcsim has no place for them yet): the biases of
 Q, K, V and the output projection, the LayerNorm gains and biases, the MLP, the embeddings.
 Row convention as in rcsim (a token x maps to x W):
   GPT-2 (Conv1D, x W): h.{l}.attn.c_attn.weight [d, 3d] = [W_Q | W_K | W_V], h.{l}.attn.c_proj.weight [d, d]

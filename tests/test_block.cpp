@@ -1,4 +1,4 @@
-// Transformer-block structure (issue 11): norm.position, dropout, run.precision.
+// Transformer-block structure: norm.position, dropout, run.precision.
 // The placements are also checked against NumPy by tests/reference/check_blocks_numpy.py.
 #include <catch2/catch.hpp>
 

@@ -30,7 +30,7 @@ struct InputFiles {
 // Draws the weights of each layer of one trial. Random weights come from the trial's stream in
 // a fixed order (layer by layer; within a layer W_Q of every head, then W_K, then W_V); with
 // weights.shared one draw serves every layer.
-// Peer dynamics (issue 12): with weights.redraw_every = K the weights are drawn at layers 0, K,
+// Peer dynamics (docs/peers.md): with weights.redraw_every = K the weights are drawn at layers 0, K,
 // 2K, ... and kept in between; with weights.across_trials = shared they come from one stream
 // (seed, trial 0, stream 2) restarted for every trial, so all trials see the same weights; with
 // weights.qk a bilinear form B (bilinear.hpp) is drawn per head in place of W_Q (W_K = identity);

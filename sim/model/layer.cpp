@@ -29,7 +29,7 @@ LayerWorkspace::LayerWorkspace(int n, int d, int dk) : XV(n, d), Y(n, d) {
 
 LayerParams layer_params(const Config& c, const MaskMatrix* mask, const Normalization* norm) {
   LayerParams p{mask, c.model.d_qk, c.residual_alpha, norm};
-  p.usa = c.attention_kind == AttentionKind::usa;  // peer dynamics (issue 12)
+  p.usa = c.attention_kind == AttentionKind::usa;  // peer dynamics (docs/peers.md)
   p.head_mean = c.model.head_mix == HeadMix::mean;
   p.tangent = c.residual_project == ResidualProject::tangent;
   return p;
@@ -75,7 +75,7 @@ LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeight
       else
         ws.attention_mean += ws.S_rows;
     }
-    // Dropout (issue 11) after the attention statistics and the peer measures' mean attention.
+    // Dropout (transformer blocks) after the attention statistics and the peer measures' mean attention.
     if (p.dropout && p.dropout->attention > 0.0) {
       if (fast)
         apply_dropout(ws.S_rows, p.dropout->attention, *p.dropout->rng);
@@ -103,7 +103,7 @@ LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeight
   report.attention.mean_entropy = entropy / static_cast<double>(H);
   if (p.keep_attention) ws.attention_mean /= static_cast<double>(H);
   if (p.head_mean && H > 1) Y /= static_cast<double>(H);
-  if (p.dropout && p.dropout->output > 0.0) apply_dropout(Y, p.dropout->output, *p.dropout->rng);  // issue 11
+  if (p.dropout && p.dropout->output > 0.0) apply_dropout(Y, p.dropout->output, *p.dropout->rng);  // 
   if (p.tangent) project_tangent(X, ws.Y);
   if (!direct) {
     if (p.alpha != 0.0) {

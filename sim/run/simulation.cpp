@@ -118,7 +118,7 @@ void record(const TokenMeasures& m, int trial, int layer, RunResults& r) {
   for (std::size_t i = 0; i < std::size(values); ++i) r.token[i](trial, layer) = values[i];
 }
 
-// The token measures of output.measures (issue 12), after the default ones.
+// The token measures of output.measures (docs/peers.md), after the default ones.
 void record_peer_tokens(const Config& c, const Matrix& X, const Vector& sigma, int trial, int layer, RunResults& r) {
   std::size_t i = token_measure_info().size();
   for (const auto& name : c.output.measures) {
@@ -151,7 +151,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   WeightSampler sampler(c, s.files);
   sampler.begin_trial(rng);
   const Normalization norm = Normalization::from_config(c);
-  // Peer attention measures (issue 12): the head-averaged attention and the product of them.
+  // Peer attention measures (docs/peers.md): the head-averaged attention and the product of them.
   const auto asked = [&](const char* name) {
     return std::find(c.output.measures.begin(), c.output.measures.end(), name) != c.output.measures.end();
   };
@@ -160,7 +160,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position};
   params.layer.keep_attention = want_attn_rank || want_ergodicity || c.output.attention;
   if (c.output.attention) r.attention_matrices[ti].clear();
-  // Block structure, dropout and precision (issue 11; model/block.hpp, model/dropout.hpp).
+  // Block structure, dropout and precision.
   RandomStream dropout_rng(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
   const Dropout dropout{c.dropout.attention, c.dropout.output, &dropout_rng};
   if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) params.layer.dropout = &dropout;
