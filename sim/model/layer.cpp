@@ -103,7 +103,7 @@ LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeight
   report.attention.mean_entropy = entropy / static_cast<double>(H);
   if (p.keep_attention) ws.attention_mean /= static_cast<double>(H);
   if (p.head_mean && H > 1) Y /= static_cast<double>(H);
-  if (p.dropout && p.dropout->output > 0.0) apply_dropout(Y, p.dropout->output, *p.dropout->rng);  // 
+  if (p.dropout && p.dropout->output > 0.0) apply_dropout(Y, p.dropout->output, *p.dropout->rng);
   if (p.tangent) project_tangent(X, ws.Y);
   if (!direct) {
     if (p.alpha != 0.0) {

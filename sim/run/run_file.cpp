@@ -145,7 +145,7 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
       ds.set_attr("rtol", c.metrics.rank_rtol);
       ds.set_attr("atol", c.metrics.rank_atol);
     }
-    if (std::string(info.name) == "pair_density") ds.set_attr("threshold", c.metrics.pair_threshold);  // 
+    if (std::string(info.name) == "pair_density") ds.set_attr("threshold", c.metrics.pair_threshold);
     if (std::string(info.name) == "clusters") ds.set_attr("tau", c.metrics.cluster_tau);
     if (std::string(info.name) == "sigma_at_max_rank") {
       ds.set_attr("max_rank", s.max_rank);
