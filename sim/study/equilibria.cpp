@@ -173,7 +173,8 @@ void write_equilibria_file(const std::string& path, const Config& c, const Equil
                            const EquilibriumSearch& s, const std::string& command_line) {
   const auto S = static_cast<hsize_t>(s.starts.size()), K = static_cast<hsize_t>(s.equilibria.size()),
              N = static_cast<hsize_t>(c.model.tokens), d = static_cast<hsize_t>(c.model.dim);
-  const h5::File f = h5::File::create(path);
+  h5::File f = h5::File::create(path);
+  {
   f.set_attr("filetype", "rcsim-equilibria");
   f.set_attr("format_version", 1);
   f.set_attr("rcsim_version", version());
@@ -269,8 +270,9 @@ void write_equilibria_file(const std::string& path, const Config& c, const Equil
   put(g, "count", ints(eq, [](const Equilibrium& e) { return e.count; }), eqid, "starts ending here");
   put(g, "basin_fraction", doubles(eq, [](const Equilibrium& e) { return e.basin_fraction; }), eqid,
       "fraction of starts ending here");
-  f.flush();
   f.set_attr("complete", 1);
+  }
+  f.close();  // checked: the caller renames only a verified file
 }
 
 std::string equilibria_table(const EquilibriumSearch& s) {
