@@ -137,3 +137,18 @@ TEST_CASE("write_whole_file writes exactly and never through a symlink", "[io][s
   CHECK_THROWS_WITH(write_whole_file((d / "link").string(), "x", 1), Catch::Contains("cannot write"));
   CHECK(read_text(d / "victim") == "precious");
 }
+
+TEST_CASE("stale temporaries of a target are removed, nothing else", "[io][safety]") {
+  const fs::path d = fresh_dir("rcsim_safe_stale");
+  const std::string target = (d / "out.h5").string();
+  const std::string a = create_temporary(target), b = create_temporary(target + ".partial");
+  for (const char* keep : {"out.h5", ".out.h5.tmp", ".out.h5.ABCDEFG.tmp", ".other.h5.ABCDEF.tmp", "out.h5.ABCDEF.tmp"})
+    write_text(d / keep, "keep");
+  remove_stale_temporaries(target);
+  CHECK_FALSE(fs::exists(a));
+  CHECK(fs::exists(b));  // the checkpoint's temporaries are another target's
+  for (const char* keep : {"out.h5", ".out.h5.tmp", ".out.h5.ABCDEFG.tmp", ".other.h5.ABCDEF.tmp", "out.h5.ABCDEF.tmp"})
+    CHECK(read_text(d / keep) == "keep");
+  remove_stale_temporaries(target + ".partial");
+  CHECK_FALSE(fs::exists(b));
+}

@@ -203,6 +203,7 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
       std::error_code ec;
       if (!dir.empty()) std::filesystem::create_directories(dir, ec);
       sweep_lock.emplace(lock_path_for(index_path), "sweep directory '" + (dir.empty() ? "." : dir) + "'");
+      remove_stale_temporaries(index_path);
     }
     if (root) stored_definition = read_sweep_definition(index_path);
   }
@@ -438,6 +439,7 @@ int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
   const std::filesystem::path parent = std::filesystem::path(out).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
   const ExclusiveLock lock(lock_path_for(out), "output '" + out + "'");
+  remove_stale_temporaries(out);
   const std::string tmp = create_temporary(out);  // fails fast on an unwritable directory
   try {
     const EquilibriumSearch s = find_equilibria(c, o, &g_cancel);

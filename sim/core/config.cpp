@@ -50,7 +50,7 @@ const std::vector<KeyInfo> kKeys = {
     {"run.trials", "16", "number of independent trials, >= 1"},
     {"run.seed", "20240527", "seed (unsigned 64-bit); trial t uses a stream that depends only on (seed, t)"},
     {"run.threads", "0", "worker threads, >= 0 (0 = all cores); results do not depend on it"},
-    {"output.file", "data/run.h5", "output HDF5 file (written to NAME.tmp, renamed when complete)"},
+    {"output.file", "data/run.h5", "output HDF5 file (written to an exclusive temporary .NAME.XXXXXX.tmp, renamed when complete)"},
     {"output.tokens", "none", "token snapshots: none | final | all | comma list of layers"},
     {"output.spectrum", "false", "store the whole singular spectrum per layer"},
     {"output.schedule", "all",

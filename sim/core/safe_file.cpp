@@ -44,6 +44,19 @@ std::string create_temporary(const std::string& target) {
   return std::string(buf.data());
 }
 
+void remove_stale_temporaries(const std::string& target) {
+  const fs::path t(target);
+  const fs::path dir = t.parent_path().empty() ? fs::path(".") : t.parent_path();
+  const std::string prefix = "." + t.filename().string() + ".", suffix = ".tmp";
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() == prefix.size() + 6 + suffix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      unlink(it->path().c_str());
+  }
+}
+
 void replace_with(const std::string& tmp, const std::string& target) {
   if (std::rename(tmp.c_str(), target.c_str()) != 0) {
     const int err = errno;

@@ -15,6 +15,10 @@ namespace rcsim {
 // Throws RuntimeError with the OS error (e.g. the directory is not writable).
 std::string create_temporary(const std::string& target);
 
+// Remove the temporaries of `target` left by a killed process (".NAME.XXXXXX.tmp" beside it).
+// Call only while holding the target's ExclusiveLock: then no other process is writing them.
+void remove_stale_temporaries(const std::string& target);
+
 // Rename a complete, verified-closed temporary onto `target` (atomic on POSIX); throws
 // RuntimeError with the OS error. The caller removes `tmp` on failure (remove_quietly).
 void replace_with(const std::string& tmp, const std::string& target);

@@ -299,6 +299,8 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
   require_regular_or_absent(out, "output.file");
   // One process per output: a second run on the same file stops here, before any computing.
   const ExclusiveLock lock(lock_path_for(out), "output '" + out + "'");
+  remove_stale_temporaries(out);  // of a killed run (ours: we hold the lock)
+  remove_stale_temporaries(out + ".partial");
   // Fail fast on an unwritable destination, before any computing (the temporary is created
   // exclusively, with an unpredictable name, beside the output).
   const std::string tmp = create_temporary(out);

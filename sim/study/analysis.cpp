@@ -166,6 +166,7 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
   // written and checked, then renamed over the run file: the run file is never edited in place.
   require_regular_or_absent(a.path, "");
   const ExclusiveLock lock(lock_path_for(a.path), "run file '" + a.path + "'");
+  remove_stale_temporaries(a.path);
   const std::string tmp = create_temporary(a.path);
   try {
     {
