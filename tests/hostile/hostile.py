@@ -248,6 +248,55 @@ def concurrency(rcsim, work, sweep):
     return not problems
 
 
+def checkpoint_of_another_configuration(rcsim, work):
+    """A run interrupted (SIGINT: completed trials checkpointed), then rerun with another seed
+    (checkpoint discarded with a warning) or other threads (resumed); both results equal an
+    uninterrupted run of their configuration value by value."""
+    import signal
+    import h5py
+    import numpy as np
+    d = os.path.join(work, "checkpoint_of_another_configuration")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    cfg = "[model]\ntokens = 12\ndim = 6\nlayers = 300\n[run]\ntrials = 400\nthreads = 1\n[output]\nfile = run.h5\n"
+    with open(os.path.join(d, "c.ini"), "w") as f:
+        f.write(cfg)
+    problems = []
+
+    def interrupted_run(seed):
+        a = subprocess.Popen([rcsim, "run", "--config", "c.ini", "-q", f"--run.seed={seed}"], cwd=d,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.4)
+        a.send_signal(signal.SIGINT)
+        a.communicate(timeout=120)
+        if not os.path.exists(os.path.join(d, "run.h5.partial")):
+            problems.append(f"no checkpoint after SIGINT (exit {a.returncode})")
+
+    def mu(name):
+        with h5py.File(os.path.join(d, name), "r") as f:
+            return np.array(f["metrics/mu"])
+
+    for seed_again, threads, expect in ((8, 1, "checkpoint of another configuration"), (7, 2, "resuming")):
+        for n in ("run.h5", "ref.h5"):
+            if os.path.exists(os.path.join(d, n)):
+                os.remove(os.path.join(d, n))
+        interrupted_run(7)
+        r = subprocess.run([rcsim, "run", "--config", "c.ini", f"--run.seed={seed_again}", f"--run.threads={threads}"],
+                           cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
+        if r.returncode != 0 or expect not in r.stderr:
+            problems.append(f"seed {seed_again}, threads {threads}: exit {r.returncode}, no '{expect}': {r.stderr.strip()}")
+        subprocess.run([rcsim, "run", "--config", "c.ini", "-q", f"--run.seed={seed_again}", "--output.file=ref.h5"],
+                       cwd=d, check=True, timeout=300, stderr=subprocess.DEVNULL)
+        if not np.array_equal(mu("run.h5"), mu("ref.h5")):
+            problems.append(f"seed {seed_again}, threads {threads}: result differs from an uninterrupted run")
+        left = [n for n in os.listdir(d) if n.endswith((".tmp", ".lock", ".partial"))]
+        if left:
+            problems.append(f"left behind: {left}")
+    print(f"[{'ok' if not problems else 'FAIL'}] checkpoint_of_another_configuration"
+          + ("" if not problems else "\n    " + "\n    ".join(problems)))
+    return not problems
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("rcsim")
@@ -266,6 +315,9 @@ def main():
         if a.k in ("two_sweeps_one_directory" if sweep else "two_runs_one_output"):
             n += 1
             ok &= concurrency(rcsim, a.work, sweep)
+    if a.k in "checkpoint_of_another_configuration":
+        n += 1
+        ok &= checkpoint_of_another_configuration(rcsim, a.work)
     print(f"hostile: {n} cases, {'all passed' if ok else 'FAILURES'}")
     return 0 if ok else 1
 
