@@ -119,7 +119,8 @@ void Object::set_attr(const std::string& name, std::int64_t value) const {
 }
 
 void Object::set_attr(const std::string& name, const std::vector<std::int64_t>& values) const {
-  write_attr(id(), path_, name, H5T_NATIVE_INT64, {values.size()}, values.data());
+  static const std::int64_t none = 0;  // HDF5 refuses a null buffer even for zero elements
+  write_attr(id(), path_, name, H5T_NATIVE_INT64, {values.size()}, values.empty() ? &none : values.data());
 }
 
 bool Object::has_attr(const std::string& name) const { return H5Aexists(id(), name.c_str()) > 0; }

@@ -92,6 +92,21 @@ def foreign_hdf5(ctx, name):
         f.attrs["filetype"] = "someone-else"
 
 
+def eye_mask(ctx):
+    import h5py
+    import numpy as np
+    with h5py.File(ctx.p("eye_mask.h5"), "w") as f:
+        f["mask"] = np.eye(3, dtype="u1")  # every token attends only to itself: no centre
+
+
+def check_eye_run(d):
+    import h5py
+    with h5py.File(os.path.join(d, "eye.h5"), "r") as f:
+        m = f["mask"].attrs
+        return list(m["centres"]) == [] and m["radius"] == -1 and m["quasi_strongly_connected"] == 0 \
+            and f.attrs["complete"] == 1
+
+
 # Each case: (name, setup(ctx), args, expected exit, expected text in stderr, files that may change,
 #             files expected to be created, fsize limit or None)
 def cases():
@@ -152,6 +167,10 @@ def cases():
          lambda c: (c.text(".run.h5.AbC123.tmp", "half a file"), c.text(".run.h5.partial.XyZ789.tmp", "half")),
          ["run", "--output.file=run.h5"] + SMALL, 0, "", [".run.h5.AbC123.tmp", ".run.h5.partial.XyZ789.tmp"],
          ["run.h5"], None),
+        # 11. a custom mask that is not quasi-strongly connected is legal: written, empty centres, radius -1
+        ("run_custom_mask_not_quasi_strongly_connected", eye_mask,
+         ["run", "--output.file=eye.h5", "--model.tokens=3", "--mask.type=custom", "--mask.file=eye_mask.h5"] + SMALL,
+         0, "not quasi-strongly connected", [], ["eye.h5"], None),
         ("sweep_ignores_planted_index_symlink",
          lambda c: (os.makedirs(c.p("sw/p")), c.text("victim.txt"), os.symlink("../../victim.txt", c.p("sw/p/index.h5.tmp"))),
          ["sweep"] + SWEEP, 0, "", [],
@@ -188,6 +207,8 @@ def check_case(rcsim, work, case):
     for rel in after:
         if rel not in before and rel not in created:
             problems.append(f"left behind: '{rel}'")
+    if name == "run_custom_mask_not_quasi_strongly_connected" and r.returncode == 0 and not check_eye_run(d):
+        problems.append("eye.h5: expected centres = [], radius = -1, quasi_strongly_connected = 0, complete = 1")
     status = "ok" if not problems else "FAIL"
     print(f"[{status}] {name}: exit {r.returncode}" + ("" if not problems else "\n    " + "\n    ".join(problems) +
                                                         "\n    stderr: " + r.stderr.strip().replace("\n", "\n            ")))
