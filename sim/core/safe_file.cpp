@@ -93,6 +93,10 @@ bool path_exists(const std::string& path) {
 }
 
 void require_regular_or_absent(const std::string& path, const std::string& key) {
+  const std::string name = fs::path(path).filename().string();
+  if (name.empty() || name == "." || name == "..")
+    throw UsageError((key.empty() ? std::string() : "key '" + key + "': ") + "'" + path +
+                     "' names a directory; expected a file name (e.g. data/run.h5)");
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) return;
   if (S_ISREG(st.st_mode)) return;

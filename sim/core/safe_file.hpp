@@ -34,7 +34,8 @@ void write_whole_file(const std::string& path, const void* data, std::size_t siz
 // True if something exists at `path` (a file, directory, device, or a symlink, even dangling).
 bool path_exists(const std::string& path);
 // Throw UsageError naming `key` and `path` if something exists at `path` that is not a regular
-// file (a directory, device, FIFO, socket or symlink): rcsim never replaces such a thing.
+// file (a directory, device, FIFO, socket or symlink): rcsim never replaces such a thing. A path
+// that can only name a directory ("dir/", ".", "..") is refused too.
 void require_regular_or_absent(const std::string& path, const std::string& key);
 
 // An exclusive advisory lock (flock) on the file LOCK_PATH, held for the object's lifetime; the
