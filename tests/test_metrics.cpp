@@ -114,6 +114,26 @@ TEST_CASE("mean absolute cosine worked by hand", "[metrics]") {
   }
 }
 
+TEST_CASE("mean absolute cosine against the pairwise definition across row blocks", "[metrics]") {
+  // cos_abs_mean forms the Gram matrix 64 rows at a time: sizes below, at and across block
+  // edges (a partial last block), one zero token left out; the reference is the definition,
+  // pair by pair (k = 150 - 1 nonzero tokens for N = 150).
+  for (const int n : {2, 63, 64, 65, 129, 150}) {
+    Matrix X = Matrix::Random(n, 7);
+    if (n > 2) X.row(n / 2).setZero();
+    double sum = 0.0;
+    int pairs = 0;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) {
+        if (i == j || X.row(i).norm() == 0.0 || X.row(j).norm() == 0.0) continue;
+        sum += std::abs(X.row(i).dot(X.row(j))) / (X.row(i).norm() * X.row(j).norm());
+        ++pairs;
+      }
+    INFO("N = " << n);
+    CHECK_THAT(cos_abs_mean(X), WithinRel(sum / pairs, 1e-13));
+  }
+}
+
 TEST_CASE("measure_tokens ties the measures together", "[metrics]") {
   RandomStream rng(2, 0);
   Matrix X(6, 4);
