@@ -22,6 +22,7 @@
 #include "core/config.hpp"
 #include "study/equilibria.hpp"
 #include "core/errors.hpp"
+#include "core/memory.hpp"
 #include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
 #include "model/mask.hpp"
@@ -233,16 +234,22 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
                                                                     : "pending";
       if (checks[i].state == RunFileState::matches && inv.force) what = "complete, recomputed (--force)";
       complete += status[i] == PointStatus::complete;
-      std::cout << "# " << (is_sweep ? "  " : "output: ") << points[i].config.output.file << "  [" << what << "]\n";
+      std::cout << "# " << (is_sweep ? "  " : "output: ") << points[i].config.output.file << "  [" << what
+                << "]  memory: about " << format_bytes(run_memory_bytes(points[i].config)) << "\n";
     }
+    std::cout << "# this machine's memory: " << format_bytes(physical_memory_bytes()) << "\n";
     if (is_sweep) std::cout << "# " << complete << " of " << n << " points complete, " << n - static_cast<std::size_t>(complete) << " to run\n";
     if (definition_differs)
       std::cout << "# the index holds a different sweep definition (" << first_difference(*stored_definition, definition)
                 << "): a run is refused without --force\n";
     return 0;
   }
-  // Never replace a foreign file or anything that is not a regular file (before any computing).
-  for (const SweepPoint& pt : points) h5::check_replaceable(pt.config.output.file, "output.file", "rcsim-run", inv.force);
+  // Before any computing: never replace a foreign file or anything that is not a regular file;
+  // refuse a point that cannot fit in memory.
+  for (const SweepPoint& pt : points) {
+    h5::check_replaceable(pt.config.output.file, "output.file", "rcsim-run", inv.force);
+    require_run_memory(pt.config);
+  }
   if (is_sweep) require_regular_or_absent(index_path, "");
   if (!inv.force) {
     const std::string what = "details in rank 0's message";

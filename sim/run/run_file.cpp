@@ -297,6 +297,7 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
     if (ec) throw UsageError("key 'output.file': cannot create directory '" + parent.string() + "': " + ec.message());
   }
   require_regular_or_absent(out, "output.file");
+  require_run_memory(c);
   // One process per output: a second run on the same file stops here, before any computing.
   const ExclusiveLock lock(lock_path_for(out), "output '" + out + "'");
   remove_stale_temporaries(out);  // of a killed run (ours: we hold the lock)

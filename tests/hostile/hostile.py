@@ -72,7 +72,7 @@ class Ctx:
             if fsize is not None:
                 resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         r = subprocess.run([self.rcsim] + args, cwd=self.d, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, preexec_fn=limit, timeout=120)
+                           text=True, preexec_fn=limit, timeout=60)
         if check and r.returncode != 0:
             raise RuntimeError(f"setup command failed ({r.returncode}): {args}\n{r.stderr}")
         return r
@@ -134,6 +134,16 @@ def cases():
          0, "", ["run.h5"], [], None),
         ("run_refuses_directory", lambda c: os.mkdir(c.p("out.h5")), ["run", "--force", "--output.file=out.h5"] + SMALL,
          2, "'out.h5' exists and is a directory", [], [], None),
+        # 10. absurd sizes refused before allocating, with the memory they would need
+        ("run_refuses_absurd_layers", lambda c: None, ["run", "--output.file=big.h5", "--model.layers=2000000000", "--run.trials=1000000"] + SMALL,
+         2, "would need about", [], [], None),
+        ("dry_run_refuses_absurd_layers", lambda c: None,
+         ["run", "--dry-run", "--output.file=big.h5", "--model.layers=2000000000", "--run.trials=1000000"] + SMALL, 2, "would need about", [], [],
+         None),
+        ("dry_run_prints_memory_estimate", lambda c: None, ["run", "--dry-run", "--output.file=x.h5"] + SMALL, 0, "", [],
+         [], None),
+        ("run_huge_log_schedule_is_quick", lambda c: None,
+         ["run", "--output.file=log.h5", "--output.schedule=log:2147483647"] + SMALL, 0, "", [], ["log.h5"], None),
         ("run_refuses_trailing_slash", lambda c: None, ["run", "--output.file=out/"] + SMALL, 2,
          "'out/' names a directory", [], [], None),
         ("keys_refuses_trailing_slash", lambda c: None, ["keys", "--output.file=k/"], 2,
@@ -213,6 +223,8 @@ def check_case(rcsim, work, case):
             problems.append(f"left behind: '{rel}'")
     if name == "run_custom_mask_not_quasi_strongly_connected" and r.returncode == 0 and not check_eye_run(d):
         problems.append("eye.h5: expected centres = [], radius = -1, quasi_strongly_connected = 0, complete = 1")
+    if name == "dry_run_prints_memory_estimate" and "memory: about" not in r.stdout:
+        problems.append("the dry run prints no memory estimate")
     status = "ok" if not problems else "FAIL"
     print(f"[{status}] {name}: exit {r.returncode}" + ("" if not problems else "\n    " + "\n    ".join(problems) +
                                                         "\n    stderr: " + r.stderr.strip().replace("\n", "\n            ")))
