@@ -81,7 +81,9 @@ options:
   --key=value     any configuration key; the command line wins over the file
   --dry-run       print the resolved configuration and planned outputs; write nothing
   --force         recompute outputs that are already complete, and overwrite outputs (or a
-                  sweep index) made with a different configuration (refused without it)
+                  sweep index) made with a different configuration, or files that are not
+                  complete rcsim outputs of the command's kind (refused without it; a
+                  directory, symlink or device is never replaced)
   --quiet         only warnings and errors on stderr (no progress)
 
 exit status: 0 success, 1 runtime error, 2 usage error, 130 interrupted.
