@@ -61,7 +61,7 @@ void run_without_measures(const EngineSetup& s, int threads) {
   auto worker = [&] {
     const int N = c.model.tokens, d = c.model.dim;
     const Normalization norm = Normalization::from_config(c);
-    const LayerParams params{&s.mask, c.model.d_qk, c.residual_alpha, &norm};
+    const LayerParams params = layer_params(c, &s.mask, &norm);
     LayerWorkspace ws(N, d, c.model.key_dim);
     Matrix X_next(N, d);
     WeightSampler sampler(c, s.files);

@@ -194,6 +194,10 @@ TEST_CASE("analyze on a simulated run: causal N = 2 with uniform attention halve
   CHECK_THAT(a.rate_ratio, WithinRel(1.0, 1e-5));
   CHECK(cli_main({"analyze", out, "--quiet"}) == 0);
   CHECK(h5::File::open_read(out).exists("analysis/theory/bound_median"));
+  // options with a space, as the configuration keys allow: "--threshold 0.5" = "--threshold=0.5"
+  CHECK(cli_main({"analyze", out, "--threshold", "0.5", "--window", "2:20", "--quiet"}) == 0);
+  CHECK(h5::File::open_read(out).open_group("analysis").attr_double("threshold") == 0.5);
+  CHECK(cli_main({"analyze", out, "--threshold", "abc", "--quiet"}) == 2);
 }
 
 TEST_CASE("analyze: bad inputs exit 2", "[analysis][cli]") {

@@ -20,6 +20,7 @@ bool same(const RunResults& a, const RunResults& b) {
   for (std::size_t m = 0; m < a.attention.size(); ++m) ok &= a.attention[m].cwiseEqual(b.attention[m]).all();
   ok &= a.spectrum == b.spectrum;
   ok &= a.snapshots == b.snapshots;
+  ok &= a.attention_matrices == b.attention_matrices;
   ok &= a.underflow_layer == b.underflow_layer && a.degenerate_total == b.degenerate_total;
   return ok;
 }
@@ -29,8 +30,10 @@ TEST_CASE("saved trials reload exactly and the rest completes the run", "[io][ch
   const std::string path = (fs::temp_directory_path() / "rcsim_test.h5.partial").string();
   fs::remove(path);
   const Config c = make_config({{"model.tokens", "6"}, {"model.dim", "4"}, {"model.layers", "7"}, {"run.trials", "9"},
-                                {"output.spectrum", "true"}, {"output.tokens", "0,7"}, {"norm.type", "layernorm"}});
+                                {"output.spectrum", "true"}, {"output.tokens", "0,7"}, {"norm.type", "layernorm"},
+                                {"output.attention", "true"}, {"output.measures", "clusters,ergodicity"}});
   const EngineSetup s = prepare(c);
+  REQUIRE(s.config.output.attention);
   const RunResults full = run_simulation(s, 2);
   {
     Checkpoint cp(path, c.to_ini(), 1e9);  // never flushes by itself

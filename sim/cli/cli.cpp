@@ -3,7 +3,6 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +11,6 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -57,8 +55,9 @@ usage:
   rcsim --help | --version
 
   run         simulate run.trials independent trials of an L-layer attention stack and write
-              the measures of every layer to output.file (HDF5). Without --config, the
-              built-in default (configs/default.ini) is the base configuration.
+              the measures of every layer to output.file (HDF5). Without --config, one
+              run of the key defaults (configs/default.ini is the comparison sweep of
+              scripts/run-default.sh).
               A [sweep] section (sweep.KEY = v1, v2, ...) runs one file per point into the
               directory output.file minus ".h5", with an index (index.h5: every point, its
               parameters, file and status); completed points are skipped on rerun. Under
@@ -131,25 +130,8 @@ Invocation split_args(const std::vector<std::string>& args) {
   return inv;
 }
 
-// Configuration sources: the file (or the built-in default) then the command line.
-ParsedArgs resolve_sources(const Invocation& inv) {
-  if (inv.config_file) return parse_config_sources(inv.keys, inv.config_file);
-  // The built-in default, through a temporary file so that it takes the same parser.
-  const std::filesystem::path tmp =
-      std::filesystem::temp_directory_path() / ("rcsim-default-" + std::to_string(::getpid()) + ".ini");
-  {
-    std::ofstream out(tmp);
-    out << default_config_text();
-  }
-  try {
-    ParsedArgs p = parse_config_sources(inv.keys, tmp.string());
-    std::filesystem::remove(tmp);
-    return p;
-  } catch (...) {
-    std::filesystem::remove(tmp);
-    throw;
-  }
-}
+// Configuration sources: the key defaults, then the file (if any), then the command line.
+ParsedArgs resolve_sources(const Invocation& inv) { return parse_config_sources(inv.keys, inv.config_file); }
 
 // A key given on the command line replaces a sweep axis of the same name.
 void drop_overridden_axes(ParsedArgs& p, const Invocation& inv) {
@@ -402,10 +384,27 @@ double parse_number(const std::string& option, const std::string& text) {
   return v;
 }
 
+// "--name value" as "--name=value" for a command's own options (as the configuration keys allow).
+std::vector<std::string> join_option_values(const std::vector<std::string>& args,
+                                            std::initializer_list<const char*> options) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const bool takes_value =
+        std::any_of(options.begin(), options.end(), [&](const char* o) { return args[i] == o; });
+    if (takes_value && i + 1 < args.size()) {
+      out.push_back(args[i] + "=" + args[i + 1]);
+      ++i;
+    } else {
+      out.push_back(args[i]);
+    }
+  }
+  return out;
+}
+
 int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
   EquilibriumOptions o;
   std::vector<std::string> keys;
-  for (const std::string& a : inv.keys) {
+  for (const std::string& a : join_option_values(inv.keys, {"--tol", "--perturbation", "--probes", "--rank-rtol", "--match-tol"})) {
     auto value = [&](const char* prefix) -> std::optional<double> {
       const std::string p = std::string(prefix) + "=";
       if (a.rfind(p, 0) != 0) return std::nullopt;
@@ -468,7 +467,7 @@ int cmd_analyze(const Invocation& inv) {
   AnalysisOptions o;
   bool write = true;
   std::vector<std::string> files;
-  for (const std::string& a : inv.keys) {
+  for (const std::string& a : join_option_values(inv.keys, {"--threshold", "--window"})) {
     if (a.rfind("--threshold=", 0) == 0) {
       o.threshold = parse_number("--threshold", a.substr(12));
     } else if (a.rfind("--window=", 0) == 0) {

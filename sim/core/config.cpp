@@ -25,6 +25,12 @@ const std::vector<KeyInfo> kKeys = {
     {"model.heads", "1", "number of attention heads H, >= 1 (Y = sum_h A_h X W_V,h)"},
     {"model.key_dim", "auto", "query/key dimension d_k, >= 1 (auto = d)"},
     {"model.d_qk", "auto", "temperature d_QK > 0 in S = XW_Q (XW_K)^T / sqrt(d_QK) (auto = d_k)"},
+    // --- Peer dynamics (issue 12, docs/peers.md) ---
+    {"model.beta", "auto",
+     "inverse temperature beta > 0 = 1/sqrt(d_QK): give model.beta or model.d_qk (both: they must agree)"},
+    {"model.head_mix", "sum", "how heads combine: sum (Y = sum_h A_h X W_V,h) | mean (Y = sum_h ... / H)"},
+    {"attention.kind", "softmax",
+     "softmax (rows normalised) | usa (unnormalised: A_ij = exp(beta <x_i W_Q, x_j W_K>) / N on allowed entries)"},
     {"mask.type", "complete",
      "attention mask: complete | causal | sliding_window | unidirectional_sliding_window | custom"},
     {"mask.window", "1", "window width w >= 1 of the sliding-window masks"},
@@ -34,9 +40,13 @@ const std::vector<KeyInfo> kKeys = {
     {"norm.gain", "1", "gain g of layernorm/rmsnorm: one number or d numbers"},
     {"norm.bias", "0", "bias b of layernorm: one number or d numbers"},
     {"residual.alpha", "0", "residual weight: Y = X + alpha * attention(X); 0 = no residual"},
+    {"residual.project", "none",
+     "none | tangent: Y = X + alpha P(attention(X)), P removes from each row its component along x_i"},
     {"weights.q", "gaussian", "W_Q [d, d_k]: gaussian | orthogonal | identity | zero | fixed | file"},
     {"weights.k", "gaussian", "W_K [d, d_k]: gaussian | orthogonal | identity | zero | fixed | file"},
-    {"weights.v", "gaussian", "W_V [d, d]: gaussian | orthogonal | identity | zero | fixed | file"},
+    {"weights.v", "gaussian",
+     "W_V [d, d]: gaussian | orthogonal | identity | zero | fixed | file | wishart (G G^T / sqrt(d)) | tied_qk "
+     "(W_V = weights.v_sign * W_Q W_K^T)"},
     {"weights.q_std", "auto", "std >= 0 of gaussian W_Q entries (auto = 1/sqrt(d))"},
     {"weights.k_std", "auto", "std >= 0 of gaussian W_K entries (auto = 1/sqrt(d))"},
     {"weights.v_std", "auto", "std >= 0 of gaussian W_V entries (auto = 1/sqrt(d))"},
@@ -45,7 +55,15 @@ const std::vector<KeyInfo> kKeys = {
     {"weights.v_matrix", "", "inline W_V for fixed"},
     {"weights.shared", "false", "true: one draw of the weights shared by all layers; false: fresh per layer"},
     {"weights.file", "", "HDF5 file with /W_Q, /W_K, /W_V for type file"},
-    {"init.type", "gaussian", "X(0): gaussian | sphere | positive | fixed | file"},
+    {"weights.qk", "none",
+     "bilinear form B = W_Q W_K^T drawn directly (W_Q = B, W_K = I; needs d_k = d): none (use weights.q, "
+     "weights.k) | gaussian_product (G1 G2 / sqrt(d)) | symmetric ((G + G^T) / sqrt(2)) | goe "
+     "((G + G^T) / sqrt(2 d)) | wigner (symmetric, every entry N(0, 1)) | identity"},
+    {"weights.v_sign", "1", "sign s = 1 | -1 of weights.v = tied_qk (W_V = s W_Q W_K^T)"},
+    {"weights.redraw_every", "1", "K >= 1: fresh weights at layers 0, K, 2K, ... (kept in between)"},
+    {"weights.across_trials", "independent",
+     "independent (each trial draws its weights) | shared (one weight draw, from a stream of its own, for all trials)"},
+    {"init.type", "gaussian", "X(0): gaussian | sphere | positive | fixed | file | uniform (entries uniform on (-1, 1))"},
     {"init.matrix", "", "inline X(0) [N, d] for fixed, rows separated by ';'"},
     {"init.file", "", "HDF5 file with /X0 [N, d] or [trials, N, d] for type file"},
     {"run.trials", "16", "number of independent trials, >= 1"},
@@ -57,8 +75,17 @@ const std::vector<KeyInfo> kKeys = {
     {"output.schedule", "all",
      "layers at which measures are computed and stored (always 0 and L): all | every:K (multiples of K) | "
      "log:K (K log-spaced layers per decade) | list:a b c (layers, spaces or commas)"},
+    {"output.measures", "none",
+     "extra measures (comma list, or none): pair_density | clusters | dong_residual | dong_residual_rel | "
+     "effective_rank (of X) | "
+     "attn_rank | ergodicity (of the head-averaged attention matrix and of its products over layers)"},
+    {"output.attention", "false",
+     "store the head-averaged attention matrix (1/H) sum_h A_h of every recorded attention layer in /attention"},
     {"metrics.rank_rtol", "auto", "relative rank tolerance >= 0 (auto = max(N, d) * machine epsilon)"},
     {"metrics.rank_atol", "0", "absolute rank tolerance >= 0; tol = max(atol, rtol * sigma_max)"},
+    // --- Peer measures (issue 12, docs/peers.md) ---
+    {"metrics.pair_threshold", "0.999", "pair_density counts ordered pairs i != j with cos(x_i, x_j) > threshold"},
+    {"metrics.cluster_tau", "0.999", "clusters: connected components of the graph cos(x_i, x_j) > tau"},
 };
 
 std::string trim(const std::string& s) {
@@ -83,12 +110,57 @@ std::string fmt_double(double x) {
 double parse_double(const std::string& key, const std::string& text) {
   const std::string t = trim(text);
   if (t.empty()) bad_value(key, text, "expected a number");
+  // A fraction a/b of two numbers (d_QK = 1/64 as in the paper) is accepted too.
+  const auto slash = t.find('/');
+  if (slash != std::string::npos) {
+    const std::string what = "expected a finite number or a fraction a/b";
+    if (t.find('/', slash + 1) != std::string::npos) bad_value(key, text, what);
+    auto part = [&](const std::string& p) {
+      char* end = nullptr;
+      errno = 0;
+      const double x = std::strtod(p.c_str(), &end);
+      if (p.empty() || end != p.c_str() + p.size() || !std::isfinite(x) || errno == ERANGE) bad_value(key, text, what);
+      return x;
+    };
+    const double num = part(trim(t.substr(0, slash))), den = part(trim(t.substr(slash + 1)));
+    const double x = num / den;
+    if (den == 0 || !std::isfinite(x)) bad_value(key, text, what + " with a nonzero denominator");
+    return x;
+  }
   char* end = nullptr;
   errno = 0;
   const double x = std::strtod(t.c_str(), &end);
   if (end != t.c_str() + t.size() || !std::isfinite(x) || errno == ERANGE)
     bad_value(key, text, "expected a finite number");
   return x;
+}
+
+// "unknown key ..." with the nearest known key when one is close (edit distance <= 3, or the
+// same name in another section): "did you mean 'model.dim'?".
+std::string unknown_key_message(const std::string& key, const std::string& where) {
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      std::size_t diag = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        const std::size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    return row[b.size()];
+  };
+  auto leaf = [](const std::string& k) { return k.substr(k.find('.') + 1); };
+  std::string best;
+  std::size_t best_d = 4;
+  for (const auto& k : kKeys) {
+    const std::size_t d = leaf(k.key) == leaf(key) ? 1 : distance(k.key, key);
+    if (d < best_d) best_d = d, best = k.key;
+  }
+  return "unknown key '" + key + "'" + (where.empty() ? "" : " " + where) +
+         (best.empty() ? "" : " (did you mean '" + best + "'?)") + "; 'rcsim --help' lists every key";
 }
 
 long long parse_integer(const std::string& key, const std::string& text) {
@@ -151,11 +223,22 @@ const std::vector<std::pair<std::string, NormType>> kNormNames = {
 const std::vector<std::pair<std::string, WeightType>> kWeightNames = {
     {"gaussian", WeightType::gaussian}, {"orthogonal", WeightType::orthogonal},
     {"identity", WeightType::identity}, {"zero", WeightType::zero},
-    {"fixed", WeightType::fixed},       {"file", WeightType::file}};
+    {"fixed", WeightType::fixed},       {"file", WeightType::file},
+    {"wishart", WeightType::wishart},   {"tied_qk", WeightType::tied_qk}};
 const std::vector<std::pair<std::string, InitType>> kInitNames = {
     {"gaussian", InitType::gaussian}, {"sphere", InitType::sphere},
     {"positive", InitType::positive}, {"fixed", InitType::fixed},
-    {"file", InitType::file}};
+    {"file", InitType::file},         {"uniform", InitType::uniform}};
+// --- Peer dynamics (issue 12) ---
+const std::vector<std::pair<std::string, AttentionKind>> kAttentionNames = {{"softmax", AttentionKind::softmax},
+                                                                           {"usa", AttentionKind::usa}};
+const std::vector<std::pair<std::string, HeadMix>> kHeadMixNames = {{"sum", HeadMix::sum}, {"mean", HeadMix::mean}};
+const std::vector<std::pair<std::string, ResidualProject>> kProjectNames = {{"none", ResidualProject::none},
+                                                                           {"tangent", ResidualProject::tangent}};
+const std::vector<std::pair<std::string, BilinearType>> kBilinearNames = {
+    {"none", BilinearType::none},         {"gaussian_product", BilinearType::gaussian_product},
+    {"symmetric", BilinearType::symmetric}, {"goe", BilinearType::goe},
+    {"wigner", BilinearType::wigner},     {"identity", BilinearType::identity}};
 
 template <class Enum>
 std::string enum_name(Enum e, const std::vector<std::pair<std::string, Enum>>& names) {
@@ -217,10 +300,17 @@ bool is_known_key(const std::string& key) {
 
 const std::vector<KeyInfo>& config_keys() { return kKeys; }
 
+const std::vector<std::string>& peer_measure_names() {
+  static const std::vector<std::string> names = {"pair_density",   "clusters",  "dong_residual", "dong_residual_rel",
+                                                 "effective_rank", "attn_rank", "ergodicity"};
+  return names;
+}
+
 std::string to_string(MaskType t) { return enum_name(t, kMaskNames); }
 std::string to_string(NormType t) { return enum_name(t, kNormNames); }
 std::string to_string(WeightType t) { return enum_name(t, kWeightNames); }
 std::string to_string(InitType t) { return enum_name(t, kInitNames); }
+std::string to_string(BilinearType t) { return enum_name(t, kBilinearNames); }
 
 Matrix parse_inline_matrix(const std::string& key, const std::string& text) {
   std::vector<std::vector<double>> rows;
@@ -263,7 +353,7 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   for (const auto& k : kKeys) v[k.key] = k.default_value;
   for (const auto& [key, value] : overrides) {
     if (!is_known_key(key))
-      throw UsageError("unknown key '" + key + "' (see 'rcsim --help' for the list of keys)");
+      throw UsageError(unknown_key_message(key, ""));
     v[key] = trim(value);
   }
 
@@ -276,8 +366,26 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   c.model.key_dim = v["model.key_dim"] == "auto" ? d : parse_int_min("model.key_dim", v["model.key_dim"], 1);
   c.model.d_qk = v["model.d_qk"] == "auto" ? static_cast<double>(c.model.key_dim)
                                            : parse_double_min("model.d_qk", v["model.d_qk"], 0.0, true);
+  // --- Peer dynamics (issue 12): model.beta = 1/sqrt(d_QK), one of the two given ---
+  if (v["model.beta"] == "auto") {
+    c.model.beta = 1.0 / std::sqrt(c.model.d_qk);
+  } else {
+    c.model.beta = parse_double_min("model.beta", v["model.beta"], 0.0, true);
+    const double d_qk = 1.0 / (c.model.beta * c.model.beta);
+    if (!(d_qk > 0.0) || !std::isfinite(d_qk))
+      bad_value("model.beta", v["model.beta"], "1/beta^2 must be a finite number > 0");
+    if (v["model.d_qk"] != "auto" && !(std::abs(c.model.d_qk - d_qk) <= 1e-12 * d_qk))
+      throw UsageError("keys 'model.beta' = " + v["model.beta"] + " and 'model.d_qk' = " + v["model.d_qk"] +
+                       " disagree: beta = 1/sqrt(d_QK); give one of the two");
+    if (v["model.d_qk"] == "auto") c.model.d_qk = d_qk;  // given both: d_QK as given (bitwise re-runs)
+  }
+  c.model.head_mix = parse_enum("model.head_mix", v["model.head_mix"], kHeadMixNames);
+  c.attention_kind = parse_enum("attention.kind", v["attention.kind"], kAttentionNames);
   v["model.key_dim"] = std::to_string(c.model.key_dim);
   v["model.d_qk"] = fmt_double(c.model.d_qk);
+  // model.beta is another spelling of d_QK: stored as given, or as auto (then d_QK, written out,
+  // decides), so that a stored configuration rerun with another --model.d_qk is not a conflict.
+  if (v["model.beta"] != "auto") v["model.beta"] = fmt_double(c.model.beta);
 
   c.mask.type = parse_enum("mask.type", v["mask.type"], kMaskNames);
   c.mask.window = parse_int_min("mask.window", v["mask.window"], 1);
@@ -290,6 +398,9 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   c.norm.gain = parse_gain_bias("norm.gain", v["norm.gain"], d, 1.0);
   c.norm.bias = parse_gain_bias("norm.bias", v["norm.bias"], d, 0.0);
   c.residual_alpha = parse_double("residual.alpha", v["residual.alpha"]);
+  c.residual_project = parse_enum("residual.project", v["residual.project"], kProjectNames);
+  if (c.residual_project == ResidualProject::tangent && c.residual_alpha == 0.0)
+    throw UsageError("key 'residual.project': tangent needs a residual (residual.alpha != 0)");
 
   const double default_std = 1.0 / std::sqrt(static_cast<double>(d));
   struct Slot {
@@ -313,6 +424,23 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
     }
   }
   c.weights.shared = parse_bool("weights.shared", v["weights.shared"]);
+  // --- Peer dynamics (issue 12) ---
+  for (const char* w : {"weights.q", "weights.k"})
+    if (v[w] == "wishart" || v[w] == "tied_qk")
+      bad_value(w, v[w], "wishart and tied_qk are value matrices: allowed for weights.v only");
+  c.weights.qk = parse_enum("weights.qk", v["weights.qk"], kBilinearNames);
+  if (c.weights.qk != BilinearType::none && c.model.key_dim != d)
+    throw UsageError("key 'weights.qk': a bilinear form needs model.key_dim = model.dim (got " +
+                     std::to_string(c.model.key_dim) + " and " + std::to_string(d) + ")");
+  c.weights.v_sign = parse_double("weights.v_sign", v["weights.v_sign"]);
+  if (c.weights.v_sign != 1.0 && c.weights.v_sign != -1.0) bad_value("weights.v_sign", v["weights.v_sign"], "allowed: 1 | -1");
+  c.weights.redraw_every = parse_int_min("weights.redraw_every", v["weights.redraw_every"], 1);
+  if (c.weights.shared && c.weights.redraw_every != 1)
+    throw UsageError("keys 'weights.shared' and 'weights.redraw_every': give one of the two (shared = never redrawn)");
+  const std::string across = trim(v["weights.across_trials"]);
+  if (across != "independent" && across != "shared")
+    bad_value("weights.across_trials", across, "allowed: independent | shared");
+  c.weights.shared_across_trials = across == "shared";
   c.weights.file = v["weights.file"];
   for (const char* w : {"weights.q", "weights.k", "weights.v"})
     if (v[w] == "file" && c.weights.file.empty())
@@ -376,6 +504,21 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
                             : parse_double_min("metrics.rank_rtol", v["metrics.rank_rtol"], 0.0, false);
   v["metrics.rank_rtol"] = fmt_double(c.metrics.rank_rtol);
   c.metrics.rank_atol = parse_double_min("metrics.rank_atol", v["metrics.rank_atol"], 0.0, false);
+  // --- Peer measures (issue 12) ---
+  c.output.attention = parse_bool("output.attention", v["output.attention"]);
+  c.metrics.pair_threshold = parse_double("metrics.pair_threshold", v["metrics.pair_threshold"]);
+  c.metrics.cluster_tau = parse_double("metrics.cluster_tau", v["metrics.cluster_tau"]);
+  if (v["output.measures"] != "none") {
+    const auto asked = split_list(v["output.measures"]);
+    std::string allowed;
+    for (const auto& name : peer_measure_names()) allowed += (allowed.empty() ? "" : " | ") + name;
+    for (const auto& name : asked)
+      if (std::find(peer_measure_names().begin(), peer_measure_names().end(), name) == peer_measure_names().end())
+        bad_value("output.measures", name, "allowed: none or a comma list of " + allowed);
+    if (asked.empty()) bad_value("output.measures", v["output.measures"], "allowed: none or a comma list of " + allowed);
+    for (const auto& name : peer_measure_names())
+      if (std::find(asked.begin(), asked.end(), name) != asked.end()) c.output.measures.push_back(name);
+  }
 
   c.values = std::move(v);
   return c;
@@ -526,8 +669,7 @@ ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
           if (!sweep_axes.count(axis)) sweep_order.push_back(axis);
           sweep_axes[axis] = values;
         } else {
-          throw UsageError("unknown key '" + key + "' " + where +
-                           " (see 'rcsim --help' for the list of keys)");
+          throw UsageError(unknown_key_message(key, where));
         }
       } else {
         out.values[opt.string_key] = value;

@@ -14,8 +14,14 @@ namespace rcsim {
 
 enum class MaskType { complete, causal, sliding_window, unidirectional_sliding_window, custom };
 enum class NormType { none, sphere, layernorm, projection, rmsnorm };
-enum class WeightType { gaussian, orthogonal, identity, zero, fixed, file };
-enum class InitType { gaussian, sphere, positive, fixed, file };
+enum class WeightType { gaussian, orthogonal, identity, zero, fixed, file, wishart, tied_qk };
+enum class InitType { gaussian, sphere, positive, fixed, file, uniform };
+
+// --- Peer dynamics (issue 12, docs/peers.md) ---
+enum class AttentionKind { softmax, usa };
+enum class HeadMix { sum, mean };
+enum class ResidualProject { none, tangent };
+enum class BilinearType { none, gaussian_product, symmetric, goe, wigner, identity };
 
 struct ModelConfig {
   int tokens = 8;      // N
@@ -24,6 +30,9 @@ struct ModelConfig {
   int heads = 1;       // H
   int key_dim = 0;     // d_k (resolved: default d)
   double d_qk = 0.0;   // temperature (resolved: default d_k)
+  // --- Peer dynamics (issue 12) ---
+  double beta = 0.0;   // inverse temperature 1 / sqrt(d_QK) (resolved; model.beta or model.d_qk)
+  HeadMix head_mix = HeadMix::sum;
 };
 
 struct MaskConfig {
@@ -49,6 +58,11 @@ struct WeightsConfig {
   WeightSpec q, k, v;
   bool shared = false;
   std::string file;
+  // --- Peer dynamics (issue 12) ---
+  BilinearType qk = BilinearType::none;  // not none: W_Q = B drawn directly, W_K = identity
+  double v_sign = 1.0;                   // sign of W_V for weights.v = tied_qk (W_V = sign W_Q W_K^T)
+  int redraw_every = 1;                  // fresh weights at layers 0, K, 2K, ...
+  bool shared_across_trials = false;     // one weight stream for all trials
 };
 
 struct InitConfig {
@@ -70,18 +84,30 @@ struct OutputConfig {
   bool spectrum = false;
   std::string schedule = "all";      // all | every:K | log:K | list:a,b,...
   std::vector<int> measure_layers;   // resolved from `schedule`: ascending, always 0 and L
+  // --- Peer measures (issue 12): extra measures, only when asked (output.measures) ---
+  std::vector<std::string> measures;  // subset of peer_measure_names(), in that order
+  bool attention = false;             // store the head-averaged attention matrices
 };
 
 struct MetricsConfig {
   double rank_rtol = -1.0;  // resolved: max(N, d) * machine epsilon
   double rank_atol = 0.0;
+  // --- Peer measures (issue 12) ---
+  double pair_threshold = 0.999;  // pair_density: cos > threshold
+  double cluster_tau = 0.999;     // clusters: edges where cos > tau
 };
+
+// The optional measures of output.measures (issue 12), token measures first.
+const std::vector<std::string>& peer_measure_names();
 
 struct Config {
   ModelConfig model;
   MaskConfig mask;
   NormConfig norm;
   double residual_alpha = 0.0;
+  // --- Peer dynamics (issue 12) ---
+  AttentionKind attention_kind = AttentionKind::softmax;
+  ResidualProject residual_project = ResidualProject::none;
   WeightsConfig weights;
   InitConfig init;
   RunConfig run;
@@ -133,6 +159,7 @@ std::string to_string(MaskType t);
 std::string to_string(NormType t);
 std::string to_string(WeightType t);
 std::string to_string(InitType t);
+std::string to_string(BilinearType t);
 
 // An upper bound on the number of layers parse_schedule(text, layers) records, without building
 // the list (for refusing a run that cannot fit in memory before allocating anything).

@@ -170,7 +170,51 @@ void Dataset::attach_scale(const Dataset& scale, unsigned dim) const {
   check(H5DSattach_scale(id(), scale.id(), dim), "", "cannot attach scale to " + path_);
 }
 
+std::vector<hsize_t> Dataset::shape() const {
+  Handle space(check(H5Dget_space(id()), "cannot read the shape of " + path_), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.id());
+  if (rank < 0) throw RuntimeError("cannot read the shape of " + path_);
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  if (rank > 0) H5Sget_simple_extent_dims(space.id(), dims.data(), nullptr);
+  return dims;
+}
+
 // ---- groups and datasets ----
+
+Dataset Group::write_coordinate(const std::string& name, const std::vector<std::int64_t>& values,
+                                const std::string& long_name) const {
+  Dataset ds = write(name, {values.size()}, values.data());
+  ds.make_scale(name);
+  ds.set_attr("long_name", long_name);
+  return ds;
+}
+
+Dataset Group::write_coordinate(const std::string& name, const std::vector<double>& values,
+                                const std::string& long_name) const {
+  Dataset ds = write(name, values);
+  ds.make_scale(name);
+  ds.set_attr("long_name", long_name);
+  return ds;
+}
+
+void Group::label_axes(const Dataset& ds, const std::vector<std::string>& dims) const {
+  const std::vector<hsize_t> shape = ds.shape();
+  if (shape.size() != dims.size())
+    throw RuntimeError(ds.path() + ": " + std::to_string(shape.size()) + " axes but " + std::to_string(dims.size()) +
+                  " dimension names");
+  for (std::size_t k = 0; k < dims.size(); ++k) {
+    if (!exists(dims[k])) {
+      std::vector<std::int64_t> index(static_cast<std::size_t>(shape[k]));
+      for (std::size_t i = 0; i < index.size(); ++i) index[i] = static_cast<std::int64_t>(i);
+      write_coordinate(dims[k], index, "index along the axis '" + dims[k] + "'");
+    }
+    const Dataset scale = open_dataset(dims[k]);
+    if (scale.shape() != std::vector<hsize_t>{shape[k]})
+      throw RuntimeError(ds.path() + ": axis " + std::to_string(k) + " has " + std::to_string(shape[k]) +
+                    " entries but the coordinate '" + dims[k] + "' has " + shape_string(scale.shape()));
+    ds.attach_scale(scale, static_cast<unsigned>(k));
+  }
+}
 
 Group Group::create_group(const std::string& name) const {
   Handle g(check(H5Gcreate2(id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
@@ -444,6 +488,38 @@ void check_replaceable(const std::string& path, const std::string& key, const st
   throw UsageError((key.empty() ? std::string() : "key '" + key + "': ") + "'" + path +
                    "' exists and is not a complete " + filetype +
                    " file; refusing to overwrite it (remove it, choose another name, or rerun with --force)");
+}
+
+namespace {
+herr_t collect_link(hid_t, const char* name, const H5L_info_t*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->push_back(name);
+  return 0;
+}
+}  // namespace
+
+void File::label_unlabelled_axes() const {
+  std::vector<std::string> names;
+  check(H5Lvisit(id(), H5_INDEX_NAME, H5_ITER_INC, collect_link, &names), "",
+        "cannot list the objects of " + filename_);
+  for (const std::string& name : names) {
+    Handle obj(H5Oopen(id(), name.c_str(), H5P_DEFAULT), H5Oclose);
+    if (obj.id() < 0 || H5Iget_type(obj.id()) != H5I_DATASET || H5DSis_scale(obj.id()) > 0) continue;
+    const Dataset ds = open_dataset(name);
+    const std::vector<hsize_t> shape = ds.shape();
+    const auto slash = name.rfind('/');
+    const Group parent = open_group(slash == std::string::npos ? "/" : name.substr(0, slash));
+    const std::string leaf = slash == std::string::npos ? name : name.substr(slash + 1);
+    for (std::size_t k = 0; k < shape.size(); ++k) {
+      if (H5DSget_num_scales(ds.id(), static_cast<unsigned>(k)) > 0) continue;
+      const std::string dim = leaf + "_dim" + std::to_string(k);
+      if (!parent.exists(dim)) {
+        std::vector<std::int64_t> index(static_cast<std::size_t>(shape[k]));
+        for (std::size_t i = 0; i < index.size(); ++i) index[i] = static_cast<std::int64_t>(i);
+        parent.write_coordinate(dim, index, "index along axis " + std::to_string(k) + " of " + leaf);
+      }
+      ds.attach_scale(parent.open_dataset(dim), static_cast<unsigned>(k));
+    }
+  }
 }
 
 }  // namespace rcsim::h5

@@ -69,6 +69,8 @@ class Dataset : public Object {
   void make_scale(const std::string& name) const;
   // Attach `scale` to dimension `dim` of this dataset.
   void attach_scale(const Dataset& scale, unsigned dim) const;
+  // The extent of each axis.
+  std::vector<hsize_t> shape() const;
 
  private:
   friend class Group;
@@ -93,6 +95,17 @@ class Group : public Object {
   Dataset write_string(const std::string& name, const std::string& text) const;
   // A 1-D dataset of variable-length UTF-8 strings.
   Dataset write_strings(const std::string& name, const std::vector<std::string>& texts) const;
+
+  // A coordinate: a 1-D dataset that is a dimension scale of its own name (xarray, h5dump).
+  Dataset write_coordinate(const std::string& name, const std::vector<std::int64_t>& values,
+                           const std::string& long_name) const;
+  Dataset write_coordinate(const std::string& name, const std::vector<double>& values,
+                           const std::string& long_name) const;
+  // Label every axis of `ds` (a dataset of this group) with the coordinate of that name in this
+  // group, so that `xarray.open_dataset(file, group=...)` labels the array: each group carries its
+  // own coordinates. A name without a coordinate yet gets an index coordinate 0, 1, ..., n-1.
+  // Throws if a coordinate's length differs from the axis.
+  void label_axes(const Dataset& ds, const std::vector<std::string>& dims) const;
 
   // Read a numeric dataset as float64 (HDF5 converts integer and float types).
   Array read(const std::string& name) const;
@@ -130,6 +143,11 @@ class File : public Group {
   // ("No space left on device", "File too large") naming the file. Every group, dataset and
   // attribute of the file must be closed already (std::logic_error otherwise).
   void close();
+  // Give every axis that still has no dimension scale an index coordinate named
+  // "<dataset>_dim<k>" in the dataset's group, so that every axis of every dataset is labelled
+  // (xarray refuses a variable with labelled and unlabelled axes). Writers call it before their
+  // final flush; meaningful names are given by Group::label_axes before that.
+  void label_unlabelled_axes() const;
   const std::string& filename() const { return filename_; }
 
  private:

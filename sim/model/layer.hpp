@@ -3,6 +3,7 @@
 //   Y <- X + alpha Y (if alpha != 0),  X(t+1) = normalise rows of Y.
 #pragma once
 
+#include "core/config.hpp"
 #include "model/attention.hpp"
 #include "model/inputs.hpp"
 #include "model/normalization.hpp"
@@ -15,7 +16,15 @@ struct LayerParams {
   double d_qk = 1.0;
   double alpha = 0.0;  // residual weight; 0 = none
   const Normalization* norm = nullptr;
+  // --- Peer dynamics (issue 12, docs/peers.md) ---
+  bool usa = false;        // attention.kind = usa: A = exp(S) / N unnormalised (general path)
+  bool head_mean = false;  // model.head_mix = mean: Y = (1/H) sum_h A_h X W_V,h
+  bool tangent = false;    // residual.project = tangent: Y = X + alpha P(Y_attn)
+  bool keep_attention = false;  // fill LayerWorkspace::attention_mean (peer measures)
 };
+
+// The parameters of `c`'s layer for this mask and normalisation (which must outlive them).
+LayerParams layer_params(const Config& c, const MaskMatrix* mask, const Normalization* norm);
 
 // What a layer reports besides its output.
 struct LayerReport {
@@ -35,6 +44,7 @@ struct LayerWorkspace {
   RowVector buffer;
   const MaskMatrix* analysed = nullptr;
   MaskRows rows;
+  Matrix attention_mean;       // (1/H) sum_h A_h, when LayerParams::keep_attention
   LayerWorkspace(int n, int d, int dk);
 };
 

@@ -44,6 +44,26 @@ Matrix unflatten(const double* p, Eigen::Index rows, Eigen::Index cols) {
   return Eigen::Map<const RowMajorMatrix>(p, rows, cols);
 }
 
+// A list of equally sized matrices as one dataset [count, rows, cols], and back.
+void write_matrices(const h5::Group& g, const std::string& name, const std::vector<Matrix>& list) {
+  std::vector<double> data;
+  for (const Matrix& X : list) {
+    const auto v = flatten(X);
+    data.insert(data.end(), v.begin(), v.end());
+  }
+  const hsize_t n = list.empty() ? 0 : static_cast<hsize_t>(list[0].rows());
+  const hsize_t d = list.empty() ? 0 : static_cast<hsize_t>(list[0].cols());
+  g.write(name, {list.size(), n, d}, data.data());
+}
+
+std::vector<Matrix> read_matrices(const h5::File& f, const std::string& name) {
+  const h5::Array a = f.read(name);
+  std::vector<Matrix> out;
+  const auto n = static_cast<Eigen::Index>(a.shape[1]), d = static_cast<Eigen::Index>(a.shape[2]);
+  for (hsize_t k = 0; k < a.shape[0]; ++k) out.push_back(unflatten(a.data.data() + k * a.shape[1] * a.shape[2], n, d));
+  return out;
+}
+
 }  // namespace
 
 std::string result_configuration(const std::string& config_ini) {
@@ -99,13 +119,8 @@ std::vector<char> Checkpoint::load(RunResults& r) {
         const h5::Array a = f.read(g + "/spectrum");
         r.spectrum[ti] = unflatten(a.data.data(), static_cast<Eigen::Index>(a.shape[0]), static_cast<Eigen::Index>(a.shape[1]));
       }
-      if (!r.snapshots.empty()) {
-        const h5::Array a = f.read(g + "/snapshots");
-        r.snapshots[ti].clear();
-        const auto n = static_cast<Eigen::Index>(a.shape[1]), d = static_cast<Eigen::Index>(a.shape[2]);
-        for (hsize_t k = 0; k < a.shape[0]; ++k)
-          r.snapshots[ti].push_back(unflatten(a.data.data() + k * a.shape[1] * a.shape[2], n, d));
-      }
+      if (!r.snapshots.empty()) r.snapshots[ti] = read_matrices(f, g + "/snapshots");
+      if (!r.attention_matrices.empty()) r.attention_matrices[ti] = read_matrices(f, g + "/attention_matrices");
       const h5::Array diag = f.read(g + "/diagnostics");
       r.underflow_layer[ti] = static_cast<int>(diag.data.at(0));
       r.nonfinite_layer[ti] = static_cast<int>(diag.data.at(1));
@@ -171,17 +186,8 @@ void Checkpoint::write_pending(const h5::File& f, const RunResults& r) const {
       const auto sp = flatten(r.spectrum[ti]);
       g.write("spectrum", {static_cast<hsize_t>(r.spectrum[ti].rows()), static_cast<hsize_t>(r.spectrum[ti].cols())}, sp.data());
     }
-    if (!r.snapshots.empty()) {
-      std::vector<double> data;
-      const auto& snaps = r.snapshots[ti];
-      for (const Matrix& X : snaps) {
-        const auto v = flatten(X);
-        data.insert(data.end(), v.begin(), v.end());
-      }
-      const hsize_t n = snaps.empty() ? 0 : static_cast<hsize_t>(snaps[0].rows());
-      const hsize_t d = snaps.empty() ? 0 : static_cast<hsize_t>(snaps[0].cols());
-      g.write("snapshots", {snaps.size(), n, d}, data.data());
-    }
+    if (!r.snapshots.empty()) write_matrices(g, "snapshots", r.snapshots[ti]);
+    if (!r.attention_matrices.empty()) write_matrices(g, "attention_matrices", r.attention_matrices[ti]);
     const std::vector<double> diag = {static_cast<double>(r.underflow_layer[ti]), static_cast<double>(r.nonfinite_layer[ti]),
                                       static_cast<double>(r.degenerate_total[ti])};
     g.write("diagnostics", diag);  // last: marks the trial as whole

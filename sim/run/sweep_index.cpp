@@ -85,20 +85,21 @@ void write_sweep_index(const std::string& path, const std::string& definition, c
       files.push_back(fs::path(points[i].config.output.file).filename().string());
       states.push_back(to_string(status.at(i)));
     }
-    const h5::Dataset point = f.write("point", {n}, ids.data());
-    point.make_scale("point");
-    point.set_attr("long_name", "point index, in expansion order (product: last axis fastest)");
+    // The point coordinate, at the root and in /parameters (xarray.open_dataset(file, group=...)).
+    const std::string point_long_name = "point index, in expansion order (product: last axis fastest)";
+    f.write_coordinate("point", ids, point_long_name);
     auto column = [&](const h5::Group& g, const std::string& name, const std::vector<std::string>& v,
                       const std::string& long_name) {
       const h5::Dataset ds = g.write_strings(name, v);
       ds.set_attr("long_name", long_name);
-      ds.attach_scale(point, 0);
+      g.label_axes(ds, {"point"});
     };
     column(f, "name", names, "point name (the swept key=value pairs)");
     column(f, "file", files, "run file of the point, relative to the index's directory");
     column(f, "status", states, "pending | complete | failed");
     const h5::Group params = f.create_group("parameters");
     params.set_attr("long_name", "the swept keys' values at each point, as text (one dataset per key)");
+    params.write_coordinate("point", ids, point_long_name);
     std::vector<std::string> keys;
     for (const auto& [key, values] : axes) {
       (void)values;
@@ -107,7 +108,10 @@ void write_sweep_index(const std::string& path, const std::string& definition, c
       for (const auto& p : points) v.push_back(p.values.at(key));
       column(params, key, v, "value of configuration key " + key);
     }
-    f.write_strings("keys", keys).set_attr("long_name", "the swept configuration keys, in axis order");
+    const h5::Dataset key_list = f.write_strings("keys", keys);
+    key_list.set_attr("long_name", "the swept configuration keys, in axis order");
+    f.label_axes(key_list, {"axis"});
+    f.label_unlabelled_axes();
     }
     f.close();  // checked before the rename
     replace_with(tmp, path);

@@ -173,22 +173,31 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
       h5::File f = h5::File::open_readwrite(a.path, tmp);
       {
       if (f.exists("analysis")) f.remove("analysis");
-      const h5::Dataset trial = f.open_dataset("trial"), layer = f.open_dataset("layer");
       const h5::Group g = f.create_group("analysis");
       g.set_attr("rcsim_version", version());
       g.set_attr("created_utc", utc_now());
       g.set_attr("window", window_rule(o));
       g.set_attr("threshold", o.threshold);
       const auto T = static_cast<hsize_t>(a.trials), n = static_cast<hsize_t>(a.layer.size());
+      // Each group carries its own coordinates (xarray.open_dataset(file, group=...)).
+      std::vector<std::int64_t> trial_ids(T), layer_ids;
+      for (hsize_t i = 0; i < T; ++i) trial_ids[i] = static_cast<std::int64_t>(i);
+      for (double t : a.layer) layer_ids.push_back(static_cast<std::int64_t>(t));
+      auto coordinates = [&](const h5::Group& grp) {
+        grp.write_coordinate("trial", trial_ids, "trial index");
+        grp.write_coordinate("layer", layer_ids, "layer t (0 = the input X(0)) of each recorded column");
+      };
+      coordinates(g);
       auto per_trial = [&](const h5::Group& grp, const std::string& name, const std::vector<double>& v,
                            const std::string& long_name, const std::string& units) {
         const h5::Dataset ds = grp.write(name, {T}, v.data());
         ds.set_attr("long_name", long_name);
         ds.set_attr("units", units);
-        ds.attach_scale(trial, 0);
+        grp.label_axes(ds, {"trial"});
       };
       for (const CurveRates* c : {&a.mu, &a.rank_one_residual}) {
         const h5::Group cg = g.create_group(c->measure);
+        coordinates(cg);
         std::vector<double> rate, err, r2, first, last, points;
         for (const LogLinearFit& fit : c->trial) {
           rate.push_back(-fit.slope);
@@ -207,7 +216,7 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
         per_trial(cg, "window_points", points, "recorded layers in the fit window", "1");
         const h5::Dataset med = cg.write("median_curve", {n}, c->median_curve.data());
         med.set_attr("long_name", "median over trials of " + what);
-        med.attach_scale(layer, 0);
+        cg.label_axes(med, {"layer"});
         cg.set_attr("ensemble_decay_rate", -c->ensemble.slope);
         cg.set_attr("ensemble_decay_rate_stderr", c->ensemble.slope_stderr);
         cg.set_attr("ensemble_window_first", c->ensemble.points ? c->ensemble.first_layer : kNaN);
@@ -225,6 +234,7 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
       g.set_attr("collapsed_fraction", a.collapsed_fraction);
 
       const h5::Group th = g.create_group("theory");
+      coordinates(th);
       th.set_attr("radius", a.radius);
       th.set_attr("eps", a.eps);
       th.set_attr("bound_rate", a.bound_rate);
@@ -239,11 +249,11 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
       for (std::size_t j = 0; j < n; ++j) median_bound[j] = theory_bound(C_med, a.eps, a.radius, a.layer[j]);
       const h5::Dataset b = th.write("bound", {T, n}, bound.data());
       b.set_attr("long_name", "reported bound C (1 - eps^r)^(t/r) with the run's smallest eps");
-      b.attach_scale(trial, 0);
-      b.attach_scale(layer, 1);
+      th.label_axes(b, {"trial", "layer"});
       const h5::Dataset bm = th.write("bound_median", {n}, median_bound.data());
       bm.set_attr("long_name", "the bound with C = median over trials of mu at the first layer");
-      bm.attach_scale(layer, 0);
+      th.label_axes(bm, {"layer"});
+      f.label_unlabelled_axes();
       }
       f.close();  // checked: an analysis that did not fit leaves the run file untouched
     }
