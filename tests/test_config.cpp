@@ -141,6 +141,16 @@ TEST_CASE("an unknown key is answered with the nearest known one", "[config]") {
   CHECK_THROWS_WITH(parse_config_sources({}, path), Contains("did you mean 'model.tokens'?"));
 }
 
+TEST_CASE("INI comment lines start with '#' or ';'", "[config]") {
+  const std::string path = write_temp("rcsim_test_comments.ini",
+                                      "; semicolon comment\n[model]\n  ; indented\ntokens = 8\n# hash\nlayers = 3\n"
+                                      "[weights]\nv = fixed\nv_matrix = 1 0; 0 1\n[model]\ndim = 2\n");
+  const ParsedArgs p = parse_config_sources({}, path);
+  CHECK(p.values.at("model.tokens") == "8");
+  CHECK(p.values.at("model.layers") == "3");
+  CHECK(p.values.at("weights.v_matrix") == "1 0; 0 1");  // ';' inside a value is a row separator
+}
+
 TEST_CASE("token snapshot lists", "[config]") {
   CHECK(make_config({{"model.layers", "4"}, {"output.tokens", "final"}}).output.token_layers == std::vector<int>{4});
   CHECK(make_config({{"model.layers", "2"}, {"output.tokens", "all"}}).output.token_layers == std::vector<int>{0, 1, 2});

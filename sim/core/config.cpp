@@ -678,8 +678,16 @@ ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
   };
 
   if (config_file) {
-    std::ifstream in(*config_file);
-    if (!in) throw UsageError("cannot read configuration file '" + *config_file + "'");
+    std::ifstream file(*config_file);
+    if (!file) throw UsageError("cannot read configuration file '" + *config_file + "'");
+    // INI comments: a line starting with '#' (Boost's) or with ';' (the INI convention; ';'
+    // inside a value separates matrix rows, so only whole-line ';' comments are dropped).
+    std::ostringstream text;
+    for (std::string line; std::getline(file, line);) {
+      const auto first = line.find_first_not_of(" \t");
+      text << (first != std::string::npos && line[first] == ';' ? "" : line) << "\n";
+    }
+    std::istringstream in(text.str());
     try {
       absorb(po::parse_config_file(in, desc, /*allow_unregistered=*/true),
              "in configuration file '" + *config_file + "'");

@@ -158,6 +158,8 @@ RunAnalysis analyze_run(const std::string& path, const AnalysisOptions& o) {
   if (!std::isfinite(a.eps)) a.eps = kNaN;
   a.bound_rate = bound_rate(a.eps, a.radius);
   a.rate_ratio = -a.mu.ensemble.slope / a.bound_rate;
+  a.log10_bound_rate = log10_bound_rate(a.eps, a.radius);
+  a.log10_rate_ratio = std::log10(-a.mu.ensemble.slope) - a.log10_bound_rate;
   return a;
 }
 
@@ -239,6 +241,8 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
       th.set_attr("eps", a.eps);
       th.set_attr("bound_rate", a.bound_rate);
       th.set_attr("rate_ratio", a.rate_ratio);
+      th.set_attr("log10_bound_rate", a.log10_bound_rate);
+      th.set_attr("log10_rate_ratio", a.log10_rate_ratio);
       th.set_attr("formula", "bound = C (1 - eps^r)^(t/r), C = mu at the first recorded layer (per trial)");
       per_trial(th, "eps", a.eps_trial, "smallest attention weight seen in the trial", "1");
       per_trial(th, "C", a.C, "mu at the first recorded layer", "same as X");
@@ -291,7 +295,12 @@ std::string analysis_table(const RunAnalysis& a, const AnalysisOptions& o) {
   else
     os << "never reached in any trial\n";
   os << "  theory: radius r = " << a.radius << ", eps = min attn_min = " << fmt(a.eps)
-     << ", bound rate -ln(1 - eps^r)/r = " << fmt(a.bound_rate) << ", measured/bound = " << fmt(a.rate_ratio) << "\n";
+     << ", bound rate -ln(1 - eps^r)/r = ";
+  // Where eps^r underflows the rate is 0 in double and the ratio inf: give both as powers of 10.
+  if (std::isfinite(a.rate_ratio) && a.bound_rate > 0)
+    os << fmt(a.bound_rate) << ", measured/bound = " << fmt(a.rate_ratio) << "\n";
+  else
+    os << "10^" << fmt(a.log10_bound_rate) << ", measured/bound = 10^" << fmt(a.log10_rate_ratio) << "\n";
   return os.str();
 }
 
