@@ -90,6 +90,23 @@ TEST_CASE("mean absolute cosine worked by hand", "[metrics]") {
     Y << 1, 0, 0, 0, 0, 1e-200, 1e200, 1e200;
     CHECK_THAT(cos_abs_mean(Y), WithinRel(2.0 / 3.0 / std::sqrt(2.0), 1e-15));
   }
+  SECTION("subnormal rows keep their direction and the mean stays in [0, 1] (issue 10, item 12)") {
+    // Rows proportional to (1, 0), (2, 1), (1, 1) with exact subnormal entries 2^-1030, 2^-1029:
+    // 1/norm would overflow. |cos| pairs: 2/sqrt5, 1/sqrt2, 3/sqrt10 (worked by hand).
+    const double a = std::ldexp(1.0, -1030);
+    REQUIRE(a < std::numeric_limits<double>::min());
+    Matrix S(3, 2);
+    S << a, 0, 2 * a, a, a, a;
+    const double expected = (2 / std::sqrt(5.0) + 1 / std::sqrt(2.0) + 3 / std::sqrt(10.0)) / 3;
+    CHECK_THAT(cos_abs_mean(S), WithinRel(expected, 1e-15));
+    // Identical tokens, one of them normal and one subnormal: exactly 1, never above.
+    Matrix T(3, 3);
+    T << 3e-310, 1e-310, 2e-310, 3e-310, 1e-310, 2e-310, 3, 1, 2;
+    const double c = cos_abs_mean(T);
+    CHECK(std::isfinite(c));
+    CHECK(c <= 1.0);
+    CHECK_THAT(c, WithinRel(1.0, 1e-12));
+  }
   SECTION("zero tokens are left out; one nonzero token is undefined") {
     Matrix Z = Matrix::Zero(3, 2);
     Z(0, 0) = 1;

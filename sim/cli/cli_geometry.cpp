@@ -14,6 +14,7 @@
 #include "geometry/brody.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
+#include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
 #include "geometry/layernorm_geometry.hpp"
 #include "model/normalization.hpp"
@@ -163,10 +164,11 @@ template <class Body>
 void write_atomic(const std::string& out, const std::string& filetype, const std::string& command_line, Body&& body) {
   const fs::path parent = fs::path(out).parent_path();
   if (!parent.empty()) fs::create_directories(parent);
-  const std::string tmp = out + ".tmp";
+  require_regular_or_absent(out, "output.file");
+  const std::string tmp = create_temporary(out);
   try {
     {
-      const h5::File f = h5::File::create(tmp);
+      h5::File f = h5::File::create(tmp);
       f.set_attr("filetype", filetype);
       f.set_attr("format_version", 2);  // 2: every axis has a dimension scale
       f.set_attr("rcsim_version", version());
@@ -176,13 +178,11 @@ void write_atomic(const std::string& out, const std::string& filetype, const std
       body(f);
       f.label_unlabelled_axes();
       f.set_attr("complete", 1);
+      f.close();  // checked before the rename
     }
-    std::error_code ec;
-    fs::rename(tmp, out, ec);
-    if (ec) throw RuntimeError("cannot rename '" + tmp + "' to '" + out + "': " + ec.message());
+    replace_with(tmp, out);
   } catch (...) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
+    remove_quietly(tmp);
     throw;
   }
 }
@@ -605,9 +605,11 @@ bool is_geometry_command(const std::string& command) {
 }
 
 int run_geometry_command(const std::string& command, const std::vector<std::string>& keys,
-                         const std::string& command_line, bool quiet, const std::atomic<bool>* cancel) {
+                         const std::string& command_line, bool quiet, bool force, const std::atomic<bool>* cancel) {
   const CommandSpec& spec = command_spec(command);
   auto v = parse_keys(spec, keys);
+  // Before computing: never replace a foreign file (or anything not a regular file).
+  if (!v["output.file"].empty()) h5::check_replaceable(v["output.file"], "output.file", "rcsim-" + command, force);
   if (command == "keys") return cmd_keys(std::move(v), command_line);
   if (command == "brody-map") {
     try {

@@ -10,6 +10,7 @@
 #include <boost/program_options.hpp>
 
 #include "core/errors.hpp"
+#include "core/memory.hpp"
 
 namespace po = boost::program_options;
 
@@ -78,7 +79,7 @@ const std::vector<KeyInfo> kKeys = {
     {"run.precision", "float64",
      "float64 | float32: float32 rounds the tokens to single precision at the input and after every layer "
      "(measures are computed in float64 from the rounded tokens)"},
-    {"output.file", "data/run.h5", "output HDF5 file (written to NAME.tmp, renamed when complete)"},
+    {"output.file", "data/run.h5", "output HDF5 file (written to an exclusive temporary .NAME.XXXXXX.tmp, renamed when complete)"},
     {"output.tokens", "none", "token snapshots: none | final | all | comma list of layers"},
     {"output.spectrum", "false", "store the whole singular spectrum per layer"},
     {"output.schedule", "all",
@@ -492,6 +493,19 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   if (c.output.file.empty()) bad_value("output.file", "", "expected a file name");
   c.output.tokens = v["output.tokens"];
   const int L = c.model.layers;
+  // Before the layer lists are built: a run records at least one value per trial and recorded
+  // layer, and every snapshot N x d values; refuse what cannot fit (the run's full estimate,
+  // run_memory_bytes, is checked again before its results are allocated).
+  {
+    const double T = c.run.trials, layers = static_cast<double>(L) + 1.0;
+    const double recorded = schedule_size_bound(v["output.schedule"], L);
+    const double snaps = c.output.tokens == "all" ? layers : c.output.tokens == "none" ? 0.0 : 1.0;
+    // Per trial and recorded layer a double, per snapshot N x d doubles, per layer two int
+    // column tables, per recorded layer a set node of the schedule (about 48 bytes).
+    require_memory(8.0 * T * (recorded + snaps * N * d) + 8.0 * layers + 48.0 * recorded,
+                   "model.layers = " + std::to_string(L) + " with run.trials = " + v["run.trials"],
+                   "record fewer layers (output.schedule = every:K or log:K, output.tokens), or fewer trials");
+  }
   if (c.output.tokens == "none") {
   } else if (c.output.tokens == "final") {
     c.output.token_layers = {L};
@@ -554,6 +568,22 @@ std::string Config::to_ini() const {
   return out;
 }
 
+double schedule_size_bound(const std::string& text, int layers) {
+  const std::string t = trim(text);
+  const double all = static_cast<double>(layers) + 1.0;
+  const auto colon = t.find(':');
+  const std::string kind = trim(t.substr(0, colon));
+  const std::string arg = colon == std::string::npos ? std::string() : trim(t.substr(colon + 1));
+  char* end = nullptr;
+  const double k = std::strtod(arg.c_str(), &end);
+  if (t == "all") return all;
+  if (kind == "every" && k >= 1) return std::min(all, std::floor(layers / k) + 2.0);
+  if (kind == "log" && k >= 1) return std::min(all, std::ceil(k * std::log10(std::max(1.0, all))) + 2.0);
+  if (kind == "list") return std::min(all, static_cast<double>(std::count(arg.begin(), arg.end(), ',') +
+                                                              std::count(arg.begin(), arg.end(), ' ')) + 3.0);
+  return 2.0;  // malformed: parse_schedule says so
+}
+
 std::vector<int> parse_schedule(const std::string& text, int layers) {
   const std::string key = "output.schedule";
   const std::string allowed = "allowed: all | every:K | log:K (K an integer >= 1) | list:a b c (layers in 0 .. L = " +
@@ -577,11 +607,17 @@ std::vector<int> parse_schedule(const std::string& text, int layers) {
     if (kind == "every") {
       for (long long l = k; l < layers; l += k) out.insert(static_cast<int>(l));
     } else {
-      // K points per decade: round(10^(i/K)), i = 0, 1, ... while <= L.
-      for (long long i = 0;; ++i) {
-        const double l = std::round(std::pow(10.0, static_cast<double>(i) / static_cast<double>(k)));
+      // K points per decade: round(10^(i/K)), i = 0, 1, ... while <= L. For large K many i
+      // give the same layer: skip to the first i that can give the next one, so the loop runs
+      // at most once per distinct layer (log:2147483647 no longer loops for minutes).
+      const double kd = static_cast<double>(k);
+      for (long long i = 0;;) {
+        const double l = std::round(std::pow(10.0, static_cast<double>(i) / kd));
         if (l > layers) break;
         out.insert(static_cast<int>(l));
+        // round(10^(i/K)) > l needs 10^(i/K) >= l + 0.5, i.e. i >= K log10(l + 0.5).
+        const long long next = static_cast<long long>(std::ceil(kd * std::log10(l + 0.5)));
+        i = std::max(i + 1, next - 1);  // one step early against rounding in log10
       }
     }
   } else if (kind == "list" && colon != std::string::npos) {

@@ -177,6 +177,10 @@ std::string to_string(BilinearType t);
 std::string to_string(NormPosition p);
 std::string to_string(Precision p);
 
+// An upper bound on the number of layers parse_schedule(text, layers) records, without building
+// the list (for refusing a run that cannot fit in memory before allocating anything).
+double schedule_size_bound(const std::string& text, int layers);
+
 // The layers at which measures are recorded, from an `output.schedule` value (see --help):
 // ascending, unique, always containing 0 and L. Throws UsageError naming `output.schedule`.
 std::vector<int> parse_schedule(const std::string& text, int layers);

@@ -25,6 +25,8 @@ class Handle {
   Handle& operator=(Handle&& o) noexcept;
   ~Handle();
   hid_t id() const { return id_; }
+  // Close now and return the closer's status (the destructor's close is unchecked: failure path).
+  herr_t close();
 
  private:
   hid_t id_ = -1;
@@ -116,14 +118,31 @@ class Group : public Object {
   using Object::Object;
 };
 
+// Files are written in memory (HDF5's core driver, no backing store) and put on disk by close()
+// in one checked write of the whole image: HDF5 itself never meets a full disk (which leaves its
+// library state broken and crashes the process at exit), a failed write is one clear error, and
+// the bytes go through a descriptor that never follows a symlink.
 class File : public Group {
  public:
-  // Create (truncate) for writing.
+  // A new, empty file in memory; close() writes it to `filename` (normally an exclusive
+  // temporary, see core/safe_file.hpp).
   static File create(const std::string& filename);
   // Open for reading. `key` names the configuration key that gave the file, for messages.
   static File open_read(const std::string& filename, const std::string& key = "");
-  static File open_readwrite(const std::string& filename);
+  // Read `source` into memory for modification; close() writes the modified file to `dest`
+  // (a temporary: `source` itself is never edited in place).
+  static File open_readwrite(const std::string& source, const std::string& dest);
+  File(File&&) noexcept = default;
+  File& operator=(File&&) = delete;
+  // A file written in memory that was not closed is written by the destructor, unless the scope
+  // is left by an exception (then nothing is written); errors there are ignored: code that keeps
+  // the file calls close().
+  ~File();
   void flush() const;
+  // Write the whole file to its destination and close it; throws RuntimeError with the OS error
+  // ("No space left on device", "File too large") naming the file. Every group, dataset and
+  // attribute of the file must be closed already (std::logic_error otherwise).
+  void close();
   // Give every axis that still has no dimension scale an index coordinate named
   // "<dataset>_dim<k>" in the dataset's group, so that every axis of every dataset is labelled
   // (xarray refuses a variable with labelled and unlabelled axes). Writers call it before their
@@ -132,9 +151,19 @@ class File : public Group {
   const std::string& filename() const { return filename_; }
 
  private:
-  File(Handle h, std::string filename) : Group(std::move(h), filename + ":/"), filename_(std::move(filename)) {}
+  File(Handle h, std::string filename, bool in_memory);
   std::string filename_;
+  bool in_memory_ = false;
+  int exceptions_ = 0;  // std::uncaught_exceptions() when made
 };
+
+// True if `path` is an HDF5 file whose root has filetype = `filetype` and complete = 1.
+bool is_complete(const std::string& path, const std::string& filetype);
+
+// Before writing `path` (given by configuration key `key`): refuse (UsageError naming the
+// file) what rcsim must not replace: anything that is not a regular file, always; a regular file
+// that is not a complete rcsim file of `filetype`, unless `force`.
+void check_replaceable(const std::string& path, const std::string& key, const std::string& filetype, bool force);
 
 // Format a shape as "[a, b, c]".
 std::string shape_string(const std::vector<hsize_t>& shape);

@@ -1,5 +1,6 @@
 #include "measure/metrics.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -129,12 +130,21 @@ double cos_abs_mean(const Eigen::Ref<const Matrix>& X) {
   }
   U.resize(n, X.cols());
   Eigen::Index k = 0;
-  if ((norms.array() > 0.0).all()) {
+  constexpr double tiny = std::numeric_limits<double>::min();
+  if ((norms.array() >= tiny).all()) {
     k = n;
     U = norms.cwiseInverse().asDiagonal() * X;
   } else {
-    for (Eigen::Index i = 0; i < n; ++i)
-      if (norms(i) > 0.0) U.row(k++) = X.row(i) / norms(i);
+    for (Eigen::Index i = 0; i < n; ++i) {
+      if (norms(i) >= tiny) {
+        U.row(k++) = X.row(i) / norms(i);
+      } else if (norms(i) > 0.0) {
+        // A subnormal row: 1/norm overflows. Scale it exactly by 2^600 into the normal range,
+        // then normalise (the direction is that of the stored row).
+        const Eigen::RowVectorXd y = X.row(i) * std::ldexp(1.0, 600);
+        U.row(k++) = y / y.norm();
+      }
+    }
   }
   if (k < 2) return std::numeric_limits<double>::quiet_NaN();
   // The Gram matrix is symmetric: its strictly lower triangle (about k^2 d flops instead of
@@ -151,7 +161,8 @@ double cos_abs_mean(const Eigen::Ref<const Matrix>& X) {
     if (i0 > 0) sum_abs += G.leftCols(i0).cwiseAbs().sum();
     for (Eigen::Index r = 1; r < b; ++r) sum_abs += G.row(r).segment(i0, r).cwiseAbs().sum();
   }
-  return 2.0 * sum_abs / static_cast<double>(k * (k - 1));
+  // Each |cos| is at most 1 (Cauchy-Schwarz); rounding of unit rows may exceed it by ulps.
+  return std::min(1.0, 2.0 * sum_abs / static_cast<double>(k * (k - 1)));
 }
 
 TokenMeasures measure_tokens(const Eigen::Ref<const Matrix>& X, const MeasureOptions& opt, Vector& sigma) {

@@ -2,9 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <sstream>
 
+#include "core/errors.hpp"
+#include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
+#include "run/run_file.hpp"
 
 namespace fs = std::filesystem;
 
@@ -60,9 +66,32 @@ std::vector<Matrix> read_matrices(const h5::File& f, const std::string& name) {
 
 }  // namespace
 
+std::string result_configuration(const std::string& config_ini) {
+  std::istringstream in(config_ini);
+  std::string line, section, out;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line[0] == '[') section = line.substr(1, line.find(']') - 1);
+    const std::string key = line.substr(0, line.find(" = "));
+    if ((section == "run" && key == "threads") || (section == "output" && key == "file")) continue;
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string text_hash(const std::string& text) {
+  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a offset basis
+  for (const unsigned char ch : text) {
+    h ^= ch;
+    h *= 1099511628211ULL;  // FNV prime
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
 Checkpoint::Checkpoint(std::string path, std::string config_ini, double interval_seconds)
-    : path_(std::move(path)), config_(std::move(config_ini)), interval_(interval_seconds),
-      last_(std::chrono::steady_clock::now()) {}
+    : path_(std::move(path)), config_(result_configuration(config_ini)), hash_(text_hash(config_)),
+      interval_(interval_seconds), last_(std::chrono::steady_clock::now()) {}
 
 std::vector<char> Checkpoint::load(RunResults& r) {
   std::vector<char> done(static_cast<std::size_t>(r.trials), 0);
@@ -70,8 +99,12 @@ std::vector<char> Checkpoint::load(RunResults& r) {
   if (!fs::exists(path_, ec)) return done;
   try {
     const h5::File f = h5::File::open_read(path_);
-    if (f.attr_string("config") != config_) {
-      spdlog::info("{}: checkpoint of another configuration, discarded", path_);
+    const std::string stored_hash = f.has_attr("config_hash") ? f.attr_string("config_hash") : "none";
+    if (stored_hash != hash_) {
+      const std::string stored = f.has_attr("config") ? f.attr_string("config") : "";
+      const std::string diff = first_difference(stored, config_);
+      spdlog::warn("{}: checkpoint of another configuration ({}), discarded", path_,
+                   diff.empty() ? "configuration hash " + stored_hash + " != " + hash_ : diff);
       fs::remove(path_, ec);
       return done;
     }
@@ -111,14 +144,36 @@ void Checkpoint::completed(const RunResults& r, int trial) {
 
 void Checkpoint::flush(const RunResults& r) {
   last_ = std::chrono::steady_clock::now();
-  if (pending_.empty()) return;
-  std::error_code ec;
-  const bool exists = fs::exists(path_, ec);
-  const h5::File f = exists ? h5::File::open_readwrite(path_) : h5::File::create(path_);
-  if (!exists) {
-    f.set_attr("filetype", "rcsim-checkpoint");
-    f.set_attr("config", config_);
+  if (pending_.empty() || broken_) return;
+  try {
+    std::error_code ec;
+    // The whole checkpoint is rewritten to an exclusive temporary and renamed: a failed write
+    // leaves the previous checkpoint as it was, never an unreadable one.
+    require_regular_or_absent(path_, "");
+    const std::string tmp = create_temporary(path_);
+    try {
+      h5::File f = fs::exists(path_, ec) ? h5::File::open_readwrite(path_, tmp) : h5::File::create(tmp);
+      if (!f.has_attr("config_hash")) {
+        f.set_attr("filetype", "rcsim-checkpoint");
+        f.set_attr("config", config_);
+        f.set_attr("config_hash", hash_);
+      }
+      write_pending(f, r);
+      f.close();
+      replace_with(tmp, path_);
+    } catch (...) {
+      remove_quietly(tmp);
+      throw;
+    }
+  } catch (const std::exception& e) {
+    broken_ = true;
+    throw RuntimeError("cannot write the checkpoint '" + path_ + "' (" + e.what() +
+                       "); the run stops, the previous checkpoint is kept (free space, then rerun)");
   }
+  pending_.clear();
+}
+
+void Checkpoint::write_pending(const h5::File& f, const RunResults& r) const {
   for (const int t : pending_) {
     const std::string name = group_name(t);
     if (f.exists(name)) continue;
@@ -137,8 +192,6 @@ void Checkpoint::flush(const RunResults& r) {
                                       static_cast<double>(r.degenerate_total[ti])};
     g.write("diagnostics", diag);  // last: marks the trial as whole
   }
-  f.flush();
-  pending_.clear();
 }
 
 void Checkpoint::remove() {

@@ -11,6 +11,7 @@
 
 #include "run/checkpoint.hpp"
 #include "core/errors.hpp"
+#include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
 #include "measure/summary.hpp"
 #include "core/version.hpp"
@@ -89,10 +90,11 @@ std::string utc_now() {
   return buf;
 }
 
-void write_run_file(const std::string& path, const EngineSetup& s, const RunResults& r, const Provenance& p) {
+namespace {
+
+void write_run_contents(const h5::File& f, const EngineSetup& s, const RunResults& r, const Provenance& p) {
   const Config& c = s.config;
   const int T = r.trials, L = r.layers, N = c.model.tokens, d = c.model.dim;
-  const h5::File f = h5::File::create(path);
   f.set_attr("filetype", "rcsim-run");
   f.set_attr("format_version", kRunFormatVersion);
   f.set_attr("rcsim_version", version());
@@ -247,8 +249,15 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
 
   f.label_unlabelled_axes();
 
-  f.flush();
   f.set_attr("complete", 1);  // last
+}
+
+}  // namespace
+
+void write_run_file(const std::string& path, const EngineSetup& s, const RunResults& r, const Provenance& p) {
+  h5::File f = h5::File::create(path);
+  write_run_contents(f, s, r, p);
+  f.close();  // checked: a file that did not fit is an error, never renamed
 }
 
 bool run_file_matches(const std::string& path, const std::string& config_ini) {
@@ -257,7 +266,7 @@ bool run_file_matches(const std::string& path, const std::string& config_ini) {
   try {
     const h5::File f = h5::File::open_read(path);
     if (!f.has_attr("complete") || f.attr_int("complete") != 1) return false;
-    return f.read_string("config") == config_ini;
+    return result_configuration(f.read_string("config")) == result_configuration(config_ini);
   } catch (const std::exception&) {
     return false;
   }
@@ -291,12 +300,13 @@ RunFileCheck check_run_file(const std::string& path, const std::string& config_i
   try {
     const h5::File f = h5::File::open_read(path);
     if (!f.has_attr("complete") || f.attr_int("complete") != 1) return out;
-    const std::string stored = f.read_string("config");
-    if (stored == config_ini) {
+    // Keys that do not change results (run.threads, output.file) do not count.
+    const std::string stored = result_configuration(f.read_string("config")), wanted = result_configuration(config_ini);
+    if (stored == wanted) {
       out.state = RunFileState::matches;
     } else {
       out.state = RunFileState::differs;
-      out.difference = first_difference(stored, config_ini);
+      out.difference = first_difference(stored, wanted);
     }
   } catch (const std::exception&) {
   }
@@ -317,9 +327,15 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
     fs::create_directories(parent, ec);
     if (ec) throw UsageError("key 'output.file': cannot create directory '" + parent.string() + "': " + ec.message());
   }
-  const std::string tmp = out + ".tmp";
-  // Fail fast on an unwritable destination, before any computing.
-  { const h5::File probe = h5::File::create(tmp); }
+  require_regular_or_absent(out, "output.file");
+  require_run_memory(c);
+  // One process per output: a second run on the same file stops here, before any computing.
+  const ExclusiveLock lock(lock_path_for(out), "output '" + out + "'");
+  remove_stale_temporaries(out);  // of a killed run (ours: we hold the lock)
+  remove_stale_temporaries(out + ".partial");
+  // Fail fast on an unwritable destination, before any computing (the temporary is created
+  // exclusively, with an unpredictable name, beside the output).
+  const std::string tmp = create_temporary(out);
   try {
     const EngineSetup s = prepare(c);
     if (!s.graph.quasi_strongly_connected)
@@ -357,12 +373,12 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
     if (degenerate) spdlog::warn("{} degenerate rows in the normalisation (see /metrics/degenerate_rows)", degenerate);
     Provenance prov = p;
     prov.threads = threads;
-    write_run_file(tmp, s, r, prov);
-    fs::rename(tmp, out, ec);
-    if (ec) throw RuntimeError("cannot rename '" + tmp + "' to '" + out + "': " + ec.message());
+    write_run_file(tmp, s, r, prov);  // closed and checked before the rename
+    require_regular_or_absent(out, "output.file");
+    replace_with(tmp, out);
     checkpoint.remove();
   } catch (...) {
-    fs::remove(tmp, ec);
+    remove_quietly(tmp);
     throw;
   }
   return out;

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/memory.hpp"
 #include "measure/attention_products.hpp"
 #include "measure/clusters.hpp"
 #include "measure/collapse_norms.hpp"
@@ -69,6 +70,22 @@ EngineSetup prepare(const Config& c) {
   s.max_rank = max_rank_after_layer(c);
   s.max_rank_input = std::min(c.model.tokens, c.model.dim);
   return s;
+}
+
+double run_memory_bytes(const Config& c) {
+  const double T = c.run.trials, L = c.model.layers, N = c.model.tokens, d = c.model.dim;
+  const double S = c.output.measure_layers.empty() ? L + 1 : static_cast<double>(c.output.measure_layers.size());
+  const double Sa = std::min(S, L);  // layer L has no attention diagnostics
+  double values = T * (S * static_cast<double>(token_measure_info().size()) +
+                       Sa * static_cast<double>(attention_measure_info().size()));
+  if (c.output.spectrum) values += T * S * std::min(N, d);
+  values += T * static_cast<double>(c.output.token_layers.size()) * N * d;
+  return 2.0 * 8.0 * values + 8.0 * (L + 1);
+}
+
+void require_run_memory(const Config& c) {
+  require_memory(run_memory_bytes(c), "the run of '" + c.output.file + "'",
+                 "record fewer layers (output.schedule), snapshots (output.tokens), the spectrum, or fewer trials");
 }
 
 RunResults allocate_results(const EngineSetup& s) {

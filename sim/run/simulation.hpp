@@ -75,6 +75,14 @@ EngineSetup prepare(const Config& c);
 bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel = nullptr);
 RunResults allocate_results(const EngineSetup& s);
 
+// Memory a run of `c` needs, in bytes: its results (token and attention measures per recorded
+// layer, spectrum, snapshots) twice (the run file is built in memory before it is written) plus
+// the layer tables. run_to_file refuses (UsageError) a run that exceeds the physical memory.
+double run_memory_bytes(const Config& c);
+// Throw UsageError (naming output.file, the bytes needed and the machine's memory) if
+// run_memory_bytes(c) exceeds the physical memory.
+void require_run_memory(const Config& c);
+
 struct Interrupted : std::runtime_error {
   Interrupted() : std::runtime_error("interrupted") {}
 };

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/errors.hpp"
+#include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
 #include "run/run_file.hpp"
 #include "core/version.hpp"
@@ -50,10 +51,11 @@ std::string sweep_index_path(const std::string& dir) { return (fs::path(dir) / "
 void write_sweep_index(const std::string& path, const std::string& definition, const std::string& mode,
                        const SweepAxes& axes, const std::vector<SweepPoint>& points,
                        const std::vector<PointStatus>& status) {
-  const std::string tmp = path + ".tmp";
   std::error_code ec;
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
+  require_regular_or_absent(path, "");
+  const std::string tmp = create_temporary(path);
   const std::size_t n = points.size();
   int complete = 0, failed = 0;
   for (const PointStatus s : status) {
@@ -61,7 +63,8 @@ void write_sweep_index(const std::string& path, const std::string& definition, c
     failed += s == PointStatus::failed;
   }
   try {
-    const h5::File f = h5::File::create(tmp);
+    h5::File f = h5::File::create(tmp);
+    {
     f.set_attr("filetype", "rcsim-sweep-index");
     f.set_attr("format_version", kSweepIndexFormatVersion);
     f.set_attr("rcsim_version", version());
@@ -109,13 +112,13 @@ void write_sweep_index(const std::string& path, const std::string& definition, c
     key_list.set_attr("long_name", "the swept configuration keys, in axis order");
     f.label_axes(key_list, {"axis"});
     f.label_unlabelled_axes();
-    f.flush();
+    }
+    f.close();  // checked before the rename
+    replace_with(tmp, path);
   } catch (...) {
-    fs::remove(tmp, ec);
+    remove_quietly(tmp);
     throw;
   }
-  fs::rename(tmp, path, ec);
-  if (ec) throw RuntimeError("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
 }
 
 std::optional<std::string> read_sweep_definition(const std::string& path) {

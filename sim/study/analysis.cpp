@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/errors.hpp"
+#include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
 #include "run/run_file.hpp"
 #include "measure/summary.hpp"
@@ -163,13 +164,16 @@ RunAnalysis analyze_run(const std::string& path, const AnalysisOptions& o) {
 }
 
 void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
-  const std::string tmp = a.path + ".analysis.tmp";
-  std::error_code ec;
-  fs::copy_file(a.path, tmp, fs::copy_options::overwrite_existing, ec);
-  if (ec) throw UsageError("run file '" + a.path + "': cannot copy to '" + tmp + "': " + ec.message());
+  // A new file (an exclusive temporary beside the run file: the run file with /analysis added),
+  // written and checked, then renamed over the run file: the run file is never edited in place.
+  require_regular_or_absent(a.path, "");
+  const ExclusiveLock lock(lock_path_for(a.path), "run file '" + a.path + "'");
+  remove_stale_temporaries(a.path);
+  const std::string tmp = create_temporary(a.path);
   try {
     {
-      const h5::File f = h5::File::open_readwrite(tmp);
+      h5::File f = h5::File::open_readwrite(a.path, tmp);
+      {
       if (f.exists("analysis")) f.remove("analysis");
       const h5::Group g = f.create_group("analysis");
       g.set_attr("rcsim_version", version());
@@ -254,11 +258,12 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
       bm.set_attr("long_name", "the bound with C = median over trials of mu at the first layer");
       th.label_axes(bm, {"layer"});
       f.label_unlabelled_axes();
-      f.flush();
+      }
+      f.close();  // checked: an analysis that did not fit leaves the run file untouched
     }
-    fs::rename(tmp, a.path);
+    replace_with(tmp, a.path);
   } catch (...) {
-    fs::remove(tmp, ec);
+    remove_quietly(tmp);
     throw;
   }
 }

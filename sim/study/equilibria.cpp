@@ -176,7 +176,8 @@ void write_equilibria_file(const std::string& path, const Config& c, const Equil
                            const EquilibriumSearch& s, const std::string& command_line) {
   const auto S = static_cast<hsize_t>(s.starts.size()), K = static_cast<hsize_t>(s.equilibria.size()),
              N = static_cast<hsize_t>(c.model.tokens), d = static_cast<hsize_t>(c.model.dim);
-  const h5::File f = h5::File::create(path);
+  h5::File f = h5::File::create(path);
+  {
   f.set_attr("filetype", "rcsim-equilibria");
   f.set_attr("format_version", 2);  // 2: each group carries its own coordinates
   f.set_attr("rcsim_version", version());
@@ -271,8 +272,9 @@ void write_equilibria_file(const std::string& path, const Config& c, const Equil
   put(g, "basin_fraction", doubles(eq, [](const Equilibrium& e) { return e.basin_fraction; }), "equilibrium_index",
       "fraction of starts ending here");
   f.label_unlabelled_axes();
-  f.flush();
   f.set_attr("complete", 1);
+  }
+  f.close();  // checked: the caller renames only a verified file
 }
 
 std::string equilibria_table(const EquilibriumSearch& s) {
