@@ -240,8 +240,8 @@ def main():
               f"{row['torch_steps_per_s']:>11.1f} {best_key:>11} | {row['ratio']:>6.2f} | "
               f"{row['rcsim_gflops']:>10.2f} {100 * row['rcsim_gflops'] / peak:>5.0f}% | {row['torch_gflops']:>10.2f}")
     print()
-    # Targets of issue 13.
-    print("targets (issue 13):")
+    # Targets of the benchmark (docs/performance.md).
+    print("targets:")
     for r in rows:
         if r["group"] == "grid" and r["measures"] and r["N"] == 128 and r["d"] == 64:
             print(f"  measures on, N=128 d=64 {r['mask']}: ratio {r['ratio']:.2f} (>= 3): "

@@ -90,7 +90,7 @@ TEST_CASE("mean absolute cosine worked by hand", "[metrics]") {
     Y << 1, 0, 0, 0, 0, 1e-200, 1e200, 1e200;
     CHECK_THAT(cos_abs_mean(Y), WithinRel(2.0 / 3.0 / std::sqrt(2.0), 1e-15));
   }
-  SECTION("subnormal rows keep their direction and the mean stays in [0, 1] (issue 10, item 12)") {
+  SECTION("subnormal rows keep their direction and the mean stays in [0, 1]") {
     // Rows proportional to (1, 0), (2, 1), (1, 1) with exact subnormal entries 2^-1030, 2^-1029:
     // 1/norm would overflow. |cos| pairs: 2/sqrt5, 1/sqrt2, 3/sqrt10 (worked by hand).
     const double a = std::ldexp(1.0, -1030);
