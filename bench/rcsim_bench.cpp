@@ -2,15 +2,21 @@
 // line, and answers each with one line on stdout:
 //   peak SIZE THREADS        -> "peak GFLOPS SECONDS": THREADS threads each multiply two SIZE x SIZE
 //                               float64 matrices with Eigen (C = A B), timed together
-//   run N D MASK MEASURES TRIALS LAYERS THREADS
+//   run N D MASK MEASURES TRIALS LAYERS THREADS [SCHEDULE]
 //                            -> "run SECONDS": the engine on the benchmark workload (LayerNorm,
 //                               Gaussian inputs and fresh Gaussian weights per layer, d_k = d,
 //                               one head). MEASURES = 1 runs rcsim's run_simulation (every measure
-//                               at every layer); MEASURES = 0 runs the same trial loop without
-//                               measures (weights, attention layer, normalisation only).
+//                               at the layers of output.schedule = SCHEDULE, default all);
+//                               MEASURES = 0 runs the same trial loop without measures (weights,
+//                               attention layer, normalisation only).
+//   schedule SPEC LAYERS     -> "schedule L0 L1 ...": the layers output.schedule = SPEC measures
+//   info                     -> "info SIMD LIBS": Eigen's instruction sets in this build and the
+//                               BLAS/LAPACK libraries mapped into the process (rcsim's LAPACK)
 //   quit
 #include <atomic>
 #include <chrono>
+#include <fstream>
+#include <set>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -55,7 +61,7 @@ void run_without_measures(const EngineSetup& s, int threads) {
   auto worker = [&] {
     const int N = c.model.tokens, d = c.model.dim;
     const Normalization norm = Normalization::from_config(c);
-    const LayerParams params{&s.mask, c.model.d_qk, c.residual_alpha, &norm};
+    const LayerParams params = layer_params(c, &s.mask, &norm);
     LayerWorkspace ws(N, d, c.model.key_dim);
     Matrix X_next(N, d);
     WeightSampler sampler(c, s.files);
@@ -75,6 +81,21 @@ void run_without_measures(const EngineSetup& s, int threads) {
   for (auto& th : pool) th.join();
 }
 
+// The BLAS/LAPACK shared objects mapped into this process (from /proc/self/maps).
+std::string linear_algebra_libraries() {
+  std::ifstream maps("/proc/self/maps");
+  std::set<std::string> found;
+  for (std::string line; std::getline(maps, line);) {
+    const auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string path = line.substr(slash);
+    if (path.find("blas") != std::string::npos || path.find("lapack") != std::string::npos) found.insert(path);
+  }
+  std::string out;
+  for (const auto& f : found) out += (out.empty() ? "" : ",") + f;
+  return out.empty() ? "none" : out;
+}
+
 }  // namespace
 
 int main() {
@@ -91,17 +112,29 @@ int main() {
       double secs = 0;
       const double g = peak(size, threads, secs);
       std::cout << "peak " << g << " " << secs << std::endl;
+    } else if (cmd == "info") {
+      std::string simd = Eigen::SimdInstructionSetsInUse();
+      for (char& ch : simd) ch = ch == ' ' ? '+' : ch;
+      std::cout << "info " << simd << " " << linear_algebra_libraries() << std::endl;
+    } else if (cmd == "schedule") {
+      std::string spec;
+      int layers = 0;
+      in >> spec >> layers;
+      std::cout << "schedule";
+      for (int t : parse_schedule(spec, layers)) std::cout << " " << t;
+      std::cout << std::endl;
     } else if (cmd == "run") {
       int n = 0, d = 0, measures = 0, trials = 0, layers = 0, threads = 0;
-      std::string mask;
-      in >> n >> d >> mask >> measures >> trials >> layers >> threads;
+      std::string mask, schedule = "all";
+      in >> n >> d >> mask >> measures >> trials >> layers >> threads >> schedule;
       const Config c = make_config({{"model.tokens", std::to_string(n)},
                                     {"model.dim", std::to_string(d)},
                                     {"model.layers", std::to_string(layers)},
                                     {"mask.type", mask},
                                     {"norm.type", "layernorm"},
                                     {"run.trials", std::to_string(trials)},
-                                    {"run.threads", std::to_string(threads)}});
+                                    {"run.threads", std::to_string(threads)},
+                                    {"output.schedule", schedule}});
       const EngineSetup s = prepare(c);
       const auto t0 = Clock::now();
       if (measures) {

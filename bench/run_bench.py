@@ -1,12 +1,20 @@
 #!/usr/bin/env python3
 """rcsim against an independent PyTorch reference of the same workload (see docs/performance.md).
 
-Starts the rcsim worker (build/rcsim_bench) and PyTorch workers (bench/torch_reference.py; one
-plain, one with Debian's jemalloc preloaded when installed), then, for every grid point
-(N, d, mask, measures on/off), times every contestant once per repetition, interleaved (the order
-rotates between repetitions), and reports medians. The reference is run with 1 and 2 threads,
-with and without jemalloc, and its best median is the one compared. The peak of a large float64
-matrix product (Eigen, 2 threads, each its own 1024 x 1024 product) is measured between points.
+Starts the rcsim worker (build/rcsim_bench) and PyTorch workers (bench/torch_reference.py), one
+per thread count (1 and 2) and allocator (glibc; Debian's jemalloc preloaded when installed),
+each with its BLAS pool fixed to that thread count (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS).
+Prints the BLAS/LAPACK libraries each program actually has loaded and warns when the reference
+does not run on OpenBLAS. Then, for every point (N, d, mask, measures on/off, trials, layers,
+schedule), times every contestant once per repetition, interleaved (the order rotates between
+repetitions), and reports medians; the reference's best median is the one compared.
+
+Points: the (N, d) grid with about the same flops per run; researchers' trial counts (64 to 1024
+trials at N = 128, d = 64); a deep run (10^4 layers, measures on a log schedule).
+
+The machine's float64 GEMM peak is measured between points in the same run, both ways: Eigen
+as rcsim is built (two threads, each its own 1024^3 product) and the reference's BLAS (one
+2048^3 torch.mm on two threads); "% of peak" divides by the larger median.
 
 usage: run_bench.py [--quick] [--reps R] [--bench PATH] [--threads T] [--json FILE]
 """
@@ -14,6 +22,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -27,13 +36,16 @@ class Worker:
     def __init__(self, argv, env=None):
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
-    def ask(self, line):
+    def text(self, line):
         self.p.stdin.write(line + "\n")
         self.p.stdin.flush()
         answer = self.p.stdout.readline().split()
         if not answer or answer[0] == "error":
             raise RuntimeError(f"worker {self.p.args} failed on '{line}': {' '.join(answer)}")
-        return [float(v) for v in answer[1:]]
+        return answer[1:]
+
+    def ask(self, line):
+        return [float(v) for v in self.text(line)]
 
     def close(self):
         try:
@@ -54,8 +66,12 @@ def machine():
                     break
     except OSError:
         pass
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return model, cores, load
+    return model, cores
+
+
+def load():
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f} (1, 5, 15 min)"
 
 
 def attention_flops(n, d):
@@ -74,120 +90,179 @@ def sizing(n, d, target_flops, layers):
     return max(2, min(256, trials)), layers
 
 
+def points(quick, base_layers):
+    """Every timed point: dicts with N, d, mask, measures, trials, layers, schedule, group."""
+    out = []
+    target = 0.5e9 if quick else 0.8e9
+    shapes = [(128, 64), (512, 128)] if quick else [(n, d) for n in (32, 128, 512) for d in (16, 64, 128)]
+    for n, d in shapes:
+        trials, layers = sizing(n, d, target, base_layers)
+        for mask in ("complete", "causal"):
+            for meas in (1, 0):
+                out.append(dict(group="grid", N=n, d=d, mask=mask, measures=meas, trials=trials, layers=layers,
+                                schedule="all"))
+    for trials in ((64, 1024) if quick else (64, 256, 1024)):
+        out.append(dict(group="trials", N=128, d=64, mask="complete", measures=1, trials=trials, layers=4,
+                        schedule="all"))
+    deep = [(32, 16, 16)] if quick else [(32, 16, 64), (128, 64, 4)]
+    for n, d, trials in deep:
+        out.append(dict(group="deep", N=n, d=d, mask="causal", measures=1, trials=trials, layers=10000,
+                        schedule="log:10"))
+    return out
+
+
+def write_json(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="reduced grid: (N, d) = (128, 64) and (512, 128)")
-    ap.add_argument("--reps", type=int, default=None, help="repetitions per contestant (default 3, quick 3)")
+    ap.add_argument("--quick", action="store_true",
+                    help="reduced set: (N, d) = (128, 64) and (512, 128), 64 and 1024 trials, one deep run")
+    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions per contestant (default 3)")
     ap.add_argument("--bench", default=os.path.join(HERE, "..", "build", "rcsim_bench"))
     ap.add_argument("--threads", type=int, default=2, help="rcsim worker threads (default 2)")
-    ap.add_argument("--layers", type=int, default=8, help="layers per timed run (small problems: up to 4x)")
+    ap.add_argument("--layers", type=int, default=8, help="layers per timed grid run (small problems: up to 4x)")
     ap.add_argument("--json", default=None, help="also write every timing to this file")
     args = ap.parse_args()
-    reps = args.reps or 3
-    target = 0.5e9 if args.quick else 0.8e9
-    if args.quick:
-        shapes = [(128, 64), (512, 128)]
-    else:
-        shapes = [(n, d) for n in (32, 128, 512) for d in (16, 64, 128)]
-    grid = [(n, d, m, meas) for (n, d) in shapes for m in ("complete", "causal") for meas in (1, 0)]
+    reps = args.reps
+    grid = points(args.quick, args.layers)
 
     rc = Worker([args.bench])
-    torch_workers = {"plain": Worker([sys.executable, os.path.join(HERE, "torch_reference.py")])}
+    allocators = {"plain": {}}
     if os.path.exists(JEMALLOC):
-        env = dict(os.environ, LD_PRELOAD=JEMALLOC)
-        torch_workers["jemalloc"] = Worker([sys.executable, os.path.join(HERE, "torch_reference.py")], env)
-    variants = [(alloc, th) for alloc in torch_workers for th in (1, 2)]
-    model, cores, load0 = machine()
-    import torch  # only for its version string
+        allocators["jemalloc"] = {"LD_PRELOAD": JEMALLOC}
+    torch_workers = {}
+    for alloc, extra in allocators.items():
+        for th in (1, 2):
+            env = dict(os.environ, OPENBLAS_NUM_THREADS=str(th), OMP_NUM_THREADS=str(th), **extra)
+            torch_workers[(alloc, th)] = Worker([sys.executable, os.path.join(HERE, "torch_reference.py")], env)
+    model, cores = machine()
+    import torch  # only for its version and build configuration
 
-    print(f"machine: {model}, {cores} cores, {platform.machine()}, load average {load0:.2f} at start")
-    print(f"rcsim: {args.bench}, {args.threads} worker threads (one trial per thread)")
+    rc_simd, rc_libs = rc.text("info")
+    torch_libs = torch_workers[("plain", 1)].text("info")[0]
+    blas_lines = re.findall(r"\b(?:BLAS_INFO|LAPACK_INFO|USE_OPENMP)=[^,\s]*", torch.__config__.show())
+    start_load = load()
+    print(f"machine: {model}, {cores} cores, {platform.machine()}")
+    print(f"load average at start: {start_load}")
+    print(f"rcsim: {args.bench}, {args.threads} worker threads (one trial per thread); Eigen instruction sets: "
+          f"{rc_simd.replace('+', ' ')}; LAPACK loaded: {rc_libs}")
     print(f"reference: PyTorch {torch.__version__} float64 CPU, batched over trials; variants "
-          + ", ".join(f"{a}/{t}t" for a, t in variants))
-    print(f"grid: {len(grid)} points, {reps} interleaved repetitions, {args.layers} layers per run (up to {4 * args.layers} for small N, d); medians")
+          + ", ".join(f"{a}/{t}t" for a, t in torch_workers))
+    print(f"reference BLAS/LAPACK loaded: {torch_libs}")
+    print(f"  torch.__config__.show(): {', '.join(blas_lines)} (generic: whatever libblas.so.3 is)")
+    if "openblas" not in torch_libs.lower() and "mkl" not in torch_libs.lower():
+        print("WARNING: the reference does not run on an optimised BLAS (OpenBLAS or MKL): its timings and "
+              "the ratios are NOT fair (apt-get install libopenblas0-pthread)")
+    print(f"points: {len(grid)}, {reps} interleaved repetitions; medians")
     sys.stdout.flush()
 
-    times = {}  # (point, contestant) -> list of seconds
-    peaks = []
+    schedules = {}
+    for p in grid:
+        if p["schedule"] != "all":
+            layers = [int(t) for t in rc.text(f"schedule {p['schedule']} {p['layers']}")]
+            schedules[(p["schedule"], p["layers"])] = layers
+
+    times = {}  # (point index, contestant) -> list of seconds
+    peaks = {"eigen": [], "blas": []}
+
+    def measure_peaks():
+        peaks["eigen"].append(rc.ask("peak 1024 2")[0])
+        peaks["blas"].append(torch_workers[("plain", 2)].ask("peak 2048 2")[0])
+
     # Warm-up: load libraries, fault in pages.
     rc.ask("run 32 16 complete 1 4 2 1")
     for w in torch_workers.values():
         w.ask("run 32 16 complete 1 4 2 1")
     t_start = time.time()
     for rep in range(reps):
-        for pi, (n, d, mask, meas) in enumerate(grid):
+        for pi, p in enumerate(grid):
             if pi % 6 == 0:
-                peaks.append(rc.ask("peak 1024 2")[0])
-            trials, layers = sizing(n, d, target, args.layers)
-            contestants = [("rcsim", None)] + [("torch", v) for v in variants]
+                measure_peaks()
+            base = f"run {p['N']} {p['d']} {p['mask']} {p['measures']} {p['trials']} {p['layers']}"
+            sched = schedules.get((p["schedule"], p["layers"]))
+            contestants = ["rcsim"] + list(torch_workers)
             k = (rep + pi) % len(contestants)
-            for name, v in contestants[k:] + contestants[:k]:
-                if name == "rcsim":
-                    secs = rc.ask(f"run {n} {d} {mask} {meas} {trials} {layers} {args.threads}")[0]
+            for c in contestants[k:] + contestants[:k]:
+                if c == "rcsim":
+                    secs = rc.ask(f"{base} {args.threads} {p['schedule']}")[0]
                     key = "rcsim"
                 else:
-                    secs = torch_workers[v[0]].ask(f"run {n} {d} {mask} {meas} {trials} {layers} {v[1]}")[0]
-                    key = f"torch {v[0]}/{v[1]}t"
-                times.setdefault(((n, d, mask, meas), key), []).append(secs)
+                    tail = f" {','.join(map(str, sched))}" if sched else ""
+                    secs = torch_workers[c].ask(f"{base} {c[1]}{tail}")[0]
+                    key = f"{c[0]}/{c[1]}t"
+                times.setdefault((pi, key), []).append(secs)
         print(f"  repetition {rep + 1}/{reps} done ({time.time() - t_start:.0f} s)", flush=True)
-    peaks.append(rc.ask("peak 1024 2")[0])
-    peak1 = rc.ask("peak 1024 1")[0]
+    measure_peaks()
+    peak1_eigen = rc.ask("peak 1024 1")[0]
+    peak1_blas = torch_workers[("plain", 1)].ask("peak 2048 1")[0]
     rc.close()
     for w in torch_workers.values():
         w.close()
-    peak = statistics.median(peaks)
+    peak_eigen = statistics.median(peaks["eigen"])
+    peak_blas = statistics.median(peaks["blas"])
+    peak = max(peak_eigen, peak_blas)
 
-    rows = []
     print()
-    print(f"peak float64 matrix product (Eigen, 1024^3, 2 threads): median {peak:.2f} GFLOP/s "
-          f"(min {min(peaks):.2f}, max {max(peaks):.2f}, {len(peaks)} samples); 1 thread {peak1:.2f}")
+    print("float64 GEMM peak of this machine, measured in this run (medians of "
+          f"{len(peaks['eigen'])} samples):")
+    print(f"  Eigen (rcsim's build), 2 threads x 1024^3: {peak_eigen:.1f} GFLOP/s "
+          f"(min {min(peaks['eigen']):.1f}, max {max(peaks['eigen']):.1f}); 1 thread {peak1_eigen:.1f}")
+    print(f"  reference BLAS (torch.mm), 2048^3 on 2 threads: {peak_blas:.1f} GFLOP/s "
+          f"(min {min(peaks['blas']):.1f}, max {max(peaks['blas']):.1f}); 1 thread {peak1_blas:.1f}")
+    print(f"  peak used for %peak: {peak:.1f} GFLOP/s")
     print()
-    hdr = (f"{'N':>4} {'d':>4} {'mask':>8} {'meas':>4} {'steps':>6} | {'rcsim st/s':>11} {'torch st/s':>11} "
-           f"{'best torch':>13} | {'ratio':>6} | {'rcsim GF/s':>10} {'%peak':>6} | {'torch GF/s':>10}")
+    hdr = (f"{'group':>6} {'N':>4} {'d':>4} {'mask':>8} {'meas':>4} {'trials':>6} {'layers':>6} {'sched':>6} | "
+           f"{'rcsim st/s':>11} {'torch st/s':>11} {'best torch':>11} | {'ratio':>6} | "
+           f"{'rcsim GF/s':>10} {'%peak':>6} | {'torch GF/s':>10}")
     print(hdr)
     print("-" * len(hdr))
-    for (n, d, mask, meas) in grid:
-        trials, layers = sizing(n, d, target, args.layers)
-        steps = trials * layers
-        p = (n, d, mask, meas)
-        rc_med = statistics.median(times[(p, "rcsim")])
-        best_key, best_med = None, None
-        for a, t in variants:
-            key = f"torch {a}/{t}t"
-            m = statistics.median(times[(p, key)])
-            if best_med is None or m < best_med:
-                best_key, best_med = key, m
-        fl = attention_flops(n, d) * steps
-        row = dict(N=n, d=d, mask=mask, measures=bool(meas), trials=trials, layers=layers,
-                   rcsim_steps_per_s=steps / rc_med, torch_steps_per_s=steps / best_med,
-                   torch_best=best_key[6:], ratio=best_med / rc_med, rcsim_gflops=fl / rc_med / 1e9,
-                   torch_gflops=fl / best_med / 1e9, peak_gflops=peak,
-                   all_medians={k: statistics.median(v) for (pp, k), v in times.items() if pp == p})
+    rows = []
+    for pi, p in enumerate(grid):
+        steps = p["trials"] * p["layers"]
+        rc_med = statistics.median(times[(pi, "rcsim")])
+        meds = {k: statistics.median(v) for (q, k), v in times.items() if q == pi and k != "rcsim"}
+        best_key = min(meds, key=meds.get)
+        best_med = meds[best_key]
+        fl = attention_flops(p["N"], p["d"]) * steps
+        row = dict(p, rcsim_steps_per_s=steps / rc_med, torch_steps_per_s=steps / best_med, torch_best=best_key,
+                   ratio=best_med / rc_med, rcsim_gflops=fl / rc_med / 1e9, torch_gflops=fl / best_med / 1e9,
+                   peak_gflops=peak, rcsim_seconds=times[(pi, "rcsim")], torch_medians=meds)
         rows.append(row)
-        print(f"{n:>4} {d:>4} {mask:>8} {'on' if meas else 'off':>4} {steps:>6} | {row['rcsim_steps_per_s']:>11.1f} "
-              f"{row['torch_steps_per_s']:>11.1f} {row['torch_best']:>13} | {row['ratio']:>6.2f} | "
+        print(f"{p['group']:>6} {p['N']:>4} {p['d']:>4} {p['mask']:>8} {'on' if p['measures'] else 'off':>4} "
+              f"{p['trials']:>6} {p['layers']:>6} {p['schedule']:>6} | {row['rcsim_steps_per_s']:>11.1f} "
+              f"{row['torch_steps_per_s']:>11.1f} {best_key:>11} | {row['ratio']:>6.2f} | "
               f"{row['rcsim_gflops']:>10.2f} {100 * row['rcsim_gflops'] / peak:>5.0f}% | {row['torch_gflops']:>10.2f}")
     print()
-    # Targets of issue 3 item 5.
-    on = [r for r in rows if r["measures"]]
-    t1 = [r for r in on if r["N"] == 128 and r["d"] == 64]
-    t3 = [r for r in rows if not r["measures"] and r["N"] == 512 and r["d"] == 128]
+    # Targets of the benchmark (docs/performance.md).
     print("targets:")
-    for r in t1:
-        print(f"  measures on, N=128 d=64 {r['mask']}: ratio {r['ratio']:.2f} (>= 3): {'MET' if r['ratio'] >= 3 else 'NOT MET'}")
-    worst = min(on, key=lambda r: r["ratio"])
-    print(f"  measures on, every point: smallest ratio {worst['ratio']:.2f} at N={worst['N']} d={worst['d']} "
-          f"{worst['mask']} (>= 2): {'MET' if worst['ratio'] >= 2 else 'NOT MET'}")
-    for r in t3:
-        f = r["rcsim_gflops"] / peak
-        print(f"  measures off, N=512 d=128 {r['mask']}: {r['rcsim_gflops']:.2f} GFLOP/s = {100 * f:.0f}% of peak "
-              f"(>= 60%): {'MET' if f >= 0.6 else 'NOT MET'}")
-    _, _, load1 = machine()
-    print(f"load average at end {load1:.2f}; wall time {time.time() - t_start:.0f} s")
+    for r in rows:
+        if r["group"] == "grid" and r["measures"] and r["N"] == 128 and r["d"] == 64:
+            print(f"  measures on, N=128 d=64 {r['mask']}: ratio {r['ratio']:.2f} (>= 3): "
+                  f"{'MET' if r['ratio'] >= 3 else 'MISSED'}")
+    worst = min(rows, key=lambda r: r["ratio"])
+    print(f"  every point, measures on or off: smallest ratio {worst['ratio']:.2f} at {worst['group']} "
+          f"N={worst['N']} d={worst['d']} {worst['mask']} measures {'on' if worst['measures'] else 'off'} "
+          f"(>= 2): {'MET' if worst['ratio'] >= 2 else 'MISSED'}")
+    for r in rows:
+        if r["group"] == "grid" and not r["measures"] and r["N"] == 512 and r["d"] == 128 and r["mask"] == "complete":
+            f = r["rcsim_gflops"] / peak
+            print(f"  measures off, N=512 d=128 complete: {r['rcsim_gflops']:.1f} GFLOP/s = {100 * f:.0f}% of the "
+                  f"machine's peak {peak:.1f} (>= 50%): {'MET' if f >= 0.5 else 'MISSED'}")
+    end_load = load()
+    print(f"load average at end: {end_load}; wall time {time.time() - t_start:.0f} s")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(dict(machine=model, cores=cores, peak_gflops=peak, peak_samples=peaks, peak1=peak1,
-                           reps=reps, rows=rows), f, indent=1)
+        write_json(args.json, dict(machine=model, cores=cores, load_start=start_load, load_end=end_load,
+                                   rcsim_simd=rc_simd, rcsim_libs=rc_libs, torch_libs=torch_libs,
+                                   torch_blas=blas_lines, peak_gflops=peak, peak_eigen=peaks["eigen"],
+                                   peak_blas=peaks["blas"], peak1_eigen=peak1_eigen, peak1_blas=peak1_blas,
+                                   reps=reps, rows=rows))
 
 
 if __name__ == "__main__":

@@ -1,13 +1,20 @@
 #!/usr/bin/env python3
 """Independent PyTorch (CPU, float64) implementation of the benchmark workload, batched over trials.
 
-Worker for bench/run_bench.py: reads lines "run N D MASK MEASURES TRIALS LAYERS THREADS" on stdin
-and answers "run SECONDS" (or "error ...") on stdout. The workload is rcsim's (SCIENCE.md
+Worker for bench/run_bench.py: reads lines on stdin and answers one line each on stdout:
+  run N D MASK MEASURES TRIALS LAYERS THREADS [LAYER,LAYER,...]  -> "run SECONDS" (or "error ...")
+  peak SIZE THREADS   -> "peak GFLOPS SECONDS": one SIZE x SIZE float64 product (torch.mm, i.e.
+                         the BLAS's dgemm), best of 3
+  info                -> "info LIBS": the BLAS/LAPACK libraries mapped into the process after a
+                         product and an SVD (from /proc/self/maps), comma-separated
+  quit
+The thread count is also fixed from outside (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS) by
+bench/run_bench.py, since the BLAS keeps its own pool. The workload is rcsim's (SCIENCE.md
 sections 1 and 4) for one head, d_k = d, d_QK = d, LayerNorm (eps 1e-5, no affine), Gaussian X(0)
 and fresh Gaussian weights (std 1/sqrt(d)) at every layer, all TRIALS trials as one batch:
   S = (X W_Q)(X W_K)^T / sqrt(d), masked softmax, attention diagnostics (min weight, entropy),
   Y = A X W_V, X <- LayerNorm(Y), a non-finite check;
-and with MEASURES = 1, at every layer 0..L: singular values (LAPACK via torch.linalg.svdvals),
+and with MEASURES = 1, at every layer 0..L (or at the listed layers, rcsim's output.schedule): singular values (LAPACK via torch.linalg.svdvals),
 ||X||_F, mu = ||X - 1 gamma||_F, numerical rank, rank-one residual, stable rank, mean |cos|,
 sigma at the largest rank, all kept in a result tensor as rcsim keeps them.
 """
@@ -43,19 +50,21 @@ def measures(x, rtol, max_rank, out):
     out[:, 9] = s[:, max_rank - 1]
 
 
-def run(n, d, mask, with_measures, trials, layers, seed=20240527):
+def run(n, d, mask, with_measures, trials, layers, schedule=None, seed=20240527):
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(trials, n, d, dtype=F64, generator=gen)
     blocked = None if mask == "complete" else ~torch.ones(n, n, dtype=torch.bool).tril()
     std = 1.0 / math.sqrt(d)
     scale = 1.0 / math.sqrt(d)
     rtol = max(n, d) * torch.finfo(F64).eps
-    token = torch.full((trials, layers + 1, 10), math.nan, dtype=F64)
+    schedule = list(range(layers + 1)) if schedule is None else schedule
+    column = {t: k for k, t in enumerate(schedule)}
+    token = torch.full((trials, len(schedule), 10), math.nan, dtype=F64)
     attn = torch.full((trials, layers, 2), math.nan, dtype=F64)
     for t in range(layers + 1):
-        if with_measures:
+        if with_measures and t in column:
             # After LayerNorm rows are centred: the largest rank is min(N, d - 1).
-            measures(x, rtol, min(n, d) if t == 0 else min(n, d - 1), token[:, t])
+            measures(x, rtol, min(n, d) if t == 0 else min(n, d - 1), token[:, column[t]])
         if t == layers:
             break
         wq = torch.randn(trials, d, d, dtype=F64, generator=gen).mul_(std)
@@ -77,6 +86,29 @@ def run(n, d, mask, with_measures, trials, layers, seed=20240527):
     return token, attn
 
 
+def loaded_libraries():
+    found = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line[line.find("/"):].strip() if "/" in line else ""
+            if "blas" in path or "lapack" in path or "mkl" in path:
+                found.add(path)
+    return ",".join(sorted(found)) or "none"
+
+
+def peak(size, threads):
+    torch.set_num_threads(threads)
+    a = torch.rand(size, size, dtype=F64)
+    b = torch.rand(size, size, dtype=F64)
+    torch.mm(a, b)  # warm-up
+    best = math.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - t0)
+    return 2.0 * size**3 / best / 1e9, best
+
+
 def main():
     for line in sys.stdin:
         f = line.split()
@@ -84,13 +116,23 @@ def main():
             continue
         if f[0] == "quit":
             break
+        if f[0] == "info":
+            torch.mm(torch.rand(64, 64, dtype=F64), torch.rand(64, 64, dtype=F64))
+            torch.linalg.svdvals(torch.rand(8, 8, dtype=F64))
+            print("info", loaded_libraries(), flush=True)
+            continue
+        if f[0] == "peak":
+            g, secs = peak(int(f[1]), int(f[2]))
+            print(f"peak {g} {secs}", flush=True)
+            continue
         if f[0] != "run":
             print("error unknown command", f[0], flush=True)
             continue
         n, d, mask, meas, trials, layers, threads = int(f[1]), int(f[2]), f[3], int(f[4]), int(f[5]), int(f[6]), int(f[7])
+        schedule = [int(t) for t in f[8].split(",")] if len(f) > 8 else None
         torch.set_num_threads(threads)
         t0 = time.perf_counter()
-        token, _ = run(n, d, mask, meas == 1, trials, layers)
+        token, _ = run(n, d, mask, meas == 1, trials, layers, schedule)
         secs = time.perf_counter() - t0
         if meas == 1 and not bool(torch.isfinite(token[:, :, 0]).all()):
             print("error non-finite measures", flush=True)

@@ -53,6 +53,8 @@ sources=(
   sim/core/random.cpp
   sim/model/attention.cpp
   sim/model/layer.cpp
+  sim/model/tangent.cpp
+  sim/model/unnormalised_attention.cpp
   sim/model/mask.cpp
   sim/model/normalization.cpp
   sim/measure/metrics.cpp

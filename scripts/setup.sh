@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages listed in scripts/deps.txt that are missing, then configure and
-# build rcsim into build/. Safe to rerun: installs nothing and rebuilds only what changed.
+# build rcsim into build/ (everything, or the targets in RCSIM_TARGETS). Safe to rerun:
+# installs nothing and rebuilds only what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,4 +19,5 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${RCSIM_CMAKE_ARGS:-} >/dev/null
-cmake --build build -j "$(nproc)"
+# RCSIM_TARGETS limits the build (run-default.sh builds only the rcsim executable).
+cmake --build build -j "$(nproc)" ${RCSIM_TARGETS:+--target $RCSIM_TARGETS}

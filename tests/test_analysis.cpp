@@ -109,6 +109,14 @@ TEST_CASE("the theory bound from given r and eps", "[analysis]") {
   CHECK_THAT(theory_bound(2.0, 0.5, 1, 3.0), WithinRel(0.25, 1e-14));  // 2 * 0.5^3
   CHECK(bound_rate(0.0, 3) == 0.0);                                    // eps = 0: no guaranteed decay
   CHECK(std::isnan(bound_rate(0.2, -1)));                              // no centre node: the theorem does not apply
+  // log10 of the rate, in log space: equal to log10(bound_rate) where that is finite ...
+  CHECK_THAT(log10_bound_rate(0.1, 2), WithinRel(std::log10(0.005025167926750725), 1e-14));
+  CHECK_THAT(log10_bound_rate(1e-5, 3), WithinRel(std::log10(-std::log1p(-1e-15) / 3), 1e-12));
+  // ... and finite where eps^r underflows: eps = 1e-200, r = 3: rate 1e-600 / 3 (by hand)
+  CHECK(bound_rate(1e-200, 3) == 0.0);
+  CHECK_THAT(log10_bound_rate(1e-200, 3), WithinRel(-600.0 - std::log10(3.0), 1e-14));
+  CHECK(log10_bound_rate(0.0, 3) == -std::numeric_limits<double>::infinity());
+  CHECK(std::isnan(log10_bound_rate(0.2, -1)));
 }
 
 namespace {
@@ -194,6 +202,10 @@ TEST_CASE("analyze on a simulated run: causal N = 2 with uniform attention halve
   CHECK_THAT(a.rate_ratio, WithinRel(1.0, 1e-5));
   CHECK(cli_main({"analyze", out, "--quiet"}) == 0);
   CHECK(h5::File::open_read(out).exists("analysis/theory/bound_median"));
+  // options with a space, as the configuration keys allow: "--threshold 0.5" = "--threshold=0.5"
+  CHECK(cli_main({"analyze", out, "--threshold", "0.5", "--window", "2:20", "--quiet"}) == 0);
+  CHECK(h5::File::open_read(out).open_group("analysis").attr_double("threshold") == 0.5);
+  CHECK(cli_main({"analyze", out, "--threshold", "abc", "--quiet"}) == 2);
 }
 
 TEST_CASE("analyze: bad inputs exit 2", "[analysis][cli]") {

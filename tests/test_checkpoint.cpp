@@ -1,7 +1,9 @@
 // Trial checkpoints: an interrupted run resumes to the same result as an uninterrupted one.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "run/checkpoint.hpp"
 #include "core/config.hpp"
@@ -18,6 +20,7 @@ bool same(const RunResults& a, const RunResults& b) {
   for (std::size_t m = 0; m < a.attention.size(); ++m) ok &= a.attention[m].cwiseEqual(b.attention[m]).all();
   ok &= a.spectrum == b.spectrum;
   ok &= a.snapshots == b.snapshots;
+  ok &= a.attention_matrices == b.attention_matrices;
   ok &= a.underflow_layer == b.underflow_layer && a.degenerate_total == b.degenerate_total;
   return ok;
 }
@@ -27,8 +30,10 @@ TEST_CASE("saved trials reload exactly and the rest completes the run", "[io][ch
   const std::string path = (fs::temp_directory_path() / "rcsim_test.h5.partial").string();
   fs::remove(path);
   const Config c = make_config({{"model.tokens", "6"}, {"model.dim", "4"}, {"model.layers", "7"}, {"run.trials", "9"},
-                                {"output.spectrum", "true"}, {"output.tokens", "0,7"}, {"norm.type", "layernorm"}});
+                                {"output.spectrum", "true"}, {"output.tokens", "0,7"}, {"norm.type", "layernorm"},
+                                {"output.attention", "true"}, {"output.measures", "clusters,ergodicity"}});
   const EngineSetup s = prepare(c);
+  REQUIRE(s.config.output.attention);
   const RunResults full = run_simulation(s, 2);
   {
     Checkpoint cp(path, c.to_ini(), 1e9);  // never flushes by itself
@@ -76,4 +81,60 @@ TEST_CASE("run_to_file resumes from a checkpoint and removes it", "[io][checkpoi
   const h5::Array mu = h5::File::open_read(out).read("metrics/mu");
   for (int t = 0; t < 6; ++t)
     for (int l = 0; l <= 4; ++l) CHECK(mu.data[static_cast<std::size_t>(t * 5 + l)] == full.token[0](t, l));
+}
+
+TEST_CASE("a checkpoint resumes when only result-irrelevant keys differ (run.threads, output.file)", "[io][checkpoint]") {
+  const std::string path = (fs::temp_directory_path() / "rcsim_test_threads.h5.partial").string();
+  fs::remove(path);
+  const std::map<std::string, std::string> base = {{"model.tokens", "5"}, {"model.dim", "3"}, {"model.layers", "4"},
+                                                   {"run.trials", "4"}, {"run.threads", "1"}};
+  const Config c = make_config(base);
+  const RunResults full = run_simulation(prepare(c), 1);
+  {
+    Checkpoint cp(path, c.to_ini());
+    cp.completed(full, 1);
+    cp.flush(full);
+  }
+  auto changed = base;
+  changed["run.threads"] = "3";
+  changed["output.file"] = "elsewhere.h5";
+  const Config other = make_config(changed);
+  REQUIRE(other.to_ini() != c.to_ini());
+  CHECK(result_configuration(other.to_ini()) == result_configuration(c.to_ini()));
+  RunResults r = allocate_results(prepare(other));
+  Checkpoint cp(path, other.to_ini());
+  CHECK(cp.load(r) == std::vector<char>{0, 1, 0, 0});
+  CHECK(r.token[0].row(1) == full.token[0].row(1));
+  // The stored hash is FNV-1a of the result-relevant configuration.
+  CHECK(h5::File::open_read(path).attr_string("config_hash") == text_hash(result_configuration(c.to_ini())));
+  cp.remove();
+}
+
+TEST_CASE("text_hash is 64-bit FNV-1a", "[io][checkpoint]") {
+  // Reference values of the FNV-1a test suite (Fowler/Noll/Vo, isthe.com/chongo/tech/comp/fnv).
+  CHECK(text_hash("") == "cbf29ce484222325");
+  CHECK(text_hash("a") == "af63dc4c8601ec8c");
+  CHECK(text_hash("foobar") == "85944171f73967e8");
+}
+
+TEST_CASE("result_configuration drops run.threads and output.file only", "[io][checkpoint]") {
+  const std::string ini = "[run]\ntrials = 4\nthreads = 2\n[output]\nfile = a.h5\nspectrum = true\n[other]\nthreads = 1\n";
+  CHECK(result_configuration(ini) == "[run]\ntrials = 4\n[output]\nspectrum = true\n[other]\nthreads = 1\n");
+}
+
+TEST_CASE("a checkpoint that cannot be written is an error that names it, and the run stops", "[io][checkpoint]") {
+  const std::string path = (fs::temp_directory_path() / "rcsim_no_such_dir" / "x.h5.partial").string();
+  fs::remove_all(fs::temp_directory_path() / "rcsim_no_such_dir");
+  const Config c = make_config({{"model.tokens", "4"}, {"model.dim", "2"}, {"model.layers", "2"}, {"run.trials", "2"}});
+  const RunResults full = run_simulation(prepare(c), 1);
+  Checkpoint cp(path, c.to_ini());
+  cp.completed(full, 0);
+  try {
+    cp.flush(full);
+    FAIL("no error");
+  } catch (const std::exception& e) {
+    CHECK_THAT(e.what(), Catch::Contains("cannot write the checkpoint '" + path + "'"));
+  }
+  CHECK_FALSE(fs::exists(path));
+  CHECK_NOTHROW(cp.flush(full));  // no second attempt (the failure path of the run flushes again)
 }

@@ -95,7 +95,7 @@ TEST_CASE("bad values stop with a message naming the key", "[config]") {
       {{{"mask.type", "diagonal"}}, "allowed: complete | causal"},
       {{{"norm.type", "batchnorm"}}, "norm.type"},
       {{{"weights.v", "random"}}, "weights.v"},
-      {{{"init.type", "uniform"}}, "init.type"},
+      {{{"init.type", "cube"}}, "init.type"},
       {{{"weights.v", "fixed"}, {"weights.v_matrix", "1 0; 0 1"}}, "expected [4, 4]"},
       {{{"weights.v", "fixed"}}, "weights.v_matrix"},
       {{{"init.type", "fixed"}, {"init.matrix", "1 2 3 4; 5 6 7 oops"}}, "init.matrix"},
@@ -105,6 +105,10 @@ TEST_CASE("bad values stop with a message naming the key", "[config]") {
       {{{"output.tokens", "3,99"}}, "output.tokens"},
       {{{"weights.shared", "maybe"}}, "weights.shared"},
       {{{"model.tokens", "1e999"}}, "model.tokens"},
+      {{{"model.d_qk", "1/0"}}, "nonzero denominator"},
+      {{{"model.d_qk", "1/2/3"}}, "fraction a/b"},
+      {{{"model.d_qk", "1/x"}}, "fraction a/b"},
+      {{{"model.d_qk", "/64"}}, "fraction a/b"},
   };
   for (const auto& [values, needle] : cases) {
     INFO("values: " << values.begin()->first << " = " << values.begin()->second);
@@ -118,6 +122,33 @@ TEST_CASE("unknown keys in a file or on the command line are named", "[config]")
   CHECK_THROWS_WITH(parse_config_sources({}, path), Contains("model.tokenz"));
   CHECK_THROWS_WITH(parse_config_sources({"--mask.typo=1"}, std::nullopt), Contains("mask.typo"));
   CHECK_THROWS_WITH(parse_config_sources({}, std::string("/nonexistent/rcsim.ini")), Contains("/nonexistent/rcsim.ini"));
+}
+
+TEST_CASE("a number may be given as a fraction a/b (d_QK = 1/64 as in the paper)", "[config]") {
+  CHECK(make_config({{"model.d_qk", "1/64"}}).model.d_qk == 0.015625);  // exact in binary
+  CHECK(make_config({{"model.d_qk", " 3 / 4 "}}).model.d_qk == 0.75);
+  CHECK(make_config({{"norm.eps", "1e-5/10"}}).norm.eps == 1e-5 / 10);
+}
+
+TEST_CASE("an unknown key is answered with the nearest known one", "[config]") {
+  CHECK_THROWS_WITH(parse_config_sources({"--model.dims=3"}, std::nullopt), Contains("did you mean 'model.dim'?"));
+  CHECK_THROWS_WITH(parse_config_sources({"--mask.tpye=causal"}, std::nullopt), Contains("did you mean 'mask.type'?"));
+  // the same name in the wrong section
+  CHECK_THROWS_WITH(parse_config_sources({"--model.window=2"}, std::nullopt), Contains("did you mean 'mask.window'?"));
+  // nothing close: no suggestion
+  CHECK_THROWS_WITH(parse_config_sources({"--frobnicate.widget=1"}, std::nullopt), !Contains("did you mean"));
+  const std::string path = write_temp("rcsim_test_unknown2.ini", "[model]\ntokes = 3\n");
+  CHECK_THROWS_WITH(parse_config_sources({}, path), Contains("did you mean 'model.tokens'?"));
+}
+
+TEST_CASE("INI comment lines start with '#' or ';'", "[config]") {
+  const std::string path = write_temp("rcsim_test_comments.ini",
+                                      "; semicolon comment\n[model]\n  ; indented\ntokens = 8\n# hash\nlayers = 3\n"
+                                      "[weights]\nv = fixed\nv_matrix = 1 0; 0 1\n[model]\ndim = 2\n");
+  const ParsedArgs p = parse_config_sources({}, path);
+  CHECK(p.values.at("model.tokens") == "8");
+  CHECK(p.values.at("model.layers") == "3");
+  CHECK(p.values.at("weights.v_matrix") == "1 0; 0 1");  // ';' inside a value is a row separator
 }
 
 TEST_CASE("token snapshot lists", "[config]") {

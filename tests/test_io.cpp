@@ -21,7 +21,7 @@ namespace {
 
 void write_array(const std::string& file, const std::string& name, const std::vector<hsize_t>& shape,
                  const std::vector<double>& data) {
-  const h5::File f = fs::exists(file) ? h5::File::open_readwrite(file) : h5::File::create(file);
+  const h5::File f = fs::exists(file) ? h5::File::open_readwrite(file, file) : h5::File::create(file);
   f.write(name, shape, data.data());
 }
 }  // namespace

@@ -90,10 +90,55 @@ TEST_CASE("mean absolute cosine worked by hand", "[metrics]") {
     Y << 1, 0, 0, 0, 0, 1e-200, 1e200, 1e200;
     CHECK_THAT(cos_abs_mean(Y), WithinRel(2.0 / 3.0 / std::sqrt(2.0), 1e-15));
   }
+  SECTION("subnormal rows keep their direction and the mean stays in [0, 1]") {
+    // Rows proportional to (1, 0), (2, 1), (1, 1) with exact subnormal entries 2^-1030, 2^-1029:
+    // 1/norm would overflow. |cos| pairs: 2/sqrt5, 1/sqrt2, 3/sqrt10 (worked by hand).
+    const double a = std::ldexp(1.0, -1030);
+    REQUIRE(a < std::numeric_limits<double>::min());
+    Matrix S(3, 2);
+    S << a, 0, 2 * a, a, a, a;
+    const double expected = (2 / std::sqrt(5.0) + 1 / std::sqrt(2.0) + 3 / std::sqrt(10.0)) / 3;
+    CHECK_THAT(cos_abs_mean(S), WithinRel(expected, 1e-15));
+    // Identical tokens, one of them normal and one subnormal: exactly 1, never above.
+    Matrix T(3, 3);
+    T << 3e-310, 1e-310, 2e-310, 3e-310, 1e-310, 2e-310, 3, 1, 2;
+    const double c = cos_abs_mean(T);
+    CHECK(std::isfinite(c));
+    CHECK(c <= 1.0);
+    CHECK_THAT(c, WithinRel(1.0, 1e-12));
+  }
   SECTION("zero tokens are left out; one nonzero token is undefined") {
     Matrix Z = Matrix::Zero(3, 2);
     Z(0, 0) = 1;
     CHECK(std::isnan(cos_abs_mean(Z)));
+  }
+}
+
+TEST_CASE("mu_rel of a zero matrix is 0 (all tokens identical), not 0/0", "[metrics]") {
+  Vector s;
+  const TokenMeasures m = measure_tokens(Matrix::Zero(4, 3), MeasureOptions{1e-15, 0.0, 3}, s);
+  CHECK(m.mu == 0.0);
+  CHECK(m.fro_norm == 0.0);
+  CHECK(m.mu_rel == 0.0);
+}
+
+TEST_CASE("mean absolute cosine against the pairwise definition across row blocks", "[metrics]") {
+  // cos_abs_mean forms the Gram matrix 64 rows at a time: sizes below, at and across block
+  // edges (a partial last block), one zero token left out; the reference is the definition,
+  // pair by pair (k = 150 - 1 nonzero tokens for N = 150).
+  for (const int n : {2, 63, 64, 65, 129, 150}) {
+    Matrix X = Matrix::Random(n, 7);
+    if (n > 2) X.row(n / 2).setZero();
+    double sum = 0.0;
+    int pairs = 0;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) {
+        if (i == j || X.row(i).norm() == 0.0 || X.row(j).norm() == 0.0) continue;
+        sum += std::abs(X.row(i).dot(X.row(j))) / (X.row(i).norm() * X.row(j).norm());
+        ++pairs;
+      }
+    INFO("N = " << n);
+    CHECK_THAT(cos_abs_mean(X), WithinRel(sum / pairs, 1e-13));
   }
 }
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "cli/cli.hpp"
@@ -19,6 +20,7 @@
 #include "hdf5/hdf5_file.hpp"
 #include "run/parallel.hpp"
 #include "run/progress.hpp"
+#include "run/simulation.hpp"
 #include "run/sweep_index.hpp"
 
 using namespace rcsim;
@@ -76,6 +78,56 @@ TEST_CASE("schedules resolve to the layers worked out by hand", "[schedule]") {
   CHECK(deep.front() == 0);
   CHECK(deep.back() == 10000);
   CHECK(deep.size() == 39);
+}
+
+TEST_CASE("log:K skips repeated layers and equals the plain loop; the size bound holds", "[schedule]") {
+  // The plain definition: round(10^(i/K)) for i = 0, 1, ... while <= L, plus 0 and L.
+  auto plain = [](long long K, int L) {
+    std::set<int> out = {0, L};
+    for (long long i = 0;; ++i) {
+      const double l = std::round(std::pow(10.0, static_cast<double>(i) / static_cast<double>(K)));
+      if (l > L) break;
+      out.insert(static_cast<int>(l));
+    }
+    return std::vector<int>(out.begin(), out.end());
+  };
+  for (const int L : {1, 7, 100, 1000, 5000})
+    for (const long long K : {1LL, 2LL, 3LL, 10LL, 37LL, 1000LL, 100000LL}) {
+      INFO("L = " << L << ", K = " << K);
+      const auto got = parse_schedule("log:" + std::to_string(K), L);
+      CHECK(got == plain(K, L));
+      CHECK(schedule_size_bound("log:" + std::to_string(K), L) >= static_cast<double>(got.size()));
+    }
+  // K = INT_MAX: every layer 1 .. L once (was minutes of looping).
+  const auto every = parse_schedule("log:2147483647", 300);
+  CHECK(every.size() == 301);
+  for (const std::string t : {"all", "every:1", "every:7", "list:3,5 9", "log:4"})
+    CHECK(schedule_size_bound(t, 50) >= static_cast<double>(parse_schedule(t, 50).size()));
+}
+
+TEST_CASE("a run that cannot fit in memory is refused before anything is allocated", "[schedule][memory]") {
+  // 2e9 layers x 1e6 trials x 8 bytes = 16 PB for one value per recorded layer: more than any machine.
+  try {
+    (void)make_config({{"model.layers", "2000000000"}, {"run.trials", "1000000"}});
+    FAIL("no error");
+  } catch (const UsageError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("model.layers = 2000000000") && Catch::Contains("would need about") &&
+                             Catch::Contains("16 PB of memory"));
+  }
+  // 1e8 layers recording 3 per decade fits (26 recorded layers x 1e6 trials x 8 bytes = 208 MB,
+  // plus 0.8 GB of layer tables).
+  CHECK_NOTHROW(make_config({{"model.layers", "100000000"}, {"run.trials", "1000000"}, {"output.schedule", "log:3"}}));
+}
+
+TEST_CASE("run_memory_bytes counts the results twice and the layer table once", "[schedule][memory]") {
+  // T = 2 trials, L = 3 layers, all recorded: S = 4 token columns, 3 attention columns; spectrum
+  // min(N, d) = 4 values per recorded layer; snapshots of the final layer N x d = 20 values.
+  const Config c = make_config({{"model.layers", "3"}, {"run.trials", "2"}, {"model.tokens", "5"}, {"model.dim", "4"},
+                                {"output.spectrum", "true"}, {"output.tokens", "final"}});
+  const double nt = static_cast<double>(token_measure_info().size()), na = static_cast<double>(attention_measure_info().size());
+  const double values = 2 * (4 * nt + 3 * na) + 2 * 4 * 4 + 2 * 1 * 5 * 4;
+  CHECK(run_memory_bytes(c) == 2 * 8 * values + 8 * 4);
+  CHECK_NOTHROW(require_run_memory(c));
 }
 
 TEST_CASE("bad schedules are usage errors naming output.schedule", "[schedule]") {

@@ -1,19 +1,86 @@
-"""Reading rcsim run files, sweep indexes and analysis files with h5py."""
+"""Reading rcsim run files, sweep indexes and analysis files: with h5py (dicts of NumPy arrays:
+load_run, load_sweep, load_analysis) or as labelled xarray objects (open_run, open_sweep)."""
+import os
+
 import h5py
 import numpy as np
 
 
+class RcsimFileError(ValueError):
+    """A file that is not what the reader expects (not an rcsim file, incomplete, wrong kind)."""
+
+
+def _is_coordinate(ds):
+    return _text(ds.attrs.get("CLASS", b"")) == "DIMENSION_SCALE"
+
+
+def _open_checked(path, filetype):
+    """h5py.File of a complete rcsim file of this filetype, or RcsimFileError."""
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise RcsimFileError(f"{path}: cannot open as HDF5 ({e})") from None
+    if _text(f.attrs.get("filetype", "")) != filetype:
+        f.close()
+        raise RcsimFileError(f"{path}: not an {filetype} file (filetype attribute missing or different)")
+    if filetype == "rcsim-run" and int(f.attrs.get("complete", 0)) != 1:
+        f.close()
+        raise RcsimFileError(f"{path}: incomplete run file (complete != 1)")
+    return f
+
+
 def load_run(path):
-    """Return a dict with the run's attributes, its layer coordinate and per-trial metrics."""
-    with h5py.File(path, "r") as f:
-        if f.attrs.get("filetype") != "rcsim-run":
-            raise SystemExit(f"{path}: not an rcsim run file (filetype attribute missing)")
-        if int(f.attrs.get("complete", 0)) != 1:
-            raise SystemExit(f"{path}: incomplete run file (complete != 1)")
+    """Return a dict with the run's attributes, its coordinates (`layer` for the token measures,
+    `attention_layer` for the attention measures attn_*) and per-trial metrics [trial, layer]."""
+    with _open_checked(path, "rcsim-run") as f:
         run = {"path": path, "attrs": dict(f.attrs), "layer": f["layer"][()],
-               "metrics": {k: f["metrics"][k][()] for k in f["metrics"]},
-               "config": f["config"][()].decode() if isinstance(f["config"][()], bytes) else f["config"][()]}
+               "attention_layer": f["attention_layer"][()],
+               "metrics": {k: v[()] for k, v in f["metrics"].items() if not _is_coordinate(v)},
+               "config": _text(f["config"][()])}
     return run
+
+
+def open_run(path, group="metrics"):
+    """One group of a run file as a labelled xarray.Dataset (default /metrics: every measure
+    [trial, layer] or [trial, attention_layer]); select by value: `open_run(p).mu.sel(layer=10)`.
+    The root's attributes (mask_type, norm_type, seed, ...) are added to the Dataset's attrs."""
+    import xarray as xr
+    with _open_checked(path, "rcsim-run") as f:
+        root = {k: _attr(v) for k, v in f.attrs.items()}
+    ds = xr.open_dataset(path, group=group, engine="h5netcdf").load()
+    ds.close()
+    ds.attrs.update(root)
+    return ds
+
+
+def open_sweep(directory, group="metrics"):
+    """Every complete point of a sweep as one xarray.Dataset whose dimensions include the swept
+    keys (`mask.type`, `model.d_qk`, ...): `open_sweep(d).mu.sel({"mask.type": "causal"})`.
+    A product sweep gets one dimension per key; any other sweep (or one with missing points) keeps
+    a `point` dimension with the swept keys as its coordinates. Points that are not complete are
+    left out (open_sweep(...).attrs["points_missing"] counts them)."""
+    import xarray as xr
+    points = load_sweep(directory)
+    keys = [k for k in points[0] if k not in ("point", "name", "file", "status")] if points else []
+    done = [p for p in points if p["status"] == "complete"]
+    if not done:
+        raise RcsimFileError(f"{directory}: no complete point in the sweep")
+    parts = []
+    for p in done:
+        ds = open_run(p["file"], group)
+        ds = ds.expand_dims(point=[p["point"]]).assign_coords({k: ("point", [p[k]]) for k in keys})
+        parts.append(ds)
+    out = xr.concat(parts, dim="point", join="outer", combine_attrs="drop_conflicts")
+    full = len(done) == len(points)
+    combos = {tuple(p[k] for k in keys) for p in done}
+    product = full and len(combos) == np.prod([len({p[k] for p in done}) for k in keys])
+    if keys and product:
+        if len(keys) == 1:
+            out = out.swap_dims(point=keys[0]).drop_vars("point")
+        else:
+            out = out.drop_vars("point").set_index(point=keys).unstack("point")
+    out.attrs["points_missing"] = len(points) - len(done)
+    return out
 
 
 def label(run):
@@ -52,11 +119,10 @@ def load_sweep(directory, runs=False):
     metrics), so `[(p['model.d_qk'], p['run']['metrics']['mu']) for p in load_sweep(d, True)]`
     is the whole sweep. `sweep_table()` turns the list into a NumPy structured array.
     """
-    import os
     path = os.path.join(directory, "index.h5")
     with h5py.File(path, "r") as f:
         if _text(f.attrs.get("filetype", "")) != "rcsim-sweep-index":
-            raise SystemExit(f"{path}: not an rcsim sweep index (filetype attribute missing)")
+            raise RcsimFileError(f"{path}: not an rcsim sweep index (filetype attribute missing)")
         names = [_text(x) for x in f["name"][()]]
         files = [_text(x) for x in f["file"][()]]
         status = [_text(x) for x in f["status"][()]]
@@ -86,6 +152,8 @@ def sweep_table(points):
         else:
             dtypes.append((k, "U%d" % max(len(str(v)) for v in values)))
     return np.array([tuple(p[k] for k in columns) for p in points], dtype=dtypes)
+
+
 def load_analysis(path):
     """Return the /analysis group that `rcsim analyze` wrote into a run file, as a dict.
 
@@ -98,11 +166,11 @@ def load_analysis(path):
     """
     with h5py.File(path, "r") as f:
         if "analysis" not in f:
-            raise SystemExit(f"{path}: no /analysis group (run `rcsim analyze {path}` first)")
+            raise RcsimFileError(f"{path}: no /analysis group (run `rcsim analyze {path}` first)")
         g = f["analysis"]
 
         def group(h):
-            d = {k: h[k][()] for k in h if isinstance(h[k], h5py.Dataset)}
+            d = {k: h[k][()] for k in h if isinstance(h[k], h5py.Dataset) and not _is_coordinate(h[k])}
             d.update({k: _attr(v) for k, v in h.attrs.items()})
             return d
 
@@ -123,7 +191,6 @@ def _attr(v):
 def run_paths(paths):
     """Expand command-line paths into run files: a sweep directory or its index.h5 stands for
     the complete points of the sweep (in index order); a run file stands for itself."""
-    import os
     out = []
     for path in paths:
         index = os.path.join(path, "index.h5") if os.path.isdir(path) else path
@@ -135,7 +202,7 @@ def run_paths(paths):
             out += [p["file"] for p in load_sweep(os.path.dirname(os.path.abspath(index)))
                     if p["status"] == "complete"]
         elif os.path.isdir(path):
-            raise SystemExit(f"{path}: a directory without a sweep index (index.h5)")
+            raise RcsimFileError(f"{path}: a directory without a sweep index (index.h5)")
         else:
             out.append(path)
     return out

@@ -3,7 +3,6 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +11,6 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -22,6 +20,8 @@
 #include "core/config.hpp"
 #include "study/equilibria.hpp"
 #include "core/errors.hpp"
+#include "core/memory.hpp"
+#include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
 #include "model/mask.hpp"
 #include "run/run_file.hpp"
@@ -55,8 +55,9 @@ usage:
   rcsim --help | --version
 
   run         simulate run.trials independent trials of an L-layer attention stack and write
-              the measures of every layer to output.file (HDF5). Without --config, the
-              built-in default (configs/default.ini) is the base configuration.
+              the measures of every layer to output.file (HDF5). Without --config, one
+              run of the key defaults (configs/default.ini is the comparison sweep of
+              scripts/run-default.sh).
               A [sweep] section (sweep.KEY = v1, v2, ...) runs one file per point into the
               directory output.file minus ".h5", with an index (index.h5: every point, its
               parameters, file and status); completed points are skipped on rerun. Under
@@ -79,7 +80,9 @@ options:
   --key=value     any configuration key; the command line wins over the file
   --dry-run       print the resolved configuration and planned outputs; write nothing
   --force         recompute outputs that are already complete, and overwrite outputs (or a
-                  sweep index) made with a different configuration (refused without it)
+                  sweep index) made with a different configuration, or files that are not
+                  complete rcsim outputs of the command's kind (refused without it; a
+                  directory, symlink or device is never replaced)
   --quiet         only warnings and errors on stderr (no progress)
 
 exit status: 0 success, 1 runtime error, 2 usage error, 130 interrupted.
@@ -127,25 +130,8 @@ Invocation split_args(const std::vector<std::string>& args) {
   return inv;
 }
 
-// Configuration sources: the file (or the built-in default) then the command line.
-ParsedArgs resolve_sources(const Invocation& inv) {
-  if (inv.config_file) return parse_config_sources(inv.keys, inv.config_file);
-  // The built-in default, through a temporary file so that it takes the same parser.
-  const std::filesystem::path tmp =
-      std::filesystem::temp_directory_path() / ("rcsim-default-" + std::to_string(::getpid()) + ".ini");
-  {
-    std::ofstream out(tmp);
-    out << default_config_text();
-  }
-  try {
-    ParsedArgs p = parse_config_sources(inv.keys, tmp.string());
-    std::filesystem::remove(tmp);
-    return p;
-  } catch (...) {
-    std::filesystem::remove(tmp);
-    throw;
-  }
-}
+// Configuration sources: the key defaults, then the file (if any), then the command line.
+ParsedArgs resolve_sources(const Invocation& inv) { return parse_config_sources(inv.keys, inv.config_file); }
 
 // A key given on the command line replaces a sweep axis of the same name.
 void drop_overridden_axes(ParsedArgs& p, const Invocation& inv) {
@@ -193,9 +179,17 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
   if (inv.dry_run && !root) return 0;
   std::string index_path, definition;
   std::optional<std::string> stored_definition;
+  std::optional<ExclusiveLock> sweep_lock;
   if (is_sweep) {
     index_path = sweep_index_path(std::filesystem::path(points.front().config.output.file).parent_path().string());
     definition = sweep_definition(points, p.sweep, p.sweep_mode);
+    if (root && !inv.dry_run) {  // one sweep per directory at a time: the second stops here
+      const std::string dir = std::filesystem::path(index_path).parent_path().string();
+      std::error_code ec;
+      if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+      sweep_lock.emplace(lock_path_for(index_path), "sweep directory '" + (dir.empty() ? "." : dir) + "'");
+      remove_stale_temporaries(index_path);
+    }
     if (root) stored_definition = read_sweep_definition(index_path);
   }
   std::vector<RunFileCheck> checks(n);
@@ -224,14 +218,23 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
                                                                     : "pending";
       if (checks[i].state == RunFileState::matches && inv.force) what = "complete, recomputed (--force)";
       complete += status[i] == PointStatus::complete;
-      std::cout << "# " << (is_sweep ? "  " : "output: ") << points[i].config.output.file << "  [" << what << "]\n";
+      std::cout << "# " << (is_sweep ? "  " : "output: ") << points[i].config.output.file << "  [" << what
+                << "]  memory: about " << format_bytes(run_memory_bytes(points[i].config)) << "\n";
     }
+    std::cout << "# this machine's memory: " << format_bytes(physical_memory_bytes()) << "\n";
     if (is_sweep) std::cout << "# " << complete << " of " << n << " points complete, " << n - static_cast<std::size_t>(complete) << " to run\n";
     if (definition_differs)
       std::cout << "# the index holds a different sweep definition (" << first_difference(*stored_definition, definition)
                 << "): a run is refused without --force\n";
     return 0;
   }
+  // Before any computing: never replace a foreign file or anything that is not a regular file;
+  // refuse a point that cannot fit in memory.
+  for (const SweepPoint& pt : points) {
+    h5::check_replaceable(pt.config.output.file, "output.file", "rcsim-run", inv.force);
+    require_run_memory(pt.config);
+  }
+  if (is_sweep) require_regular_or_absent(index_path, "");
   if (!inv.force) {
     const std::string what = "details in rank 0's message";
     if (definition_differs)
@@ -381,10 +384,27 @@ double parse_number(const std::string& option, const std::string& text) {
   return v;
 }
 
+// "--name value" as "--name=value" for a command's own options (as the configuration keys allow).
+std::vector<std::string> join_option_values(const std::vector<std::string>& args,
+                                            std::initializer_list<const char*> options) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const bool takes_value =
+        std::any_of(options.begin(), options.end(), [&](const char* o) { return args[i] == o; });
+    if (takes_value && i + 1 < args.size()) {
+      out.push_back(args[i] + "=" + args[i + 1]);
+      ++i;
+    } else {
+      out.push_back(args[i]);
+    }
+  }
+  return out;
+}
+
 int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
   EquilibriumOptions o;
   std::vector<std::string> keys;
-  for (const std::string& a : inv.keys) {
+  for (const std::string& a : join_option_values(inv.keys, {"--tol", "--perturbation", "--probes", "--rank-rtol", "--match-tol"})) {
     auto value = [&](const char* prefix) -> std::optional<double> {
       const std::string p = std::string(prefix) + "=";
       if (a.rfind(p, 0) != 0) return std::nullopt;
@@ -411,6 +431,7 @@ int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
     return 0;
   }
   const std::string& out = c.output.file;
+  h5::check_replaceable(out, "output.file", "rcsim-equilibria", inv.force);
   if (!inv.force && std::filesystem::exists(out)) {
     try {
       const h5::File f = h5::File::open_read(out);
@@ -423,17 +444,19 @@ int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  const EquilibriumSearch s = find_equilibria(c, o, &g_cancel);
-  std::cout << equilibria_table(s) << std::flush;
   const std::filesystem::path parent = std::filesystem::path(out).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
-  const std::string tmp = out + ".tmp";
+  const ExclusiveLock lock(lock_path_for(out), "output '" + out + "'");
+  remove_stale_temporaries(out);
+  const std::string tmp = create_temporary(out);  // fails fast on an unwritable directory
   try {
+    const EquilibriumSearch s = find_equilibria(c, o, &g_cancel);
+    std::cout << equilibria_table(s) << std::flush;
     write_equilibria_file(tmp, c, o, s, command_line_text(args));
-    std::filesystem::rename(tmp, out);
+    require_regular_or_absent(out, "output.file");
+    replace_with(tmp, out);
   } catch (...) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
+    remove_quietly(tmp);
     throw;
   }
   spdlog::info("wrote {}", out);
@@ -444,7 +467,7 @@ int cmd_analyze(const Invocation& inv) {
   AnalysisOptions o;
   bool write = true;
   std::vector<std::string> files;
-  for (const std::string& a : inv.keys) {
+  for (const std::string& a : join_option_values(inv.keys, {"--threshold", "--window"})) {
     if (a.rfind("--threshold=", 0) == 0) {
       o.threshold = parse_number("--threshold", a.substr(12));
     } else if (a.rfind("--window=", 0) == 0) {
@@ -487,6 +510,9 @@ int cli_main(const std::vector<std::string>& args) {
     return l;
   }();
   (void)logger;
+  // A write beyond the file-size limit (ulimit -f) fails with EFBIG and is reported like a full
+  // disk, instead of killing the process halfway through a file.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     const Invocation inv = split_args(args);
     spdlog::set_level(inv.quiet ? spdlog::level::warn : spdlog::level::info);
@@ -510,7 +536,7 @@ int cli_main(const std::vector<std::string>& args) {
       if (inv.config_file) throw UsageError("rcsim " + inv.command + " takes no --config file (give its keys as --key=value)");
       std::signal(SIGINT, on_signal);
       std::signal(SIGTERM, on_signal);
-      return run_geometry_command(inv.command, inv.keys, command_line_text(args), inv.quiet, &g_cancel);
+      return run_geometry_command(inv.command, inv.keys, command_line_text(args), inv.quiet, inv.force, &g_cancel);
     }
     throw UsageError("unknown command '" + inv.command +
                      "' (allowed: run, sweep, mask-info, equilibria, analyze, keys, brody-map, brody-example, ln-geometry; see rcsim --help)");

@@ -9,7 +9,4 @@ namespace rcsim {
 
 int cli_main(const std::vector<std::string>& args);
 
-// The built-in default configuration (configs/default.ini, embedded at build time).
-const char* default_config_text();
-
 }  // namespace rcsim

@@ -14,6 +14,7 @@
 #include "geometry/brody.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
+#include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
 #include "geometry/layernorm_geometry.hpp"
 #include "model/normalization.hpp"
@@ -163,25 +164,25 @@ template <class Body>
 void write_atomic(const std::string& out, const std::string& filetype, const std::string& command_line, Body&& body) {
   const fs::path parent = fs::path(out).parent_path();
   if (!parent.empty()) fs::create_directories(parent);
-  const std::string tmp = out + ".tmp";
+  require_regular_or_absent(out, "output.file");
+  const std::string tmp = create_temporary(out);
   try {
     {
-      const h5::File f = h5::File::create(tmp);
+      h5::File f = h5::File::create(tmp);
       f.set_attr("filetype", filetype);
-      f.set_attr("format_version", 1);
+      f.set_attr("format_version", 2);  // 2: every axis has a dimension scale
       f.set_attr("rcsim_version", version());
       f.set_attr("git_sha", git_sha());
       f.set_attr("created_utc", utc_now());
       f.set_attr("command_line", command_line);
       body(f);
+      f.label_unlabelled_axes();
       f.set_attr("complete", 1);
+      f.close();  // checked before the rename
     }
-    std::error_code ec;
-    fs::rename(tmp, out, ec);
-    if (ec) throw RuntimeError("cannot rename '" + tmp + "' to '" + out + "': " + ec.message());
+    replace_with(tmp, out);
   } catch (...) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
+    remove_quietly(tmp);
     throw;
   }
 }
@@ -390,19 +391,19 @@ int cmd_brody_map(std::map<std::string, std::string> v, const std::string& comma
     for (auto nt : spec.norms) names += (names.empty() ? "" : ",") + to_string(nt);
     f.set_attr("norms", names);
     std::vector<std::int64_t> counts(m.counts.begin(), m.counts.end()), dims(m.dims.begin(), m.dims.end());
-    const h5::Dataset cs = f.write("count", {counts.size()}, counts.data());
-    cs.make_scale("count");
-    describe(cs, "number of keys n");
-    const h5::Dataset ds = f.write("dim", {dims.size()}, dims.data());
-    ds.make_scale("dim");
-    describe(ds, "key dimension d");
+    // The coordinates, at the root and in each group (xarray.open_dataset(file, group=...)).
+    auto coordinates = [&](const h5::Group& g) {
+      g.write_coordinate("count", counts, "number of keys n");
+      g.write_coordinate("dim", dims, "key dimension d");
+    };
+    coordinates(f);
     for (std::size_t k = 0; k < spec.norms.size(); ++k) {
       const h5::Group g = f.create_group(to_string(spec.norms[k]));
+      coordinates(g);
       auto put = [&](const std::string& name, const Matrix& M, const std::string& long_name) {
         const h5::Dataset d = write_matrix(g, name, M);
         describe(d, long_name);
-        d.attach_scale(ds, 0);
-        d.attach_scale(cs, 1);
+        g.label_axes(d, {"dim", "count"});
       };
       put("unselectable_fraction", m.unselectable_fraction[k], "mean over draws of the fraction of unselectable keys");
       put("any_unselectable_fraction", m.any_unselectable_fraction[k],
@@ -604,9 +605,11 @@ bool is_geometry_command(const std::string& command) {
 }
 
 int run_geometry_command(const std::string& command, const std::vector<std::string>& keys,
-                         const std::string& command_line, bool quiet, const std::atomic<bool>* cancel) {
+                         const std::string& command_line, bool quiet, bool force, const std::atomic<bool>* cancel) {
   const CommandSpec& spec = command_spec(command);
   auto v = parse_keys(spec, keys);
+  // Before computing: never replace a foreign file (or anything not a regular file).
+  if (!v["output.file"].empty()) h5::check_replaceable(v["output.file"], "output.file", "rcsim-" + command, force);
   if (command == "keys") return cmd_keys(std::move(v), command_line);
   if (command == "brody-map") {
     try {

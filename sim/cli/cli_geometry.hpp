@@ -12,9 +12,10 @@ namespace rcsim {
 bool is_geometry_command(const std::string& command);
 
 // Run one of them. `keys` are the --key=value arguments; `command_line` is recorded in output
-// files. Throws UsageError (exit 2) for unknown keys and bad values.
+// files. Throws UsageError (exit 2) for unknown keys and bad values, and for an existing
+// output.file that is not a complete file of the command's type (unless `force`).
 int run_geometry_command(const std::string& command, const std::vector<std::string>& keys,
-                         const std::string& command_line, bool quiet, const std::atomic<bool>* cancel);
+                         const std::string& command_line, bool quiet, bool force, const std::atomic<bool>* cancel);
 
 // The keys of every geometry command, for rcsim --help.
 std::string geometry_help_text();

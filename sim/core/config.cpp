@@ -10,6 +10,7 @@
 #include <boost/program_options.hpp>
 
 #include "core/errors.hpp"
+#include "core/memory.hpp"
 
 namespace po = boost::program_options;
 
@@ -24,6 +25,12 @@ const std::vector<KeyInfo> kKeys = {
     {"model.heads", "1", "number of attention heads H, >= 1 (Y = sum_h A_h X W_V,h)"},
     {"model.key_dim", "auto", "query/key dimension d_k, >= 1 (auto = d)"},
     {"model.d_qk", "auto", "temperature d_QK > 0 in S = XW_Q (XW_K)^T / sqrt(d_QK) (auto = d_k)"},
+    // --- Peer dynamics (docs/peers.md) ---
+    {"model.beta", "auto",
+     "inverse temperature beta > 0 = 1/sqrt(d_QK): give model.beta or model.d_qk (both: they must agree)"},
+    {"model.head_mix", "sum", "how heads combine: sum (Y = sum_h A_h X W_V,h) | mean (Y = sum_h ... / H)"},
+    {"attention.kind", "softmax",
+     "softmax (rows normalised) | usa (unnormalised: A_ij = exp(beta <x_i W_Q, x_j W_K>) / N on allowed entries)"},
     {"mask.type", "complete",
      "attention mask: complete | causal | sliding_window | unidirectional_sliding_window | custom"},
     {"mask.window", "1", "window width w >= 1 of the sliding-window masks"},
@@ -32,10 +39,21 @@ const std::vector<KeyInfo> kKeys = {
     {"norm.eps", "1e-5", "epsilon >= 0 of layernorm and rmsnorm"},
     {"norm.gain", "1", "gain g of layernorm/rmsnorm: one number or d numbers"},
     {"norm.bias", "0", "bias b of layernorm: one number or d numbers"},
+    {"norm.position", "post",
+     "where the normalisation N sits: post (N(X + a A(X)), or N(A(X)) without residual) | pre (X + a A(N(X))) | "
+     "peri (X + a N(A(N(X)))); without residual (a = 0) pre gives A(N(X)) and peri N(A(N(X)))"},
     {"residual.alpha", "0", "residual weight: Y = X + alpha * attention(X); 0 = no residual"},
+    {"residual.project", "none",
+     "none | tangent: Y = X + alpha P(attention(X)), P removes from each row its component along x_i"},
+    {"dropout.attention", "0",
+     "dropout probability 0 <= p < 1 on the attention weights (training mode, kept weights scaled by 1/(1-p))"},
+    {"dropout.output", "0",
+     "dropout probability 0 <= p < 1 on the attention output before the residual (scaled by 1/(1-p))"},
     {"weights.q", "gaussian", "W_Q [d, d_k]: gaussian | orthogonal | identity | zero | fixed | file"},
     {"weights.k", "gaussian", "W_K [d, d_k]: gaussian | orthogonal | identity | zero | fixed | file"},
-    {"weights.v", "gaussian", "W_V [d, d]: gaussian | orthogonal | identity | zero | fixed | file"},
+    {"weights.v", "gaussian",
+     "W_V [d, d]: gaussian | orthogonal | identity | zero | fixed | file | wishart (G G^T / sqrt(d)) | tied_qk "
+     "(W_V = weights.v_sign * W_Q W_K^T)"},
     {"weights.q_std", "auto", "std >= 0 of gaussian W_Q entries (auto = 1/sqrt(d))"},
     {"weights.k_std", "auto", "std >= 0 of gaussian W_K entries (auto = 1/sqrt(d))"},
     {"weights.v_std", "auto", "std >= 0 of gaussian W_V entries (auto = 1/sqrt(d))"},
@@ -44,20 +62,40 @@ const std::vector<KeyInfo> kKeys = {
     {"weights.v_matrix", "", "inline W_V for fixed"},
     {"weights.shared", "false", "true: one draw of the weights shared by all layers; false: fresh per layer"},
     {"weights.file", "", "HDF5 file with /W_Q, /W_K, /W_V for type file"},
-    {"init.type", "gaussian", "X(0): gaussian | sphere | positive | fixed | file"},
+    {"weights.qk", "none",
+     "bilinear form B = W_Q W_K^T drawn directly (W_Q = B, W_K = I; needs d_k = d): none (use weights.q, "
+     "weights.k) | gaussian_product (G1 G2 / sqrt(d)) | symmetric ((G + G^T) / sqrt(2)) | goe "
+     "((G + G^T) / sqrt(2 d)) | wigner (symmetric, every entry N(0, 1)) | identity"},
+    {"weights.v_sign", "1", "sign s = 1 | -1 of weights.v = tied_qk (W_V = s W_Q W_K^T)"},
+    {"weights.redraw_every", "1", "K >= 1: fresh weights at layers 0, K, 2K, ... (kept in between)"},
+    {"weights.across_trials", "independent",
+     "independent (each trial draws its weights) | shared (one weight draw, from a stream of its own, for all trials)"},
+    {"init.type", "gaussian", "X(0): gaussian | sphere | positive | fixed | file | uniform (entries uniform on (-1, 1))"},
     {"init.matrix", "", "inline X(0) [N, d] for fixed, rows separated by ';'"},
     {"init.file", "", "HDF5 file with /X0 [N, d] or [trials, N, d] for type file"},
     {"run.trials", "16", "number of independent trials, >= 1"},
     {"run.seed", "20240527", "seed (unsigned 64-bit); trial t uses a stream that depends only on (seed, t)"},
     {"run.threads", "0", "worker threads, >= 0 (0 = all cores); results do not depend on it"},
-    {"output.file", "data/run.h5", "output HDF5 file (written to NAME.tmp, renamed when complete)"},
+    {"run.precision", "float64",
+     "float64 | float32: float32 rounds the tokens to single precision at the input and after every layer "
+     "(measures are computed in float64 from the rounded tokens)"},
+    {"output.file", "data/run.h5", "output HDF5 file (written to an exclusive temporary .NAME.XXXXXX.tmp, renamed when complete)"},
     {"output.tokens", "none", "token snapshots: none | final | all | comma list of layers"},
     {"output.spectrum", "false", "store the whole singular spectrum per layer"},
     {"output.schedule", "all",
      "layers at which measures are computed and stored (always 0 and L): all | every:K (multiples of K) | "
      "log:K (K log-spaced layers per decade) | list:a b c (layers, spaces or commas)"},
+    {"output.measures", "none",
+     "extra measures (comma list, or none): pair_density | clusters | dong_residual | dong_residual_rel | "
+     "effective_rank (of X) | "
+     "attn_rank | ergodicity (of the head-averaged attention matrix and of its products over layers)"},
+    {"output.attention", "false",
+     "store the head-averaged attention matrix (1/H) sum_h A_h of every recorded attention layer in /attention"},
     {"metrics.rank_rtol", "auto", "relative rank tolerance >= 0 (auto = max(N, d) * machine epsilon)"},
     {"metrics.rank_atol", "0", "absolute rank tolerance >= 0; tol = max(atol, rtol * sigma_max)"},
+    // --- Peer measures (docs/peers.md) ---
+    {"metrics.pair_threshold", "0.999", "pair_density counts ordered pairs i != j with cos(x_i, x_j) > threshold"},
+    {"metrics.cluster_tau", "0.999", "clusters: connected components of the graph cos(x_i, x_j) > tau"},
 };
 
 std::string trim(const std::string& s) {
@@ -82,12 +120,57 @@ std::string fmt_double(double x) {
 double parse_double(const std::string& key, const std::string& text) {
   const std::string t = trim(text);
   if (t.empty()) bad_value(key, text, "expected a number");
+  // A fraction a/b of two numbers (d_QK = 1/64 as in the paper) is accepted too.
+  const auto slash = t.find('/');
+  if (slash != std::string::npos) {
+    const std::string what = "expected a finite number or a fraction a/b";
+    if (t.find('/', slash + 1) != std::string::npos) bad_value(key, text, what);
+    auto part = [&](const std::string& p) {
+      char* end = nullptr;
+      errno = 0;
+      const double x = std::strtod(p.c_str(), &end);
+      if (p.empty() || end != p.c_str() + p.size() || !std::isfinite(x) || errno == ERANGE) bad_value(key, text, what);
+      return x;
+    };
+    const double num = part(trim(t.substr(0, slash))), den = part(trim(t.substr(slash + 1)));
+    const double x = num / den;
+    if (den == 0 || !std::isfinite(x)) bad_value(key, text, what + " with a nonzero denominator");
+    return x;
+  }
   char* end = nullptr;
   errno = 0;
   const double x = std::strtod(t.c_str(), &end);
   if (end != t.c_str() + t.size() || !std::isfinite(x) || errno == ERANGE)
     bad_value(key, text, "expected a finite number");
   return x;
+}
+
+// "unknown key ..." with the nearest known key when one is close (edit distance <= 3, or the
+// same name in another section): "did you mean 'model.dim'?".
+std::string unknown_key_message(const std::string& key, const std::string& where) {
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      std::size_t diag = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        const std::size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    return row[b.size()];
+  };
+  auto leaf = [](const std::string& k) { return k.substr(k.find('.') + 1); };
+  std::string best;
+  std::size_t best_d = 4;
+  for (const auto& k : kKeys) {
+    const std::size_t d = leaf(k.key) == leaf(key) ? 1 : distance(k.key, key);
+    if (d < best_d) best_d = d, best = k.key;
+  }
+  return "unknown key '" + key + "'" + (where.empty() ? "" : " " + where) +
+         (best.empty() ? "" : " (did you mean '" + best + "'?)") + "; 'rcsim --help' lists every key";
 }
 
 long long parse_integer(const std::string& key, const std::string& text) {
@@ -147,14 +230,30 @@ const std::vector<std::pair<std::string, NormType>> kNormNames = {
     {"layernorm", NormType::layernorm},
     {"projection", NormType::projection},
     {"rmsnorm", NormType::rmsnorm}};
+const std::vector<std::pair<std::string, NormPosition>> kNormPositionNames = {
+    {"post", NormPosition::post}, {"pre", NormPosition::pre}, {"peri", NormPosition::peri}};
+const std::vector<std::pair<std::string, Precision>> kPrecisionNames = {
+    {"float64", Precision::float64}, {"float32", Precision::float32}};
+
 const std::vector<std::pair<std::string, WeightType>> kWeightNames = {
     {"gaussian", WeightType::gaussian}, {"orthogonal", WeightType::orthogonal},
     {"identity", WeightType::identity}, {"zero", WeightType::zero},
-    {"fixed", WeightType::fixed},       {"file", WeightType::file}};
+    {"fixed", WeightType::fixed},       {"file", WeightType::file},
+    {"wishart", WeightType::wishart},   {"tied_qk", WeightType::tied_qk}};
 const std::vector<std::pair<std::string, InitType>> kInitNames = {
     {"gaussian", InitType::gaussian}, {"sphere", InitType::sphere},
     {"positive", InitType::positive}, {"fixed", InitType::fixed},
-    {"file", InitType::file}};
+    {"file", InitType::file},         {"uniform", InitType::uniform}};
+// --- Peer dynamics (docs/peers.md) ---
+const std::vector<std::pair<std::string, AttentionKind>> kAttentionNames = {{"softmax", AttentionKind::softmax},
+                                                                           {"usa", AttentionKind::usa}};
+const std::vector<std::pair<std::string, HeadMix>> kHeadMixNames = {{"sum", HeadMix::sum}, {"mean", HeadMix::mean}};
+const std::vector<std::pair<std::string, ResidualProject>> kProjectNames = {{"none", ResidualProject::none},
+                                                                           {"tangent", ResidualProject::tangent}};
+const std::vector<std::pair<std::string, BilinearType>> kBilinearNames = {
+    {"none", BilinearType::none},         {"gaussian_product", BilinearType::gaussian_product},
+    {"symmetric", BilinearType::symmetric}, {"goe", BilinearType::goe},
+    {"wigner", BilinearType::wigner},     {"identity", BilinearType::identity}};
 
 template <class Enum>
 std::string enum_name(Enum e, const std::vector<std::pair<std::string, Enum>>& names) {
@@ -216,10 +315,19 @@ bool is_known_key(const std::string& key) {
 
 const std::vector<KeyInfo>& config_keys() { return kKeys; }
 
+const std::vector<std::string>& peer_measure_names() {
+  static const std::vector<std::string> names = {"pair_density",   "clusters",  "dong_residual", "dong_residual_rel",
+                                                 "effective_rank", "attn_rank", "ergodicity"};
+  return names;
+}
+
 std::string to_string(MaskType t) { return enum_name(t, kMaskNames); }
 std::string to_string(NormType t) { return enum_name(t, kNormNames); }
+std::string to_string(NormPosition p) { return enum_name(p, kNormPositionNames); }
+std::string to_string(Precision p) { return enum_name(p, kPrecisionNames); }
 std::string to_string(WeightType t) { return enum_name(t, kWeightNames); }
 std::string to_string(InitType t) { return enum_name(t, kInitNames); }
+std::string to_string(BilinearType t) { return enum_name(t, kBilinearNames); }
 
 Matrix parse_inline_matrix(const std::string& key, const std::string& text) {
   std::vector<std::vector<double>> rows;
@@ -262,7 +370,7 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   for (const auto& k : kKeys) v[k.key] = k.default_value;
   for (const auto& [key, value] : overrides) {
     if (!is_known_key(key))
-      throw UsageError("unknown key '" + key + "' (see 'rcsim --help' for the list of keys)");
+      throw UsageError(unknown_key_message(key, ""));
     v[key] = trim(value);
   }
 
@@ -275,8 +383,26 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   c.model.key_dim = v["model.key_dim"] == "auto" ? d : parse_int_min("model.key_dim", v["model.key_dim"], 1);
   c.model.d_qk = v["model.d_qk"] == "auto" ? static_cast<double>(c.model.key_dim)
                                            : parse_double_min("model.d_qk", v["model.d_qk"], 0.0, true);
+  // --- Peer dynamics (docs/peers.md): model.beta = 1/sqrt(d_QK), one of the two given ---
+  if (v["model.beta"] == "auto") {
+    c.model.beta = 1.0 / std::sqrt(c.model.d_qk);
+  } else {
+    c.model.beta = parse_double_min("model.beta", v["model.beta"], 0.0, true);
+    const double d_qk = 1.0 / (c.model.beta * c.model.beta);
+    if (!(d_qk > 0.0) || !std::isfinite(d_qk))
+      bad_value("model.beta", v["model.beta"], "1/beta^2 must be a finite number > 0");
+    if (v["model.d_qk"] != "auto" && !(std::abs(c.model.d_qk - d_qk) <= 1e-12 * d_qk))
+      throw UsageError("keys 'model.beta' = " + v["model.beta"] + " and 'model.d_qk' = " + v["model.d_qk"] +
+                       " disagree: beta = 1/sqrt(d_QK); give one of the two");
+    if (v["model.d_qk"] == "auto") c.model.d_qk = d_qk;  // given both: d_QK as given (bitwise re-runs)
+  }
+  c.model.head_mix = parse_enum("model.head_mix", v["model.head_mix"], kHeadMixNames);
+  c.attention_kind = parse_enum("attention.kind", v["attention.kind"], kAttentionNames);
   v["model.key_dim"] = std::to_string(c.model.key_dim);
   v["model.d_qk"] = fmt_double(c.model.d_qk);
+  // model.beta is another spelling of d_QK: stored as given, or as auto (then d_QK, written out,
+  // decides), so that a stored configuration rerun with another --model.d_qk is not a conflict.
+  if (v["model.beta"] != "auto") v["model.beta"] = fmt_double(c.model.beta);
 
   c.mask.type = parse_enum("mask.type", v["mask.type"], kMaskNames);
   c.mask.window = parse_int_min("mask.window", v["mask.window"], 1);
@@ -289,6 +415,19 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   c.norm.gain = parse_gain_bias("norm.gain", v["norm.gain"], d, 1.0);
   c.norm.bias = parse_gain_bias("norm.bias", v["norm.bias"], d, 0.0);
   c.residual_alpha = parse_double("residual.alpha", v["residual.alpha"]);
+  c.residual_project = parse_enum("residual.project", v["residual.project"], kProjectNames);
+  if (c.residual_project == ResidualProject::tangent && c.residual_alpha == 0.0)
+    throw UsageError("key 'residual.project': tangent needs a residual (residual.alpha != 0)");
+  // Block structure.
+  c.norm.position = parse_enum("norm.position", v["norm.position"], kNormPositionNames);
+  for (auto [key, p] : {std::pair{"dropout.attention", &c.dropout.attention},
+                        std::pair{"dropout.output", &c.dropout.output}}) {
+    *p = parse_double_min(key, v[key], 0.0, false);
+    if (!(*p < 1.0)) bad_value(key, v[key], "a probability 0 <= p < 1");
+  }
+  if (c.norm.position != NormPosition::post && c.residual_project == ResidualProject::tangent)
+    throw UsageError("key 'norm.position': pre and peri are defined with residual.project = none only "
+                     "(the tangent projection is defined for post)");
 
   const double default_std = 1.0 / std::sqrt(static_cast<double>(d));
   struct Slot {
@@ -312,6 +451,23 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
     }
   }
   c.weights.shared = parse_bool("weights.shared", v["weights.shared"]);
+  // --- Peer dynamics (docs/peers.md) ---
+  for (const char* w : {"weights.q", "weights.k"})
+    if (v[w] == "wishart" || v[w] == "tied_qk")
+      bad_value(w, v[w], "wishart and tied_qk are value matrices: allowed for weights.v only");
+  c.weights.qk = parse_enum("weights.qk", v["weights.qk"], kBilinearNames);
+  if (c.weights.qk != BilinearType::none && c.model.key_dim != d)
+    throw UsageError("key 'weights.qk': a bilinear form needs model.key_dim = model.dim (got " +
+                     std::to_string(c.model.key_dim) + " and " + std::to_string(d) + ")");
+  c.weights.v_sign = parse_double("weights.v_sign", v["weights.v_sign"]);
+  if (c.weights.v_sign != 1.0 && c.weights.v_sign != -1.0) bad_value("weights.v_sign", v["weights.v_sign"], "allowed: 1 | -1");
+  c.weights.redraw_every = parse_int_min("weights.redraw_every", v["weights.redraw_every"], 1);
+  if (c.weights.shared && c.weights.redraw_every != 1)
+    throw UsageError("keys 'weights.shared' and 'weights.redraw_every': give one of the two (shared = never redrawn)");
+  const std::string across = trim(v["weights.across_trials"]);
+  if (across != "independent" && across != "shared")
+    bad_value("weights.across_trials", across, "allowed: independent | shared");
+  c.weights.shared_across_trials = across == "shared";
   c.weights.file = v["weights.file"];
   for (const char* w : {"weights.q", "weights.k", "weights.v"})
     if (v[w] == "file" && c.weights.file.empty())
@@ -331,11 +487,25 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   c.run.trials = parse_int_min("run.trials", v["run.trials"], 1);
   c.run.seed = parse_seed_value("run.seed", v["run.seed"]);
   c.run.threads = parse_int_min("run.threads", v["run.threads"], 0);
+  c.run.precision = parse_enum("run.precision", v["run.precision"], kPrecisionNames);
 
   c.output.file = v["output.file"];
   if (c.output.file.empty()) bad_value("output.file", "", "expected a file name");
   c.output.tokens = v["output.tokens"];
   const int L = c.model.layers;
+  // Before the layer lists are built: a run records at least one value per trial and recorded
+  // layer, and every snapshot N x d values; refuse what cannot fit (the run's full estimate,
+  // run_memory_bytes, is checked again before its results are allocated).
+  {
+    const double T = c.run.trials, layers = static_cast<double>(L) + 1.0;
+    const double recorded = schedule_size_bound(v["output.schedule"], L);
+    const double snaps = c.output.tokens == "all" ? layers : c.output.tokens == "none" ? 0.0 : 1.0;
+    // Per trial and recorded layer a double, per snapshot N x d doubles, per layer two int
+    // column tables, per recorded layer a set node of the schedule (about 48 bytes).
+    require_memory(8.0 * T * (recorded + snaps * N * d) + 8.0 * layers + 48.0 * recorded,
+                   "model.layers = " + std::to_string(L) + " with run.trials = " + v["run.trials"],
+                   "record fewer layers (output.schedule = every:K or log:K, output.tokens), or fewer trials");
+  }
   if (c.output.tokens == "none") {
   } else if (c.output.tokens == "final") {
     c.output.token_layers = {L};
@@ -362,6 +532,21 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
                             : parse_double_min("metrics.rank_rtol", v["metrics.rank_rtol"], 0.0, false);
   v["metrics.rank_rtol"] = fmt_double(c.metrics.rank_rtol);
   c.metrics.rank_atol = parse_double_min("metrics.rank_atol", v["metrics.rank_atol"], 0.0, false);
+  // --- Peer measures (docs/peers.md) ---
+  c.output.attention = parse_bool("output.attention", v["output.attention"]);
+  c.metrics.pair_threshold = parse_double("metrics.pair_threshold", v["metrics.pair_threshold"]);
+  c.metrics.cluster_tau = parse_double("metrics.cluster_tau", v["metrics.cluster_tau"]);
+  if (v["output.measures"] != "none") {
+    const auto asked = split_list(v["output.measures"]);
+    std::string allowed;
+    for (const auto& name : peer_measure_names()) allowed += (allowed.empty() ? "" : " | ") + name;
+    for (const auto& name : asked)
+      if (std::find(peer_measure_names().begin(), peer_measure_names().end(), name) == peer_measure_names().end())
+        bad_value("output.measures", name, "allowed: none or a comma list of " + allowed);
+    if (asked.empty()) bad_value("output.measures", v["output.measures"], "allowed: none or a comma list of " + allowed);
+    for (const auto& name : peer_measure_names())
+      if (std::find(asked.begin(), asked.end(), name) != asked.end()) c.output.measures.push_back(name);
+  }
 
   c.values = std::move(v);
   return c;
@@ -381,6 +566,22 @@ std::string Config::to_ini() const {
     out += k.key.substr(dot + 1) + " = " + values.at(k.key) + "\n";
   }
   return out;
+}
+
+double schedule_size_bound(const std::string& text, int layers) {
+  const std::string t = trim(text);
+  const double all = static_cast<double>(layers) + 1.0;
+  const auto colon = t.find(':');
+  const std::string kind = trim(t.substr(0, colon));
+  const std::string arg = colon == std::string::npos ? std::string() : trim(t.substr(colon + 1));
+  char* end = nullptr;
+  const double k = std::strtod(arg.c_str(), &end);
+  if (t == "all") return all;
+  if (kind == "every" && k >= 1) return std::min(all, std::floor(layers / k) + 2.0);
+  if (kind == "log" && k >= 1) return std::min(all, std::ceil(k * std::log10(std::max(1.0, all))) + 2.0);
+  if (kind == "list") return std::min(all, static_cast<double>(std::count(arg.begin(), arg.end(), ',') +
+                                                              std::count(arg.begin(), arg.end(), ' ')) + 3.0);
+  return 2.0;  // malformed: parse_schedule says so
 }
 
 std::vector<int> parse_schedule(const std::string& text, int layers) {
@@ -406,11 +607,17 @@ std::vector<int> parse_schedule(const std::string& text, int layers) {
     if (kind == "every") {
       for (long long l = k; l < layers; l += k) out.insert(static_cast<int>(l));
     } else {
-      // K points per decade: round(10^(i/K)), i = 0, 1, ... while <= L.
-      for (long long i = 0;; ++i) {
-        const double l = std::round(std::pow(10.0, static_cast<double>(i) / static_cast<double>(k)));
+      // K points per decade: round(10^(i/K)), i = 0, 1, ... while <= L. For large K many i
+      // give the same layer: skip to the first i that can give the next one, so the loop runs
+      // at most once per distinct layer (log:2147483647 no longer loops for minutes).
+      const double kd = static_cast<double>(k);
+      for (long long i = 0;;) {
+        const double l = std::round(std::pow(10.0, static_cast<double>(i) / kd));
         if (l > layers) break;
         out.insert(static_cast<int>(l));
+        // round(10^(i/K)) > l needs 10^(i/K) >= l + 0.5, i.e. i >= K log10(l + 0.5).
+        const long long next = static_cast<long long>(std::ceil(kd * std::log10(l + 0.5)));
+        i = std::max(i + 1, next - 1);  // one step early against rounding in log10
       }
     }
   } else if (kind == "list" && colon != std::string::npos) {
@@ -490,8 +697,7 @@ ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
           if (!sweep_axes.count(axis)) sweep_order.push_back(axis);
           sweep_axes[axis] = values;
         } else {
-          throw UsageError("unknown key '" + key + "' " + where +
-                           " (see 'rcsim --help' for the list of keys)");
+          throw UsageError(unknown_key_message(key, where));
         }
       } else {
         out.values[opt.string_key] = value;
@@ -500,8 +706,16 @@ ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
   };
 
   if (config_file) {
-    std::ifstream in(*config_file);
-    if (!in) throw UsageError("cannot read configuration file '" + *config_file + "'");
+    std::ifstream file(*config_file);
+    if (!file) throw UsageError("cannot read configuration file '" + *config_file + "'");
+    // INI comments: a line starting with '#' (Boost's) or with ';' (the INI convention; ';'
+    // inside a value separates matrix rows, so only whole-line ';' comments are dropped).
+    std::ostringstream text;
+    for (std::string line; std::getline(file, line);) {
+      const auto first = line.find_first_not_of(" \t");
+      text << (first != std::string::npos && line[first] == ';' ? "" : line) << "\n";
+    }
+    std::istringstream in(text.str());
     try {
       absorb(po::parse_config_file(in, desc, /*allow_unregistered=*/true),
              "in configuration file '" + *config_file + "'");

@@ -14,8 +14,18 @@ namespace rcsim {
 
 enum class MaskType { complete, causal, sliding_window, unidirectional_sliding_window, custom };
 enum class NormType { none, sphere, layernorm, projection, rmsnorm };
-enum class WeightType { gaussian, orthogonal, identity, zero, fixed, file };
-enum class InitType { gaussian, sphere, positive, fixed, file };
+enum class WeightType { gaussian, orthogonal, identity, zero, fixed, file, wishart, tied_qk };
+enum class InitType { gaussian, sphere, positive, fixed, file, uniform };
+
+// --- Peer dynamics (docs/peers.md) ---
+enum class AttentionKind { softmax, usa };
+enum class HeadMix { sum, mean };
+enum class ResidualProject { none, tangent };
+enum class BilinearType { none, gaussian_product, symmetric, goe, wigner, identity };
+
+// Transformer-block structure: where the normalisation sits, and the arithmetic.
+enum class NormPosition { post, pre, peri };
+enum class Precision { float64, float32 };
 
 struct ModelConfig {
   int tokens = 8;      // N
@@ -24,6 +34,9 @@ struct ModelConfig {
   int heads = 1;       // H
   int key_dim = 0;     // d_k (resolved: default d)
   double d_qk = 0.0;   // temperature (resolved: default d_k)
+  // --- Peer dynamics (docs/peers.md) ---
+  double beta = 0.0;   // inverse temperature 1 / sqrt(d_QK) (resolved; model.beta or model.d_qk)
+  HeadMix head_mix = HeadMix::sum;
 };
 
 struct MaskConfig {
@@ -37,6 +50,14 @@ struct NormConfig {
   double eps = 1e-5;
   std::vector<double> gain;  // empty = all ones; else one value (broadcast) or d values
   std::vector<double> bias;  // empty = all zeros; else one value (broadcast) or d values
+  NormPosition position = NormPosition::post;  // post: N(X + a A(X)); pre: X + a A(N(X));
+                                               // peri: X + a N(A(N(X)))
+};
+
+// Dropout in training mode (inverted: kept entries scaled by 1/(1-p)); 0 = off.
+struct DropoutConfig {
+  double attention = 0.0;  // on the attention weights A_h, after the softmax
+  double output = 0.0;     // on the attention sub-block's output, before the residual
 };
 
 struct WeightSpec {
@@ -49,6 +70,11 @@ struct WeightsConfig {
   WeightSpec q, k, v;
   bool shared = false;
   std::string file;
+  // --- Peer dynamics (docs/peers.md) ---
+  BilinearType qk = BilinearType::none;  // not none: W_Q = B drawn directly, W_K = identity
+  double v_sign = 1.0;                   // sign of W_V for weights.v = tied_qk (W_V = sign W_Q W_K^T)
+  int redraw_every = 1;                  // fresh weights at layers 0, K, 2K, ...
+  bool shared_across_trials = false;     // one weight stream for all trials
 };
 
 struct InitConfig {
@@ -61,6 +87,7 @@ struct RunConfig {
   int trials = 16;
   std::uint64_t seed = 20240527;
   int threads = 0;  // 0 = all cores
+  Precision precision = Precision::float64;  // float32: tokens rounded to float32 between layers
 };
 
 struct OutputConfig {
@@ -70,18 +97,31 @@ struct OutputConfig {
   bool spectrum = false;
   std::string schedule = "all";      // all | every:K | log:K | list:a,b,...
   std::vector<int> measure_layers;   // resolved from `schedule`: ascending, always 0 and L
+  // --- Peer measures (docs/peers.md): extra measures, only when asked (output.measures) ---
+  std::vector<std::string> measures;  // subset of peer_measure_names(), in that order
+  bool attention = false;             // store the head-averaged attention matrices
 };
 
 struct MetricsConfig {
   double rank_rtol = -1.0;  // resolved: max(N, d) * machine epsilon
   double rank_atol = 0.0;
+  // --- Peer measures (docs/peers.md) ---
+  double pair_threshold = 0.999;  // pair_density: cos > threshold
+  double cluster_tau = 0.999;     // clusters: edges where cos > tau
 };
+
+// The optional measures of output.measures (docs/peers.md), token measures first.
+const std::vector<std::string>& peer_measure_names();
 
 struct Config {
   ModelConfig model;
   MaskConfig mask;
   NormConfig norm;
   double residual_alpha = 0.0;
+  DropoutConfig dropout;
+  // --- Peer dynamics (docs/peers.md) ---
+  AttentionKind attention_kind = AttentionKind::softmax;
+  ResidualProject residual_project = ResidualProject::none;
   WeightsConfig weights;
   InitConfig init;
   RunConfig run;
@@ -133,6 +173,13 @@ std::string to_string(MaskType t);
 std::string to_string(NormType t);
 std::string to_string(WeightType t);
 std::string to_string(InitType t);
+std::string to_string(BilinearType t);
+std::string to_string(NormPosition p);
+std::string to_string(Precision p);
+
+// An upper bound on the number of layers parse_schedule(text, layers) records, without building
+// the list (for refusing a run that cannot fit in memory before allocating anything).
+double schedule_size_bound(const std::string& text, int layers);
 
 // The layers at which measures are recorded, from an `output.schedule` value (see --help):
 // ascending, unique, always containing 0 and L. Throws UsageError naming `output.schedule`.

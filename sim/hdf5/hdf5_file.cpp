@@ -2,9 +2,12 @@
 
 #include <hdf5_hl.h>
 
+#include <exception>
 #include <mutex>
+#include <stdexcept>
 
 #include "core/errors.hpp"
+#include "core/safe_file.hpp"
 
 namespace rcsim::h5 {
 
@@ -70,6 +73,13 @@ Handle& Handle::operator=(Handle&& o) noexcept {
   return *this;
 }
 
+herr_t Handle::close() {
+  herr_t status = 0;
+  if (id_ >= 0 && closer_) status = closer_(id_);
+  id_ = -1;
+  return status;
+}
+
 Handle::~Handle() {
   if (id_ >= 0 && closer_) closer_(id_);
 }
@@ -109,7 +119,8 @@ void Object::set_attr(const std::string& name, std::int64_t value) const {
 }
 
 void Object::set_attr(const std::string& name, const std::vector<std::int64_t>& values) const {
-  write_attr(id(), path_, name, H5T_NATIVE_INT64, {values.size()}, values.data());
+  static const std::int64_t none = 0;  // HDF5 refuses a null buffer even for zero elements
+  write_attr(id(), path_, name, H5T_NATIVE_INT64, {values.size()}, values.empty() ? &none : values.data());
 }
 
 bool Object::has_attr(const std::string& name) const { return H5Aexists(id(), name.c_str()) > 0; }
@@ -159,7 +170,51 @@ void Dataset::attach_scale(const Dataset& scale, unsigned dim) const {
   check(H5DSattach_scale(id(), scale.id(), dim), "", "cannot attach scale to " + path_);
 }
 
+std::vector<hsize_t> Dataset::shape() const {
+  Handle space(check(H5Dget_space(id()), "cannot read the shape of " + path_), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.id());
+  if (rank < 0) throw RuntimeError("cannot read the shape of " + path_);
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  if (rank > 0) H5Sget_simple_extent_dims(space.id(), dims.data(), nullptr);
+  return dims;
+}
+
 // ---- groups and datasets ----
+
+Dataset Group::write_coordinate(const std::string& name, const std::vector<std::int64_t>& values,
+                                const std::string& long_name) const {
+  Dataset ds = write(name, {values.size()}, values.data());
+  ds.make_scale(name);
+  ds.set_attr("long_name", long_name);
+  return ds;
+}
+
+Dataset Group::write_coordinate(const std::string& name, const std::vector<double>& values,
+                                const std::string& long_name) const {
+  Dataset ds = write(name, values);
+  ds.make_scale(name);
+  ds.set_attr("long_name", long_name);
+  return ds;
+}
+
+void Group::label_axes(const Dataset& ds, const std::vector<std::string>& dims) const {
+  const std::vector<hsize_t> shape = ds.shape();
+  if (shape.size() != dims.size())
+    throw RuntimeError(ds.path() + ": " + std::to_string(shape.size()) + " axes but " + std::to_string(dims.size()) +
+                  " dimension names");
+  for (std::size_t k = 0; k < dims.size(); ++k) {
+    if (!exists(dims[k])) {
+      std::vector<std::int64_t> index(static_cast<std::size_t>(shape[k]));
+      for (std::size_t i = 0; i < index.size(); ++i) index[i] = static_cast<std::int64_t>(i);
+      write_coordinate(dims[k], index, "index along the axis '" + dims[k] + "'");
+    }
+    const Dataset scale = open_dataset(dims[k]);
+    if (scale.shape() != std::vector<hsize_t>{shape[k]})
+      throw RuntimeError(ds.path() + ": axis " + std::to_string(k) + " has " + std::to_string(shape[k]) +
+                    " entries but the coordinate '" + dims[k] + "' has " + shape_string(scale.shape()));
+    ds.attach_scale(scale, static_cast<unsigned>(k));
+  }
+}
 
 Group Group::create_group(const std::string& name) const {
   Handle g(check(H5Gcreate2(id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
@@ -325,15 +380,35 @@ RowMajorMatrix Group::read_matrix(const std::string& name, const std::vector<lon
 
 // ---- files ----
 
+namespace {
+
+Handle memory_access() {
+  Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose);
+  check(H5Pset_fapl_core(fapl.id(), 1 << 20, 0), "", "H5Pset_fapl_core");  // no backing store
+  return fapl;
+}
+
+}  // namespace
+
+File::File(Handle h, std::string filename, bool in_memory)
+    : Group(std::move(h), filename + ":/"), filename_(std::move(filename)), in_memory_(in_memory),
+      exceptions_(std::uncaught_exceptions()) {}
+
+File::~File() {
+  if (in_memory_ && id() >= 0 && std::uncaught_exceptions() == exceptions_) {
+    try {
+      close();
+    } catch (...) {
+    }
+  }
+}
+
 File File::create(const std::string& filename) {
   silence_hdf5();
-  const hid_t id = H5Fcreate(filename.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  if (id < 0) {
-    hdf5_message();
-    throw UsageError("cannot create output file '" + filename +
-                     "' (does its directory exist and is it writable?)");
-  }
-  return File(Handle(id, H5Fclose), filename);
+  const Handle fapl = memory_access();
+  const hid_t id = H5Fcreate(filename.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id());
+  if (id < 0) fail("cannot create the HDF5 file '" + filename + "' in memory");
+  return File(Handle(id, H5Fclose), filename, true);
 }
 
 File File::open_read(const std::string& filename, const std::string& key) {
@@ -348,16 +423,103 @@ File File::open_read(const std::string& filename, const std::string& key) {
     hdf5_message();
     throw UsageError(who + ": cannot open for reading");
   }
-  return File(Handle(id, H5Fclose), filename);
+  return File(Handle(id, H5Fclose), filename, false);
 }
 
-File File::open_readwrite(const std::string& filename) {
+File File::open_readwrite(const std::string& source, const std::string& dest) {
   silence_hdf5();
-  const hid_t id = H5Fopen(filename.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  if (id < 0) fail("cannot open '" + filename + "' for writing");
-  return File(Handle(id, H5Fclose), filename);
+  const Handle fapl = memory_access();
+  const hid_t id = H5Fopen(source.c_str(), H5F_ACC_RDWR, fapl.id());
+  if (id < 0) fail("cannot open '" + source + "' for modification");
+  return File(Handle(id, H5Fclose), dest, true);
 }
 
-void File::flush() const { H5Fflush(id(), H5F_SCOPE_GLOBAL); }
+void File::flush() const {
+  if (H5Fflush(id(), H5F_SCOPE_GLOBAL) < 0) fail("cannot flush '" + filename_ + "'");
+}
+
+void File::close() {
+  if (id() < 0) return;
+  const ssize_t open_objects =
+      H5Fget_obj_count(id(), H5F_OBJ_DATASET | H5F_OBJ_GROUP | H5F_OBJ_DATATYPE | H5F_OBJ_ATTR | H5F_OBJ_LOCAL);
+  if (open_objects > 0)
+    throw std::logic_error("h5::File::close: " + std::to_string(open_objects) + " objects of '" + filename_ +
+                           "' still open");
+  if (!in_memory_) {
+    if (handle_.close() < 0) fail("cannot close '" + filename_ + "'");
+    return;
+  }
+  std::vector<char> image;
+  std::string error;
+  if (H5Fflush(id(), H5F_SCOPE_GLOBAL) < 0) {
+    error = "cannot flush '" + filename_ + "' in memory";
+  } else {
+    const ssize_t size = H5Fget_file_image(id(), nullptr, 0);
+    if (size < 0) {
+      error = "cannot get the image of '" + filename_ + "'";
+    } else {
+      image.resize(static_cast<std::size_t>(size));
+      if (H5Fget_file_image(id(), image.data(), image.size()) != size) error = "cannot get the image of '" + filename_ + "'";
+    }
+  }
+  if (!error.empty()) fail(error);  // the handle closes itself (in memory: no disk involved)
+  if (handle_.close() < 0) fail("cannot close '" + filename_ + "' in memory");
+  write_whole_file(filename_, image.data(), image.size());
+}
+
+bool is_complete(const std::string& path, const std::string& filetype) {
+  silence_hdf5();
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    hdf5_message();
+    return false;
+  }
+  try {
+    const File f = File::open_read(path);
+    return f.has_attr("filetype") && f.attr_string("filetype") == filetype && f.has_attr("complete") &&
+           f.attr_int("complete") == 1;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+void check_replaceable(const std::string& path, const std::string& key, const std::string& filetype, bool force) {
+  require_regular_or_absent(path, key);
+  if (force || !path_exists(path) || is_complete(path, filetype)) return;
+  throw UsageError((key.empty() ? std::string() : "key '" + key + "': ") + "'" + path +
+                   "' exists and is not a complete " + filetype +
+                   " file; refusing to overwrite it (remove it, choose another name, or rerun with --force)");
+}
+
+namespace {
+herr_t collect_link(hid_t, const char* name, const H5L_info_t*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->push_back(name);
+  return 0;
+}
+}  // namespace
+
+void File::label_unlabelled_axes() const {
+  std::vector<std::string> names;
+  check(H5Lvisit(id(), H5_INDEX_NAME, H5_ITER_INC, collect_link, &names), "",
+        "cannot list the objects of " + filename_);
+  for (const std::string& name : names) {
+    Handle obj(H5Oopen(id(), name.c_str(), H5P_DEFAULT), H5Oclose);
+    if (obj.id() < 0 || H5Iget_type(obj.id()) != H5I_DATASET || H5DSis_scale(obj.id()) > 0) continue;
+    const Dataset ds = open_dataset(name);
+    const std::vector<hsize_t> shape = ds.shape();
+    const auto slash = name.rfind('/');
+    const Group parent = open_group(slash == std::string::npos ? "/" : name.substr(0, slash));
+    const std::string leaf = slash == std::string::npos ? name : name.substr(slash + 1);
+    for (std::size_t k = 0; k < shape.size(); ++k) {
+      if (H5DSget_num_scales(ds.id(), static_cast<unsigned>(k)) > 0) continue;
+      const std::string dim = leaf + "_dim" + std::to_string(k);
+      if (!parent.exists(dim)) {
+        std::vector<std::int64_t> index(static_cast<std::size_t>(shape[k]));
+        for (std::size_t i = 0; i < index.size(); ++i) index[i] = static_cast<std::int64_t>(i);
+        parent.write_coordinate(dim, index, "index along axis " + std::to_string(k) + " of " + leaf);
+      }
+      ds.attach_scale(parent.open_dataset(dim), static_cast<unsigned>(k));
+    }
+  }
+}
 
 }  // namespace rcsim::h5

@@ -25,6 +25,8 @@ class Handle {
   Handle& operator=(Handle&& o) noexcept;
   ~Handle();
   hid_t id() const { return id_; }
+  // Close now and return the closer's status (the destructor's close is unchecked: failure path).
+  herr_t close();
 
  private:
   hid_t id_ = -1;
@@ -67,6 +69,8 @@ class Dataset : public Object {
   void make_scale(const std::string& name) const;
   // Attach `scale` to dimension `dim` of this dataset.
   void attach_scale(const Dataset& scale, unsigned dim) const;
+  // The extent of each axis.
+  std::vector<hsize_t> shape() const;
 
  private:
   friend class Group;
@@ -92,6 +96,17 @@ class Group : public Object {
   // A 1-D dataset of variable-length UTF-8 strings.
   Dataset write_strings(const std::string& name, const std::vector<std::string>& texts) const;
 
+  // A coordinate: a 1-D dataset that is a dimension scale of its own name (xarray, h5dump).
+  Dataset write_coordinate(const std::string& name, const std::vector<std::int64_t>& values,
+                           const std::string& long_name) const;
+  Dataset write_coordinate(const std::string& name, const std::vector<double>& values,
+                           const std::string& long_name) const;
+  // Label every axis of `ds` (a dataset of this group) with the coordinate of that name in this
+  // group, so that `xarray.open_dataset(file, group=...)` labels the array: each group carries its
+  // own coordinates. A name without a coordinate yet gets an index coordinate 0, 1, ..., n-1.
+  // Throws if a coordinate's length differs from the axis.
+  void label_axes(const Dataset& ds, const std::vector<std::string>& dims) const;
+
   // Read a numeric dataset as float64 (HDF5 converts integer and float types).
   Array read(const std::string& name) const;
   std::string read_string(const std::string& name) const;
@@ -103,20 +118,52 @@ class Group : public Object {
   using Object::Object;
 };
 
+// Files are written in memory (HDF5's core driver, no backing store) and put on disk by close()
+// in one checked write of the whole image: HDF5 itself never meets a full disk (which leaves its
+// library state broken and crashes the process at exit), a failed write is one clear error, and
+// the bytes go through a descriptor that never follows a symlink.
 class File : public Group {
  public:
-  // Create (truncate) for writing.
+  // A new, empty file in memory; close() writes it to `filename` (normally an exclusive
+  // temporary, see core/safe_file.hpp).
   static File create(const std::string& filename);
   // Open for reading. `key` names the configuration key that gave the file, for messages.
   static File open_read(const std::string& filename, const std::string& key = "");
-  static File open_readwrite(const std::string& filename);
+  // Read `source` into memory for modification; close() writes the modified file to `dest`
+  // (a temporary: `source` itself is never edited in place).
+  static File open_readwrite(const std::string& source, const std::string& dest);
+  File(File&&) noexcept = default;
+  File& operator=(File&&) = delete;
+  // A file written in memory that was not closed is written by the destructor, unless the scope
+  // is left by an exception (then nothing is written); errors there are ignored: code that keeps
+  // the file calls close().
+  ~File();
   void flush() const;
+  // Write the whole file to its destination and close it; throws RuntimeError with the OS error
+  // ("No space left on device", "File too large") naming the file. Every group, dataset and
+  // attribute of the file must be closed already (std::logic_error otherwise).
+  void close();
+  // Give every axis that still has no dimension scale an index coordinate named
+  // "<dataset>_dim<k>" in the dataset's group, so that every axis of every dataset is labelled
+  // (xarray refuses a variable with labelled and unlabelled axes). Writers call it before their
+  // final flush; meaningful names are given by Group::label_axes before that.
+  void label_unlabelled_axes() const;
   const std::string& filename() const { return filename_; }
 
  private:
-  File(Handle h, std::string filename) : Group(std::move(h), filename + ":/"), filename_(std::move(filename)) {}
+  File(Handle h, std::string filename, bool in_memory);
   std::string filename_;
+  bool in_memory_ = false;
+  int exceptions_ = 0;  // std::uncaught_exceptions() when made
 };
+
+// True if `path` is an HDF5 file whose root has filetype = `filetype` and complete = 1.
+bool is_complete(const std::string& path, const std::string& filetype);
+
+// Before writing `path` (given by configuration key `key`): refuse (UsageError naming the
+// file) what rcsim must not replace: anything that is not a regular file, always; a regular file
+// that is not a complete rcsim file of `filetype`, unless `force`.
+void check_replaceable(const std::string& path, const std::string& key, const std::string& filetype, bool force);
 
 // Format a shape as "[a, b, c]".
 std::string shape_string(const std::vector<hsize_t>& shape);

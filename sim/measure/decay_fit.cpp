@@ -98,6 +98,14 @@ double bound_rate(double eps, int radius) {
   return -std::log1p(-e) / radius;
 }
 
+double log10_bound_rate(double eps, int radius) {
+  if (radius < 1 || !(eps >= 0.0 && eps <= 1.0)) return kNaN;
+  if (eps == 0.0) return -std::numeric_limits<double>::infinity();
+  const double log10_e = radius * std::log10(eps);  // log10 of eps^r, finite for every eps > 0
+  if (log10_e < -12.0) return log10_e - std::log10(static_cast<double>(radius));
+  return std::log10(bound_rate(eps, radius));
+}
+
 double theory_bound(double C, double eps, int radius, double t) { return C * std::exp(-bound_rate(eps, radius) * t); }
 
 }  // namespace rcsim

@@ -54,6 +54,11 @@ double collapse_depth(const std::vector<double>& t, const std::vector<double>& r
 // Decay rate per layer of the reported bound C (1 - eps^r)^(t/r): -ln(1 - eps^r) / r
 // (0 for eps = 0; NaN for r < 1 (no centre node: the theorem does not apply) or eps outside [0, 1]).
 double bound_rate(double eps, int radius);
+// log10 of bound_rate, computed in log space so that it stays finite where eps^r underflows
+// (eps = 1e-200, r = 3: the rate 3.3e-601 is 0 in double, its log10 -600.48 is not):
+// for eps^r < 1e-12, -ln(1 - e) = e (1 + e/2 + ...) = e to 1e-12 relative, so
+// log10 rate = r log10(eps) - log10(r). -inf for eps = 0, NaN where bound_rate is NaN.
+double log10_bound_rate(double eps, int radius);
 // The bound itself at layer t: C exp(-bound_rate * t).
 double theory_bound(double C, double eps, int radius, double t);
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/errors.hpp"
+#include "model/bilinear.hpp"
 
 namespace rcsim {
 
@@ -56,22 +57,35 @@ WeightSampler::WeightSampler(const Config& c, const InputFiles& files) : c_(c), 
 }
 
 void WeightSampler::begin_trial(RandomStream& rng) {
-  if (c_.weights.shared) draw(0, rng, current_);
+  if (c_.weights.shared_across_trials) own_.emplace(c_.run.seed, 0, 2);
+  if (c_.weights.shared) draw(0, source(rng), current_);
 }
 
 const LayerWeights& WeightSampler::layer(int layer, RandomStream& rng) {
-  if (!c_.weights.shared) draw(layer, rng, current_);
+  if (!c_.weights.shared && layer % c_.weights.redraw_every == 0) draw(layer, source(rng), current_);
   return current_;
 }
 
 void WeightSampler::draw(int layer, RandomStream& rng, LayerWeights& out) const {
   const int H = c_.model.heads;
-  for (int h = 0; h < H; ++h)
-    draw_one(c_.weights.q, files_.w_q, layer, h, c_.model.key_dim, rng, out.q[static_cast<std::size_t>(h)]);
-  for (int h = 0; h < H; ++h)
-    draw_one(c_.weights.k, files_.w_k, layer, h, c_.model.key_dim, rng, out.k[static_cast<std::size_t>(h)]);
-  for (int h = 0; h < H; ++h)
-    draw_one(c_.weights.v, files_.w_v, layer, h, c_.model.dim, rng, out.v[static_cast<std::size_t>(h)]);
+  if (c_.weights.qk != BilinearType::none) {
+    for (int h = 0; h < H; ++h) {
+      draw_bilinear(c_.weights.qk, c_.model.dim, rng, out.q[static_cast<std::size_t>(h)]);
+      out.k[static_cast<std::size_t>(h)].setIdentity(c_.model.dim, c_.model.dim);
+    }
+  } else {
+    for (int h = 0; h < H; ++h)
+      draw_one(c_.weights.q, files_.w_q, layer, h, c_.model.key_dim, rng, out.q[static_cast<std::size_t>(h)]);
+    for (int h = 0; h < H; ++h)
+      draw_one(c_.weights.k, files_.w_k, layer, h, c_.model.key_dim, rng, out.k[static_cast<std::size_t>(h)]);
+  }
+  for (int h = 0; h < H; ++h) {
+    const auto i = static_cast<std::size_t>(h);
+    if (c_.weights.v.type == WeightType::tied_qk)
+      out.v[i].noalias() = c_.weights.v_sign * out.q[i] * out.k[i].transpose();
+    else
+      draw_one(c_.weights.v, files_.w_v, layer, h, c_.model.dim, rng, out.v[i]);
+  }
 }
 
 void WeightSampler::draw_one(const WeightSpec& spec, const std::optional<h5::Array>& file, int layer,
@@ -83,6 +97,8 @@ void WeightSampler::draw_one(const WeightSpec& spec, const std::optional<h5::Arr
     case WeightType::identity: out.setIdentity(); return;
     case WeightType::zero: out.setZero(); return;
     case WeightType::fixed: out = spec.matrix; return;
+    case WeightType::wishart: draw_wishart(d, rng, out); return;
+    case WeightType::tied_qk: return;  // set in draw() from W_Q and W_K
     case WeightType::file: {
       const h5::Array& a = *file;
       const std::size_t block = static_cast<std::size_t>(d) * static_cast<std::size_t>(cols);
@@ -107,6 +123,10 @@ Matrix initial_tokens(const Config& c, const InputFiles& files, int trial, Rando
       for (int i = 0; i < N; ++i) X.row(i).normalize();
       break;
     case InitType::fixed: X = c.init.matrix; break;
+    case InitType::uniform:
+      for (int i = 0; i < N; ++i)
+        for (int j = 0; j < d; ++j) X(i, j) = 2.0 * rng.uniform() - 1.0;
+      break;
     case InitType::file: {
       const h5::Array& a = *files.x0;
       const std::size_t block = static_cast<std::size_t>(N) * static_cast<std::size_t>(d);

@@ -30,11 +30,18 @@ struct InputFiles {
 // Draws the weights of each layer of one trial. Random weights come from the trial's stream in
 // a fixed order (layer by layer; within a layer W_Q of every head, then W_K, then W_V); with
 // weights.shared one draw serves every layer.
+// Peer dynamics (docs/peers.md): with weights.redraw_every = K the weights are drawn at layers 0, K,
+// 2K, ... and kept in between; with weights.across_trials = shared they come from one stream
+// (seed, trial 0, stream 2) restarted for every trial, so all trials see the same weights; with
+// weights.qk a bilinear form B (bilinear.hpp) is drawn per head in place of W_Q (W_K = identity);
+// weights.v = wishart draws G G^T / sqrt(d), tied_qk sets W_V = weights.v_sign * W_Q W_K^T.
 class WeightSampler {
  public:
   WeightSampler(const Config& c, const InputFiles& files);
   // Start a new trial: with shared weights, draws them now.
   void begin_trial(RandomStream& rng);
+  // The stream the weights come from: the trial's, or the one shared across trials.
+  RandomStream& source(RandomStream& trial_rng) { return own_ ? *own_ : trial_rng; }
   // The weights of `layer` (valid until the next call).
   const LayerWeights& layer(int layer, RandomStream& rng);
 
@@ -45,12 +52,14 @@ class WeightSampler {
   const Config& c_;
   const InputFiles& files_;
   LayerWeights current_;
+  std::optional<RandomStream> own_;
 };
 
 // X(0) of `trial`, drawn from `rng` for the random types:
 //   gaussian: i.i.d. N(0, 1) entries; sphere: Gaussian rows scaled to unit norm (uniform on the
 //   sphere); positive: absolute values of Gaussian rows, scaled to unit norm (uniform on the
-//   sphere's positive orthant); fixed: init.matrix; file: /X0 of init.file.
+//   sphere's positive orthant); fixed: init.matrix; file: /X0 of init.file; uniform: i.i.d.
+//   entries 2u - 1 uniform on (-1, 1), row by row.
 Matrix initial_tokens(const Config& c, const InputFiles& files, int trial, RandomStream& rng);
 
 }  // namespace rcsim

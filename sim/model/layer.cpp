@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "model/tangent.hpp"
+#include "model/unnormalised_attention.hpp"
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -24,6 +27,14 @@ LayerWorkspace::LayerWorkspace(int n, int d, int dk) : XV(n, d), Y(n, d) {
   (void)dk;
 }
 
+LayerParams layer_params(const Config& c, const MaskMatrix* mask, const Normalization* norm) {
+  LayerParams p{mask, c.model.d_qk, c.residual_alpha, norm};
+  p.usa = c.attention_kind == AttentionKind::usa;  // peer dynamics (docs/peers.md)
+  p.head_mean = c.model.head_mix == HeadMix::mean;
+  p.tangent = c.residual_project == ResidualProject::tangent;
+  return p;
+}
+
 LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const LayerParams& p,
                             LayerWorkspace& ws, Matrix& X_next) {
   LayerReport report;
@@ -32,7 +43,7 @@ LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeight
     ws.rows = analyse_rows(*p.mask);
     ws.analysed = p.mask;
   }
-  const bool fast = ws.rows.contiguous;
+  const bool fast = ws.rows.contiguous && !p.usa;
   const bool lower = ws.rows.lower_triangular;
   // One head without residual: the product goes straight into X_next.
   const bool direct = H == 1 && p.alpha == 0.0;
@@ -40,6 +51,7 @@ LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeight
   Y.resize(X.rows(), X.cols());
   if (!direct) Y.setZero();
   double entropy = 0.0;
+  if (p.keep_attention) ws.attention_mean.setZero(X.rows(), X.rows());
   for (std::size_t h = 0; h < H; ++h) {
     AttentionStats s;
     if (fast) {
@@ -47,11 +59,29 @@ LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeight
       s = softmax_rows(ws.S_rows, ws.rows, ws.buffer);
     } else {
       attention_logits(X, w.q[h], w.k[h], p.d_qk, ws.Q, ws.K, ws.S);
-      masked_softmax(ws.S, *p.mask);
+      if (p.usa)
+        usa_weights(ws.S, *p.mask);
+      else
+        masked_softmax(ws.S, *p.mask);
       s = attention_stats(ws.S, *p.mask);
     }
     report.attention.min_weight = std::min(report.attention.min_weight, s.min_weight);
     entropy += s.mean_entropy;
+    if (p.keep_attention) {
+      if (!fast)
+        ws.attention_mean += ws.S;
+      else if (lower)
+        ws.attention_mean.triangularView<Eigen::Lower>() += ws.S_rows;
+      else
+        ws.attention_mean += ws.S_rows;
+    }
+    // Dropout (transformer blocks) after the attention statistics and the peer measures' mean attention.
+    if (p.dropout && p.dropout->attention > 0.0) {
+      if (fast)
+        apply_dropout(ws.S_rows, p.dropout->attention, *p.dropout->rng);
+      else
+        apply_dropout(ws.S, p.dropout->attention, *p.dropout->rng);
+    }
     ws.XV.noalias() = X * w.v[h];
     if (!fast) {
       if (direct)
@@ -71,6 +101,10 @@ LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeight
     }
   }
   report.attention.mean_entropy = entropy / static_cast<double>(H);
+  if (p.keep_attention) ws.attention_mean /= static_cast<double>(H);
+  if (p.head_mean && H > 1) Y /= static_cast<double>(H);
+  if (p.dropout && p.dropout->output > 0.0) apply_dropout(Y, p.dropout->output, *p.dropout->rng);
+  if (p.tangent) project_tangent(X, ws.Y);
   if (!direct) {
     if (p.alpha != 0.0) {
       X_next = X + p.alpha * ws.Y;

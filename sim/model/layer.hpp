@@ -3,7 +3,9 @@
 //   Y <- X + alpha Y (if alpha != 0),  X(t+1) = normalise rows of Y.
 #pragma once
 
+#include "core/config.hpp"
 #include "model/attention.hpp"
+#include "model/dropout.hpp"
 #include "model/inputs.hpp"
 #include "model/normalization.hpp"
 #include "core/types.hpp"
@@ -15,7 +17,16 @@ struct LayerParams {
   double d_qk = 1.0;
   double alpha = 0.0;  // residual weight; 0 = none
   const Normalization* norm = nullptr;
+  const Dropout* dropout = nullptr;  // training-mode dropout (model/dropout.hpp); nullptr = none
+  // --- Peer dynamics (docs/peers.md) ---
+  bool usa = false;        // attention.kind = usa: A = exp(S) / N unnormalised (general path)
+  bool head_mean = false;  // model.head_mix = mean: Y = (1/H) sum_h A_h X W_V,h
+  bool tangent = false;    // residual.project = tangent: Y = X + alpha P(Y_attn)
+  bool keep_attention = false;  // fill LayerWorkspace::attention_mean (peer measures)
 };
+
+// The parameters of `c`'s layer for this mask and normalisation (which must outlive them).
+LayerParams layer_params(const Config& c, const MaskMatrix* mask, const Normalization* norm);
 
 // What a layer reports besides its output.
 struct LayerReport {
@@ -35,10 +46,13 @@ struct LayerWorkspace {
   RowVector buffer;
   const MaskMatrix* analysed = nullptr;
   MaskRows rows;
+  Matrix attention_mean;       // (1/H) sum_h A_h, when LayerParams::keep_attention
   LayerWorkspace(int n, int d, int dk);
 };
 
-// X_next = layer(X). X_next must not alias X. Masks whose rows are one contiguous range each (all
+// X_next = layer(X). X_next must not alias X. With p.dropout, each head's attention weights are
+// dropped after the softmax (the attention statistics describe them before dropout) and the sum
+// over heads before the residual. Masks whose rows are one contiguous range each (all
 // but some custom masks) take the fast path: attention_logits_fast (folded W_Q W_K^T when cheaper,
 // lower triangle only for causal masks), softmax_rows, and a triangular product A (X W_V) for
 // causal masks; other masks the general path (attention_logits, masked_softmax, attention_stats).

@@ -25,9 +25,13 @@ struct MaskGraph {
   bool quasi_strongly_connected = false;  // some node reaches every node along j -> i edges
   std::vector<int> centres;               // the nodes that reach every node
   int radius = -1;                        // min over centres of max BFS distance; -1 if none
+  int searches = 0;                       // breadth-first searches run (a cost diagnostic)
 };
 
-// BFS from every node along the information-flow edges j -> i.
+// Centres and radius along the information-flow edges j -> i, in O(N^2) per breadth-first
+// search: one depth-first pass and two searches find the centres, and eccentricity bounds
+// (Takes and Kosters) prune the searches for the radius to a few for the built-in masks
+// (a custom mask may need more; at most two per centre).
 MaskGraph analyse_mask(const MaskMatrix& m);
 
 // The radius formula of SCIENCE.md's table, for checking the BFS (-1 for custom masks).

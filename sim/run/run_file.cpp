@@ -11,6 +11,7 @@
 
 #include "run/checkpoint.hpp"
 #include "core/errors.hpp"
+#include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
 #include "measure/summary.hpp"
 #include "core/version.hpp"
@@ -38,8 +39,25 @@ h5::Dataset write_matrix(const h5::Group& g, const std::string& name, const Eige
   return g.write(name, {static_cast<hsize_t>(m.rows()), static_cast<hsize_t>(m.cols())}, data.data());
 }
 
+// The coordinates of one group: every group carries its own copy, so that
+// xarray.open_dataset(file, group=...) labels its arrays by value (layer 10 is layer 10, whatever
+// the schedule), not by position.
+struct Coordinates {
+  std::vector<std::int64_t> trial, layer, attention_layer;
+  std::string schedule;
+
+  void write(const h5::Group& g) const {
+    g.write_coordinate("trial", trial, "trial index");
+    g.write_coordinate("layer", layer, "layer t (0 = the input X(0)) of each recorded column of the measures")
+        .set_attr("schedule", schedule);
+    g.write_coordinate("attention_layer", attention_layer,
+                       "attention layer t (maps X(t) to X(t+1)) of each recorded column")
+        .set_attr("schedule", schedule);
+  }
+};
+
 void write_summary(const h5::Group& g, const std::string& name, const Eigen::Ref<const Matrix>& m,
-                   const MeasureInfo& info, const h5::Dataset& layer_scale) {
+                   const MeasureInfo& info, const std::string& layer_dim) {
   const ColumnStats s = column_stats(m);
   const std::pair<const char*, const Vector*> parts[] = {
       {"_mean", &s.mean}, {"_median", &s.median}, {"_q10", &s.q10}, {"_q90", &s.q90}};
@@ -47,18 +65,17 @@ void write_summary(const h5::Group& g, const std::string& name, const Eigen::Ref
     const h5::Dataset ds = g.write(name + suffix, {static_cast<hsize_t>(v->size())}, v->data());
     ds.set_attr("long_name", std::string(info.long_name) + " (" + (suffix + 1) + " over trials)");
     ds.set_attr("units", info.units);
-    ds.attach_scale(layer_scale, 0);
+    g.label_axes(ds, {layer_dim});
   }
 }
 
 // A [trial, layer] measure with its attributes and dimension scales.
 h5::Dataset write_measure(const h5::Group& g, const MeasureInfo& info, const Eigen::Ref<const Matrix>& m,
-                          const h5::Dataset& trial_scale, const h5::Dataset& layer_scale) {
+                          const std::string& layer_dim) {
   h5::Dataset ds = write_matrix(g, info.name, m);
   ds.set_attr("long_name", info.long_name);
   ds.set_attr("units", info.units);
-  ds.attach_scale(trial_scale, 0);
-  ds.attach_scale(layer_scale, 1);
+  g.label_axes(ds, {"trial", layer_dim});
   return ds;
 }
 
@@ -73,10 +90,11 @@ std::string utc_now() {
   return buf;
 }
 
-void write_run_file(const std::string& path, const EngineSetup& s, const RunResults& r, const Provenance& p) {
+namespace {
+
+void write_run_contents(const h5::File& f, const EngineSetup& s, const RunResults& r, const Provenance& p) {
   const Config& c = s.config;
   const int T = r.trials, L = r.layers, N = c.model.tokens, d = c.model.dim;
-  const h5::File f = h5::File::create(path);
   f.set_attr("filetype", "rcsim-run");
   f.set_attr("format_version", kRunFormatVersion);
   f.set_attr("rcsim_version", version());
@@ -99,21 +117,13 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
 
   f.write_string("config", c.to_ini()).set_attr("long_name", "fully resolved configuration (INI); rcsim run --config reproduces the run");
 
-  // Coordinates, as dimension scales.
-  const auto trial_ids = iota(T);
-  const std::vector<std::int64_t> layer_ids(r.layer_index.begin(), r.layer_index.end());
-  const std::vector<std::int64_t> attn_ids(r.attention_layer_index.begin(), r.attention_layer_index.end());
-  const h5::Dataset trial = f.write("trial", {static_cast<hsize_t>(T)}, trial_ids.data());
-  trial.make_scale("trial");
-  trial.set_attr("long_name", "trial index");
-  const h5::Dataset layer = f.write("layer", {layer_ids.size()}, layer_ids.data());
-  layer.make_scale("layer");
-  layer.set_attr("long_name", "layer t (0 = the input X(0)) of each recorded column of the measures");
-  layer.set_attr("schedule", c.output.schedule);
-  const h5::Dataset attn_layer = f.write("attention_layer", {attn_ids.size()}, attn_ids.data());
-  attn_layer.make_scale("attention_layer");
-  attn_layer.set_attr("long_name", "attention layer t (maps X(t) to X(t+1)) of each recorded column");
-  attn_layer.set_attr("schedule", c.output.schedule);
+  // Coordinates, as dimension scales: at the root and again in each group (Coordinates).
+  const Coordinates coords{iota(T),
+                           std::vector<std::int64_t>(r.layer_index.begin(), r.layer_index.end()),
+                           std::vector<std::int64_t>(r.attention_layer_index.begin(), r.attention_layer_index.end()),
+                           c.output.schedule};
+  const std::vector<std::int64_t>& layer_ids = coords.layer;
+  coords.write(f);
 
   // Mask and its graph.
   {
@@ -124,24 +134,28 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
     ds.set_attr("quasi_strongly_connected", s.graph.quasi_strongly_connected ? 1 : 0);
     ds.set_attr("radius", s.graph.radius);
     ds.set_attr("centres", std::vector<std::int64_t>(s.graph.centres.begin(), s.graph.centres.end()));
+    f.label_axes(ds, {"token", "attended_token"});
   }
 
   // Per-trial, per-layer measures.
   const h5::Group metrics = f.create_group("metrics");
-  for (std::size_t i = 0; i < token_measure_info().size(); ++i) {
-    const MeasureInfo& info = token_measure_info()[i];
-    const h5::Dataset ds = write_measure(metrics, info, r.token[i], trial, layer);
+  coords.write(metrics);
+  for (std::size_t i = 0; i < r.token_info.size(); ++i) {
+    const MeasureInfo& info = r.token_info[i];
+    const h5::Dataset ds = write_measure(metrics, info, r.token[i], "layer");
     if (std::string(info.name) == "rank") {
       ds.set_attr("rtol", c.metrics.rank_rtol);
       ds.set_attr("atol", c.metrics.rank_atol);
     }
+    if (std::string(info.name) == "pair_density") ds.set_attr("threshold", c.metrics.pair_threshold);
+    if (std::string(info.name) == "clusters") ds.set_attr("tau", c.metrics.cluster_tau);
     if (std::string(info.name) == "sigma_at_max_rank") {
       ds.set_attr("max_rank", s.max_rank);
       ds.set_attr("max_rank_input", s.max_rank_input);
     }
   }
-  for (std::size_t i = 0; i < attention_measure_info().size(); ++i)
-    write_measure(metrics, attention_measure_info()[i], r.attention[i], trial, attn_layer);
+  for (std::size_t i = 0; i < r.attention_info.size(); ++i)
+    write_measure(metrics, r.attention_info[i], r.attention[i], "attention_layer");
   if (!r.spectrum.empty()) {
     const auto m = static_cast<std::size_t>(r.spectrum_size);
     std::vector<double> data;
@@ -154,18 +168,21 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
         metrics.write("spectrum", {static_cast<hsize_t>(T), layer_ids.size(), m}, data.data());
     ds.set_attr("long_name", "singular values of X, descending");
     ds.set_attr("units", "same as X");
-    ds.attach_scale(trial, 0);
-    ds.attach_scale(layer, 1);
+    std::vector<std::int64_t> sigma_index(m);
+    for (std::size_t i = 0; i < m; ++i) sigma_index[i] = static_cast<std::int64_t>(i) + 1;
+    metrics.write_coordinate("sigma_index", sigma_index, "i of sigma_i (singular values in descending order)");
+    metrics.label_axes(ds, {"trial", "layer", "sigma_index"});
   }
 
   // Diagnostics per trial.
   {
     const h5::Group diag = f.create_group("diagnostics");
+    diag.write_coordinate("trial", coords.trial, "trial index");
     auto write_ints = [&](const char* name, const std::vector<int>& v, const char* long_name) {
       const std::vector<std::int64_t> w(v.begin(), v.end());
       const h5::Dataset ds = diag.write(name, {w.size()}, w.data());
       ds.set_attr("long_name", long_name);
-      ds.attach_scale(trial, 0);
+      diag.label_axes(ds, {"trial"});
     };
     write_ints("underflow_layer", r.underflow_layer, "first layer where mu < 2.2e-308 (DBL_MIN); -1 = never");
     write_ints("nonfinite_layer", r.nonfinite_layer,
@@ -183,26 +200,40 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
         data.insert(data.end(), rm.begin(), rm.end());
       }
     const std::vector<std::int64_t> layers(c.output.token_layers.begin(), c.output.token_layers.end());
-    const h5::Dataset tl = f.write("tokens_layer", {S}, layers.data());
-    tl.make_scale("tokens_layer");
-    tl.set_attr("long_name", "layer of each token snapshot");
+    f.write_coordinate("tokens_layer", layers, "layer of each token snapshot");
     const h5::Dataset ds = f.write(
         "tokens", {static_cast<hsize_t>(T), S, static_cast<hsize_t>(N), static_cast<hsize_t>(d)}, data.data());
     ds.set_attr("long_name", "token matrices X(t) at the layers in /tokens_layer (rows are tokens)");
     ds.set_attr("units", "same as X");
-    ds.attach_scale(trial, 0);
-    ds.attach_scale(tl, 1);
+    f.label_axes(ds, {"trial", "tokens_layer", "token", "feature"});
+  }
+
+  // Attention matrices (output.attention).
+  if (!r.attention_matrices.empty()) {
+    std::vector<double> data;
+    for (const auto& per_trial : r.attention_matrices)
+      for (const Matrix& A : per_trial) {
+        const auto rm = row_major(A);
+        data.insert(data.end(), rm.begin(), rm.end());
+      }
+    const h5::Dataset ds = f.write(
+        "attention", {static_cast<hsize_t>(T), coords.attention_layer.size(), static_cast<hsize_t>(N), static_cast<hsize_t>(N)},
+        data.data());
+    ds.set_attr("long_name", "head-averaged attention matrix (1/H) sum_h A_h of the layer t -> t+1 (rows: queries)");
+    ds.set_attr("units", "1");
+    f.label_axes(ds, {"trial", "attention_layer", "token", "attended_token"});
   }
 
   // Ensemble summary per layer.
   {
     const h5::Group g = f.create_group("summary");
-    for (std::size_t i = 0; i < token_measure_info().size(); ++i)
-      write_summary(g, token_measure_info()[i].name, r.token[i], token_measure_info()[i], layer);
-    for (std::size_t i = 0; i < attention_measure_info().size(); ++i)
-      write_summary(g, attention_measure_info()[i].name, r.attention[i], attention_measure_info()[i], attn_layer);
+    coords.write(g);
+    for (std::size_t i = 0; i < r.token_info.size(); ++i)
+      write_summary(g, r.token_info[i].name, r.token[i], r.token_info[i], "layer");
+    for (std::size_t i = 0; i < r.attention_info.size(); ++i)
+      write_summary(g, r.attention_info[i].name, r.attention[i], r.attention_info[i], "attention_layer");
     const Matrix log_mu = r.token[0].unaryExpr([](double x) { return std::log10(x); });
-    write_summary(g, "log10_mu", log_mu, {"log10_mu", "log10 of mu (-inf where mu = 0)", "1"}, layer);
+    write_summary(g, "log10_mu", log_mu, {"log10_mu", "log10 of mu (-inf where mu = 0)", "1"}, "layer");
     const auto S = static_cast<Eigen::Index>(layer_ids.size());
     Vector frac(S);
     const Matrix& rank = r.token[5];
@@ -213,11 +244,20 @@ void write_run_file(const std::string& path, const EngineSetup& s, const RunResu
     const h5::Dataset ds = g.write("full_rank_fraction", {static_cast<hsize_t>(S)}, frac.data());
     ds.set_attr("long_name", "fraction of trials whose rank equals the largest rank the layer allows");
     ds.set_attr("units", "1");
-    ds.attach_scale(layer, 0);
+    g.label_axes(ds, {"layer"});
   }
 
-  f.flush();
+  f.label_unlabelled_axes();
+
   f.set_attr("complete", 1);  // last
+}
+
+}  // namespace
+
+void write_run_file(const std::string& path, const EngineSetup& s, const RunResults& r, const Provenance& p) {
+  h5::File f = h5::File::create(path);
+  write_run_contents(f, s, r, p);
+  f.close();  // checked: a file that did not fit is an error, never renamed
 }
 
 bool run_file_matches(const std::string& path, const std::string& config_ini) {
@@ -226,7 +266,7 @@ bool run_file_matches(const std::string& path, const std::string& config_ini) {
   try {
     const h5::File f = h5::File::open_read(path);
     if (!f.has_attr("complete") || f.attr_int("complete") != 1) return false;
-    return f.read_string("config") == config_ini;
+    return result_configuration(f.read_string("config")) == result_configuration(config_ini);
   } catch (const std::exception&) {
     return false;
   }
@@ -260,12 +300,13 @@ RunFileCheck check_run_file(const std::string& path, const std::string& config_i
   try {
     const h5::File f = h5::File::open_read(path);
     if (!f.has_attr("complete") || f.attr_int("complete") != 1) return out;
-    const std::string stored = f.read_string("config");
-    if (stored == config_ini) {
+    // Keys that do not change results (run.threads, output.file) do not count.
+    const std::string stored = result_configuration(f.read_string("config")), wanted = result_configuration(config_ini);
+    if (stored == wanted) {
       out.state = RunFileState::matches;
     } else {
       out.state = RunFileState::differs;
-      out.difference = first_difference(stored, config_ini);
+      out.difference = first_difference(stored, wanted);
     }
   } catch (const std::exception&) {
   }
@@ -286,9 +327,15 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
     fs::create_directories(parent, ec);
     if (ec) throw UsageError("key 'output.file': cannot create directory '" + parent.string() + "': " + ec.message());
   }
-  const std::string tmp = out + ".tmp";
-  // Fail fast on an unwritable destination, before any computing.
-  { const h5::File probe = h5::File::create(tmp); }
+  require_regular_or_absent(out, "output.file");
+  require_run_memory(c);
+  // One process per output: a second run on the same file stops here, before any computing.
+  const ExclusiveLock lock(lock_path_for(out), "output '" + out + "'");
+  remove_stale_temporaries(out);  // of a killed run (ours: we hold the lock)
+  remove_stale_temporaries(out + ".partial");
+  // Fail fast on an unwritable destination, before any computing (the temporary is created
+  // exclusively, with an unpredictable name, beside the output).
+  const std::string tmp = create_temporary(out);
   try {
     const EngineSetup s = prepare(c);
     if (!s.graph.quasi_strongly_connected)
@@ -320,17 +367,18 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
       nonfinite += r.nonfinite_layer[static_cast<std::size_t>(t)] >= 0;
       degenerate += r.degenerate_total[static_cast<std::size_t>(t)];
     }
-    if (underflow) spdlog::warn("{} of {} trials: mu underflowed below DBL_MIN (see /diagnostics/underflow_layer)", underflow, r.trials);
+    // Expected in a collapsing run (and recorded in the file): information, not a warning.
+    if (underflow) spdlog::info("{} of {} trials: mu underflowed below DBL_MIN (see /diagnostics/underflow_layer)", underflow, r.trials);
     if (nonfinite) spdlog::warn("{} of {} trials: tokens became non-finite and the trial stopped (see /diagnostics/nonfinite_layer)", nonfinite, r.trials);
     if (degenerate) spdlog::warn("{} degenerate rows in the normalisation (see /metrics/degenerate_rows)", degenerate);
     Provenance prov = p;
     prov.threads = threads;
-    write_run_file(tmp, s, r, prov);
-    fs::rename(tmp, out, ec);
-    if (ec) throw RuntimeError("cannot rename '" + tmp + "' to '" + out + "': " + ec.message());
+    write_run_file(tmp, s, r, prov);  // closed and checked before the rename
+    require_regular_or_absent(out, "output.file");
+    replace_with(tmp, out);
     checkpoint.remove();
   } catch (...) {
-    fs::remove(tmp, ec);
+    remove_quietly(tmp);
     throw;
   }
   return out;

@@ -8,7 +8,7 @@
 
 namespace rcsim {
 
-constexpr int kRunFormatVersion = 1;
+constexpr int kRunFormatVersion = 2;  // 2: each group carries its own coordinates; every axis has one
 
 struct Provenance {
   std::string command_line;

@@ -7,6 +7,12 @@
 #include <mutex>
 #include <thread>
 
+#include "core/memory.hpp"
+#include "measure/attention_products.hpp"
+#include "measure/clusters.hpp"
+#include "measure/collapse_norms.hpp"
+#include "model/block.hpp"
+#include "model/dropout.hpp"
 #include "model/layer.hpp"
 #include "measure/metrics.hpp"
 #include "model/normalization.hpp"
@@ -39,6 +45,22 @@ const std::vector<MeasureInfo>& attention_measure_info() {
   return info;
 }
 
+const PeerMeasureInfo& peer_measure_info(const std::string& name) {
+  static const std::vector<PeerMeasureInfo> info = {
+      {{"pair_density", "fraction of ordered token pairs i != j with cos(x_i, x_j) > metrics.pair_threshold", "1"}, true},
+      {{"clusters", "connected components of the graph cos(x_i, x_j) > metrics.cluster_tau", "1"}, true},
+      {{"dong_residual", "Dong et al.'s residual sqrt(||R||_1 ||R||_inf), R = X - 1 gamma", "same as X"}, true},
+      {{"dong_residual_rel", "Dong et al.'s residual relative to the composite norm of X (their figures)", "1"}, true},
+      {{"effective_rank", "effective rank exp(-sum p_i ln p_i), p_i = sigma_i / sum sigma", "1"}, true},
+      {{"attn_rank", "numerical rank of the head-averaged attention matrix (metrics.rank_rtol, rank_atol)", "1"}, false},
+      {{"ergodicity", "ergodicity coefficient of the product A(t) ... A(0) of head-averaged attention matrices", "1"},
+       false},
+  };
+  for (std::size_t i = 0; i < peer_measure_names().size(); ++i)
+    if (peer_measure_names()[i] == name) return info[i];
+  throw std::logic_error("unknown peer measure " + name);
+}
+
 EngineSetup prepare(const Config& c) {
   EngineSetup s;
   s.config = c;
@@ -48,6 +70,22 @@ EngineSetup prepare(const Config& c) {
   s.max_rank = max_rank_after_layer(c);
   s.max_rank_input = std::min(c.model.tokens, c.model.dim);
   return s;
+}
+
+double run_memory_bytes(const Config& c) {
+  const double T = c.run.trials, L = c.model.layers, N = c.model.tokens, d = c.model.dim;
+  const double S = c.output.measure_layers.empty() ? L + 1 : static_cast<double>(c.output.measure_layers.size());
+  const double Sa = std::min(S, L);  // layer L has no attention diagnostics
+  double values = T * (S * static_cast<double>(token_measure_info().size()) +
+                       Sa * static_cast<double>(attention_measure_info().size()));
+  if (c.output.spectrum) values += T * S * std::min(N, d);
+  values += T * static_cast<double>(c.output.token_layers.size()) * N * d;
+  return 2.0 * 8.0 * values + 8.0 * (L + 1);
+}
+
+void require_run_memory(const Config& c) {
+  require_memory(run_memory_bytes(c), "the run of '" + c.output.file + "'",
+                 "record fewer layers (output.schedule), snapshots (output.tokens), the spectrum, or fewer trials");
 }
 
 RunResults allocate_results(const EngineSetup& s) {
@@ -72,10 +110,17 @@ RunResults allocate_results(const EngineSetup& s) {
   const auto S = static_cast<Eigen::Index>(r.layer_index.size());
   const auto Sa = static_cast<Eigen::Index>(r.attention_layer_index.size());
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  r.token.assign(token_measure_info().size(), Matrix::Constant(r.trials, S, nan));
-  r.attention.assign(attention_measure_info().size(), Matrix::Constant(r.trials, Sa, nan));
+  r.token_info = token_measure_info();
+  r.attention_info = attention_measure_info();
+  for (const auto& name : c.output.measures) {
+    const PeerMeasureInfo& p = peer_measure_info(name);
+    (p.token ? r.token_info : r.attention_info).push_back(p.info);
+  }
+  r.token.assign(r.token_info.size(), Matrix::Constant(r.trials, S, nan));
+  r.attention.assign(r.attention_info.size(), Matrix::Constant(r.trials, Sa, nan));
   if (c.output.spectrum) r.spectrum.assign(static_cast<std::size_t>(r.trials), Matrix());
   if (!c.output.token_layers.empty()) r.snapshots.assign(static_cast<std::size_t>(r.trials), {});
+  if (c.output.attention) r.attention_matrices.assign(static_cast<std::size_t>(r.trials), {});
   r.underflow_layer.assign(static_cast<std::size_t>(r.trials), -1);
   r.nonfinite_layer.assign(static_cast<std::size_t>(r.trials), -1);
   r.degenerate_total.assign(static_cast<std::size_t>(r.trials), 0);
@@ -90,6 +135,27 @@ void record(const TokenMeasures& m, int trial, int layer, RunResults& r) {
   for (std::size_t i = 0; i < std::size(values); ++i) r.token[i](trial, layer) = values[i];
 }
 
+// The token measures of output.measures (docs/peers.md), after the default ones.
+void record_peer_tokens(const Config& c, const Matrix& X, const Vector& sigma, int trial, int layer, RunResults& r) {
+  std::size_t i = token_measure_info().size();
+  for (const auto& name : c.output.measures) {
+    double value;
+    if (name == "pair_density")
+      value = pair_density(X, c.metrics.pair_threshold);
+    else if (name == "clusters")
+      value = cluster_count(X, c.metrics.cluster_tau);
+    else if (name == "dong_residual")
+      value = dong_residual(X);
+    else if (name == "dong_residual_rel")
+      value = dong_residual(X) / composite_norm(X);
+    else if (name == "effective_rank")
+      value = effective_rank(sigma);
+    else
+      continue;
+    r.token[i++](trial, layer) = value;
+  }
+}
+
 }  // namespace
 
 bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel) {
@@ -102,8 +168,23 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   WeightSampler sampler(c, s.files);
   sampler.begin_trial(rng);
   const Normalization norm = Normalization::from_config(c);
-  const LayerParams params{&s.mask, c.model.d_qk, c.residual_alpha, &norm};
-  LayerWorkspace ws(N, d, c.model.key_dim);
+  // Peer attention measures (docs/peers.md): the head-averaged attention and the product of them.
+  const auto asked = [&](const char* name) {
+    return std::find(c.output.measures.begin(), c.output.measures.end(), name) != c.output.measures.end();
+  };
+  const bool want_attn_rank = asked("attn_rank"), want_ergodicity = asked("ergodicity");
+  Matrix product = want_ergodicity ? Matrix(Matrix::Identity(N, N)) : Matrix();
+  BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position};
+  params.layer.keep_attention = want_attn_rank || want_ergodicity || c.output.attention;
+  if (c.output.attention) r.attention_matrices[ti].clear();
+  // Block structure, dropout and precision.
+  RandomStream dropout_rng(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
+  const Dropout dropout{c.dropout.attention, c.dropout.output, &dropout_rng};
+  if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) params.layer.dropout = &dropout;
+  const bool single = c.run.precision == Precision::float32;
+  const auto round_to_float = [](Matrix& m) { m = m.cast<float>().cast<double>(); };
+  if (single) round_to_float(X);
+  BlockWorkspace ws(N, d, c.model.key_dim);
   MeasureOptions opt{c.metrics.rank_rtol, c.metrics.rank_atol, s.max_rank_input};
   Vector sigma;
   std::size_t next_snapshot = 0;
@@ -122,6 +203,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
     if (col >= 0) {
       const TokenMeasures m = measure_tokens(X, opt, sigma);
       record(m, trial, col, r);
+      if (!c.output.measures.empty()) record_peer_tokens(c, X, sigma, trial, col, r);
       if (!r.spectrum.empty()) r.spectrum[ti].row(col) = sigma.transpose();
       if (r.underflow_layer[ti] < 0 && !(m.mu >= std::numeric_limits<double>::min())) r.underflow_layer[ti] = t;
     } else if (r.underflow_layer[ti] < 0 && !(token_similarity(X) >= std::numeric_limits<double>::min())) {
@@ -133,11 +215,23 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
     }
     if (t == L) break;
     const LayerWeights& w = sampler.layer(t, rng);
-    const LayerReport rep = attention_layer(X, w, params, ws, X_next);
+    const LayerReport rep = transformer_block(X, w, params, ws, X_next);
+    if (single) round_to_float(X_next);
     if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0) {
       r.attention[0](trial, acol) = rep.attention.min_weight;
       r.attention[1](trial, acol) = rep.attention.mean_entropy;
       r.attention[2](trial, acol) = rep.degenerate_rows;
+    }
+    if (params.layer.keep_attention) {
+      if (want_ergodicity) product = ws.layer.attention_mean * product;
+      if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0) {
+        std::size_t i = attention_measure_info().size();
+        if (want_attn_rank)
+          r.attention[i++](trial, acol) =
+              numerical_rank(singular_values(ws.layer.attention_mean), c.metrics.rank_rtol, c.metrics.rank_atol);
+        if (want_ergodicity) r.attention[i++](trial, acol) = ergodicity_coefficient(product);
+        if (c.output.attention) r.attention_matrices[ti].push_back(ws.layer.attention_mean);
+      }
     }
     r.degenerate_total[ti] += rep.degenerate_rows;
     X.swap(X_next);
@@ -146,6 +240,8 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   // Snapshots of layers never reached (non-finite tokens) are stored as NaN.
   while (!r.snapshots.empty() && r.snapshots[ti].size() < snap_layers.size())
     r.snapshots[ti].push_back(Matrix::Constant(N, d, std::numeric_limits<double>::quiet_NaN()));
+  while (!r.attention_matrices.empty() && r.attention_matrices[ti].size() < r.attention_layer_index.size())
+    r.attention_matrices[ti].push_back(Matrix::Constant(N, N, std::numeric_limits<double>::quiet_NaN()));
   return true;
 }
 

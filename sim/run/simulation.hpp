@@ -24,6 +24,13 @@ struct MeasureInfo {
 const std::vector<MeasureInfo>& token_measure_info();
 // Attention diagnostics, layers 0..L-1 (the layer t -> t+1 is reported at t).
 const std::vector<MeasureInfo>& attention_measure_info();
+// The optional measures of output.measures (docs/peers.md), by name (peer_measure_names()); `token`
+// tells whether it is a token measure (layers 0..L) or an attention measure (layers 0..L-1).
+struct PeerMeasureInfo {
+  MeasureInfo info;
+  bool token;
+};
+const PeerMeasureInfo& peer_measure_info(const std::string& name);
 
 struct RunResults {
   int trials = 0, layers = 0, spectrum_size = 0;
@@ -31,13 +38,19 @@ struct RunResults {
   // attention layers (the same without L); column_of_layer[t] is t's column, -1 if not recorded.
   std::vector<int> layer_index, attention_layer_index;
   std::vector<int> column_of_layer, column_of_attention_layer;
-  // token[m] is trials x layer_index.size(), for the m-th entry of token_measure_info().
+  // token[m] is trials x layer_index.size(), for the m-th entry of token_info: token_measure_info()
+  // followed by the token measures of output.measures (docs/peers.md).
   std::vector<Matrix> token;
-  // attention[m] is trials x attention_layer_index.size(); the last entry counts degenerate
-  // rows of the normalisation.
+  // attention[m] is trials x attention_layer_index.size(), for the m-th entry of attention_info:
+  // attention_measure_info() (its last entry counts degenerate rows of the normalisation)
+  // followed by the attention measures of output.measures.
   std::vector<Matrix> attention;
+  std::vector<MeasureInfo> token_info, attention_info;
   std::vector<Matrix> spectrum;               // per trial: layer_index.size() x min(N, d), if requested
   std::vector<std::vector<Matrix>> snapshots; // per trial, per requested layer: N x d
+  // per trial, per recorded attention layer: the head-averaged attention matrix N x N
+  // (output.attention)
+  std::vector<std::vector<Matrix>> attention_matrices;
   std::vector<int> underflow_layer;  // first layer where mu < DBL_MIN (-1: never)
   std::vector<int> nonfinite_layer;  // first layer with a non-finite entry (-1: never); the trial
                                      // stops there and later measures are NaN
@@ -61,6 +74,14 @@ EngineSetup prepare(const Config& c);
 // `cancel` is polled between layers; returns false if the trial was abandoned because of it.
 bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel = nullptr);
 RunResults allocate_results(const EngineSetup& s);
+
+// Memory a run of `c` needs, in bytes: its results (token and attention measures per recorded
+// layer, spectrum, snapshots) twice (the run file is built in memory before it is written) plus
+// the layer tables. run_to_file refuses (UsageError) a run that exceeds the physical memory.
+double run_memory_bytes(const Config& c);
+// Throw UsageError (naming output.file, the bytes needed and the machine's memory) if
+// run_memory_bytes(c) exceeds the physical memory.
+void require_run_memory(const Config& c);
 
 struct Interrupted : std::runtime_error {
   Interrupted() : std::runtime_error("interrupted") {}

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/errors.hpp"
+#include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
 #include "run/run_file.hpp"
 #include "core/version.hpp"
@@ -50,10 +51,11 @@ std::string sweep_index_path(const std::string& dir) { return (fs::path(dir) / "
 void write_sweep_index(const std::string& path, const std::string& definition, const std::string& mode,
                        const SweepAxes& axes, const std::vector<SweepPoint>& points,
                        const std::vector<PointStatus>& status) {
-  const std::string tmp = path + ".tmp";
   std::error_code ec;
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
+  require_regular_or_absent(path, "");
+  const std::string tmp = create_temporary(path);
   const std::size_t n = points.size();
   int complete = 0, failed = 0;
   for (const PointStatus s : status) {
@@ -61,7 +63,8 @@ void write_sweep_index(const std::string& path, const std::string& definition, c
     failed += s == PointStatus::failed;
   }
   try {
-    const h5::File f = h5::File::create(tmp);
+    h5::File f = h5::File::create(tmp);
+    {
     f.set_attr("filetype", "rcsim-sweep-index");
     f.set_attr("format_version", kSweepIndexFormatVersion);
     f.set_attr("rcsim_version", version());
@@ -82,20 +85,21 @@ void write_sweep_index(const std::string& path, const std::string& definition, c
       files.push_back(fs::path(points[i].config.output.file).filename().string());
       states.push_back(to_string(status.at(i)));
     }
-    const h5::Dataset point = f.write("point", {n}, ids.data());
-    point.make_scale("point");
-    point.set_attr("long_name", "point index, in expansion order (product: last axis fastest)");
+    // The point coordinate, at the root and in /parameters (xarray.open_dataset(file, group=...)).
+    const std::string point_long_name = "point index, in expansion order (product: last axis fastest)";
+    f.write_coordinate("point", ids, point_long_name);
     auto column = [&](const h5::Group& g, const std::string& name, const std::vector<std::string>& v,
                       const std::string& long_name) {
       const h5::Dataset ds = g.write_strings(name, v);
       ds.set_attr("long_name", long_name);
-      ds.attach_scale(point, 0);
+      g.label_axes(ds, {"point"});
     };
     column(f, "name", names, "point name (the swept key=value pairs)");
     column(f, "file", files, "run file of the point, relative to the index's directory");
     column(f, "status", states, "pending | complete | failed");
     const h5::Group params = f.create_group("parameters");
     params.set_attr("long_name", "the swept keys' values at each point, as text (one dataset per key)");
+    params.write_coordinate("point", ids, point_long_name);
     std::vector<std::string> keys;
     for (const auto& [key, values] : axes) {
       (void)values;
@@ -104,14 +108,17 @@ void write_sweep_index(const std::string& path, const std::string& definition, c
       for (const auto& p : points) v.push_back(p.values.at(key));
       column(params, key, v, "value of configuration key " + key);
     }
-    f.write_strings("keys", keys).set_attr("long_name", "the swept configuration keys, in axis order");
-    f.flush();
+    const h5::Dataset key_list = f.write_strings("keys", keys);
+    key_list.set_attr("long_name", "the swept configuration keys, in axis order");
+    f.label_axes(key_list, {"axis"});
+    f.label_unlabelled_axes();
+    }
+    f.close();  // checked before the rename
+    replace_with(tmp, path);
   } catch (...) {
-    fs::remove(tmp, ec);
+    remove_quietly(tmp);
     throw;
   }
-  fs::rename(tmp, path, ec);
-  if (ec) throw RuntimeError("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
 }
 
 std::optional<std::string> read_sweep_definition(const std::string& path) {

@@ -13,7 +13,7 @@
 
 namespace rcsim {
 
-constexpr int kSweepIndexFormatVersion = 1;
+constexpr int kSweepIndexFormatVersion = 2;  // 2: /parameters carries its own point coordinate
 
 enum class PointStatus { pending, complete, failed };
 std::string to_string(PointStatus s);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/errors.hpp"
+#include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
 #include "run/run_file.hpp"
 #include "measure/summary.hpp"
@@ -157,34 +158,48 @@ RunAnalysis analyze_run(const std::string& path, const AnalysisOptions& o) {
   if (!std::isfinite(a.eps)) a.eps = kNaN;
   a.bound_rate = bound_rate(a.eps, a.radius);
   a.rate_ratio = -a.mu.ensemble.slope / a.bound_rate;
+  a.log10_bound_rate = log10_bound_rate(a.eps, a.radius);
+  a.log10_rate_ratio = std::log10(-a.mu.ensemble.slope) - a.log10_bound_rate;
   return a;
 }
 
 void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
-  const std::string tmp = a.path + ".analysis.tmp";
-  std::error_code ec;
-  fs::copy_file(a.path, tmp, fs::copy_options::overwrite_existing, ec);
-  if (ec) throw UsageError("run file '" + a.path + "': cannot copy to '" + tmp + "': " + ec.message());
+  // A new file (an exclusive temporary beside the run file: the run file with /analysis added),
+  // written and checked, then renamed over the run file: the run file is never edited in place.
+  require_regular_or_absent(a.path, "");
+  const ExclusiveLock lock(lock_path_for(a.path), "run file '" + a.path + "'");
+  remove_stale_temporaries(a.path);
+  const std::string tmp = create_temporary(a.path);
   try {
     {
-      const h5::File f = h5::File::open_readwrite(tmp);
+      h5::File f = h5::File::open_readwrite(a.path, tmp);
+      {
       if (f.exists("analysis")) f.remove("analysis");
-      const h5::Dataset trial = f.open_dataset("trial"), layer = f.open_dataset("layer");
       const h5::Group g = f.create_group("analysis");
       g.set_attr("rcsim_version", version());
       g.set_attr("created_utc", utc_now());
       g.set_attr("window", window_rule(o));
       g.set_attr("threshold", o.threshold);
       const auto T = static_cast<hsize_t>(a.trials), n = static_cast<hsize_t>(a.layer.size());
+      // Each group carries its own coordinates (xarray.open_dataset(file, group=...)).
+      std::vector<std::int64_t> trial_ids(T), layer_ids;
+      for (hsize_t i = 0; i < T; ++i) trial_ids[i] = static_cast<std::int64_t>(i);
+      for (double t : a.layer) layer_ids.push_back(static_cast<std::int64_t>(t));
+      auto coordinates = [&](const h5::Group& grp) {
+        grp.write_coordinate("trial", trial_ids, "trial index");
+        grp.write_coordinate("layer", layer_ids, "layer t (0 = the input X(0)) of each recorded column");
+      };
+      coordinates(g);
       auto per_trial = [&](const h5::Group& grp, const std::string& name, const std::vector<double>& v,
                            const std::string& long_name, const std::string& units) {
         const h5::Dataset ds = grp.write(name, {T}, v.data());
         ds.set_attr("long_name", long_name);
         ds.set_attr("units", units);
-        ds.attach_scale(trial, 0);
+        grp.label_axes(ds, {"trial"});
       };
       for (const CurveRates* c : {&a.mu, &a.rank_one_residual}) {
         const h5::Group cg = g.create_group(c->measure);
+        coordinates(cg);
         std::vector<double> rate, err, r2, first, last, points;
         for (const LogLinearFit& fit : c->trial) {
           rate.push_back(-fit.slope);
@@ -203,7 +218,7 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
         per_trial(cg, "window_points", points, "recorded layers in the fit window", "1");
         const h5::Dataset med = cg.write("median_curve", {n}, c->median_curve.data());
         med.set_attr("long_name", "median over trials of " + what);
-        med.attach_scale(layer, 0);
+        cg.label_axes(med, {"layer"});
         cg.set_attr("ensemble_decay_rate", -c->ensemble.slope);
         cg.set_attr("ensemble_decay_rate_stderr", c->ensemble.slope_stderr);
         cg.set_attr("ensemble_window_first", c->ensemble.points ? c->ensemble.first_layer : kNaN);
@@ -221,10 +236,13 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
       g.set_attr("collapsed_fraction", a.collapsed_fraction);
 
       const h5::Group th = g.create_group("theory");
+      coordinates(th);
       th.set_attr("radius", a.radius);
       th.set_attr("eps", a.eps);
       th.set_attr("bound_rate", a.bound_rate);
       th.set_attr("rate_ratio", a.rate_ratio);
+      th.set_attr("log10_bound_rate", a.log10_bound_rate);
+      th.set_attr("log10_rate_ratio", a.log10_rate_ratio);
       th.set_attr("formula", "bound = C (1 - eps^r)^(t/r), C = mu at the first recorded layer (per trial)");
       per_trial(th, "eps", a.eps_trial, "smallest attention weight seen in the trial", "1");
       per_trial(th, "C", a.C, "mu at the first recorded layer", "same as X");
@@ -235,16 +253,17 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
       for (std::size_t j = 0; j < n; ++j) median_bound[j] = theory_bound(C_med, a.eps, a.radius, a.layer[j]);
       const h5::Dataset b = th.write("bound", {T, n}, bound.data());
       b.set_attr("long_name", "reported bound C (1 - eps^r)^(t/r) with the run's smallest eps");
-      b.attach_scale(trial, 0);
-      b.attach_scale(layer, 1);
+      th.label_axes(b, {"trial", "layer"});
       const h5::Dataset bm = th.write("bound_median", {n}, median_bound.data());
       bm.set_attr("long_name", "the bound with C = median over trials of mu at the first layer");
-      bm.attach_scale(layer, 0);
-      f.flush();
+      th.label_axes(bm, {"layer"});
+      f.label_unlabelled_axes();
+      }
+      f.close();  // checked: an analysis that did not fit leaves the run file untouched
     }
-    fs::rename(tmp, a.path);
+    replace_with(tmp, a.path);
   } catch (...) {
-    fs::remove(tmp, ec);
+    remove_quietly(tmp);
     throw;
   }
 }
@@ -276,7 +295,12 @@ std::string analysis_table(const RunAnalysis& a, const AnalysisOptions& o) {
   else
     os << "never reached in any trial\n";
   os << "  theory: radius r = " << a.radius << ", eps = min attn_min = " << fmt(a.eps)
-     << ", bound rate -ln(1 - eps^r)/r = " << fmt(a.bound_rate) << ", measured/bound = " << fmt(a.rate_ratio) << "\n";
+     << ", bound rate -ln(1 - eps^r)/r = ";
+  // Where eps^r underflows the rate is 0 in double and the ratio inf: give both as powers of 10.
+  if (std::isfinite(a.rate_ratio) && a.bound_rate > 0)
+    os << fmt(a.bound_rate) << ", measured/bound = " << fmt(a.rate_ratio) << "\n";
+  else
+    os << "10^" << fmt(a.log10_bound_rate) << ", measured/bound = 10^" << fmt(a.log10_rate_ratio) << "\n";
   return os.str();
 }
 

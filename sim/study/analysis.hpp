@@ -46,6 +46,8 @@ struct RunAnalysis {
   double bound_rate = 0;          // -ln(1 - eps^r) / r
   std::vector<double> C;          // per trial: mu at the first recorded layer
   double rate_ratio = 0;          // ensemble decay rate of mu / bound_rate
+  double log10_bound_rate = 0;    // log10 of bound_rate, finite where the rate underflows
+  double log10_rate_ratio = 0;    // log10 of rate_ratio, from the log10 rates
 };
 
 // Read and analyse a run file. UsageError: missing file, not an rcsim run file, incomplete.

@@ -77,13 +77,16 @@ FixedLayerMap::FixedLayerMap(const Config& c)
   require_fixed(c.weights.q, "weights.q");
   require_fixed(c.weights.k, "weights.k");
   require_fixed(c.weights.v, "weights.v");
+  if (c.weights.qk != BilinearType::none && c.weights.qk != BilinearType::identity)
+    throw UsageError("key 'weights.qk' = " + to_string(c.weights.qk) +
+                     ": rcsim equilibria needs fixed weights (none or identity)");
   mask_ = make_mask(c_);
   norm_ = Normalization::from_config(c_);
   const InputFiles none;
   WeightSampler sampler(c_, none);
   RandomStream unused(0, 0);
   w_ = sampler.layer(0, unused);
-  params_ = LayerParams{&mask_, c_.model.d_qk, c_.residual_alpha, &norm_};
+  params_ = layer_params(c_, &mask_, &norm_);
 }
 
 void FixedLayerMap::apply(const Eigen::Ref<const Matrix>& X, Matrix& out) { attention_layer(X, w_, params_, ws_, out); }
@@ -173,9 +176,10 @@ void write_equilibria_file(const std::string& path, const Config& c, const Equil
                            const EquilibriumSearch& s, const std::string& command_line) {
   const auto S = static_cast<hsize_t>(s.starts.size()), K = static_cast<hsize_t>(s.equilibria.size()),
              N = static_cast<hsize_t>(c.model.tokens), d = static_cast<hsize_t>(c.model.dim);
-  const h5::File f = h5::File::create(path);
+  h5::File f = h5::File::create(path);
+  {
   f.set_attr("filetype", "rcsim-equilibria");
-  f.set_attr("format_version", 1);
+  f.set_attr("format_version", 2);  // 2: each group carries its own coordinates
   f.set_attr("rcsim_version", version());
   f.set_attr("git_sha", git_sha());
   f.set_attr("created_utc", utc_now());
@@ -199,12 +203,9 @@ void write_equilibria_file(const std::string& path, const Config& c, const Equil
   std::vector<std::int64_t> ids(S), kid(K);
   for (hsize_t i = 0; i < S; ++i) ids[i] = static_cast<std::int64_t>(i);
   for (hsize_t i = 0; i < K; ++i) kid[i] = static_cast<std::int64_t>(i);
-  const h5::Dataset start = f.write("start", {S}, ids.data());
-  start.make_scale("start");
-  start.set_attr("long_name", "starting point (trial) index");
-  const h5::Dataset eqid = f.write("equilibrium_index", {K}, kid.data());
-  eqid.make_scale("equilibrium_index");
-  eqid.set_attr("long_name", "distinct equilibrium index");
+  // Coordinates; the group /equilibria carries its own (xarray.open_dataset(file, group=...)).
+  f.write_coordinate("start", ids, "starting point (trial) index");
+  f.write_coordinate("equilibrium_index", kid, "distinct equilibrium index");
 
   auto ints = [](const auto& items, auto get) {
     std::vector<std::int64_t> v;
@@ -216,11 +217,11 @@ void write_equilibria_file(const std::string& path, const Config& c, const Equil
     for (const auto& x : items) v.push_back(get(x));
     return v;
   };
-  auto put = [&](const h5::Group& g, const std::string& name, const auto& v, const h5::Dataset& scale,
+  auto put = [&](const h5::Group& g, const std::string& name, const auto& v, const std::string& dim,
                  const std::string& long_name) {
     const h5::Dataset ds = g.write(name, {static_cast<hsize_t>(v.size())}, v.data());
     ds.set_attr("long_name", long_name);
-    ds.attach_scale(scale, 0);
+    g.label_axes(ds, {dim});
   };
   {
     std::vector<Matrix> st, en;
@@ -231,46 +232,49 @@ void write_equilibria_file(const std::string& path, const Config& c, const Equil
     const auto a = stack(st), b = stack(en);
     const h5::Dataset ds0 = f.write("start_states", {S, N, d}, a.data());
     ds0.set_attr("long_name", "X(0) of each start");
-    ds0.attach_scale(start, 0);
+    f.label_axes(ds0, {"start", "token", "feature"});
     const h5::Dataset ds1 = f.write("end_states", {S, N, d}, b.data());
     ds1.set_attr("long_name", "X at the end of the iteration");
-    ds1.attach_scale(start, 0);
+    f.label_axes(ds1, {"start", "token", "feature"});
   }
   const auto& st = s.starts;
-  put(f, "residual", doubles(st, [](const EndState& e) { return e.residual; }), start,
+  put(f, "residual", doubles(st, [](const EndState& e) { return e.residual; }), "start",
       "fixed-point residual ||layer(X) - X||_F at the end state");
-  put(f, "layers_used", ints(st, [](const EndState& e) { return e.layers; }), start, "layers iterated");
-  put(f, "converged", ints(st, [](const EndState& e) { return e.converged ? 1 : 0; }), start,
+  put(f, "layers_used", ints(st, [](const EndState& e) { return e.layers; }), "start", "layers iterated");
+  put(f, "converged", ints(st, [](const EndState& e) { return e.converged ? 1 : 0; }), "start",
       "1 if residual < tol within max_layers");
-  put(f, "rank", ints(st, [](const EndState& e) { return e.cls.rank; }), start, "numerical rank of the end state");
-  put(f, "token_class", ints(st, [](const EndState& e) { return static_cast<int>(e.cls.tokens); }), start,
+  put(f, "rank", ints(st, [](const EndState& e) { return e.cls.rank; }), "start", "numerical rank of the end state");
+  put(f, "token_class", ints(st, [](const EndState& e) { return static_cast<int>(e.cls.tokens); }), "start",
       "0 identical, 1 antipodal, 2 distinct tokens");
-  put(f, "clusters", ints(st, [](const EndState& e) { return e.cls.clusters; }), start, "groups of identical tokens");
-  put(f, "equilibrium", ints(st, [](const EndState& e) { return e.equilibrium; }), start,
+  put(f, "clusters", ints(st, [](const EndState& e) { return e.cls.clusters; }), "start", "groups of identical tokens");
+  put(f, "equilibrium", ints(st, [](const EndState& e) { return e.equilibrium; }), "start",
       "index of the equilibrium reached (-1: not converged)");
 
   const h5::Group g = f.create_group("equilibria");
+  g.write_coordinate("equilibrium_index", kid, "distinct equilibrium index");
   std::vector<Matrix> xs;
   for (const auto& e : s.equilibria) xs.push_back(e.X);
   const auto xdata = stack(xs);
   const h5::Dataset dx = g.write("X", {K, N, d}, xdata.data());
   dx.set_attr("long_name", "distinct equilibria (first end state reaching each)");
-  dx.attach_scale(eqid, 0);
+  g.label_axes(dx, {"equilibrium_index", "token", "feature"});
   const auto& eq = s.equilibria;
-  put(g, "rank", ints(eq, [](const Equilibrium& e) { return e.cls.rank; }), eqid, "numerical rank");
-  put(g, "token_class", ints(eq, [](const Equilibrium& e) { return static_cast<int>(e.cls.tokens); }), eqid,
+  put(g, "rank", ints(eq, [](const Equilibrium& e) { return e.cls.rank; }), "equilibrium_index", "numerical rank");
+  put(g, "token_class", ints(eq, [](const Equilibrium& e) { return static_cast<int>(e.cls.tokens); }), "equilibrium_index",
       "0 identical, 1 antipodal, 2 distinct tokens");
-  put(g, "clusters", ints(eq, [](const Equilibrium& e) { return e.cls.clusters; }), eqid, "groups of identical tokens");
-  put(g, "residual", doubles(eq, [](const Equilibrium& e) { return e.residual; }), eqid, "||layer(X) - X||_F");
-  put(g, "stable", ints(eq, [](const Equilibrium& e) { return e.stable ? 1 : 0; }), eqid,
+  put(g, "clusters", ints(eq, [](const Equilibrium& e) { return e.cls.clusters; }), "equilibrium_index", "groups of identical tokens");
+  put(g, "residual", doubles(eq, [](const Equilibrium& e) { return e.residual; }), "equilibrium_index", "||layer(X) - X||_F");
+  put(g, "stable", ints(eq, [](const Equilibrium& e) { return e.stable ? 1 : 0; }), "equilibrium_index",
       "1 if every perturbation probe ended within sqrt(perturbation) (relative) of X");
-  put(g, "probe_distance", doubles(eq, [](const Equilibrium& e) { return e.probe_distance; }), eqid,
+  put(g, "probe_distance", doubles(eq, [](const Equilibrium& e) { return e.probe_distance; }), "equilibrium_index",
       "largest relative distance of a probe's end state from X");
-  put(g, "count", ints(eq, [](const Equilibrium& e) { return e.count; }), eqid, "starts ending here");
-  put(g, "basin_fraction", doubles(eq, [](const Equilibrium& e) { return e.basin_fraction; }), eqid,
+  put(g, "count", ints(eq, [](const Equilibrium& e) { return e.count; }), "equilibrium_index", "starts ending here");
+  put(g, "basin_fraction", doubles(eq, [](const Equilibrium& e) { return e.basin_fraction; }), "equilibrium_index",
       "fraction of starts ending here");
-  f.flush();
+  f.label_unlabelled_axes();
   f.set_attr("complete", 1);
+  }
+  f.close();  // checked: the caller renames only a verified file
 }
 
 std::string equilibria_table(const EquilibriumSearch& s) {

@@ -59,6 +59,23 @@ def measures(x, rtol, max_rank):
             "sigma_at_max_rank": s[max_rank - 1]}
 
 
+def write_random_inputs(path, rng, shape):
+    """X0 ~ N(0, 1) [T, N, d] and W_Q, W_K [L, H, d, d_k], W_V [L, H, d, d] ~ N(0, 1/d), written to
+    `path` as rcsim's init.file and weights.file; returns (x0, wq, wk, wv) with the head axis."""
+    t, n, d, dk, layers, heads = shape
+    x0 = rng.standard_normal((t, n, d))
+    wq = rng.standard_normal((layers, heads, d, dk)) / np.sqrt(d)
+    wk = rng.standard_normal((layers, heads, d, dk)) / np.sqrt(d)
+    wv = rng.standard_normal((layers, heads, d, d)) / np.sqrt(d)
+    with h5py.File(path, "w") as f:
+        f["X0"] = x0
+        # Files take [L, d, k] for one head and [L, H, d, k] for several.
+        f["W_Q"] = wq[:, 0] if heads == 1 else wq
+        f["W_K"] = wk[:, 0] if heads == 1 else wk
+        f["W_V"] = wv[:, 0] if heads == 1 else wv
+    return x0, wq, wk, wv
+
+
 def simulate(x0, wq, wk, wv, mask, norm, d_qk, alpha, eps, gain, bias, rtol, max_rank):
     """Return per-layer measures and attention diagnostics of one trial."""
     x = x0.copy()
@@ -102,17 +119,8 @@ def main():
     ]
     for ci, case in enumerate(cases):
         H = case["heads"]
-        x0 = rng.standard_normal((T, N, D))
-        wq = rng.standard_normal((L, H, D, DK)) / np.sqrt(D)
-        wk = rng.standard_normal((L, H, D, DK)) / np.sqrt(D)
-        wv = rng.standard_normal((L, H, D, D)) / np.sqrt(D)
         path = os.path.join(work, f"inputs{ci}.h5")
-        with h5py.File(path, "w") as f:
-            f["X0"] = x0
-            # Files take [L, d, k] for one head and [L, H, d, k] for several.
-            f["W_Q"] = wq[:, 0] if H == 1 else wq
-            f["W_K"] = wk[:, 0] if H == 1 else wk
-            f["W_V"] = wv[:, 0] if H == 1 else wv
+        x0, wq, wk, wv = write_random_inputs(path, rng, (T, N, D, DK, L, H))
         gain = np.linspace(0.5, 1.5, D)
         bias = np.zeros(D)
         eps = 1e-5

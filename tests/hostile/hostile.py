@@ -1,0 +1,363 @@
+#!/usr/bin/python3
+"""Hostile inputs and write safety of the rcsim CLI, table-driven.
+
+    hostile.py RCSIM WORKDIR [-k SUBSTRING]
+
+Each case gets an empty directory, prepares files in it (a good run file, a foreign file, a
+symlink...), runs one rcsim command (optionally under a file-size limit, RLIMIT_FSIZE, which
+makes writes fail with EFBIG like a full disk) and asserts:
+  - the exit code;
+  - stderr holds a line with the expected text (and at most one 'error:' line);
+  - every file that existed before is bitwise unchanged (SHA-256), unless the case says it may change;
+  - nothing is left behind: no *.tmp, *.lock or *.partial, and no new files besides the expected ones.
+Then the two-process cases: a second run on an output (or sweep directory) in use stops at once
+with "in use by process N" while the first finishes. Exit 0 iff every case passes.
+"""
+import argparse
+import hashlib
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+
+SMALL = ["--config", "small.ini"]
+SWEEP = ["--config", "sweep.ini"]
+EQ = ["--config", "eq.ini"]
+CONFIGS = {
+    "small.ini": "[model]\ntokens = 6\ndim = 4\nlayers = 20\n[run]\ntrials = 4\nthreads = 1\n",
+    "sweep.ini": "[model]\ntokens = 6\ndim = 4\nlayers = 20\n[run]\ntrials = 4\nthreads = 1\n"
+                 "[output]\nfile = sw/p.h5\n[sweep]\nmask.type = complete, causal\n",
+    "eq.ini": "[model]\ntokens = 3\ndim = 2\nlayers = 200\n[norm]\ntype = sphere\n[weights]\nq = zero\nk = zero\n"
+              "v = identity\n[init]\ntype = sphere\n[run]\ntrials = 4\n[output]\nfile = eq.h5\n",
+}
+
+
+def sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def snapshot(d):
+    """{relative path: hash or 'dir'/'link'/'other'} of everything under d (links not followed)."""
+    out = {}
+    for root, dirs, files in os.walk(d):
+        for n in dirs + files:
+            p = os.path.join(root, n)
+            rel = os.path.relpath(p, d)
+            if os.path.islink(p):
+                out[rel] = "link:" + os.readlink(p)
+            elif os.path.isdir(p):
+                out[rel] = "dir"
+            elif os.path.isfile(p):
+                out[rel] = sha(p)
+            else:
+                out[rel] = "other"
+    return out
+
+
+class Ctx:
+    def __init__(self, rcsim, d):
+        self.rcsim, self.d = rcsim, d
+        for name, text in CONFIGS.items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+
+    def p(self, name):
+        return os.path.join(self.d, name)
+
+    def run(self, args, fsize=None, check=True):
+        def limit():
+            if fsize is not None:
+                resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        r = subprocess.run([self.rcsim] + args, cwd=self.d, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, preexec_fn=limit, timeout=60)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"setup command failed ({r.returncode}): {args}\n{r.stderr}")
+        return r
+
+    def good_run(self, name="run.h5", extra=()):
+        self.run(["run", "--quiet", f"--output.file={name}"] + SMALL + list(extra))
+
+    def text(self, name, content="not an rcsim file\n"):
+        with open(self.p(name), "w") as f:
+            f.write(content)
+
+
+def foreign_hdf5(ctx, name):
+    import h5py
+    with h5py.File(ctx.p(name), "w") as f:
+        f["data"] = [1.0, 2.0, 3.0]
+        f.attrs["filetype"] = "someone-else"
+
+
+def eye_mask(ctx):
+    import h5py
+    import numpy as np
+    with h5py.File(ctx.p("eye_mask.h5"), "w") as f:
+        f["mask"] = np.eye(3, dtype="u1")  # every token attends only to itself: no centre
+
+
+def check_eye_run(d):
+    import h5py
+    with h5py.File(os.path.join(d, "eye.h5"), "r") as f:
+        m = f["mask"].attrs
+        return list(m["centres"]) == [] and m["radius"] == -1 and m["quasi_strongly_connected"] == 0 \
+            and f.attrs["complete"] == 1
+
+
+# Each case: (name, setup(ctx), args, expected exit, expected text in stderr, files that may change,
+#             files expected to be created, fsize limit or None)
+def cases():
+    big = ["--model.layers=200", "--run.trials=8", "--output.spectrum=true", "--output.tokens=all"]
+    return [
+        # 1. disk full (file-size limit) over a good output: old file intact, no temporary, OS error named
+        ("disk_full_run_keeps_old_file", lambda c: c.good_run(),
+         ["run", "--output.file=run.h5", "--force", "--run.seed=7"] + SMALL + big, 1, "File too large", [], [], 40000),
+        ("disk_full_new_output_leaves_nothing", lambda c: None,
+         ["run", "--output.file=new.h5"] + SMALL + big, 1, "File too large", [], [], 40000),
+        ("disk_full_analyze_keeps_run_file", lambda c: c.good_run(),
+         ["analyze", "run.h5"], 1, "File too large", [], [], "run.h5+2000"),
+        ("disk_full_sweep_point", lambda c: None,
+         ["sweep"] + SWEEP + big, 1, "File too large",
+         [], ["sw", "sw/p", "sw/p/index.h5"], 40000),
+        ("disk_full_equilibria", lambda c: None, ["equilibria"] + EQ, 1, "File too large", [], [], 3000),
+        # 2. foreign files are refused (exit 2, named), never replaced
+        ("run_refuses_text_file", lambda c: c.text("run.h5"), ["run", "--output.file=run.h5"] + SMALL, 2,
+         "'run.h5' exists and is not a complete rcsim-run file", [], [], None),
+        ("run_refuses_foreign_hdf5", lambda c: foreign_hdf5(c, "run.h5"), ["run", "--output.file=run.h5"] + SMALL, 2,
+         "is not a complete rcsim-run file", [], [], None),
+        ("run_refuses_equilibria_file", lambda c: c.run(["equilibria", "--output.file=run.h5", "--quiet"] + EQ),
+         ["run", "--output.file=run.h5"] + SMALL, 2, "is not a complete rcsim-run file", [], [], None),
+        ("run_force_replaces_text_file", lambda c: c.text("run.h5"), ["run", "--force", "--output.file=run.h5"] + SMALL,
+         0, "", ["run.h5"], [], None),
+        ("run_refuses_directory", lambda c: os.mkdir(c.p("out.h5")), ["run", "--force", "--output.file=out.h5"] + SMALL,
+         2, "'out.h5' exists and is a directory", [], [], None),
+        # 10. absurd sizes refused before allocating, with the memory they would need
+        ("run_refuses_absurd_layers", lambda c: None, ["run", "--output.file=big.h5", "--model.layers=2000000000", "--run.trials=1000000"] + SMALL,
+         2, "would need about", [], [], None),
+        ("dry_run_refuses_absurd_layers", lambda c: None,
+         ["run", "--dry-run", "--output.file=big.h5", "--model.layers=2000000000", "--run.trials=1000000"] + SMALL, 2, "would need about", [], [],
+         None),
+        ("dry_run_prints_memory_estimate", lambda c: None, ["run", "--dry-run", "--output.file=x.h5"] + SMALL, 0, "", [],
+         [], None),
+        ("run_huge_log_schedule_is_quick", lambda c: None,
+         ["run", "--output.file=log.h5", "--output.schedule=log:2147483647"] + SMALL, 0, "", [], ["log.h5"], None),
+        ("run_refuses_trailing_slash", lambda c: None, ["run", "--output.file=out/"] + SMALL, 2,
+         "'out/' names a directory", [], [], None),
+        ("keys_refuses_trailing_slash", lambda c: None, ["keys", "--output.file=k/"], 2,
+         "'k/' names a directory", [], [], None),
+        ("run_refuses_symlink", lambda c: (c.text("victim.txt"), os.symlink("victim.txt", c.p("out.h5"))),
+         ["run", "--force", "--output.file=out.h5"] + SMALL, 2, "'out.h5' exists and is a symbolic link", [], [], None),
+        ("run_refuses_device", lambda c: None, ["run", "--force", "--output.file=/dev/null"] + SMALL, 2,
+         "'/dev/null' exists and is a device", [], [], None),
+        ("sweep_refuses_text_point", lambda c: (os.makedirs(c.p("sw/p")), c.text("sw/p/mask.type=causal.h5")),
+         ["sweep"] + SWEEP, 2,
+         "is not a complete rcsim-run file", [], [], None),
+        ("keys_refuses_text_file", lambda c: c.text("keys.h5"), ["keys", "--output.file=keys.h5"], 2,
+         "'keys.h5' exists and is not a complete rcsim-keys file", [], [], None),
+        ("keys_refuses_symlink", lambda c: (c.text("victim.txt"), os.symlink("victim.txt", c.p("keys.h5"))),
+         ["keys", "--force", "--output.file=keys.h5"], 2, "is a symbolic link", [], [], None),
+        ("brody_example_refuses_text_file", lambda c: c.text("ex.h5"), ["brody-example", "--output.file=ex.h5"], 2,
+         "is not a complete rcsim-brody-example file", [], [], None),
+        ("equilibria_refuses_text_file", lambda c: c.text("eq.h5"),
+         ["equilibria"] + EQ, 2,
+         "'eq.h5' exists and is not a complete rcsim-equilibria file", [], [], None),
+        ("equilibria_refuses_run_file", lambda c: c.good_run("eq.h5"),
+         ["equilibria"] + EQ, 2,
+         "is not a complete rcsim-equilibria file", [], [], None),
+        ("analyze_refuses_symlink", lambda c: (c.good_run(), os.symlink("run.h5", c.p("link.h5"))),
+         ["analyze", "link.h5"], 2, "'link.h5' exists and is a symbolic link", [], [], None),
+        # 6. temporaries are never followed through symlinks planted at the old predictable names
+        ("run_ignores_planted_tmp_symlink",
+         lambda c: (c.good_run(), c.text("victim.txt"), os.symlink("victim.txt", c.p("run.h5.tmp")),
+                    os.symlink("victim.txt", c.p(".run.h5.tmp"))),
+         ["run", "--force", "--output.file=run.h5", "--run.seed=5"] + SMALL, 0, "", ["run.h5"], [], None),
+        ("analyze_ignores_planted_tmp_symlink",
+         lambda c: (c.good_run(), c.text("victim.txt"), os.symlink("victim.txt", c.p("run.h5.analysis.tmp"))),
+         ["analyze", "run.h5"], 0, "", ["run.h5"], [], None),
+        ("run_removes_stale_temporary_of_killed_run",
+         lambda c: (c.text(".run.h5.AbC123.tmp", "half a file"), c.text(".run.h5.partial.XyZ789.tmp", "half")),
+         ["run", "--output.file=run.h5"] + SMALL, 0, "", [".run.h5.AbC123.tmp", ".run.h5.partial.XyZ789.tmp"],
+         ["run.h5"], None),
+        # 11. a custom mask that is not quasi-strongly connected is legal: written, empty centres, radius -1
+        ("run_custom_mask_not_quasi_strongly_connected", eye_mask,
+         ["run", "--output.file=eye.h5", "--model.tokens=3", "--mask.type=custom", "--mask.file=eye_mask.h5"] + SMALL,
+         0, "not quasi-strongly connected", [], ["eye.h5"], None),
+        ("sweep_ignores_planted_index_symlink",
+         lambda c: (os.makedirs(c.p("sw/p")), c.text("victim.txt"), os.symlink("../../victim.txt", c.p("sw/p/index.h5.tmp"))),
+         ["sweep"] + SWEEP, 0, "", [],
+         ["sw/p/mask.type=complete.h5", "sw/p/mask.type=causal.h5", "sw/p/index.h5"], None),
+    ]
+
+
+def check_case(rcsim, work, case):
+    name, setup, args, code, text, may_change, created, fsize = case
+    d = os.path.join(work, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    c = Ctx(rcsim, d)
+    setup(c)
+    if isinstance(fsize, str):  # "FILE+N": the size of FILE plus N bytes
+        f, extra = fsize.split("+")
+        fsize = os.path.getsize(c.p(f)) + int(extra)
+    before = snapshot(d)
+    r = c.run(args, fsize=fsize, check=False)
+    after = snapshot(d)
+    problems = []
+    if r.returncode != code:
+        problems.append(f"exit {r.returncode}, expected {code}")
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    if text and not any(text in ln for ln in lines):
+        problems.append(f"no stderr line contains {text!r}")
+    if code != 0 and args[0] != "sweep" and sum("error" in ln for ln in lines) != 1:
+        problems.append(f"expected exactly one error line, got {sum('error' in ln for ln in lines)}")
+    for rel, h in before.items():
+        if rel in may_change:
+            continue
+        if after.get(rel) != h:
+            problems.append(f"pre-existing '{rel}' changed or removed")
+    for rel in after:
+        if rel not in before and rel not in created:
+            problems.append(f"left behind: '{rel}'")
+    if name == "run_custom_mask_not_quasi_strongly_connected" and r.returncode == 0 and not check_eye_run(d):
+        problems.append("eye.h5: expected centres = [], radius = -1, quasi_strongly_connected = 0, complete = 1")
+    if name == "dry_run_prints_memory_estimate" and "memory: about" not in r.stdout:
+        problems.append("the dry run prints no memory estimate")
+    status = "ok" if not problems else "FAIL"
+    print(f"[{status}] {name}: exit {r.returncode}" + ("" if not problems else "\n    " + "\n    ".join(problems) +
+                                                        "\n    stderr: " + r.stderr.strip().replace("\n", "\n            ")))
+    return not problems
+
+
+def wait_for(path, timeout=60):
+    t0 = time.time()
+    while not os.path.exists(path):
+        if time.time() - t0 > timeout:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def concurrency(rcsim, work, sweep):
+    """Two processes on one output (or one sweep directory): the second stops at once."""
+    name = "two_sweeps_one_directory" if sweep else "two_runs_one_output"
+    d = os.path.join(work, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    for file, text in CONFIGS.items():
+        with open(os.path.join(d, file), "w") as f:
+            f.write(text)
+    with open(os.path.join(d, "sweep2.ini"), "w") as f:
+        f.write(CONFIGS["sweep.ini"].replace("mask.type = complete, causal", "run.seed = 1, 2"))
+    slow = ["--model.tokens=16", "--model.dim=8", "--model.layers=400", "--run.trials=64", "--run.threads=1", "--quiet"]
+    if sweep:
+        first = [rcsim, "sweep"] + SWEEP + slow
+        second = [rcsim, "sweep", "--config", "sweep2.ini"] + slow
+        lock = os.path.join(d, "sw", "p", "index.h5.lock")
+    else:
+        first = [rcsim, "run", "--output.file=run.h5"] + SMALL + slow
+        second = [rcsim, "run", "--output.file=run.h5", "--run.seed=9"] + SMALL + slow
+        lock = os.path.join(d, "run.h5.lock")
+    a = subprocess.Popen(first, cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    problems = []
+    if not wait_for(lock):
+        problems.append("the first process never took its lock")
+    t0 = time.time()
+    b = subprocess.run(second, cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120)
+    secs = time.time() - t0
+    a_running = a.poll() is None
+    _, a_err = a.communicate(timeout=600)
+    if b.returncode != 1:
+        problems.append(f"second process: exit {b.returncode}, expected 1")
+    if f"in use by process {a.pid}" not in b.stderr:
+        problems.append(f"second process does not name process {a.pid}: {b.stderr.strip()}")
+    if not a_running:
+        problems.append("the first process ended before the second was refused: the case is too quick")
+    if a.returncode != 0:
+        problems.append(f"first process: exit {a.returncode}: {a_err.strip()}")
+    left = [n for n in snapshot(d) if n.endswith((".tmp", ".lock", ".partial"))]
+    if left:
+        problems.append(f"left behind: {left}")
+    print(f"[{'ok' if not problems else 'FAIL'}] {name}: second refused in {secs:.2f} s"
+          + ("" if not problems else "\n    " + "\n    ".join(problems)))
+    return not problems
+
+
+def checkpoint_of_another_configuration(rcsim, work):
+    """A run interrupted (SIGINT: completed trials checkpointed), then rerun with another seed
+    (checkpoint discarded with a warning) or other threads (resumed); both results equal an
+    uninterrupted run of their configuration value by value."""
+    import signal
+    import h5py
+    import numpy as np
+    d = os.path.join(work, "checkpoint_of_another_configuration")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    cfg = "[model]\ntokens = 12\ndim = 6\nlayers = 300\n[run]\ntrials = 400\nthreads = 1\n[output]\nfile = run.h5\n"
+    with open(os.path.join(d, "c.ini"), "w") as f:
+        f.write(cfg)
+    problems = []
+
+    def interrupted_run(seed):
+        a = subprocess.Popen([rcsim, "run", "--config", "c.ini", "-q", f"--run.seed={seed}"], cwd=d,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.4)
+        a.send_signal(signal.SIGINT)
+        a.communicate(timeout=120)
+        if not os.path.exists(os.path.join(d, "run.h5.partial")):
+            problems.append(f"no checkpoint after SIGINT (exit {a.returncode})")
+
+    def mu(name):
+        with h5py.File(os.path.join(d, name), "r") as f:
+            return np.array(f["metrics/mu"])
+
+    for seed_again, threads, expect in ((8, 1, "checkpoint of another configuration"), (7, 2, "resuming")):
+        for n in ("run.h5", "ref.h5"):
+            if os.path.exists(os.path.join(d, n)):
+                os.remove(os.path.join(d, n))
+        interrupted_run(7)
+        r = subprocess.run([rcsim, "run", "--config", "c.ini", f"--run.seed={seed_again}", f"--run.threads={threads}"],
+                           cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
+        if r.returncode != 0 or expect not in r.stderr:
+            problems.append(f"seed {seed_again}, threads {threads}: exit {r.returncode}, no '{expect}': {r.stderr.strip()}")
+        subprocess.run([rcsim, "run", "--config", "c.ini", "-q", f"--run.seed={seed_again}", "--output.file=ref.h5"],
+                       cwd=d, check=True, timeout=300, stderr=subprocess.DEVNULL)
+        if not np.array_equal(mu("run.h5"), mu("ref.h5")):
+            problems.append(f"seed {seed_again}, threads {threads}: result differs from an uninterrupted run")
+        left = [n for n in os.listdir(d) if n.endswith((".tmp", ".lock", ".partial"))]
+        if left:
+            problems.append(f"left behind: {left}")
+    print(f"[{'ok' if not problems else 'FAIL'}] checkpoint_of_another_configuration"
+          + ("" if not problems else "\n    " + "\n    ".join(problems)))
+    return not problems
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("rcsim")
+    ap.add_argument("work")
+    ap.add_argument("-k", default="", help="run only cases whose name contains this")
+    a = ap.parse_args()
+    rcsim = os.path.abspath(a.rcsim)
+    os.makedirs(a.work, exist_ok=True)
+    ok = True
+    n = 0
+    for case in cases():
+        if a.k in case[0]:
+            n += 1
+            ok &= check_case(rcsim, a.work, case)
+    for sweep in (False, True):
+        if a.k in ("two_sweeps_one_directory" if sweep else "two_runs_one_output"):
+            n += 1
+            ok &= concurrency(rcsim, a.work, sweep)
+    if a.k in "checkpoint_of_another_configuration":
+        n += 1
+        ok &= checkpoint_of_another_configuration(rcsim, a.work)
+    print(f"hostile: {n} cases, {'all passed' if ok else 'FAILURES'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

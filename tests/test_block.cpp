@@ -1,0 +1,200 @@
+// Transformer-block structure: norm.position, dropout, run.precision.
+// The placements are also checked against NumPy by tests/reference/check_blocks_numpy.py.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/config.hpp"
+#include "core/random.hpp"
+#include "model/dropout.hpp"
+#include "model/mask.hpp"
+#include "model/attention.hpp"
+#include "run/simulation.hpp"
+
+using namespace rcsim;
+using Catch::Matchers::WithinRel;
+
+namespace {
+
+RunResults simulate(const std::map<std::string, std::string>& values, int threads = 1) {
+  return run_simulation(prepare(make_config(values)), threads);
+}
+
+// One layer of the hand-worked 2 x 2 case: W_Q = W_K = 0 (uniform attention on the complete
+// mask, A = [[1/2, 1/2], [1/2, 1/2]]), W_V = I, N = sphere, X(0) = [[3, 4], [0, 2]].
+Matrix one_layer(const std::string& position, const std::string& alpha) {
+  const RunResults r = simulate({{"model.tokens", "2"}, {"model.dim", "2"}, {"model.layers", "1"},
+                                 {"weights.q", "zero"}, {"weights.k", "zero"}, {"weights.v", "identity"},
+                                 {"norm.type", "sphere"}, {"norm.position", position},
+                                 {"residual.alpha", alpha}, {"init.type", "fixed"}, {"init.matrix", "3 4; 0 2"},
+                                 {"run.trials", "1"}, {"output.tokens", "final"}});
+  return r.snapshots[0][0];
+}
+
+void check_matrix(const Matrix& got, const Matrix& want) {
+  REQUIRE(got.rows() == want.rows());
+  REQUIRE(got.cols() == want.cols());
+  for (Eigen::Index i = 0; i < got.rows(); ++i)
+    for (Eigen::Index j = 0; j < got.cols(); ++j) CHECK_THAT(got(i, j), WithinRel(want(i, j), 1e-14));
+}
+
+}  // namespace
+
+TEST_CASE("norm.position: the 2 x 2 case worked by hand", "[block]") {
+  // N(X) = [[0.6, 0.8], [0, 1]]; A N(X) = its mean row [0.3, 0.9] in both rows.
+  // A X = mean row of X = [1.5, 3].
+  const double s10 = std::sqrt(10.0);
+  Matrix want(2, 2);
+  SECTION("post with residual: N(X + A X) = [[4.5, 7] / sqrt(69.25), [1.5, 5] / sqrt(27.25)]") {
+    want << 4.5 / std::sqrt(69.25), 7 / std::sqrt(69.25), 1.5 / std::sqrt(27.25), 5 / std::sqrt(27.25);
+    check_matrix(one_layer("post", "1"), want);
+  }
+  SECTION("pre with residual: X + A N(X) = [[3.3, 4.9], [0.3, 2.9]]") {
+    want << 3.3, 4.9, 0.3, 2.9;
+    check_matrix(one_layer("pre", "1"), want);
+  }
+  SECTION("pre without residual: A N(X) = [[0.3, 0.9], [0.3, 0.9]]") {
+    want << 0.3, 0.9, 0.3, 0.9;
+    check_matrix(one_layer("pre", "0"), want);
+  }
+  SECTION("peri with residual: X + N(A N(X)), N([0.3, 0.9]) = [1, 3] / sqrt(10)") {
+    want << 3 + 1 / s10, 4 + 3 / s10, 1 / s10, 2 + 3 / s10;
+    check_matrix(one_layer("peri", "1"), want);
+  }
+  SECTION("peri with residual weight 0.5") {
+    want << 3 + 0.5 / s10, 4 + 1.5 / s10, 0.5 / s10, 2 + 1.5 / s10;
+    check_matrix(one_layer("peri", "0.5"), want);
+  }
+}
+
+TEST_CASE("norm.position and dropout keys: bad values are usage errors naming the key", "[block][config]") {
+  CHECK_THROWS_WITH(make_config({{"norm.position", "middle"}}), Catch::Contains("norm.position"));
+  CHECK_THROWS_WITH(make_config({{"dropout.attention", "1"}}), Catch::Contains("dropout.attention"));
+  CHECK_THROWS_WITH(make_config({{"dropout.output", "-0.1"}}), Catch::Contains("dropout.output"));
+  CHECK_THROWS_WITH(make_config({{"run.precision", "half"}}), Catch::Contains("run.precision"));
+  CHECK_THROWS_WITH(make_config({{"norm.position", "pre"}, {"residual.alpha", "1"}, {"residual.project", "tangent"}}),
+                    Catch::Contains("norm.position"));
+}
+
+TEST_CASE("dropout: zeros stay zero, kept entries are scaled by 1/(1-p)", "[block][dropout]") {
+  // A causal masked softmax: the upper triangle is masked out (exactly 0).
+  const int n = 40;
+  Matrix S = Matrix::Ones(n, n);
+  const MaskMatrix mask = causal_mask(n);
+  masked_softmax(S, mask);
+  const Matrix before = S;
+  RandomStream rng(7, 0, kDropoutStream);
+  const double p = 0.25;
+  apply_dropout(S, p, rng);
+  int dropped = 0;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      if (j > i) {
+        CHECK(S(i, j) == 0.0);
+      } else if (S(i, j) == 0.0) {
+        ++dropped;
+      } else {
+        CHECK(S(i, j) == before(i, j) * (1.0 / (1.0 - p)));
+      }
+    }
+  CHECK(dropped > 0);
+  RandomStream again(7, 0, kDropoutStream);
+  Matrix same = before;
+  apply_dropout(same, 0.0, again);  // p = 0: no change, no draw
+  CHECK(same == before);
+  CHECK(again.uniform() == RandomStream(7, 0, kDropoutStream).uniform());
+}
+
+TEST_CASE("dropout: the mean of every entry is preserved", "[block][dropout]") {
+  // 200 x 500 ones, p = 0.3: each entry is 0 or 1/(1-p), mean 1, variance p/(1-p). The sample mean
+  // must lie within 5 standard errors of 1 (fails with probability 6e-7 for a correct dropout; a
+  // missing 1/(1-p) gives 0.7, 250 standard errors away), the dropped fraction within 5 binomial
+  // standard errors of p.
+  const double p = 0.3;
+  Matrix m = Matrix::Ones(200, 500);
+  RandomStream rng(20261123, 3, kDropoutStream);
+  apply_dropout(m, p, rng);
+  const double n = static_cast<double>(m.size());
+  const double se_mean = std::sqrt(p / (1.0 - p) / n);
+  CHECK(std::abs(m.mean() - 1.0) < 5.0 * se_mean);
+  const double dropped = static_cast<double>((m.array() == 0.0).count()) / n;
+  CHECK(std::abs(dropped - p) < 5.0 * std::sqrt(p * (1.0 - p) / n));
+}
+
+TEST_CASE("dropout in a run: p = 0 is today's run, p > 0 is deterministic and thread invariant", "[block][dropout]") {
+  std::map<std::string, std::string> v = {{"model.tokens", "12"}, {"model.dim", "6"},   {"model.layers", "20"},
+                                          {"model.heads", "2"},   {"mask.type", "causal"}, {"norm.type", "layernorm"},
+                                          {"run.trials", "6"},    {"residual.alpha", "1"}};
+  const RunResults plain = simulate(v);
+  auto zero = v;
+  zero["dropout.attention"] = "0";
+  zero["dropout.output"] = "0";
+  const RunResults zeroed = simulate(zero);
+  for (std::size_t m = 0; m < plain.token.size(); ++m) CHECK(plain.token[m] == zeroed.token[m]);
+  auto drop = v;
+  drop["dropout.attention"] = "0.1";
+  drop["dropout.output"] = "0.2";
+  const RunResults one = simulate(drop, 1);
+  const RunResults two = simulate(drop, 2);
+  for (std::size_t m = 0; m < one.token.size(); ++m) CHECK(one.token[m] == two.token[m]);
+  for (std::size_t m = 0; m < one.attention.size(); ++m) CHECK(one.attention[m] == two.attention[m]);
+  // Dropout draws from its own stream: the inputs (layer 0) and the first layer's attention
+  // statistics (computed before dropout) are those of the run without it; later layers differ.
+  CHECK(one.token[0].col(0) == plain.token[0].col(0));
+  CHECK(one.attention[1].col(0) == plain.attention[1].col(0));
+  CHECK(one.token[0].col(1) != plain.token[0].col(1));
+}
+
+TEST_CASE("run.precision = float32: tokens are float32 numbers and mu_rel stops at float32 round-off", "[block][precision]") {
+  // layernorm, complete mask, N = d = 16, 200 layers, 8 trials. In float64 the tokens approach
+  // each other down to mu_rel ~ 1e-16 (then they become bitwise identical, mu = 0). With float32
+  // tokens two tokens that still differ differ by at least about one float32 spacing (1.2e-7
+  // relative), so the smallest nonzero mu_rel stays far above float64's: measured 6e-8 .. 2e-4
+  // (median 4e-6) against 1e-17 .. 1.2e-16.
+  std::map<std::string, std::string> v = {{"model.tokens", "16"}, {"model.dim", "16"},   {"model.layers", "200"},
+                                          {"norm.type", "layernorm"}, {"run.trials", "8"}, {"output.tokens", "1,2,3"}};
+  const RunResults f64 = simulate(v);
+  v["run.precision"] = "float32";
+  const RunResults f32 = simulate(v);
+  auto smallest_positive = [](const RunResults& r, int trial) {
+    double m = std::numeric_limits<double>::infinity();
+    for (int t = 0; t <= r.layers; ++t)
+      if (r.token[1](trial, t) > 0.0) m = std::min(m, r.token[1](trial, t));
+    return m;
+  };
+  std::vector<double> floors;
+  for (int trial = 0; trial < 8; ++trial) {
+    CHECK(smallest_positive(f64, trial) < 1e-13);
+    const double f = smallest_positive(f32, trial);
+    CHECK(f > 1e-9);
+    floors.push_back(f);
+    for (const Matrix& X : f32.snapshots[static_cast<std::size_t>(trial)])
+      CHECK(X == X.cast<float>().cast<double>());  // exactly representable in float32
+  }
+  std::sort(floors.begin(), floors.end());
+  INFO("median smallest nonzero float32 mu_rel " << floors[4]);
+  CHECK(floors[4] > 1e-8);
+  CHECK(floors[4] < 1e-3);
+  // The inputs are rounded too: layer 0 differs from float64 at float32 precision only.
+  for (int trial = 0; trial < 8; ++trial)
+    CHECK_THAT(f32.token[0](trial, 0), WithinRel(f64.token[0](trial, 0), 1e-6));
+}
+
+TEST_CASE("prediction 4: LayerNorm with orthogonal W_V collapses inputs in one hemisphere", "[theory][block]") {
+  // SCIENCE.md section 5, item 4: inputs in the positive orthant (one hemisphere), fresh Haar
+  // orthogonal W_V per layer (norm preserving), layernorm, complete mask: mu_rel -> 0 (measured:
+  // below 1e-15 by layer 5 in every trial, exactly 0 (bitwise identical tokens) soon after).
+  for (const char* shared : {"false", "true"}) {
+    const RunResults r = simulate({{"model.tokens", "8"}, {"model.dim", "6"}, {"model.layers", "60"},
+                                   {"norm.type", "layernorm"}, {"weights.v", "orthogonal"},
+                                   {"weights.shared", shared}, {"init.type", "positive"}, {"run.trials", "8"}});
+    for (int trial = 0; trial < r.trials; ++trial) {
+      INFO("weights.shared = " << shared << ", trial " << trial);
+      CHECK(r.token[1](trial, 0) > 0.3);  // the inputs are spread out
+      CHECK(r.token[1](trial, r.layers) < 1e-14);
+      CHECK(r.token[2](trial, r.layers) > 1.0);  // ... to one point, not to zero: ||X||_F stays ~ sqrt(N d)
+    }
+  }
+}

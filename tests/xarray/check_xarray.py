@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+"""Every kind of rcsim file opened with xarray: every group, every array labelled, and label-based
+selection (`.sel(layer=t)`) equal to the raw h5py arrays at the position where /layer == t.
+
+    check_xarray.py RCSIM WORKDIR
+
+Makes one file of each kind with the binary (a run with a log-spaced schedule, a run with the
+spectrum and token snapshots, a sweep index, a run annotated by `rcsim analyze`, an equilibria
+file, the four geometry files), then for each group of each file:
+  - xr.open_dataset(path, group=g, engine="h5netcdf") succeeds;
+  - every axis of every array is a coordinate of that group (no positional dimension);
+and for the run files, for several recorded layers t (not equal to their position under the log
+schedule), ds[m].sel(layer=t) equals f["metrics/m"][:, k] with k where f["layer"] == t, for every
+measure of /metrics and /summary, and likewise for attention measures and /attention_layer.
+Exit 0 if all hold, 1 with one line per failure otherwise.
+"""
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import xarray as xr
+
+RUN_INI = """[model]
+tokens = 8
+dim = 4
+layers = 60
+[mask]
+type = causal
+[run]
+trials = 3
+seed = 5
+[output]
+schedule = log:8
+"""
+
+SWEEP_INI = RUN_INI + """[sweep]
+mode = product
+mask.type = complete, causal
+model.d_qk = 1, 16
+"""
+
+failures = []
+
+
+def fail(msg):
+    failures.append(msg)
+    print("FAIL:", msg)
+
+
+def rcsim(exe, *args):
+    r = subprocess.run([exe, *args, "--quiet"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"check_xarray: rcsim {' '.join(args)} failed ({r.returncode}): {r.stderr.strip()}")
+
+
+def groups(path):
+    names = ["/"]
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, obj: names.append("/" + name) if isinstance(obj, h5py.Group) else None)
+    return names
+
+
+def check_labelled(path):
+    for g in groups(path):
+        try:
+            ds = xr.open_dataset(path, group=g, engine="h5netcdf")
+        except Exception as e:  # noqa: BLE001 - any failure to open is what we test for
+            fail(f"{os.path.basename(path)}:{g}: xarray cannot open the group: {e}")
+            continue
+        with ds:
+            for name, var in ds.variables.items():
+                for dim in var.dims:
+                    if dim not in ds.coords:
+                        fail(f"{os.path.basename(path)}:{g}/{name}: axis '{dim}' has no coordinate")
+
+
+def check_selection(path):
+    with h5py.File(path, "r") as f:
+        layers = {"layer": f["layer"][()], "attention_layer": f["attention_layer"][()]}
+        raw = {g: {k: f[g][k][()] for k in f[g]} for g in ("metrics", "summary")}
+        # the name of the dimension scale attached to each axis (h5py: DimensionProxy.keys())
+        dims = {g: {k: [(list(d.keys()) or [None])[0] for d in f[g][k].dims] for k in f[g]}
+                for g in ("metrics", "summary")}
+    checked = 0
+    for g in ("metrics", "summary"):
+        with xr.open_dataset(path, group=g, engine="h5netcdf") as ds:
+            for name, values in raw[g].items():
+                if name in layers or name in ("trial", "sigma_index"):
+                    continue
+                axis = next((a for a in ("layer", "attention_layer") if a in dims[g][name]), None)
+                if axis is None:
+                    continue
+                pos = dims[g][name].index(axis)
+                coord = layers[axis]
+                # layers whose position differs from their value (the log schedule skips some)
+                for t in [int(x) for k, x in enumerate(coord) if x != k][:4] + [int(coord[0])]:
+                    k = int(np.flatnonzero(coord == t)[0])
+                    got = ds[name].sel({axis: t}).values
+                    want = np.take(values, k, axis=pos)
+                    if not np.array_equal(got, want, equal_nan=True):
+                        fail(f"{os.path.basename(path)}:{g}/{name}.sel({axis}={t}) differs from the raw array")
+                    checked += 1
+    if checked < 20:
+        fail(f"{os.path.basename(path)}: only {checked} selections checked (expected a log schedule)")
+    return checked
+
+
+def check_package(run, sweep):
+    """The package's labelled readers: open_run and open_sweep (swept keys as dimensions) give the
+    raw arrays of the right file at the right layer; loaders raise RcsimFileError, not SystemExit."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "analysis"))
+    import rcsim
+    checked = 0
+    with h5py.File(run, "r") as f:
+        layer, mu = f["layer"][()], f["metrics/mu"][()]
+    ds = rcsim.open_run(run)
+    for k in (5, len(layer) - 1):
+        if not np.array_equal(ds.mu.sel(layer=int(layer[k])).values, mu[:, k]):
+            fail(f"open_run: mu.sel(layer={layer[k]}) differs from the raw column {k}")
+        checked += 1
+    if ds.attrs.get("mask_type") != "causal":
+        fail("open_run: root attributes (mask_type) missing")
+    sw = rcsim.open_sweep(sweep)
+    if set(sw.mu.dims) != {"mask.type", "model.d_qk", "trial", "layer"}:
+        fail(f"open_sweep: dims {sw.mu.dims}, expected the swept keys, trial and layer")
+    for p in rcsim.load_sweep(sweep):
+        with h5py.File(p["file"], "r") as f:
+            layer, mu = f["layer"][()], f["metrics/mu"][()]
+        got = sw.mu.sel({"mask.type": p["mask.type"], "model.d_qk": p["model.d_qk"], "layer": int(layer[6])})
+        if not np.array_equal(got.values, mu[:, 6]):
+            fail(f"open_sweep: mu at {p['name']}, layer {layer[6]} differs from its file")
+        checked += 1
+    for bad, reader in ((os.path.join(sweep, "index.h5"), rcsim.load_run), (run, rcsim.load_analysis),
+                        (os.path.join(sweep, "index.h5"), rcsim.open_run)):
+        try:
+            reader(bad)
+            fail(f"{reader.__name__}({os.path.basename(bad)}) did not refuse a file of the wrong kind")
+        except rcsim.RcsimFileError:
+            checked += 1
+    return checked
+
+
+def main():
+    exe, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    for name in os.listdir(work):
+        p = os.path.join(work, name)
+        if os.path.isfile(p):
+            os.remove(p)
+    ini = os.path.join(work, "run.ini")
+    with open(ini, "w") as f:
+        f.write(RUN_INI)
+    with open(os.path.join(work, "sweep.ini"), "w") as f:
+        f.write(SWEEP_INI)
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    run = os.path.join(work, "run.h5")
+    rcsim(exe, "run", "--config", ini, f"--output.file={run}", "--force")
+    example = os.path.join(work, "example.h5")
+    rcsim(exe, "run", "--config", os.path.join(src, "configs", "example.ini"), "--run.trials=2",
+          "--model.layers=12", "--output.schedule=log:4", f"--output.file={example}", "--force")
+    analysed = os.path.join(work, "analysed.h5")
+    rcsim(exe, "run", "--config", ini, f"--output.file={analysed}", "--force")
+    rcsim(exe, "analyze", analysed)
+    sweep = os.path.join(work, "sweep")
+    rcsim(exe, "run", "--config", os.path.join(work, "sweep.ini"), f"--output.file={sweep}.h5", "--force")
+    equilibria = os.path.join(work, "equilibria.h5")
+    rcsim(exe, "equilibria", "--config", os.path.join(src, "configs", "equilibria_2x2.ini"), "--run.trials=8",
+          f"--output.file={equilibria}", "--force")
+    geometry = {
+        "keys.h5": ["keys", "--keys.count=12", "--keys.dim=3"],
+        "brody_map.h5": ["brody-map", "--map.count_max=6", "--map.dim_max=3", "--map.draws=2"],
+        "brody_example.h5": ["brody-example", "--example.angles=12"],
+        "ln_geometry.h5": ["ln-geometry", "--ln.dim=3", "--ln.samples=50", "--ln.store=10"],
+    }
+    for name, args in geometry.items():
+        rcsim(exe, *args, f"--output.file={os.path.join(work, name)}", "--force")
+
+    files = [run, example, analysed, os.path.join(sweep, "index.h5"), equilibria] + \
+        [os.path.join(work, n) for n in geometry] + \
+        [os.path.join(sweep, n) for n in sorted(os.listdir(sweep)) if n != "index.h5" and n.endswith(".h5")]
+    for path in files:
+        check_labelled(path)
+    checked = sum(check_selection(p) for p in (run, example, analysed)) + check_package(run, sweep)
+    print(f"check_xarray: {len(files)} files opened group by group; {checked} label selections compared; "
+          f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
