@@ -4,6 +4,7 @@
 // Usage (after bash scripts/build-web.sh; in web/: npm ci): node test/page.test.mjs
 import { chromium } from 'playwright-core';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -81,6 +82,34 @@ try {
     assert.equal(both.selectable, '1111');
     const sum = both.weights.reduce((a, b) => a + b, 0);
     assert.ok(Math.abs(sum - 1) < 1e-12, `weights sum to ${sum}`);
+  });
+  // The same decision by the native binary: `rcsim brody-example` prints, per magnitude and
+  // toggle, the unselectable keys; the page (the same C++ compiled to WebAssembly) must agree.
+  const native = process.env.RCSIM_BIN || path.resolve(web, '..', 'build', 'sim', 'rcsim');
+  await check('Brody: the page\'s selectable keys equal `rcsim brody-example` (native) for 8 magnitudes x 4 toggles', async () => {
+    assert.ok(fs.existsSync(native), `no native rcsim at ${native} (build it, or set RCSIM_BIN)`);
+    const mags = [0.5, 1, 2, 2.3, 2.34, 3, 4, 6];
+    const out = fs.mkdtempSync(path.join(os.tmpdir(), 'rcsim-brody-'));
+    let text;
+    try {
+      text = execFileSync(native, ['brody-example', `--example.magnitudes=${mags.join(',')}`,
+        `--output.file=${path.join(out, 'brody.h5')}`, '--quiet'], { encoding: 'utf8' });
+    } finally {
+      fs.rmSync(out, { recursive: true, force: true });
+    }
+    // Table columns: none, scaling, projection, projection+scaling; "-" or a list of key numbers.
+    const columns = [[false, false], [false, true], [true, false], [true, true]];
+    const rows = text.split('\n').map((l) => l.trim().split(/\s+/)).filter((f) => f.length === 5 && !Number.isNaN(Number(f[0])));
+    assert.equal(rows.length, mags.length, `expected ${mags.length} table rows from rcsim brody-example, got:\n${text}`);
+    for (const row of rows) {
+      const m = Number(row[0]);
+      for (let c = 0; c < 4; ++c) {
+        const unselectable = row[c + 1] === '-' ? [] : row[c + 1].split(',').map(Number);
+        const expected = [1, 2, 3, 4].map((k) => (unselectable.includes(k) ? '0' : '1')).join('');
+        const got = (await brody(m, ...columns[c])).selectable;
+        assert.equal(got, expected, `m = ${m}, projection ${columns[c][0]}, scaling ${columns[c][1]}: page ${got}, rcsim ${expected}`);
+      }
+    }
   });
   await brody(3, false, false);
   await page.screenshot({ path: path.join(shots, 'brody-m3.png'), clip: await page.locator('#brody').boundingBox() });
