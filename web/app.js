@@ -1,0 +1,342 @@
+// The page's glue: reads the inputs, calls rcsim's engine (engine.js, built by
+// scripts/build-web.sh) and draws what it returns. No numbers are computed here beyond scaling
+// for the plots and naming the equilibrium the end state is at.
+'use strict';
+
+const EQUILIBRIA = { A: [0, 1], B: [-0.6, -0.8] };  // SCIENCE.md 5.5, default W_V, sphere
+
+let engine = null;
+
+function num(id) {
+  const el = document.getElementById(id);
+  const v = Number(el.value);
+  if (el.value.trim() === '' || !Number.isFinite(v)) throw new Error(`${id}: "${el.value}" is not a number`);
+  return v;
+}
+
+function int(id, lo, hi) {
+  const v = num(id);
+  if (!Number.isInteger(v) || v < lo || v > hi) throw new Error(`${id}: ${v} must be an integer in [${lo}, ${hi}]`);
+  return v;
+}
+
+// Calls an engine function with Float64 arrays in and one Float64 array out.
+function callEngine(fn, inputs, outLength, scalarsBefore, scalarsAfter) {
+  const ptrs = inputs.map((a) => {
+    const p = engine._malloc(8 * a.length);
+    engine.HEAPF64.set(a, p / 8);
+    return p;
+  });
+  const out = engine._malloc(8 * outLength);
+  try {
+    const rc = fn(...scalarsBefore(ptrs, out));
+    if (rc !== 0) throw new Error(`engine returned ${rc}`);
+    return Float64Array.from(engine.HEAPF64.subarray(out / 8, out / 8 + outLength));
+  } finally {
+    ptrs.forEach((p) => engine._free(p));
+    engine._free(out);
+  }
+}
+
+// ---------------- Figure 1 ----------------
+const fig1 = { canvas: null, scale: 1.6 };
+
+function fig1ToCanvas(x, y) {
+  const c = fig1.canvas, s = fig1.scale;
+  return [c.width / 2 + (x / s) * (c.width / 2 - 10), c.height / 2 - (y / s) * (c.height / 2 - 10)];
+}
+
+function runFigure1() {
+  const out = document.getElementById('fig1-result');
+  try {
+    const wv = [num('wv00'), num('wv01'), num('wv10'), num('wv11')];
+    const norm = int('fig1-norm', 0, 1);
+    const steps = int('fig1-steps', 0, 100000);
+    const theta = (num('fig1-angle') * Math.PI) / 180;
+    const x0 = [0, 1, Math.cos(theta), Math.sin(theta)];
+    const traj = callEngine(engine._rc_figure1, [wv, x0], 4 * (steps + 1),
+      (p, o) => [p[0], p[1], norm, steps, o]);
+    const end = Array.from(traj.slice(4 * steps, 4 * steps + 4));
+    let at = 'neither';
+    for (const [name, e] of Object.entries(EQUILIBRIA)) {
+      if (Math.hypot(end[2] - e[0], end[3] - e[1]) < 1e-6) at = name;
+    }
+    out.dataset.x1 = end[2];
+    out.dataset.y1 = end[3];
+    out.dataset.equilibrium = at;
+    out.className = 'out';
+    out.textContent =
+      `after ${steps} layers:\n` +
+      `token 0 = (${end[0].toFixed(6)}, ${end[1].toFixed(6)})\n` +
+      `token 1 = (${end[2].toFixed(6)}, ${end[3].toFixed(6)})\n` +
+      `token 1 is at: ${at === 'neither' ? 'neither A nor B' : at}`;
+    const ends = basins(wv, norm, Math.min(steps, 500));
+    out.dataset.basins = ends.map((e) => e || '-').join('');
+    drawFigure1(traj, steps, ends);
+  } catch (e) {
+    out.className = 'out error';
+    out.dataset.equilibrium = 'error';
+    out.textContent = String(e.message || e);
+  }
+}
+
+// Where token 1 ends from each of `count` starting angles (token 0 at (0, 1)): 'A', 'B' or ''.
+function basins(wv, norm, steps, count = 360) {
+  const ends = [];
+  for (let k = 0; k < count; ++k) {
+    const th = (2 * Math.PI * k) / count;
+    const traj = callEngine(engine._rc_figure1, [wv, [0, 1, Math.cos(th), Math.sin(th)]], 4 * (steps + 1),
+      (p, o) => [p[0], p[1], norm, steps, o]);
+    const x = traj[4 * steps + 2], y = traj[4 * steps + 3];
+    let at = '';
+    for (const [name, e] of Object.entries(EQUILIBRIA)) if (Math.hypot(x - e[0], y - e[1]) < 1e-6) at = name;
+    ends.push(at);
+  }
+  return ends;
+}
+
+const BASIN_COLOURS = { A: 'rgba(0, 160, 0, 0.35)', B: 'rgba(230, 120, 0, 0.45)', '': 'rgba(120, 120, 120, 0.2)' };
+
+function drawFigure1(traj, steps, ends) {
+  const c = fig1.canvas, g = c.getContext('2d');
+  let extent = 1.3;
+  for (let i = 0; i < traj.length; ++i) if (Number.isFinite(traj[i])) extent = Math.max(extent, Math.abs(traj[i]));
+  fig1.scale = Math.min(extent * 1.1, 1e6);
+  g.clearRect(0, 0, c.width, c.height);
+  // axes and unit circle
+  g.strokeStyle = '#ddd';
+  g.beginPath();
+  g.moveTo(...fig1ToCanvas(-fig1.scale, 0)); g.lineTo(...fig1ToCanvas(fig1.scale, 0));
+  g.moveTo(...fig1ToCanvas(0, -fig1.scale)); g.lineTo(...fig1ToCanvas(0, fig1.scale));
+  g.stroke();
+  const [cx, cy] = fig1ToCanvas(0, 0);
+  const r = fig1ToCanvas(1, 0)[0] - cx;
+  // basins: the arc of starting angles from which token 1 ends at A (green) or B (orange)
+  g.lineWidth = 10;
+  ends.forEach((at, k) => {
+    const a0 = (2 * Math.PI * k) / ends.length, a1 = (2 * Math.PI * (k + 1)) / ends.length;
+    g.strokeStyle = BASIN_COLOURS[at];
+    g.beginPath(); g.arc(cx, cy, r + 8, -a1, -a0); g.stroke();
+  });
+  g.lineWidth = 1;
+  g.strokeStyle = '#888';
+  g.beginPath(); g.arc(cx, cy, r, 0, 2 * Math.PI); g.stroke();
+  // equilibria
+  g.font = '14px sans-serif';
+  for (const [name, e] of Object.entries(EQUILIBRIA)) {
+    const [px, py] = fig1ToCanvas(e[0], e[1]);
+    g.fillStyle = '#080';
+    g.beginPath(); g.arc(px, py, 6, 0, 2 * Math.PI); g.fill();
+    g.fillText(name, px + 8, py - 8);
+  }
+  // trajectories: token 0 blue, token 1 red
+  for (const [tok, colour] of [[0, '#14c'], [1, '#c21']]) {
+    g.strokeStyle = colour;
+    g.fillStyle = colour;
+    g.beginPath();
+    for (let t = 0; t <= steps; ++t) {
+      const [px, py] = fig1ToCanvas(traj[4 * t + 2 * tok], traj[4 * t + 2 * tok + 1]);
+      if (t === 0) g.moveTo(px, py); else g.lineTo(px, py);
+    }
+    g.stroke();
+    for (let t = 0; t <= Math.min(steps, 60); ++t) {
+      const [px, py] = fig1ToCanvas(traj[4 * t + 2 * tok], traj[4 * t + 2 * tok + 1]);
+      g.fillRect(px - 1.5, py - 1.5, 3, 3);
+    }
+    const [sx, sy] = fig1ToCanvas(traj[2 * tok], traj[2 * tok + 1]);
+    g.beginPath(); g.arc(sx, sy, 5, 0, 2 * Math.PI); g.stroke();
+  }
+  g.fillStyle = '#000';
+  g.fillText('token 0 (blue), token 1 (red); circles: start', 10, c.height - 26);
+  g.fillText('ring: token 1 starting here ends at A (green), B (orange)', 10, c.height - 10);
+}
+
+function placeToken1(ev) {
+  const c = fig1.canvas, rect = c.getBoundingClientRect();
+  const px = ((ev.clientX - rect.left) * c.width) / rect.width - c.width / 2;
+  const py = c.height / 2 - ((ev.clientY - rect.top) * c.height) / rect.height;
+  document.getElementById('fig1-angle').value = ((Math.atan2(py, px) * 180) / Math.PI).toFixed(2);
+  runFigure1();
+}
+
+// ---------------- Collapse explorer ----------------
+function runCollapse() {
+  const out = document.getElementById('col-result');
+  try {
+    const n = int('col-n', 1, 256), d = int('col-d', 1, 64), dqk = int('col-dqk', 1, 64);
+    const heads = int('col-heads', 1, 8), mask = int('col-mask', 0, 3), window = int('col-window', 0, 256);
+    const norm = int('col-norm', 0, 4), depth = int('col-depth', 0, 2000), trials = int('col-trials', 1, 20);
+    const seed = int('col-seed', 0, Number.MAX_SAFE_INTEGER);
+    const t0 = performance.now();
+    const res = callEngine(engine._rc_collapse, [], 2 * trials * (depth + 1),
+      (p, o) => [n, d, dqk, heads, mask, window, norm, depth, trials, seed, o]);
+    const ms = performance.now() - t0;
+    const mu = [], rel = [];
+    for (let t = 0; t < trials; ++t) {
+      mu.push([]); rel.push([]);
+      for (let l = 0; l <= depth; ++l) {
+        mu[t].push(res[2 * (t * (depth + 1) + l)]);
+        rel[t].push(res[2 * (t * (depth + 1) + l) + 1]);
+      }
+    }
+    drawCollapse(mu, rel, depth);
+    out.className = 'out';
+    out.dataset.mu0 = mu[0][0];
+    out.dataset.muEnd = mu[0][depth];
+    out.dataset.relEnd = rel[0][depth];
+    out.textContent = `${trials} trials, ${depth} layers in ${ms.toFixed(0)} ms\n` +
+      mu.map((m, t) => `trial ${t}: mu ${m[0].toExponential(3)} -> ${m[depth].toExponential(3)}, ` +
+        `mu_rel ${rel[t][0].toExponential(3)} -> ${rel[t][depth].toExponential(3)}`).join('\n');
+  } catch (e) {
+    out.className = 'out error';
+    out.textContent = String(e.message || e);
+  }
+}
+
+function drawCollapse(mu, rel, depth) {
+  const c = document.getElementById('col-canvas'), g = c.getContext('2d');
+  g.clearRect(0, 0, c.width, c.height);
+  const floor = 1e-300;
+  const logs = [...mu.flat(), ...rel.flat()].filter((v) => Number.isFinite(v)).map((v) => Math.log10(Math.max(v, floor)));
+  let lo = Math.floor(Math.min(...logs)), hi = Math.ceil(Math.max(...logs));
+  if (hi === lo) hi = lo + 1;
+  const L = 60, R = c.width - 20, T = 20, B = c.height - 40;
+  const X = (l) => L + ((R - L) * l) / Math.max(depth, 1);
+  const Y = (v) => B - ((B - T) * (Math.log10(Math.max(v, floor)) - lo)) / (hi - lo);
+  g.strokeStyle = '#000';
+  g.strokeRect(L, T, R - L, B - T);
+  g.fillStyle = '#000';
+  g.font = '12px sans-serif';
+  const step = Math.max(1, Math.ceil((hi - lo) / 8));
+  for (let e = lo; e <= hi; e += step) {
+    g.fillText(`1e${e}`, 5, Y(10 ** e) + 4);
+    g.strokeStyle = '#eee';
+    g.beginPath(); g.moveTo(L, Y(10 ** e)); g.lineTo(R, Y(10 ** e)); g.stroke();
+  }
+  g.fillText('0', L, B + 15);
+  g.fillText(String(depth), R - 20, B + 15);
+  g.fillText('layer', (L + R) / 2, B + 30);
+  for (const [series, colour, dash] of [[mu, '#14c', []], [rel, '#c21', [5, 3]]]) {
+    g.strokeStyle = colour;
+    g.setLineDash(dash);
+    for (const s of series) {
+      g.beginPath();
+      s.forEach((v, l) => (l === 0 ? g.moveTo(X(l), Y(v)) : g.lineTo(X(l), Y(v))));
+      g.stroke();
+    }
+  }
+  g.setLineDash([]);
+  g.fillStyle = '#14c'; g.fillText('mu (solid)', R - 160, T + 15);
+  g.fillStyle = '#c21'; g.fillText('mu_rel (dashed)', R - 160, T + 30);
+}
+
+// ---------------- Selectable keys ----------------
+const KEY_COLOURS = ['#14c', '#73c', '#080', '#a50'];
+
+function runBrody() {
+  const out = document.getElementById('brody-result');
+  try {
+    const m = num('brody-m'), theta = int('brody-theta', 0, 359);
+    const proj = document.getElementById('brody-proj').checked ? 1 : 0;
+    const scale = document.getElementById('brody-scale').checked ? 1 : 0;
+    document.getElementById('brody-m-value').textContent = m.toFixed(2);
+    document.getElementById('brody-theta-value').textContent = String(theta);
+    const r = callEngine(engine._rc_brody, [], 20, (p, o) => [m, 360, 4, proj, scale, theta, o]);
+    const keys = [0, 1, 2, 3].map((j) => [r[2 * j], r[2 * j + 1]]);
+    const selectable = Array.from(r.slice(8, 12));
+    const weights = Array.from(r.slice(12, 16)), best = Array.from(r.slice(16, 20));
+    out.dataset.selectable = selectable.join('');
+    out.dataset.weights = weights.join(',');
+    out.dataset.best = best.join(',');
+    out.className = 'out';
+    out.textContent = keys.map((k, j) => `key ${j + 1}: ${selectable[j] ? 'selectable  ' : 'UNSELECTABLE'} ` +
+      `weight ${weights[j].toFixed(3)}, best over theta ${best[j].toFixed(3)}`).join('\n');
+    drawBrody(keys, selectable, weights, theta);
+  } catch (e) {
+    out.className = 'out error';
+    out.textContent = String(e.message || e);
+  }
+}
+
+// Convex hull (Andrew's monotone chain), only to draw the outline of the keys.
+function hull(points) {
+  const p = points.slice().sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  const cross = (o, a, b) => (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0]);
+  const half = (pts) => {
+    const h = [];
+    for (const q of pts) {
+      while (h.length >= 2 && cross(h[h.length - 2], h[h.length - 1], q) <= 0) h.pop();
+      h.push(q);
+    }
+    h.pop();
+    return h;
+  };
+  return half(p).concat(half(p.reverse()));
+}
+
+function drawBrody(keys, selectable, weights, theta) {
+  const c = document.getElementById('brody-canvas'), g = c.getContext('2d');
+  g.clearRect(0, 0, c.width, c.height);
+  let extent = 1.2;
+  for (const k of keys) extent = Math.max(extent, Math.abs(k[0]) * 1.15, Math.abs(k[1]) * 1.15);
+  const T = (x, y) => [c.width / 2 + (x / extent) * (c.width / 2 - 20), c.height / 2 - (y / extent) * (c.height / 2 - 20)];
+  g.strokeStyle = '#ddd';
+  g.beginPath(); g.moveTo(...T(-extent, 0)); g.lineTo(...T(extent, 0)); g.moveTo(...T(0, -extent)); g.lineTo(...T(0, extent)); g.stroke();
+  const h = hull(keys);
+  g.fillStyle = 'rgba(100, 100, 200, 0.12)';
+  g.strokeStyle = '#669';
+  g.beginPath();
+  h.forEach((p, i) => (i === 0 ? g.moveTo(...T(...p)) : g.lineTo(...T(...p))));
+  g.closePath(); g.fill(); g.stroke();
+  // query direction (unit arrow scaled to the plot)
+  const th = (theta * Math.PI) / 180, qx = Math.cos(th) * extent * 0.9, qy = Math.sin(th) * extent * 0.9;
+  g.strokeStyle = '#000'; g.lineWidth = 2;
+  g.beginPath(); g.moveTo(...T(0, 0)); g.lineTo(...T(qx, qy)); g.stroke();
+  g.lineWidth = 1; g.fillStyle = '#000'; g.font = '14px sans-serif';
+  g.fillText('q', ...T(qx * 1.05, qy * 1.05));
+  keys.forEach((k, j) => {
+    const [px, py] = T(...k);
+    g.fillStyle = KEY_COLOURS[j];
+    g.beginPath(); g.arc(px, py, 7, 0, 2 * Math.PI); g.fill();
+    g.fillText(`k${j + 1}`, px + 9, py - 9);
+    if (!selectable[j]) {
+      g.strokeStyle = '#d00'; g.lineWidth = 3;
+      g.beginPath(); g.moveTo(px - 11, py - 11); g.lineTo(px + 11, py + 11); g.moveTo(px + 11, py - 11); g.lineTo(px - 11, py + 11); g.stroke();
+      g.lineWidth = 1;
+    }
+  });
+  const b = document.getElementById('brody-bars'), gb = b.getContext('2d');
+  gb.clearRect(0, 0, b.width, b.height);
+  gb.font = '13px sans-serif';
+  weights.forEach((w, j) => {
+    const x = 20 + j * 85, hgt = w * (b.height - 50);
+    gb.fillStyle = KEY_COLOURS[j];
+    gb.fillRect(x, b.height - 25 - hgt, 50, hgt);
+    gb.fillStyle = '#000';
+    gb.fillText(`k${j + 1}${selectable[j] ? '' : ' (unsel.)'}`, x, b.height - 8);
+    gb.fillText(w.toFixed(3), x + 5, b.height - 30 - hgt);
+  });
+}
+
+// ---------------- start ----------------
+createRcsimEngine().then((m) => {
+  engine = m;
+  fig1.canvas = document.getElementById('fig1-canvas');
+  fig1.canvas.addEventListener('click', placeToken1);
+  document.getElementById('fig1-run').addEventListener('click', runFigure1);
+  document.getElementById('col-run').addEventListener('click', runCollapse);
+  for (const id of ['wv00', 'wv01', 'wv10', 'wv11', 'fig1-norm', 'fig1-angle', 'fig1-steps']) {
+    document.getElementById(id).addEventListener('change', runFigure1);
+  }
+  for (const id of ['brody-m', 'brody-theta', 'brody-proj', 'brody-scale']) {
+    document.getElementById(id).addEventListener('input', runBrody);
+  }
+  runBrody();
+  runFigure1();
+  runCollapse();
+  const status = document.getElementById('status');
+  status.textContent = 'rcsim engine loaded.';
+  status.dataset.ready = '1';
+}, (e) => {
+  document.getElementById('status').textContent = `Could not load rcsim's engine: ${e}`;
+});

@@ -1,0 +1,165 @@
+// The C interface of rcsim's engine for the browser (WebAssembly, built by scripts/build-web.sh).
+// Thin: every number comes from the sim/ functions the CLI uses (attention_layer, the masks,
+// normalize_rows via the layer, token_similarity, RandomStream). Only what sim/ cannot give in a
+// browser is written here: weight and input draws (WeightSampler and initial_tokens live in
+// sim/model/inputs.cpp, which needs HDF5), done with the same distributions (Gaussian entries of
+// std 1/sqrt(d) for W_Q, W_K, W_V, one fresh draw per layer; X(0) i.i.d. N(0, 1)).
+#include <emscripten/emscripten.h>
+
+#include <cmath>
+#include <exception>
+#include <vector>
+
+#include "core/random.hpp"
+#include "geometry/brody.hpp"
+#include "measure/metrics.hpp"
+#include "model/layer.hpp"
+#include "model/mask.hpp"
+#include "model/normalization.hpp"
+
+using namespace rcsim;
+
+namespace {
+
+// 0 none, 1 sphere, 2 layernorm, 3 projection, 4 rmsnorm (the order of NormType).
+bool norm_type(int code, NormType& out) {
+  if (code < 0 || code > 4) return false;
+  out = static_cast<NormType>(code);
+  return true;
+}
+
+// 0 complete, 1 causal, 2 sliding_window, 3 unidirectional_sliding_window.
+bool make_web_mask(int code, int n, int window, MaskMatrix& out) {
+  switch (code) {
+    case 0: out = complete_mask(n); return true;
+    case 1: out = causal_mask(n); return true;
+    case 2: out = sliding_window_mask(n, window); return true;
+    case 3: out = unidirectional_sliding_window_mask(n, window); return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+// Figure 1 of SCIENCE.md 5.5: N = d = 2, causal mask, W_Q = W_K = 0 (uniform attention over the
+// allowed tokens), W_V given row-major in wv[4], X(0) = x0[4] (token 0 then token 1). Iterates
+// `steps` layers with normalisation `norm` and writes X(0), ..., X(steps) row-major into
+// out[(steps + 1) * 4]. Returns 0, or -1 for bad arguments.
+EMSCRIPTEN_KEEPALIVE int rc_figure1(const double* wv, const double* x0, int norm, int steps, double* out) {
+  NormType nt;
+  if (steps < 0 || !norm_type(norm, nt)) return -1;
+  try {
+    const int n = 2, d = 2;
+    LayerWeights w;
+    w.q.push_back(Matrix::Zero(d, d));
+    w.k.push_back(Matrix::Zero(d, d));
+    Matrix v(d, d);
+    v << wv[0], wv[1], wv[2], wv[3];
+    w.v.push_back(v);
+    const MaskMatrix mask = causal_mask(n);
+    const Normalization normalization(nt, d);
+    LayerParams p;
+    p.mask = &mask;
+    p.d_qk = d;
+    p.norm = &normalization;
+    LayerWorkspace ws(n, d, d);
+    Matrix X(n, d), X_next(n, d);
+    X << x0[0], x0[1], x0[2], x0[3];
+    for (int t = 0; t <= steps; ++t) {
+      for (int i = 0; i < 4; ++i) out[4 * t + i] = X(i / 2, i % 2);
+      if (t == steps) break;
+      attention_layer(X, w, p, ws, X_next);
+      X.swap(X_next);
+    }
+    return 0;
+  } catch (const std::exception&) {
+    return -2;
+  }
+}
+
+// Collapse explorer: `trials` trials of N tokens in R^d through `depth` layers of `heads` heads
+// (W_Q, W_K: d x d_qk, W_V: d x d, Gaussian std 1/sqrt(d), drawn afresh per layer), mask `mask`
+// (window `window` for the sliding windows), normalisation `norm`. Trial t uses
+// RandomStream(seed, t): X(0) i.i.d. N(0, 1) first, then per layer W_Q of every head, W_K, W_V.
+// Writes mu and mu_rel of X(0), ..., X(depth): out[(t * (depth + 1) + l) * 2 + {0, 1}].
+// Returns 0, -1 for bad arguments, -2 if the engine threw.
+EMSCRIPTEN_KEEPALIVE int rc_collapse(int n, int d, int d_qk, int heads, int mask_code, int window, int norm,
+                                     int depth, int trials, double seed, double* out) {
+  NormType nt;
+  MaskMatrix mask;
+  if (n < 1 || d < 1 || d_qk < 1 || heads < 1 || depth < 0 || trials < 1 || window < 0 || !norm_type(norm, nt) ||
+      !make_web_mask(mask_code, n, window, mask))
+    return -1;
+  try {
+    const Normalization normalization(nt, d);
+    LayerParams p;
+    p.mask = &mask;
+    p.d_qk = d_qk;
+    p.norm = &normalization;
+    LayerWorkspace ws(n, d, d_qk);
+    LayerWeights w;
+    w.q.assign(heads, Matrix(d, d_qk));
+    w.k.assign(heads, Matrix(d, d_qk));
+    w.v.assign(heads, Matrix(d, d));
+    const double std = 1.0 / std::sqrt(static_cast<double>(d));
+    Matrix X(n, d), X_next(n, d);
+    for (int trial = 0; trial < trials; ++trial) {
+      RandomStream rng(static_cast<std::uint64_t>(seed), static_cast<std::uint64_t>(trial));
+      rng.fill_normal(X);
+      for (int l = 0; l <= depth; ++l) {
+        const double mu = token_similarity(X);
+        const double fro = X.norm();
+        double* o = out + 2 * (static_cast<long>(trial) * (depth + 1) + l);
+        o[0] = mu;
+        o[1] = fro > 0.0 ? mu / fro : 0.0;
+        if (l == depth) break;
+        for (auto& m : w.q) rng.fill_normal(m, std);
+        for (auto& m : w.k) rng.fill_normal(m, std);
+        for (auto& m : w.v) rng.fill_normal(m, std);
+        attention_layer(X, w, p, ws, X_next);
+        X.swap(X_next);
+      }
+    }
+    return 0;
+  } catch (const std::exception&) {
+    return -2;
+  }
+}
+
+// Brody's four-key example (sim/geometry/brody.hpp, as `rcsim brody-example`) for one magnitude m
+// of key 3 and `angles` query angles (theta = 360 a / angles degrees, query norm s), normalisation
+// `proj` (projection on/off) and `scale` (scaling on/off). Writes
+//   out[0..7]   the keys' H coordinates after the normalisation, [4, 2] row-major;
+//   out[8..11]  selectable per key (1 / 0), decided by rcsim's LP (GLPK);
+//   out[12..15] the attention weights at angle index `angle`;
+//   out[16..19] each key's largest weight over all `angles` query angles.
+// Returns 0, -1 for bad arguments, -2 if the engine threw.
+EMSCRIPTEN_KEEPALIVE int rc_brody(double magnitude, int angles, double query_norm, int proj, int scale, int angle,
+                                  double* out) {
+  if (!(magnitude >= 0.0) || !std::isfinite(magnitude) || angles < 1 || !std::isfinite(query_norm) || angle < 0 ||
+      angle >= angles || (proj != 0 && proj != 1) || (scale != 0 && scale != 1))
+    return -1;
+  try {
+    BrodyExampleSpec spec;
+    spec.magnitudes = {magnitude};
+    spec.angles = angles;
+    spec.query_norm = query_norm;
+    const BrodyExample ex = brody_example(spec);
+    const Matrix& keys = ex.plane_keys[proj][scale][0];
+    const Matrix& weights = ex.weights[proj][scale][0];
+    for (int j = 0; j < 4; ++j) {
+      out[2 * j] = keys(j, 0);
+      out[2 * j + 1] = keys(j, 1);
+      out[8 + j] = ex.selectable[proj][scale][0][j];
+      out[12 + j] = weights(angle, j);
+      out[16 + j] = weights.col(j).maxCoeff();
+    }
+    return 0;
+  } catch (const std::exception&) {
+    return -2;
+  }
+}
+
+}  // extern "C"
