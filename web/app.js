@@ -201,7 +201,10 @@ function drawCollapse(mu, rel, depth) {
   let lo = Math.floor(Math.min(...logs)), hi = Math.ceil(Math.max(...logs));
   if (hi === lo) hi = lo + 1;
   const L = 60, R = c.width - 20, T = 20, B = c.height - 40;
-  const X = (l) => L + ((R - L) * l) / Math.max(depth, 1);
+  // Layer axis: log(1 + l) when the box is ticked (collapse curves are read on log-log axes), else linear.
+  const logX = document.getElementById('col-logx').checked;
+  const xs = (l) => (logX ? Math.log10(1 + l) / Math.log10(1 + Math.max(depth, 1)) : l / Math.max(depth, 1));
+  const X = (l) => L + (R - L) * xs(l);
   const Y = (v) => B - ((B - T) * (Math.log10(Math.max(v, floor)) - lo)) / (hi - lo);
   g.strokeStyle = '#000';
   g.strokeRect(L, T, R - L, B - T);
@@ -213,9 +216,9 @@ function drawCollapse(mu, rel, depth) {
     g.strokeStyle = '#eee';
     g.beginPath(); g.moveTo(L, Y(10 ** e)); g.lineTo(R, Y(10 ** e)); g.stroke();
   }
-  g.fillText('0', L, B + 15);
-  g.fillText(String(depth), R - 20, B + 15);
-  g.fillText('layer', (L + R) / 2, B + 30);
+  const ticks = logX ? [0, ...[1, 10, 100, 1000].filter((t) => t < depth), depth] : [0, depth];
+  for (const t of ticks) g.fillText(String(t), X(t) - (t === depth ? 20 : 0), B + 15);
+  g.fillText(logX ? 'layer (axis: log(1 + layer))' : 'layer', (L + R) / 2 - 40, B + 30);
   for (const [series, colour, dash] of [[mu, '#14c', []], [rel, '#c21', [5, 3]]]) {
     g.strokeStyle = colour;
     g.setLineDash(dash);
@@ -325,6 +328,7 @@ createRcsimEngine().then((m) => {
   fig1.canvas.addEventListener('click', placeToken1);
   document.getElementById('fig1-run').addEventListener('click', runFigure1);
   document.getElementById('col-run').addEventListener('click', runCollapse);
+  document.getElementById('col-logx').addEventListener('change', runCollapse);
   for (const id of ['wv00', 'wv01', 'wv10', 'wv11', 'fig1-norm', 'fig1-angle', 'fig1-steps']) {
     document.getElementById(id).addEventListener('change', runFigure1);
   }
