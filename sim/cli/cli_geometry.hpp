@@ -19,5 +19,9 @@ int run_geometry_command(const std::string& command, const std::vector<std::stri
 
 // The keys of every geometry command, for rcsim --help.
 std::string geometry_help_text();
+// `rcsim NAME --help`: the usage and keys of one geometry command.
+std::string geometry_command_help(const std::string& name);
+// One line per geometry command (name and summary), for `rcsim --help`.
+std::string geometry_command_summaries();
 
 }  // namespace rcsim
