@@ -303,6 +303,38 @@ TEST_CASE("analyze on a simulated run: causal N = 2 with uniform attention halve
   CHECK(cli_main({"analyze", out, "--threshold", "abc", "--quiet"}) == 2);
 }
 
+TEST_CASE("the unidirectional window of configs/default.ini: the auto window fits the collapse", "[analysis][window]") {
+  // The case of the issue that introduced the auto window: configs/default.ini's unidirectional
+  // point (N = 32, d = 16, window 2, orthogonal W_V) run deep. Its median ln mu bends
+  // continuously: flat for ~20 layers, then the local rate rises 0.06, 0.24, 0.41, 0.53, 0.61,
+  // 0.65, 0.67 (per 10 layers from t = 20) until the round-off floor at t ~ 85. The fixed window
+  // (10..83) averages the bend: rate 0.41, R^2 0.92 (a poor fit: warned). The auto window finds
+  // the straight late stretch (53..83 with 32 trials): rate 0.63, R^2 > 0.99.
+  const std::string out = temp_path("rcsim_analysis_unidirectional.h5");
+  REQUIRE(cli_main({"run", "--model.tokens=32", "--model.dim=16", "--model.layers=120",
+                    "--mask.type=unidirectional_sliding_window", "--mask.window=2", "--weights.v=orthogonal",
+                    "--run.trials=8", "--run.seed=20240527", "--output.file=" + out, "--quiet", "--force"}) == 0);
+  AnalysisOptions fixed;
+  fixed.window = AnalysisOptions::Window::fixed;
+  const RunAnalysis f = analyze_run(out, fixed);
+  const RunAnalysis a = analyze_run(out, {});
+  INFO("fixed: " << -f.mu.ensemble.slope << " on " << f.mu.ensemble.first_layer << ".." << f.mu.ensemble.last_layer
+                 << " R^2 " << f.mu.ensemble.r2 << "; auto: " << -a.mu.ensemble.slope << " on "
+                 << a.mu.ensemble.first_layer << ".." << a.mu.ensemble.last_layer << " R^2 " << a.mu.ensemble.r2);
+  CHECK(-f.mu.ensemble.slope < 0.5);
+  CHECK(f.mu.ensemble_quality.poor);
+  CHECK_FALSE(fit_warnings(f, fixed).empty());
+  CHECK(a.mu.ensemble_phase_found);
+  CHECK(-a.mu.ensemble.slope > 0.55);
+  CHECK(-a.mu.ensemble.slope < 0.72);
+  CHECK(a.mu.ensemble.first_layer >= 40);
+  CHECK(a.mu.ensemble.r2 > 0.99);
+  CHECK_FALSE(a.mu.ensemble_quality.poor);
+  // rank_one_residual has a slow straight start (0.08 per layer for 30 layers): fewer e-folds
+  // than the collapse, so its window is the late one too.
+  CHECK(-a.rank_one_residual.ensemble.slope > 0.55);
+}
+
 TEST_CASE("analyze: bad inputs exit 2", "[analysis][cli]") {
   const std::string good = synthetic_run_file("rcsim_analysis_synthetic_bad_inputs.h5");
   const std::string text = temp_path("rcsim_analysis_text.h5");

@@ -122,8 +122,8 @@ const char* kAnalyzeHelp = R"(usage: rcsim analyze RUN.h5|SWEEP_DIR [...] [--thr
 
 options:
   --threshold=X   collapse threshold on mu_rel, in (0, 1) (default 1e-3)
-  --window=auto   (default) fit the exponential phase: the longest stretch where ln y is a
-                  straight line, before the round-off floor
+  --window=auto   (default) fit the exponential phase: the straight stretch of ln y that
+                  covers the most decay, before the round-off floor
   --window=fixed  skip the first 10% of the usable depth, stop before the floor
   --window=A:B    fit the recorded layers A..B
   --no-write      only print

@@ -121,15 +121,16 @@ ExponentialPhase exponential_window(const std::vector<double>& t, const std::vec
   const int step = std::max(1, (end + 1) / kAutoGrid);
   std::vector<int> ends;
   for (int j = end; j >= 0; j -= step) ends.push_back(j);  // descending, the last usable point first
-  double best_span = -1.0, best_r2 = -1.0;
+  double best_score = -1.0, best_r2 = -1.0;
   for (int i = 0; i + kAutoMinPoints - 1 <= end; i += step) {
     for (const int j : ends) {
       if (j - i + 1 < kAutoMinPoints) break;
-      const double span = t[static_cast<std::size_t>(j)] - t[static_cast<std::size_t>(i)];
-      if (span < best_span) break;  // ends descend: every later one is shorter
       double slope = 0, r2 = 0, se = 0;
       fits.fit(i, j, slope, r2, se);
       if (!(slope < 0) || r2 < kAutoMinR2) continue;
+      // The decay the window covers, in e-folds: -slope x span.
+      const double score = -slope * (t[static_cast<std::size_t>(j)] - t[static_cast<std::size_t>(i)]);
+      if (score < kAutoMinDecay || score < best_score || (score == best_score && r2 <= best_r2)) continue;
       const int mid = (i + j) / 2;
       double s1 = 0, s2 = 0, e1 = 0, e2 = 0, unused = 0;
       fits.fit(i, mid, s1, unused, e1);
@@ -137,13 +138,10 @@ ExponentialPhase exponential_window(const std::vector<double>& t, const std::vec
       // The halves agree to kAutoHalvesTolerance of the slope, or within the noise.
       const double allowed = std::max(kAutoHalvesTolerance * std::fabs(slope), kAutoHalvesZ * std::hypot(e1, e2));
       if (!(std::fabs(s1 - s2) <= allowed)) continue;
-      if (span > best_span || r2 > best_r2) {
-        best_span = span;
-        best_r2 = r2;
-        out.window = {i, j};
-        out.found = true;
-      }
-      break;  // the longest qualifying window from i
+      best_score = score;
+      best_r2 = r2;
+      out.window = {i, j};
+      out.found = true;
     }
   }
   if (!out.found) out.window = default_window(t, y, rel);

@@ -45,18 +45,23 @@ int last_usable_index(const std::vector<double>& y, const std::vector<double>& r
 FitWindow default_window(const std::vector<double>& t, const std::vector<double>& y, const std::vector<double>& rel);
 
 // The exponential phase, found in the curve itself (`rcsim analyze`'s default window, "auto"):
-// the longest window [i, j] of recorded layers, inside the usable range (last_usable_index: before
-// underflow, the round-off floor, or non-finite values), with at least kAutoMinPoints points, on
-// which ln y is a straight line to the tolerance: the fit decays (slope < 0), has
-// R^2 >= kAutoMinR2, and the slopes fitted on its two halves differ by at most kAutoHalvesTolerance
-// relative to the window's slope. Longest = largest layer span; among equal spans the higher R^2.
-// Curves with more than kAutoGrid usable points try window ends on a grid of about kAutoGrid
-// points (and the last usable point). `found` is false when no window qualifies (a flat or
-// growing curve, noise): then the window is default_window().
+// among the windows [i, j] of recorded layers inside the usable range (last_usable_index: before
+// underflow, the round-off floor, or non-finite values) with at least kAutoMinPoints points on
+// which ln y is a straight line to the tolerance, the one that covers the most decay. Straight:
+// the fit decays (slope < 0), has R^2 >= kAutoMinR2, and the slopes fitted on its two halves
+// (indices i..mid, mid+1..j) differ by at most max(kAutoHalvesTolerance |slope|,
+// kAutoHalvesZ sqrt(se1^2 + se2^2)) (se: the halves' standard errors: a noisy curve's halves may
+// differ by their noise). Most decay: the largest -slope x (t_j - t_i), the e-folds along the
+// fitted line (a long slow transient covers fewer e-folds than the collapse after it; a plateau
+// none); ties: the higher R^2. A window must cover at least kAutoMinDecay e-folds (a flat
+// curve's round-off is no decay). Curves with more than kAutoGrid usable points try window bounds
+// on a grid of about kAutoGrid points (and the last usable point). `found` is false when no
+// window qualifies (a flat or growing curve, noise): then the window is default_window().
 constexpr double kAutoMinR2 = 0.98;
 constexpr double kAutoHalvesTolerance = 0.1;
 constexpr double kAutoHalvesZ = 3.0;
 constexpr int kAutoMinPoints = 5;
+constexpr double kAutoMinDecay = 1.0;
 constexpr int kAutoGrid = 400;
 struct ExponentialPhase {
   FitWindow window;

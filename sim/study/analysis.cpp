@@ -118,10 +118,11 @@ std::string window_rule(const AnalysisOptions& o) {
   if (o.window == AnalysisOptions::Window::layers)
     return "layers " + fmt(o.from) + " to " + fmt(o.to) + ", cut at the first zero or non-finite value";
   if (o.window == AnalysisOptions::Window::automatic)
-    return "auto: the longest stretch (>= " + std::to_string(kAutoMinPoints) + " recorded layers) where ln y is a "
+    return "auto: the stretch (>= " + std::to_string(kAutoMinPoints) + " recorded layers) where ln y is a "
            "straight line (decaying, R^2 >= " + fmt(kAutoMinR2) + ", the halves' slopes within " +
-           fmt(100 * kAutoHalvesTolerance) + "%), before the first layer where the curve is non-finite, <= DBL_MIN, "
-           "or its relative value < 1e-13; where there is none, the fixed rule";
+           fmt(100 * kAutoHalvesTolerance) + "% or their noise) that covers the most decay (e-folds), before the first "
+           "layer where the curve is non-finite, <= DBL_MIN, or its relative value < 1e-13; where there is none, the "
+           "fixed rule";
   return "fixed: stop before the first layer where the curve is non-finite, <= DBL_MIN, or its relative value "
          "(mu_rel for mu) < 1e-13; skip the first 10% (at least 1 layer) of the usable depth";
 }
