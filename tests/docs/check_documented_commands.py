@@ -183,6 +183,7 @@ def run_file(md, repo, build, only_list=False):
                     continue
                 r = subprocess.run(["/usr/bin/python3", "-c", "\n".join(body)], cwd=work, env=env,
                                    capture_output=True, text=True)
+                print(f"{rel}:{line_no}: {'ok' if r.returncode == 0 else 'FAILED'}: the Python block", flush=True)
                 if r.returncode != 0:
                     failures.append(f"{rel}:{line_no}: the Python block failed (exit {r.returncode}):\n"
                                     + "\n".join("    " + x for x in (r.stdout + r.stderr).strip().splitlines()[-12:]))
