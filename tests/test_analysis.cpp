@@ -92,6 +92,91 @@ TEST_CASE("the default window skips the transient and stops before the floor", "
   }
 }
 
+TEST_CASE("the auto window finds the exponential phase of synthetic curves", "[analysis][window]") {
+  std::vector<double> t;
+  for (int i = 0; i <= 100; ++i) t.push_back(i);
+  SECTION("exponential, then a round-off floor") {
+    // y = exp(-0.5 t) down to 1e-15 (t = 69.1), then the floor 1e-15 (mu_rel-like): usable up to
+    // t = 59 (the last y >= 1e-13); the whole usable range is one straight line: window 0..59.
+    std::vector<double> y;
+    for (double x : t) y.push_back(std::max(std::exp(-0.5 * x), 1e-15));
+    const ExponentialPhase p = exponential_window(t, y, y);
+    CHECK(p.found);
+    CHECK(p.window.first == 0);
+    CHECK(p.window.last == 59);
+    const LogLinearFit f = fit_log_linear(t, y, p.window.first, p.window.last);
+    CHECK_THAT(f.slope, WithinAbs(-0.5, 1e-12));
+    CHECK_FALSE(fit_quality(t, y, f, p.window).poor);
+  }
+  SECTION("a floor above the cut: the plateau is left out") {
+    // y = exp(-0.4 t) + 1e-8 (a floor of 1e-8 the 1e-13 cut does not see): ln y is straight
+    // while exp(-0.4 t) >> 1e-8, i.e. up to t ~ 35 (exp(-14) = 8.3e-7, 1% above the line),
+    // and flat after t ~ 50. The fixed window fits the whole 10..100 (a rate of 0.14, R^2 0.71);
+    // the auto window ends in the bend (at t = 48 in a NumPy transcription of the rule) and its
+    // rate is within 3% of 0.4.
+    std::vector<double> y;
+    for (double x : t) y.push_back(std::exp(-0.4 * x) + 1e-8);
+    const ExponentialPhase p = exponential_window(t, y, y);
+    REQUIRE(p.found);
+    CHECK(p.window.first <= 2);
+    CHECK(p.window.last >= 35);
+    CHECK(p.window.last <= 52);
+    const LogLinearFit f = fit_log_linear(t, y, p.window.first, p.window.last);
+    CHECK_THAT(-f.slope, WithinRel(0.4, 0.03));
+    const FitWindow fixed = default_window(t, y, y);
+    const LogLinearFit g = fit_log_linear(t, y, fixed.first, fixed.last);
+    CHECK(-g.slope < 0.2);
+    CHECK(fit_quality(t, y, g, fixed).poor);
+  }
+  SECTION("two phases: a slow transient of 30 layers, then the exponential phase of 70") {
+    // ln y = -0.05 t for t <= 30, then -1.5 - 0.3 (t - 30) (down to -22.5: all usable). The
+    // longest straight stretch is the fast phase, taking in a few layers of the bend (the
+    // halves' test sees a kink only beyond 10% of the slope): it starts at t in 20..31 and ends at
+    // 100, its rate within 3% of 0.3; the fixed window (10..100) mixes both phases.
+    std::vector<double> y;
+    for (double x : t) y.push_back(std::exp(x <= 30 ? -0.05 * x : -1.5 - 0.3 * (x - 30)));
+    const ExponentialPhase p = exponential_window(t, y, y);
+    REQUIRE(p.found);
+    CHECK(p.window.first >= 20);
+    CHECK(p.window.first <= 31);
+    CHECK(p.window.last == 100);
+    const LogLinearFit f = fit_log_linear(t, y, p.window.first, p.window.last);
+    CHECK_THAT(-f.slope, WithinRel(0.3, 0.03));
+    const FitWindow fixed = default_window(t, y, y);
+    const LogLinearFit g = fit_log_linear(t, y, fixed.first, fixed.last);
+    CHECK(-g.slope < 0.29);
+    const FitQuality q = fit_quality(t, y, g, fixed);
+    // Halves of 10..100 (mid 55): 10..55 mixes the phases, 56..100 is pure 0.3.
+    CHECK_THAT(q.second_half_rate, WithinRel(0.3, 1e-9));
+    CHECK(q.first_half_rate < 0.25);
+  }
+  SECTION("no exponential phase: a flat or growing curve falls back to the fixed window") {
+    const std::vector<double> flat(101, 0.7);
+    ExponentialPhase p = exponential_window(t, flat, flat);
+    CHECK_FALSE(p.found);
+    CHECK(p.window.first == 10);
+    CHECK(p.window.last == 100);
+    std::vector<double> up;
+    for (double x : t) up.push_back(std::exp(0.01 * x));
+    p = exponential_window(t, up, up);
+    CHECK_FALSE(p.found);
+  }
+  SECTION("the halves of a window by hand") {
+    // ln y = -t on 0..3 and -3 - 3 (t - 3) on 3..7: window 0..7, mid 3: halves 0..3 (rate 1)
+    // and 4..7 (rate 3); relative difference |1 - 3| / rate of the whole.
+    const std::vector<double> t8 = {0, 1, 2, 3, 4, 5, 6, 7};
+    std::vector<double> y8;
+    for (double x : t8) y8.push_back(std::exp(x <= 3 ? -x : -3 - 3 * (x - 3)));
+    const LogLinearFit f = fit_log_linear(t8, y8, 0, 7);
+    const FitQuality q = fit_quality(t8, y8, f, {0, 7});
+    CHECK_THAT(q.first_half_rate, WithinAbs(1.0, 1e-12));
+    CHECK_THAT(q.second_half_rate, WithinAbs(3.0, 1e-12));
+    CHECK_THAT(q.halves_difference, WithinRel(2.0 / -f.slope, 1e-12));
+    CHECK(q.poor);
+    CHECK(q.reason.find("halves") != std::string::npos);
+  }
+}
+
 TEST_CASE("collapse depth is the first recorded layer below the threshold", "[analysis]") {
   const std::vector<double> t = {0, 1, 2, 4, 8, 16, 32};
   const std::vector<double> rel = {1, 0.5, kNaN, 0.01, 0.0005, 0.002, 1e-5};
@@ -160,10 +245,20 @@ TEST_CASE("analyze reads the layer coordinate from /layer and writes /analysis",
   for (const auto& f : a.mu.trial) CHECK_THAT(f.slope, WithinAbs(-0.2, 1e-12));
   CHECK_THAT(a.mu.mean, WithinAbs(0.2, 1e-12));
   CHECK_THAT(-a.mu.ensemble.slope, WithinAbs(0.2, 1e-12));
-  // Default window: 0.7 exp(-0.2 t) >= 1e-13 up to t = 147 (last recorded 60: all usable);
-  // skip ceil(6) = 6 layers: from t = 6.
-  CHECK(a.mu.trial[0].first_layer == 6.0);
+  // Auto window: c exp(-0.2 t) >= 1e-13 up to t = 147 (last recorded 60: all usable), one
+  // straight line: the whole range 0..60.
+  CHECK(a.mu.trial[0].first_layer == 0.0);
   CHECK(a.mu.trial[0].last_layer == 60.0);
+  CHECK(a.mu.ensemble_phase_found);
+  CHECK_FALSE(a.mu.ensemble_quality.poor);
+  CHECK(fit_warnings(a, o).empty());
+  // Fixed window: skip ceil(6) = 6 layers: from t = 6.
+  AnalysisOptions fixed;
+  fixed.window = AnalysisOptions::Window::fixed;
+  const RunAnalysis af = analyze_run(path, fixed);
+  CHECK(af.mu.trial[0].first_layer == 6.0);
+  CHECK(af.mu.trial[0].last_layer == 60.0);
+  CHECK_THAT(-af.mu.ensemble.slope, WithinAbs(0.2, 1e-12));
   // Collapse depth 1e-3: 0.5 exp(-0.2 t) < 1e-3 for t > 31.07: first recorded layer 33.
   CHECK(a.collapse_depth[0] == 33.0);
   // eps = 0.25, r = 2: bound rate -ln(1 - 1/16) / 2 = 0.032269... ; ratio 0.2 / that.
@@ -206,6 +301,38 @@ TEST_CASE("analyze on a simulated run: causal N = 2 with uniform attention halve
   CHECK(cli_main({"analyze", out, "--threshold", "0.5", "--window", "2:20", "--quiet"}) == 0);
   CHECK(h5::File::open_read(out).open_group("analysis").attr_double("threshold") == 0.5);
   CHECK(cli_main({"analyze", out, "--threshold", "abc", "--quiet"}) == 2);
+}
+
+TEST_CASE("the unidirectional window of configs/default.ini: the auto window fits the collapse", "[analysis][window]") {
+  // The case of the issue that introduced the auto window: configs/default.ini's unidirectional
+  // point (N = 32, d = 16, window 2, orthogonal W_V) run deep. Its median ln mu bends
+  // continuously: flat for ~20 layers, then the local rate rises 0.06, 0.24, 0.41, 0.53, 0.61,
+  // 0.65, 0.67 (per 10 layers from t = 20) until the round-off floor at t ~ 85. The fixed window
+  // (10..83) averages the bend: rate 0.41, R^2 0.92 (a poor fit: warned). The auto window finds
+  // the straight late stretch (53..83 with 32 trials): rate 0.63, R^2 > 0.99.
+  const std::string out = temp_path("rcsim_analysis_unidirectional.h5");
+  REQUIRE(cli_main({"run", "--model.tokens=32", "--model.dim=16", "--model.layers=120",
+                    "--mask.type=unidirectional_sliding_window", "--mask.window=2", "--weights.v=orthogonal",
+                    "--run.trials=8", "--run.seed=20240527", "--output.file=" + out, "--quiet", "--force"}) == 0);
+  AnalysisOptions fixed;
+  fixed.window = AnalysisOptions::Window::fixed;
+  const RunAnalysis f = analyze_run(out, fixed);
+  const RunAnalysis a = analyze_run(out, {});
+  INFO("fixed: " << -f.mu.ensemble.slope << " on " << f.mu.ensemble.first_layer << ".." << f.mu.ensemble.last_layer
+                 << " R^2 " << f.mu.ensemble.r2 << "; auto: " << -a.mu.ensemble.slope << " on "
+                 << a.mu.ensemble.first_layer << ".." << a.mu.ensemble.last_layer << " R^2 " << a.mu.ensemble.r2);
+  CHECK(-f.mu.ensemble.slope < 0.5);
+  CHECK(f.mu.ensemble_quality.poor);
+  CHECK_FALSE(fit_warnings(f, fixed).empty());
+  CHECK(a.mu.ensemble_phase_found);
+  CHECK(-a.mu.ensemble.slope > 0.55);
+  CHECK(-a.mu.ensemble.slope < 0.72);
+  CHECK(a.mu.ensemble.first_layer >= 40);
+  CHECK(a.mu.ensemble.r2 > 0.99);
+  CHECK_FALSE(a.mu.ensemble_quality.poor);
+  // rank_one_residual has a slow straight start (0.08 per layer for 30 layers): fewer e-folds
+  // than the collapse, so its window is the late one too.
+  CHECK(-a.rank_one_residual.ensemble.slope > 0.55);
 }
 
 TEST_CASE("analyze: bad inputs exit 2", "[analysis][cli]") {

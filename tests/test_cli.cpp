@@ -3,7 +3,10 @@
 
 #include "cli_support.hpp"
 
+#include <algorithm>
 #include <filesystem>
+#include <iostream>
+#include <sstream>
 #include <fstream>
 
 #include "cli/cli.hpp"
@@ -68,4 +71,35 @@ TEST_CASE("help and version exit 0", "[cli]") {
   CHECK(cli_main({"--help"}) == 0);
   CHECK(cli_main({"--version"}) == 0);
   CHECK(cli_main({"mask-info", "--mask.type=causal", "--model.tokens=4"}) == 0);
+}
+
+TEST_CASE("per-command help: short and specific; rcsim --help lists the commands", "[cli]") {
+  auto output_of = [](const std::vector<std::string>& args, int& status) {
+    std::ostringstream out;
+    std::streambuf* old = std::cout.rdbuf(out.rdbuf());
+    status = cli_main(args);
+    std::cout.rdbuf(old);
+    return out.str();
+  };
+  auto lines = [](const std::string& s) { return std::count(s.begin(), s.end(), '\n'); };
+  int status = -1;
+  const std::string overview = output_of({"--help"}, status);
+  CHECK(status == 0);
+  CHECK(lines(overview) < 40);
+  for (const char* command : {"run", "sweep", "mask-info", "equilibria", "analyze", "keys", "brody-map",
+                              "brody-example", "ln-geometry"}) {
+    INFO(command);
+    CHECK(overview.find(std::string("\n  ") + command + " ") != std::string::npos);
+    const std::string help = output_of({command, "--help"}, status);
+    CHECK(status == 0);
+    CHECK(help.find(std::string("usage: rcsim ") + (std::string(command) == "sweep" ? "run" : command)) == 0);
+    CHECK(lines(help) < 60);
+  }
+  CHECK(output_of({"analyze", "--help"}, status).find("--window=auto") != std::string::npos);
+  CHECK(output_of({"equilibria", "--help"}, status).find("--verbose") != std::string::npos);
+  const std::string keys = output_of({"--help-keys"}, status);
+  CHECK(status == 0);
+  CHECK(keys.find("--model.tokens  (default: 8)") != std::string::npos);
+  CHECK(keys.find("--keys.count") != std::string::npos);  // the geometry commands' keys too
+  CHECK(cli_main({"frobnicate", "--help"}) == 2);
 }

@@ -241,3 +241,40 @@ TEST_CASE("rank-k equilibria coexist for N = d = 3 and 4 (docs/equilibria.md)", 
     CHECK(reached[static_cast<std::size_t>(k)] >= 1);
   }
 }
+
+TEST_CASE("the equilibria table: first rows, '... N more rows', and the summary by rank and type", "[equilibria]") {
+  // 100 starts: 25 distinct equilibria made by hand. Rank 1 identical stable: 1 equilibrium of
+  // 60 end states; rank 2 distinct stable: 20 equilibria of 1 state each; rank 2 distinct
+  // unstable: 4 of 2 each; 12 starts did not converge (60 + 20 + 8 + 12 = 100).
+  EquilibriumSearch s;
+  s.starts.resize(100);
+  s.unconverged = 12;
+  auto add = [&](int rank, TokenClass tokens, bool stable, int count) {
+    Equilibrium e;
+    e.X = Matrix::Zero(2, 2);
+    e.cls.rank = rank;
+    e.cls.tokens = tokens;
+    e.stable = stable;
+    e.count = count;
+    e.basin_fraction = count / 100.0;
+    s.equilibria.push_back(e);
+  };
+  add(1, TokenClass::identical, true, 60);
+  for (int i = 0; i < 20; ++i) add(2, TokenClass::distinct, true, 1);
+  for (int i = 0; i < 4; ++i) add(2, TokenClass::distinct, false, 2);
+  const std::string summary = equilibria_summary(s);
+  INFO(summary);
+  CHECK(summary.find("summary: 25 distinct equilibria from 100 starts") != std::string::npos);
+  // rank, tokens, stable, equilibria, end states, basin
+  CHECK(summary.find("    1  identical     yes           1          60     60.0%") != std::string::npos);
+  CHECK(summary.find("    2   distinct      no           4           8      8.0%") != std::string::npos);
+  CHECK(summary.find("    2   distinct     yes          20          20     20.0%") != std::string::npos);
+  CHECK(summary.find("unconverged") != std::string::npos);
+  CHECK(summary.find("12     12.0%") != std::string::npos);
+  const std::string shortened = equilibria_table(s), full = equilibria_table(s, true);
+  CHECK(shortened.find("... 5 more rows (--verbose prints them") != std::string::npos);  // 25 - 20
+  CHECK(full.find("more rows") == std::string::npos);
+  CHECK(full.find("\n   24 ") != std::string::npos);       // the last row, with --verbose
+  CHECK(shortened.find("\n   24 ") == std::string::npos);
+  CHECK(shortened.find(summary) != std::string::npos);      // the summary follows the table
+}

@@ -1,5 +1,6 @@
 """Reading rcsim run files, sweep indexes and analysis files: with h5py (dicts of NumPy arrays:
 load_run, load_sweep, load_analysis) or as labelled xarray objects (open_run, open_sweep)."""
+import io
 import os
 
 import h5py
@@ -14,10 +15,21 @@ def _is_coordinate(ds):
     return _text(ds.attrs.get("CLASS", b"")) == "DIMENSION_SCALE"
 
 
+def _readable(path):
+    """A path as h5py and xarray open it: bytes (an HDF5 file image, as rcsim.simulate_image
+    returns) become a file object; a path stays a path."""
+    return io.BytesIO(path) if isinstance(path, (bytes, bytearray, memoryview)) else path
+
+
+def _name(path):
+    return "(run file in memory)" if isinstance(path, (bytes, bytearray, memoryview)) else path
+
+
 def _open_checked(path, filetype):
     """h5py.File of a complete rcsim file of this filetype, or RcsimFileError."""
+    source, path = _readable(path), _name(path)
     try:
-        f = h5py.File(path, "r")
+        f = h5py.File(source, "r")
     except OSError as e:
         raise RcsimFileError(f"{path}: cannot open as HDF5 ({e})") from None
     if _text(f.attrs.get("filetype", "")) != filetype:
@@ -43,11 +55,12 @@ def load_run(path):
 def open_run(path, group="metrics"):
     """One group of a run file as a labelled xarray.Dataset (default /metrics: every measure
     [trial, layer] or [trial, attention_layer]); select by value: `open_run(p).mu.sel(layer=10)`.
-    The root's attributes (mask_type, norm_type, seed, ...) are added to the Dataset's attrs."""
+    The root's attributes (mask_type, norm_type, seed, ...) are added to the Dataset's attrs.
+    `path` may also be the bytes of a run file (rcsim.simulate_image)."""
     import xarray as xr
     with _open_checked(path, "rcsim-run") as f:
         root = {k: _attr(v) for k, v in f.attrs.items()}
-    ds = xr.open_dataset(path, group=group, engine="h5netcdf").load()
+    ds = xr.open_dataset(_readable(path), group=group, engine="h5netcdf").load()
     ds.close()
     ds.attrs.update(root)
     return ds

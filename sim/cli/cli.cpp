@@ -19,6 +19,7 @@
 #include "cli/cli_geometry.hpp"
 #include "core/config.hpp"
 #include "study/equilibria.hpp"
+#include "study/sweep_analysis.hpp"
 #include "core/errors.hpp"
 #include "core/memory.hpp"
 #include "core/safe_file.hpp"
@@ -42,63 +43,148 @@ extern "C" void on_signal(int sig) {
   std::signal(sig, SIG_DFL);  // a second Ctrl-C ends the process at once
 }
 
-const char* kUsage = R"(rcsim: simulator of rank collapse in deep self-attention
+const char* kOverview = R"(rcsim: simulator of rank collapse in deep self-attention
 
-usage:
-  rcsim run       [--config FILE] [--key=value ...] [--dry-run] [--force] [--quiet]
-  rcsim sweep     (same as run; a configuration with a [sweep] section runs every point)
-  rcsim mask-info [--config FILE] [--key=value ...]
-  rcsim equilibria --config FILE [--key=value ...] [--tol=X] [--perturbation=X] [--probes=K]
-                  [--match-tol=X] [--rank-rtol=X] [--dry-run] [--force]
-  rcsim analyze   RUN.h5 [RUN.h5 ...] [--threshold=X] [--window=FROM:TO] [--no-write]
-  rcsim keys | brody-map | brody-example | ln-geometry [--key=value ...]   (see below)
-  rcsim --help | --version
+usage: rcsim COMMAND [--config FILE] [--key=value ...] [options]
 
-  run         simulate run.trials independent trials of an L-layer attention stack and write
-              the measures of every layer to output.file (HDF5). Without --config, one
-              run of the key defaults (configs/default.ini is the comparison sweep of
-              scripts/run-default.sh).
-              A [sweep] section (sweep.KEY = v1, v2, ...) runs one file per point into the
-              directory output.file minus ".h5", with an index (index.h5: every point, its
-              parameters, file and status); completed points are skipped on rerun. Under
-              mpirun (built with -DRCSIM_MPI=ON) the points are shared among the ranks.
-  mask-info   print the mask, its centre nodes, radius and connectivity.
-  equilibria  under fixed weights (weights.q/k/v = fixed, zero or identity), iterate run.trials
-              random starting points (init.*) for at most model.layers layers until
-              ||X(t+1) - X(t)||_F < --tol (1e-12); classify each end state (rank with
-              --rank-rtol 1e-8, identical/antipodal/distinct tokens, stability under --probes (4)
-              perturbations of relative size --perturbation (1e-6)); write end states, distinct
-              equilibria and basin fractions to output.file (docs/equilibria.md).
-  analyze     decay rates of mu and rank_one_residual (per trial and ensemble), collapse
-              depth (first layer with mu_rel < --threshold, default 1e-3) and the theory
-              bound C (1 - eps^r)^(t/r); prints a table and writes /analysis into each run
-              file (atomically; --no-write only prints). --window=FROM:TO fits those layers
-              instead of the default window (docs/analysis.md).
-
-options:
-  --config FILE   INI file: [section] key = value, for the dotted keys below
-  --key=value     any configuration key; the command line wins over the file
-  --dry-run       print the resolved configuration and planned outputs; write nothing
-  --force         recompute outputs that are already complete, and overwrite outputs (or a
-                  sweep index) made with a different configuration, or files that are not
-                  complete rcsim outputs of the command's kind (refused without it; a
-                  directory, symlink or device is never replaced)
-  --quiet         only warnings and errors on stderr (no progress)
-
-exit status: 0 success, 1 runtime error, 2 usage error, 130 interrupted.
-
-configuration keys (default; meaning):
+commands:
+  run           simulate trials of an L-layer attention stack; every layer's measures to HDF5
+  sweep         the same as run (a configuration with a [sweep] section runs every point)
+  mask-info     print the mask, its centre nodes, radius and connectivity
+  equilibria    iterate fixed weights to equilibria; classify them and their basins
+  analyze       decay rates (exponential phase found automatically), collapse depth and the
+                theory bound of run files or sweep directories; a table per sweep
 )";
 
-std::string help_text() {
+const char* kOverviewEnd = R"(
+  rcsim COMMAND --help   the command's usage, options and keys
+  rcsim --help-keys      every configuration key of run/sweep/mask-info/equilibria with its
+                         default and meaning
+  rcsim --version
+
+exit status: 0 success, 1 runtime error, 2 usage error, 130 interrupted.
+)";
+
+const char* kRunHelp = R"(usage: rcsim run [--config FILE] [--key=value ...] [--dry-run] [--force] [--quiet]
+       rcsim sweep ...   (the same)
+
+  Simulate run.trials independent trials of an L-layer attention stack and write the measures
+  of every layer to output.file (HDF5). Without --config: one run of the key defaults
+  (configs/default.ini is the comparison sweep of scripts/run-default.sh). A [sweep] section
+  (sweep.KEY = v1, v2, ...) runs one file per point into the directory output.file minus
+  ".h5", with an index (index.h5); completed points are skipped on rerun. Under mpirun (built
+  with -DRCSIM_MPI=ON) the points are shared among the ranks.
+
+options:
+  --config FILE   INI file: [section] key = value, for the dotted keys
+  --key=value     any configuration key (also --key value); the command line wins over the file
+  --dry-run       print the resolved configuration and planned outputs; write nothing
+  --force         recompute complete outputs; overwrite outputs (or a sweep index) of another
+                  configuration, or files that are not complete rcsim run files
+  --quiet         only warnings and errors on stderr (no progress)
+)";
+
+const char* kMaskInfoHelp = R"(usage: rcsim mask-info [--config FILE] [--key=value ...]
+
+  Print the attention mask of the configuration (mask.type, mask.window, model.tokens, ...),
+  its centre nodes, radius and whether it is quasi-strongly connected.
+)";
+
+const char* kEquilibriaHelp = R"(usage: rcsim equilibria --config FILE [--key=value ...] [--tol=X] [--perturbation=X]
+                        [--probes=K] [--match-tol=X] [--rank-rtol=X] [--verbose] [--dry-run] [--force]
+
+  Under fixed weights (weights.q/k/v = fixed, zero or identity), iterate run.trials random
+  starting points (init.*) for at most model.layers layers until ||X(t+1) - X(t)||_F < --tol;
+  classify each end state (rank, identical/antipodal/distinct tokens, stability under
+  perturbations) and write end states, distinct equilibria and basin fractions to output.file
+  (docs/equilibria.md). Prints a summary (equilibria by rank and type, basin fractions) after
+  the table of distinct equilibria, whose first 20 rows are shown unless --verbose.
+
+options:
+  --tol=X           convergence tolerance (default 1e-12)
+  --perturbation=X  relative size of the stability probes (default 1e-6)
+  --probes=K        perturbations per end state (default 4)
+  --match-tol=X     distance under which two end states are the same equilibrium
+  --rank-rtol=X     relative tolerance of the numerical rank (default 1e-8)
+  --verbose         print every row of the table of distinct equilibria
+  --dry-run, --force, --quiet   as for run
+)";
+
+const char* kAnalyzeHelp = R"(usage: rcsim analyze RUN.h5|SWEEP_DIR [...] [--threshold=X] [--window=auto|fixed|FROM:TO]
+                     [--no-write]
+
+  Decay rates of mu and rank_one_residual (per trial and ensemble), collapse depth (first layer
+  with mu_rel < --threshold, default 1e-3) and the theory bound C (1 - eps^r)^(t/r). Prints a
+  table and writes /analysis into each run file (atomically). A sweep directory analyses each
+  complete point of its index and writes one table, a row per point, next to the index:
+  DIR/analysis.csv and DIR/analysis.h5. Among run files (a glob like data/depth/*.h5) the
+  sweep's index.h5 and analysis.h5 are skipped. Warns when a fit is poor (docs/analysis.md).
+
+options:
+  --threshold=X   collapse threshold on mu_rel, in (0, 1) (default 1e-3)
+  --window=auto   (default) fit the exponential phase: the straight stretch of ln y that
+                  covers the most decay, before the round-off floor
+  --window=fixed  skip the first 10% of the usable depth, stop before the floor
+  --window=A:B    fit the recorded layers A..B
+  --no-write      only print
+)";
+
+// The configuration keys' names by section, wrapped: the short form for `rcsim run --help`.
+std::string key_names_by_section() {
   std::ostringstream os;
-  os << kUsage;
+  std::string section, line;
+  auto flush = [&] {
+    if (!line.empty()) os << line << "\n";
+    line.clear();
+  };
+  for (const auto& k : config_keys()) {
+    const auto dot = k.key.find('.');
+    const std::string sec = k.key.substr(0, dot), name = k.key.substr(dot + 1);
+    if (sec != section) {
+      flush();
+      section = sec;
+      line = "  " + sec + ":";
+    } else {
+      line += ",";
+    }
+    if (line.size() + name.size() + 1 > 96) {
+      flush();
+      line = "     ";
+    }
+    line += " " + name;
+  }
+  flush();
+  os << "  sweep: mode, and sweep.KEY = v1, v2, ... for any key\n";
+  return os.str();
+}
+
+std::string keys_help_text() {
+  std::ostringstream os;
+  os << "configuration keys of run, sweep, mask-info and equilibria (default; meaning):\n";
   for (const auto& k : config_keys())
     os << "  --" << k.key << "  (default: " << (k.default_value.empty() ? "\"\"" : k.default_value) << ")\n      "
        << k.help << "\n";
   os << "  --sweep.mode  (default: product)\n      product | zip: how the lists of a [sweep] section combine\n";
-  os << geometry_help_text();
   return os.str();
+}
+
+std::string help_text() {
+  std::ostringstream os;
+  os << kOverview << geometry_command_summaries() << kOverviewEnd;
+  return os.str();
+}
+
+// `rcsim COMMAND --help`.
+std::string command_help(const std::string& command) {
+  if (command == "run" || command == "sweep")
+    return std::string(kRunHelp) + "\nconfiguration keys (rcsim --help-keys: defaults and meanings):\n" +
+           key_names_by_section();
+  if (command == "mask-info") return kMaskInfoHelp;
+  if (command == "equilibria") return kEquilibriaHelp;
+  if (command == "analyze") return kAnalyzeHelp;
+  if (is_geometry_command(command)) return geometry_command_help(command);
+  throw UsageError("unknown command '" + command +
+                   "' (allowed: run, sweep, mask-info, equilibria, analyze, keys, brody-map, brody-example, ln-geometry; see rcsim --help)");
 }
 
 struct Invocation {
@@ -403,6 +489,7 @@ std::vector<std::string> join_option_values(const std::vector<std::string>& args
 
 int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
   EquilibriumOptions o;
+  bool verbose = false;
   std::vector<std::string> keys;
   for (const std::string& a : join_option_values(inv.keys, {"--tol", "--perturbation", "--probes", "--rank-rtol", "--match-tol"})) {
     auto value = [&](const char* prefix) -> std::optional<double> {
@@ -417,6 +504,7 @@ int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
       o.probes = static_cast<int>(*v3);
     } else if (auto v4 = value("--match-tol")) o.match_tol = *v4;
     else if (auto v5 = value("--rank-rtol")) o.rank_rtol = *v5;
+    else if (a == "--verbose" || a == "-v") verbose = true;
     else keys.push_back(a);
   }
   validate(o);
@@ -451,7 +539,7 @@ int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
   const std::string tmp = create_temporary(out);  // fails fast on an unwritable directory
   try {
     const EquilibriumSearch s = find_equilibria(c, o, &g_cancel);
-    std::cout << equilibria_table(s) << std::flush;
+    std::cout << equilibria_table(s, verbose) << std::flush;
     write_equilibria_file(tmp, c, o, s, command_line_text(args));
     require_regular_or_absent(out, "output.file");
     replace_with(tmp, out);
@@ -473,29 +561,77 @@ int cmd_analyze(const Invocation& inv) {
     } else if (a.rfind("--window=", 0) == 0) {
       const std::string w = a.substr(9);
       const auto colon = w.find(':');
-      if (colon == std::string::npos) throw UsageError("--window=" + w + ": expected FROM:TO (layers)");
-      o.user_window = true;
+      if (w == "auto" || w == "fixed") {
+        o.window = w == "auto" ? AnalysisOptions::Window::automatic : AnalysisOptions::Window::fixed;
+        continue;
+      }
+      if (colon == std::string::npos) throw UsageError("--window=" + w + ": expected auto, fixed or FROM:TO (layers)");
+      o.window = AnalysisOptions::Window::layers;
       o.from = parse_number("--window", w.substr(0, colon));
       o.to = parse_number("--window", w.substr(colon + 1));
     } else if (a == "--no-write") {
       write = false;
     } else if (!a.empty() && a[0] == '-') {
-      throw UsageError("analyze: unknown option '" + a + "' (allowed: --threshold=X, --window=FROM:TO, --no-write)");
+      throw UsageError("analyze: unknown option '" + a + "' (allowed: --threshold=X, --window=auto|fixed|FROM:TO, --no-write)");
     } else {
       files.push_back(a);
     }
   }
-  if (inv.config_file) throw UsageError("analyze takes run files, not --config");
-  if (files.empty()) throw UsageError("analyze: no run file given (usage: rcsim analyze RUN.h5 [...])");
+  if (inv.config_file) throw UsageError("analyze takes run files or sweep directories, not --config");
+  if (files.empty()) throw UsageError("analyze: no run file given (usage: rcsim analyze RUN.h5|SWEEP_DIR [...])");
   validate(o);
+  // Sweep directories (their index lists the points), run files; an index or a sweep table met
+  // among run files (a glob like data/depth/*.h5) is skipped.
+  std::vector<SweepIndex> sweeps;
+  std::vector<std::string> runs;
+  for (const auto& path : files) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      const std::string index = sweep_index_path(path);
+      if (!is_sweep_index(index))
+        throw UsageError("'" + path + "': a directory without a sweep index (index.h5); give run files or a sweep directory");
+      sweeps.push_back(read_sweep_index(index));
+    } else if (is_sweep_index(path)) {
+      spdlog::info("{}: a sweep index, skipped (give its directory to analyse the sweep and write its table)", path);
+    } else if (h5::is_complete(path, "rcsim-sweep-analysis")) {
+      spdlog::info("{}: a sweep's analysis table, skipped", path);
+    } else {
+      runs.push_back(path);
+    }
+  }
+  // Every file read and checked before any is written.
   std::vector<RunAnalysis> results;
-  for (const auto& path : files) results.push_back(analyze_run(path, o));  // every file checked before writing
-  for (const auto& a : results) {
-    std::cout << analysis_table(a, o);
+  for (const auto& path : runs) results.push_back(analyze_run(path, o));
+  std::vector<std::vector<SweepAnalysisRow>> sweep_rows(sweeps.size());
+  for (std::size_t s = 0; s < sweeps.size(); ++s) {
+    const SweepIndex& index = sweeps[s];
+    int skipped = 0;
+    for (std::size_t i = 0; i < index.points.size(); ++i) {
+      if (index.points[i].status != "complete") {
+        ++skipped;
+        continue;
+      }
+      sweep_rows[s].push_back({static_cast<int>(i), &index.points[i], analyze_run(index.points[i].file, o)});
+    }
+    if (sweep_rows[s].empty())
+      throw UsageError("sweep '" + index.directory + "': no complete point to analyse (" + std::to_string(skipped) +
+                       " pending or failed; run the sweep first)");
+    if (skipped) spdlog::info("sweep {}: {} points not complete, left out", index.directory, skipped);
+  }
+  auto finish = [&](const RunAnalysis& a, bool print_table) {
+    if (print_table) std::cout << analysis_table(a, o);
+    for (const std::string& w : fit_warnings(a, o)) spdlog::warn("{}", w);
     if (write) {
       write_analysis(a, o);
       spdlog::info("wrote /analysis into {}", a.path);
     }
+  };
+  for (const auto& a : results) finish(a, true);
+  for (std::size_t s = 0; s < sweeps.size(); ++s) {
+    std::cout << sweep_summary_table(sweeps[s], sweep_rows[s], o);
+    for (const SweepAnalysisRow& r : sweep_rows[s]) finish(r.analysis, false);
+    if (write)
+      for (const std::string& p : write_sweep_table(sweeps[s], sweep_rows[s], o)) spdlog::info("wrote {}", p);
   }
   return 0;
 }
@@ -518,6 +654,14 @@ int cli_main(const std::vector<std::string>& args) {
     spdlog::set_level(inv.quiet ? spdlog::level::warn : spdlog::level::info);
     if (std::find(args.begin(), args.end(), "--version") != args.end()) {
       std::cout << "rcsim " << version() << " (git " << git_sha() << ")\n";
+      return 0;
+    }
+    if (std::find(args.begin(), args.end(), "--help-keys") != args.end()) {
+      std::cout << keys_help_text() << geometry_help_text();
+      return 0;
+    }
+    if (inv.help && !inv.command.empty()) {
+      std::cout << command_help(inv.command);
       return 0;
     }
     if (inv.help || inv.command.empty()) {

@@ -635,4 +635,25 @@ std::string geometry_help_text() {
   return os.str();
 }
 
+std::string geometry_command_help(const std::string& name) {
+  const CommandSpec& c = command_spec(name);
+  std::ostringstream os;
+  os << "usage: rcsim " << c.name << " [--key=value ...] [--force] [--quiet]\n\n  " << c.summary
+     << " (docs/geometry.md)\n\nkeys (default; meaning):\n";
+  for (const auto& k : c.keys)
+    os << "  --" << k.key << "  (default: " << (k.default_value.empty() ? "\"\"" : k.default_value) << ")\n      "
+       << k.help << "\n";
+  return os.str();
+}
+
+std::string geometry_command_summaries() {
+  std::ostringstream os;
+  for (const auto& c : commands()) {
+    std::string summary = c.summary;
+    if (summary.size() > 66) summary = summary.substr(0, summary.rfind(' ', 63)) + " ...";
+    os << "  " << c.name << std::string(c.name.size() < 14 ? 14 - c.name.size() : 1, ' ') << summary << "\n";
+  }
+  return os.str();
+}
+
 }  // namespace rcsim

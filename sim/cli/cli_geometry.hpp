@@ -17,7 +17,11 @@ bool is_geometry_command(const std::string& command);
 int run_geometry_command(const std::string& command, const std::vector<std::string>& keys,
                          const std::string& command_line, bool quiet, bool force, const std::atomic<bool>* cancel);
 
-// The keys of every geometry command, for rcsim --help.
+// The keys of every geometry command, for rcsim --help-keys.
 std::string geometry_help_text();
+// `rcsim NAME --help`: the usage and keys of one geometry command.
+std::string geometry_command_help(const std::string& name);
+// One line per geometry command (name and summary), for `rcsim --help`.
+std::string geometry_command_summaries();
 
 }  // namespace rcsim

@@ -170,7 +170,7 @@ std::string unknown_key_message(const std::string& key, const std::string& where
     if (d < best_d) best_d = d, best = k.key;
   }
   return "unknown key '" + key + "'" + (where.empty() ? "" : " " + where) +
-         (best.empty() ? "" : " (did you mean '" + best + "'?)") + "; 'rcsim --help' lists every key";
+         (best.empty() ? "" : " (did you mean '" + best + "'?)") + "; 'rcsim --help-keys' lists every key";
 }
 
 long long parse_integer(const std::string& key, const std::string& text) {

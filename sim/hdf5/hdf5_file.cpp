@@ -438,17 +438,12 @@ void File::flush() const {
   if (H5Fflush(id(), H5F_SCOPE_GLOBAL) < 0) fail("cannot flush '" + filename_ + "'");
 }
 
-void File::close() {
-  if (id() < 0) return;
+std::vector<char> File::take_image() {
   const ssize_t open_objects =
       H5Fget_obj_count(id(), H5F_OBJ_DATASET | H5F_OBJ_GROUP | H5F_OBJ_DATATYPE | H5F_OBJ_ATTR | H5F_OBJ_LOCAL);
   if (open_objects > 0)
     throw std::logic_error("h5::File::close: " + std::to_string(open_objects) + " objects of '" + filename_ +
                            "' still open");
-  if (!in_memory_) {
-    if (handle_.close() < 0) fail("cannot close '" + filename_ + "'");
-    return;
-  }
   std::vector<char> image;
   std::string error;
   if (H5Fflush(id(), H5F_SCOPE_GLOBAL) < 0) {
@@ -464,7 +459,27 @@ void File::close() {
   }
   if (!error.empty()) fail(error);  // the handle closes itself (in memory: no disk involved)
   if (handle_.close() < 0) fail("cannot close '" + filename_ + "' in memory");
+  return image;
+}
+
+void File::close() {
+  if (id() < 0) return;
+  if (!in_memory_) {
+    const ssize_t open_objects =
+        H5Fget_obj_count(id(), H5F_OBJ_DATASET | H5F_OBJ_GROUP | H5F_OBJ_DATATYPE | H5F_OBJ_ATTR | H5F_OBJ_LOCAL);
+    if (open_objects > 0)
+      throw std::logic_error("h5::File::close: " + std::to_string(open_objects) + " objects of '" + filename_ +
+                             "' still open");
+    if (handle_.close() < 0) fail("cannot close '" + filename_ + "'");
+    return;
+  }
+  const std::vector<char> image = take_image();
   write_whole_file(filename_, image.data(), image.size());
+}
+
+std::vector<char> File::close_to_image() {
+  if (id() < 0 || !in_memory_) throw std::logic_error("h5::File::close_to_image: '" + filename_ + "' is not an open file in memory");
+  return take_image();
 }
 
 bool is_complete(const std::string& path, const std::string& filetype) {

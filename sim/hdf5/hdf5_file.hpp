@@ -143,6 +143,10 @@ class File : public Group {
   // ("No space left on device", "File too large") naming the file. Every group, dataset and
   // attribute of the file must be closed already (std::logic_error otherwise).
   void close();
+  // Close a file made by create() and return its bytes (an HDF5 file image, as close() would
+  // write them) instead of writing them anywhere: for results that stay in memory (the Python
+  // bindings, docs/python.md). h5py opens the image from an io.BytesIO.
+  std::vector<char> close_to_image();
   // Give every axis that still has no dimension scale an index coordinate named
   // "<dataset>_dim<k>" in the dataset's group, so that every axis of every dataset is labelled
   // (xarray refuses a variable with labelled and unlabelled axes). Writers call it before their
@@ -152,6 +156,7 @@ class File : public Group {
 
  private:
   File(Handle h, std::string filename, bool in_memory);
+  std::vector<char> take_image();  // flush, copy the image and close (in memory only)
   std::string filename_;
   bool in_memory_ = false;
   int exceptions_ = 0;  // std::uncaught_exceptions() when made

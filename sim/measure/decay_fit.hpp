@@ -44,6 +44,47 @@ int last_usable_index(const std::vector<double>& y, const std::vector<double>& r
 // (at least one layer) as the transient.
 FitWindow default_window(const std::vector<double>& t, const std::vector<double>& y, const std::vector<double>& rel);
 
+// The exponential phase, found in the curve itself (`rcsim analyze`'s default window, "auto"):
+// among the windows [i, j] of recorded layers inside the usable range (last_usable_index: before
+// underflow, the round-off floor, or non-finite values) with at least kAutoMinPoints points on
+// which ln y is a straight line to the tolerance, the one that covers the most decay. Straight:
+// the fit decays (slope < 0), has R^2 >= kAutoMinR2, and the slopes fitted on its two halves
+// (indices i..mid, mid+1..j) differ by at most max(kAutoHalvesTolerance |slope|,
+// kAutoHalvesZ sqrt(se1^2 + se2^2)) (se: the halves' standard errors: a noisy curve's halves may
+// differ by their noise). Most decay: the largest -slope x (t_j - t_i), the e-folds along the
+// fitted line (a long slow transient covers fewer e-folds than the collapse after it; a plateau
+// none); ties: the higher R^2. A window must cover at least kAutoMinDecay e-folds (a flat
+// curve's round-off is no decay). Curves with more than kAutoGrid usable points try window bounds
+// on a grid of about kAutoGrid points (and the last usable point). `found` is false when no
+// window qualifies (a flat or growing curve, noise): then the window is default_window().
+constexpr double kAutoMinR2 = 0.98;
+constexpr double kAutoHalvesTolerance = 0.1;
+constexpr double kAutoHalvesZ = 3.0;
+constexpr int kAutoMinPoints = 5;
+constexpr double kAutoMinDecay = 1.0;
+constexpr int kAutoGrid = 400;
+struct ExponentialPhase {
+  FitWindow window;
+  bool found = false;
+};
+ExponentialPhase exponential_window(const std::vector<double>& t, const std::vector<double>& y,
+                                    const std::vector<double>& rel);
+
+// How well a fitted window is described by one rate: R^2 of the whole window and the decay rates
+// (-slope) of its two halves (indices first..mid and mid+1..last, mid = (first + last) / 2;
+// NaN when a half has fewer than 2 points). A fit is poor when R^2 < kPoorFitR2 or the halves'
+// rates differ by more than kPoorFitHalves relative to the window's rate.
+constexpr double kPoorFitR2 = 0.95;
+constexpr double kPoorFitHalves = 0.3;
+struct FitQuality {
+  double first_half_rate = 0.0, second_half_rate = 0.0;
+  double halves_difference = 0.0;  // |rate1 - rate2| / |rate of the window| (NaN if undefined)
+  bool poor = false;
+  std::string reason;  // "" or e.g. "R^2 = 0.83 < 0.95", "halves' rates 0.61 and 0.25 differ by 59%"
+};
+FitQuality fit_quality(const std::vector<double>& t, const std::vector<double>& y, const LogLinearFit& fit,
+                       const FitWindow& w);
+
 // A user window of layers [from, to] (inclusive, in layer units), cut at the first point where
 // y is not finite or <= DBL_MIN (its logarithm is not usable).
 FitWindow layer_window(const std::vector<double>& t, const std::vector<double>& y, double from, double to);

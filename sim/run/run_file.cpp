@@ -313,6 +313,24 @@ RunFileCheck check_run_file(const std::string& path, const std::string& config_i
   return out;
 }
 
+namespace {
+
+// The run's diagnostics on the log (they are recorded in the file too).
+void report_diagnostics(const RunResults& r) {
+  int underflow = 0, nonfinite = 0, degenerate = 0;
+  for (int t = 0; t < r.trials; ++t) {
+    underflow += r.underflow_layer[static_cast<std::size_t>(t)] >= 0;
+    nonfinite += r.nonfinite_layer[static_cast<std::size_t>(t)] >= 0;
+    degenerate += r.degenerate_total[static_cast<std::size_t>(t)];
+  }
+  // Expected in a collapsing run (and recorded in the file): information, not a warning.
+  if (underflow) spdlog::info("{} of {} trials: mu underflowed below DBL_MIN (see /diagnostics/underflow_layer)", underflow, r.trials);
+  if (nonfinite) spdlog::warn("{} of {} trials: tokens became non-finite and the trial stopped (see /diagnostics/nonfinite_layer)", nonfinite, r.trials);
+  if (degenerate) spdlog::warn("{} degenerate rows in the normalisation (see /metrics/degenerate_rows)", degenerate);
+}
+
+}  // namespace
+
 std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<bool>* cancel, bool show_progress) {
   Progress progress(show_progress ? Progress::Mode::log : Progress::Mode::off, c.run.trials, 1, 2.0);
   progress.begin_point(c.output.file, c.run.trials);
@@ -361,16 +379,7 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
       throw;
     }
     if (progress) progress->clear();
-    int underflow = 0, nonfinite = 0, degenerate = 0;
-    for (int t = 0; t < r.trials; ++t) {
-      underflow += r.underflow_layer[static_cast<std::size_t>(t)] >= 0;
-      nonfinite += r.nonfinite_layer[static_cast<std::size_t>(t)] >= 0;
-      degenerate += r.degenerate_total[static_cast<std::size_t>(t)];
-    }
-    // Expected in a collapsing run (and recorded in the file): information, not a warning.
-    if (underflow) spdlog::info("{} of {} trials: mu underflowed below DBL_MIN (see /diagnostics/underflow_layer)", underflow, r.trials);
-    if (nonfinite) spdlog::warn("{} of {} trials: tokens became non-finite and the trial stopped (see /diagnostics/nonfinite_layer)", nonfinite, r.trials);
-    if (degenerate) spdlog::warn("{} degenerate rows in the normalisation (see /metrics/degenerate_rows)", degenerate);
+    report_diagnostics(r);
     Provenance prov = p;
     prov.threads = threads;
     write_run_file(tmp, s, r, prov);  // closed and checked before the rename
@@ -382,6 +391,21 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
     throw;
   }
   return out;
+}
+
+std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::atomic<bool>* cancel) {
+  require_run_memory(c);
+  const EngineSetup s = prepare(c);
+  if (!s.graph.quasi_strongly_connected)
+    spdlog::warn("mask is not quasi-strongly connected: the collapse theorem does not apply");
+  const int threads = resolve_threads(c.run.threads, c.run.trials);
+  const RunResults r = run_simulation(s, threads, cancel);
+  report_diagnostics(r);
+  Provenance prov = p;
+  prov.threads = threads;
+  h5::File f = h5::File::create(c.output.file.empty() ? "run.h5" : c.output.file);  // the name only labels messages
+  write_run_contents(f, s, r, prov);
+  return f.close_to_image();
 }
 
 }  // namespace rcsim

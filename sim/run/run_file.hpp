@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "run/progress.hpp"
 #include "run/simulation.hpp"
@@ -43,6 +44,12 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
 // The same with a log-line progress (show_progress) or none.
 std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<bool>* cancel,
                         bool show_progress);
+
+// Run `c` in memory and return the bytes of the run file that run_to_file would write (the
+// same writer, into an HDF5 file image; nothing touches the disk, output.file only names the
+// image). For the Python bindings (rcsim.simulate, docs/python.md). Throws Interrupted when
+// `cancel` is set.
+std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::atomic<bool>* cancel);
 
 // The current UTC time as ISO 8601.
 std::string utc_now();

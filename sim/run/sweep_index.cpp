@@ -137,4 +137,38 @@ std::vector<std::string> read_sweep_status(const std::string& path) {
   return h5::File::open_read(path).read_strings("status");
 }
 
+bool is_sweep_index(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  try {
+    const h5::File f = h5::File::open_read(path);
+    return f.has_attr("filetype") && f.attr_string("filetype") == "rcsim-sweep-index";
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+SweepIndex read_sweep_index(const std::string& path) {
+  if (!is_sweep_index(path))
+    throw UsageError("'" + path + "': not an rcsim sweep index (an HDF5 file with filetype = rcsim-sweep-index)");
+  const h5::File f = h5::File::open_read(path);
+  SweepIndex out;
+  out.path = path;
+  out.directory = fs::path(path).parent_path().string();
+  out.keys = f.read_strings("keys");
+  const std::vector<std::string> names = f.read_strings("name"), files = f.read_strings("file"),
+                                 status = f.read_strings("status");
+  std::vector<std::vector<std::string>> values;
+  for (const std::string& k : out.keys) values.push_back(f.read_strings("parameters/" + k));
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    SweepIndexPoint p;
+    p.name = names[i];
+    p.file = (fs::path(out.directory) / files.at(i)).string();
+    p.status = status.at(i);
+    for (const auto& v : values) p.values.push_back(v.at(i));
+    out.points.push_back(std::move(p));
+  }
+  return out;
+}
+
 }  // namespace rcsim

@@ -36,6 +36,22 @@ void write_sweep_index(const std::string& path, const std::string& definition, c
 // The definition stored in an existing index; nullopt if there is none or it is unreadable.
 std::optional<std::string> read_sweep_definition(const std::string& path);
 
+// An index as read back: its directory, the swept keys, and per point its name, run file (the
+// index's directory joined with the stored name), status and swept values (as text, key order).
+struct SweepIndexPoint {
+  std::string name, file, status;
+  std::vector<std::string> values;
+};
+struct SweepIndex {
+  std::string path, directory;
+  std::vector<std::string> keys;
+  std::vector<SweepIndexPoint> points;
+};
+// True if `path` is an HDF5 file whose root has filetype = "rcsim-sweep-index".
+bool is_sweep_index(const std::string& path);
+// Read a sweep index (`path`: DIR/index.h5). UsageError naming the file if it is not one.
+SweepIndex read_sweep_index(const std::string& path);
+
 // The statuses stored in an index, in point order (for tests and tools).
 std::vector<std::string> read_sweep_status(const std::string& path);
 

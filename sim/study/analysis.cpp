@@ -37,9 +37,14 @@ h5::Array read_measure(const h5::File& f, const std::string& name, std::size_t t
   return a;
 }
 
-FitWindow window_for(const AnalysisOptions& o, const std::vector<double>& t, const std::vector<double>& y,
-                     const std::vector<double>& rel) {
-  return o.user_window ? layer_window(t, y, o.from, o.to) : default_window(t, y, rel);
+ExponentialPhase window_for(const AnalysisOptions& o, const std::vector<double>& t, const std::vector<double>& y,
+                            const std::vector<double>& rel) {
+  switch (o.window) {
+    case AnalysisOptions::Window::layers: return {layer_window(t, y, o.from, o.to), false};
+    case AnalysisOptions::Window::fixed: return {default_window(t, y, rel), false};
+    case AnalysisOptions::Window::automatic: break;
+  }
+  return exponential_window(t, y, rel);
 }
 
 CurveRates curve_rates(const std::string& name, const std::vector<double>& t, const h5::Array& y, const h5::Array& rel,
@@ -50,9 +55,14 @@ CurveRates curve_rates(const std::string& name, const std::vector<double>& t, co
   std::vector<double> rates;
   for (std::size_t i = 0; i < T; ++i) {
     const auto yi = row(y, i), ri = row(rel, i);
-    const FitWindow w = window_for(o, t, yi, ri);
-    c.trial.push_back(fit_log_linear(t, yi, w.first, w.last));
-    if (c.trial.back().ok()) rates.push_back(-c.trial.back().slope);
+    const ExponentialPhase w = window_for(o, t, yi, ri);
+    c.trial.push_back(fit_log_linear(t, yi, w.window.first, w.window.last));
+    c.trial_quality.push_back(fit_quality(t, yi, c.trial.back(), w.window));
+    c.trial_phase_found.push_back(w.found ? 1 : 0);
+    if (c.trial.back().ok()) {
+      rates.push_back(-c.trial.back().slope);
+      c.poor_fits += c.trial_quality.back().poor;
+    }
   }
   // The ensemble curve: per layer, the median over trials of y (and of rel, for the window).
   std::vector<double> med_rel(n);
@@ -66,8 +76,10 @@ CurveRates curve_rates(const std::string& name, const std::vector<double>& t, co
     c.median_curve[j] = quantile(col, 0.5);
     med_rel[j] = quantile(colr, 0.5);
   }
-  const FitWindow w = window_for(o, t, c.median_curve, med_rel);
-  c.ensemble = fit_log_linear(t, c.median_curve, w.first, w.last);
+  const ExponentialPhase w = window_for(o, t, c.median_curve, med_rel);
+  c.ensemble = fit_log_linear(t, c.median_curve, w.window.first, w.window.last);
+  c.ensemble_quality = fit_quality(t, c.median_curve, c.ensemble, w.window);
+  c.ensemble_phase_found = w.found;
   c.fitted = static_cast<int>(rates.size());
   if (rates.empty()) {
     c.mean = c.std = c.sem = c.median = c.q10 = c.q90 = kNaN;
@@ -98,14 +110,20 @@ std::string fmt(double x, const char* f = "%.4g") {
 void validate(const AnalysisOptions& o) {
   if (!(o.threshold > 0.0 && o.threshold < 1.0))
     throw UsageError("--threshold=" + fmt(o.threshold) + ": must lie in (0, 1) (mu_rel = mu / ||X||_F is at most 1)");
-  if (o.user_window && !(std::isfinite(o.from) && std::isfinite(o.to) && o.from < o.to))
+  if (o.window == AnalysisOptions::Window::layers && !(std::isfinite(o.from) && std::isfinite(o.to) && o.from < o.to))
     throw UsageError("--window=" + fmt(o.from) + ":" + fmt(o.to) + ": expected FROM:TO layers with FROM < TO");
 }
 
 std::string window_rule(const AnalysisOptions& o) {
-  if (o.user_window)
+  if (o.window == AnalysisOptions::Window::layers)
     return "layers " + fmt(o.from) + " to " + fmt(o.to) + ", cut at the first zero or non-finite value";
-  return "default: stop before the first layer where the curve is non-finite, <= DBL_MIN, or its relative value "
+  if (o.window == AnalysisOptions::Window::automatic)
+    return "auto: the stretch (>= " + std::to_string(kAutoMinPoints) + " recorded layers) where ln y is a "
+           "straight line (decaying, R^2 >= " + fmt(kAutoMinR2) + ", the halves' slopes within " +
+           fmt(100 * kAutoHalvesTolerance) + "% or their noise) that covers the most decay (e-folds), before the first "
+           "layer where the curve is non-finite, <= DBL_MIN, or its relative value < 1e-13; where there is none, the "
+           "fixed rule";
+  return "fixed: stop before the first layer where the curve is non-finite, <= DBL_MIN, or its relative value "
          "(mu_rel for mu) < 1e-13; skip the first 10% (at least 1 layer) of the usable depth";
 }
 
@@ -179,6 +197,9 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
       g.set_attr("rcsim_version", version());
       g.set_attr("created_utc", utc_now());
       g.set_attr("window", window_rule(o));
+      g.set_attr("window_mode", o.window == AnalysisOptions::Window::automatic ? "auto"
+                                : o.window == AnalysisOptions::Window::fixed  ? "fixed"
+                                                                              : "layers");
       g.set_attr("threshold", o.threshold);
       const auto T = static_cast<hsize_t>(a.trials), n = static_cast<hsize_t>(a.layer.size());
       // Each group carries its own coordinates (xarray.open_dataset(file, group=...)).
@@ -200,7 +221,12 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
       for (const CurveRates* c : {&a.mu, &a.rank_one_residual}) {
         const h5::Group cg = g.create_group(c->measure);
         coordinates(cg);
-        std::vector<double> rate, err, r2, first, last, points;
+        std::vector<double> rate, err, r2, first, last, points, half1, half2, found;
+        for (std::size_t i = 0; i < c->trial.size(); ++i) {
+          half1.push_back(c->trial_quality[i].first_half_rate);
+          half2.push_back(c->trial_quality[i].second_half_rate);
+          found.push_back(c->trial_phase_found[i]);
+        }
         for (const LogLinearFit& fit : c->trial) {
           rate.push_back(-fit.slope);
           err.push_back(fit.slope_stderr);
@@ -216,6 +242,9 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
         per_trial(cg, "window_first", first, "first layer of the fit window", "layer");
         per_trial(cg, "window_last", last, "last layer of the fit window", "layer");
         per_trial(cg, "window_points", points, "recorded layers in the fit window", "1");
+        per_trial(cg, "first_half_rate", half1, "decay rate fitted on the first half of the window", "1/layer");
+        per_trial(cg, "second_half_rate", half2, "decay rate fitted on the second half of the window", "1/layer");
+        per_trial(cg, "phase_found", found, "1: the auto window found an exponential phase (0: fixed rule used)", "1");
         const h5::Dataset med = cg.write("median_curve", {n}, c->median_curve.data());
         med.set_attr("long_name", "median over trials of " + what);
         cg.label_axes(med, {"layer"});
@@ -224,6 +253,12 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
         cg.set_attr("ensemble_window_first", c->ensemble.points ? c->ensemble.first_layer : kNaN);
         cg.set_attr("ensemble_window_last", c->ensemble.points ? c->ensemble.last_layer : kNaN);
         cg.set_attr("trials_fitted", c->fitted);
+        cg.set_attr("ensemble_r2", c->ensemble.r2);
+        cg.set_attr("ensemble_first_half_rate", c->ensemble_quality.first_half_rate);
+        cg.set_attr("ensemble_second_half_rate", c->ensemble_quality.second_half_rate);
+        cg.set_attr("ensemble_phase_found", c->ensemble_phase_found ? 1 : 0);
+        cg.set_attr("ensemble_fit_warning", c->ensemble_quality.reason);
+        cg.set_attr("trials_poor_fit", c->poor_fits);
         cg.set_attr("decay_rate_mean", c->mean);
         cg.set_attr("decay_rate_std", c->std);
         cg.set_attr("decay_rate_sem", c->sem);
@@ -268,6 +303,26 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
   }
 }
 
+std::vector<std::string> fit_warnings(const RunAnalysis& a, const AnalysisOptions& o) {
+  std::vector<std::string> out;
+  for (const CurveRates* c : {&a.mu, &a.rank_one_residual}) {
+    const std::string who = a.path + ": " + c->measure;
+    const std::string win =
+        c->ensemble.points ? "layers " + fmt(c->ensemble.first_layer, "%.0f") + ".." + fmt(c->ensemble.last_layer, "%.0f") : "";
+    if (o.window == AnalysisOptions::Window::automatic && !c->ensemble_phase_found && c->ensemble.ok())
+      out.push_back(who + ": no exponential phase found in the median curve (no decaying straight stretch of ln " +
+                    c->measure + "); the fixed window was used (" + win + ")");
+    if (c->ensemble_quality.poor)
+      out.push_back(who + ": poor ensemble fit on " + win + ": " + c->ensemble_quality.reason +
+                    "; the rate " + fmt(-c->ensemble.slope) + " may not describe the curve (see --window)");
+    if (c->poor_fits * 2 > c->fitted)  // most trials: one noisy trial is not worth a warning
+      out.push_back(who + ": " + std::to_string(c->poor_fits) + " of " + std::to_string(c->fitted) +
+                    " trial fits are poor (R^2 < " + fmt(kPoorFitR2) + " or the halves' rates differ by more than " +
+                    fmt(100 * kPoorFitHalves) + "%)");
+  }
+  return out;
+}
+
 std::string analysis_table(const RunAnalysis& a, const AnalysisOptions& o) {
   std::ostringstream os;
   const std::size_t n = a.layer.size();
@@ -276,14 +331,15 @@ std::string analysis_table(const RunAnalysis& a, const AnalysisOptions& o) {
      << fmt(a.layer.back()) << ")\n";
   os << "  window: " << window_rule(o) << "\n";
   char line[256];
-  std::snprintf(line, sizeof line, "  %-18s %12s %10s %-15s %12s %10s %10s %12s %7s\n", "decay rate/layer", "ensemble",
-                "+-stderr", "window", "trial mean", "std", "sem", "[q10, q90]", "fitted");
+  std::snprintf(line, sizeof line, "  %-18s %12s %10s %-15s %7s %12s %10s %10s %12s %7s\n", "decay rate/layer", "ensemble",
+                "+-stderr", "window", "R^2", "trial mean", "std", "sem", "[q10, q90]", "fitted");
   os << line;
   for (const CurveRates* c : {&a.mu, &a.rank_one_residual}) {
     const std::string win =
         c->ensemble.points ? fmt(c->ensemble.first_layer, "%.0f") + ".." + fmt(c->ensemble.last_layer, "%.0f") : "-";
-    std::snprintf(line, sizeof line, "  %-18s %12s %10s %-15s %12s %10s %10s %12s %3d/%-3d\n", c->measure.c_str(),
+    std::snprintf(line, sizeof line, "  %-18s %12s %10s %-15s %7s %12s %10s %10s %12s %3d/%-3d\n", c->measure.c_str(),
                   fmt(-c->ensemble.slope).c_str(), fmt(c->ensemble.slope_stderr, "%.2g").c_str(), win.c_str(),
+                  fmt(c->ensemble.r2, "%.4f").c_str(),
                   fmt(c->mean).c_str(), fmt(c->std, "%.2g").c_str(), fmt(c->sem, "%.2g").c_str(),
                   ("[" + fmt(c->q10, "%.3g") + ", " + fmt(c->q90, "%.3g") + "]").c_str(), c->fitted, a.trials);
     os << line;

@@ -12,9 +12,12 @@
 namespace rcsim {
 
 struct AnalysisOptions {
-  double threshold = 1e-3;      // collapse depth: first layer with mu_rel < threshold
-  bool user_window = false;     // false: default_window() per curve
-  double from = 0.0, to = 0.0;  // user window in layers (inclusive)
+  double threshold = 1e-3;  // collapse depth: first layer with mu_rel < threshold
+  // The fit window of every curve: auto = exponential_window() (the longest straight stretch of
+  // ln y before the floor; default_window() when there is none), fixed = default_window() (skip
+  // the first 10%, stop before the floor), layers = the user's [from, to].
+  enum class Window { automatic, fixed, layers } window = Window::automatic;
+  double from = 0.0, to = 0.0;  // window = layers: in layers (inclusive)
 };
 
 // Throws UsageError unless 0 < threshold < 1 and, for a user window, from < to.
@@ -25,7 +28,12 @@ struct CurveRates {
   std::string measure;
   std::vector<LogLinearFit> trial;   // per trial (slope NaN when the window has < 3 points)
   std::vector<double> median_curve;  // per recorded layer: median over trials (NaN ignored)
+  std::vector<FitQuality> trial_quality;  // per trial: R^2 and the halves' rates of its window
+  std::vector<char> trial_phase_found;    // per trial, auto window: 1 if an exponential phase was found
   LogLinearFit ensemble;             // fit of the median curve, same window rule
+  FitQuality ensemble_quality;
+  bool ensemble_phase_found = false;  // auto window: an exponential phase of the median curve was found
+  int poor_fits = 0;                  // fitted trials whose fit is poor (FitQuality::poor)
   // Decay rates (= -slope, per layer, natural log) across the trials that could be fitted.
   int fitted = 0;
   double mean = 0, std = 0, sem = 0, median = 0, q10 = 0, q90 = 0;
@@ -56,6 +64,10 @@ RunAnalysis analyze_run(const std::string& path, const AnalysisOptions& o);
 // Write /analysis into the run file atomically: the file is copied to PATH.analysis.tmp, the
 // group (re)written there, and the copy renamed over PATH.
 void write_analysis(const RunAnalysis& a, const AnalysisOptions& o);
+
+// Warnings about the fits of a run (poor ensemble fit, poor trial fits, no exponential phase),
+// one line each, for the log; empty when every fit is good.
+std::vector<std::string> fit_warnings(const RunAnalysis& a, const AnalysisOptions& o);
 
 // The printed table.
 std::string analysis_table(const RunAnalysis& a, const AnalysisOptions& o);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <tuple>
+#include <map>
 
 #include "core/errors.hpp"
 #include "hdf5/hdf5_file.hpp"
@@ -277,7 +279,7 @@ void write_equilibria_file(const std::string& path, const Config& c, const Equil
   f.close();  // checked: the caller renames only a verified file
 }
 
-std::string equilibria_table(const EquilibriumSearch& s) {
+std::string equilibria_table(const EquilibriumSearch& s, bool verbose) {
   std::ostringstream os;
   os << s.starts.size() << " starts, " << s.equilibria.size() << " distinct equilibria, " << s.unconverged
      << " not converged\n";
@@ -285,10 +287,9 @@ std::string equilibria_table(const EquilibriumSearch& s) {
   std::snprintf(line, sizeof line, "  %3s %5s %10s %8s %7s %9s %10s  %s\n", "#", "rank", "tokens", "clusters", "stable",
                 "basin", "residual", "X (rows)");
   os << line;
-  constexpr std::size_t kMaxLines = 40;
   for (std::size_t q = 0; q < s.equilibria.size(); ++q) {
-    if (q == kMaxLines) {
-      os << "  ... " << s.equilibria.size() - kMaxLines << " more (all in the output file)\n";
+    if (!verbose && q == kTableRows) {
+      os << "  ... " << s.equilibria.size() - kTableRows << " more rows (--verbose prints them; all in the output file)\n";
       break;
     }
     const Equilibrium& e = s.equilibria[q];
@@ -305,6 +306,40 @@ std::string equilibria_table(const EquilibriumSearch& s) {
                   to_string(e.cls.tokens).c_str(), e.cls.clusters, e.stable ? "yes" : "no", 100 * e.basin_fraction,
                   e.residual);
     os << line << rows.str() << "\n";
+  }
+  os << equilibria_summary(s);
+  return os.str();
+}
+
+std::string equilibria_summary(const EquilibriumSearch& s) {
+  // Per (rank, token class, stability): distinct equilibria, end states, basin fraction.
+  struct Group {
+    int equilibria = 0, states = 0;
+    double basin = 0;
+  };
+  std::map<std::tuple<int, int, bool>, Group> groups;
+  for (const Equilibrium& e : s.equilibria) {
+    Group& g = groups[{e.cls.rank, static_cast<int>(e.cls.tokens), e.stable}];
+    ++g.equilibria;
+    g.states += e.count;
+    g.basin += e.basin_fraction;
+  }
+  std::ostringstream os;
+  char line[256];
+  os << "summary: " << s.equilibria.size() << " distinct equilibria from " << s.starts.size() << " starts\n";
+  std::snprintf(line, sizeof line, "  %5s %10s %7s %11s %11s %9s\n", "rank", "tokens", "stable", "equilibria",
+                "end states", "basin");
+  os << line;
+  for (const auto& [key, g] : groups) {
+    std::snprintf(line, sizeof line, "  %5d %10s %7s %11d %11d %8.1f%%\n", std::get<0>(key),
+                  to_string(static_cast<TokenClass>(std::get<1>(key))).c_str(), std::get<2>(key) ? "yes" : "no",
+                  g.equilibria, g.states, 100 * g.basin);
+    os << line;
+  }
+  if (s.unconverged > 0 && !s.starts.empty()) {
+    std::snprintf(line, sizeof line, "  %5s %10s %7s %11s %11d %8.1f%%\n", "-", "unconverged", "-", "-", s.unconverged,
+                  100.0 * s.unconverged / static_cast<double>(s.starts.size()));
+    os << line;
   }
   return os.str();
 }

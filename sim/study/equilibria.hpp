@@ -97,6 +97,12 @@ void write_equilibria_file(const std::string& path, const Config& c, const Equil
                            const EquilibriumSearch& s, const std::string& command_line);
 
 // The printed summary (one line per equilibrium).
-std::string equilibria_table(const EquilibriumSearch& s);
+// The printed table of distinct equilibria (the first kTableRows rows, then "... N more rows",
+// unless `verbose`), followed by equilibria_summary().
+constexpr std::size_t kTableRows = 20;
+std::string equilibria_table(const EquilibriumSearch& s, bool verbose = false);
+// Distinct equilibria and end states by rank, token class and stability, with their basin
+// fractions (the share of the starts that ended there), and the unconverged starts.
+std::string equilibria_summary(const EquilibriumSearch& s);
 
 }  // namespace rcsim
