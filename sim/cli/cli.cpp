@@ -21,6 +21,7 @@
 #include "study/equilibria.hpp"
 #include "core/errors.hpp"
 #include "core/memory.hpp"
+#include "core/printable.hpp"
 #include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
 #include "model/mask.hpp"
@@ -36,6 +37,9 @@ namespace rcsim {
 namespace {
 
 std::atomic<bool> g_cancel{false};
+
+// Longest error line printed (each quoted value in it is cut at kEchoLimit already).
+constexpr std::size_t kMessageLimit = 2000;
 
 extern "C" void on_signal(int sig) {
   g_cancel.store(true);
@@ -262,7 +266,7 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
     try {
       write_sweep_index(index_path, definition, p.sweep_mode, p.sweep, points, status);
     } catch (const std::exception& e) {  // the point files stay the authority; keep going (MPI: no hang)
-      spdlog::error("cannot write the sweep index: {}", e.what());
+      spdlog::error("cannot write the sweep index: {}", printable(e.what(), kMessageLimit));
       exit_code = std::max(exit_code, 1);
     }
   };
@@ -313,7 +317,7 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
         if (!keep_going) throw;
         progress.end_point();
         progress.clear();
-        spdlog::error("point {} failed: {}", points[i].name, e.what());
+        spdlog::error("point {} failed: {}", printable(points[i].name), printable(e.what(), kMessageLimit));
         status[i] = PointStatus::failed;
         exit_code = std::max(exit_code, dynamic_cast<const UsageError*>(&e) ? 2 : 1);
       }
@@ -541,14 +545,21 @@ int cli_main(const std::vector<std::string>& args) {
     throw UsageError("unknown command '" + inv.command +
                      "' (allowed: run, sweep, mask-info, equilibria, analyze, keys, brody-map, brody-example, ln-geometry; see rcsim --help)");
   } catch (const UsageError& e) {
-    std::cerr << "rcsim: error: " << e.what() << "\n";
+    std::cerr << "rcsim: error: " << printable(e.what(), kMessageLimit) << "\n";
     return 2;
   } catch (const Interrupted&) {
     std::cerr << "rcsim: interrupted; completed outputs are kept and completed trials of the run in progress are "
                  "checkpointed (NAME.h5.partial): rerun the same command to resume\n";
     return 130;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "rcsim: error: out of memory (a request for memory failed; "
+                 "'rcsim run --dry-run' prints the estimated memory of a run)\n";
+    return 1;
+  } catch (const std::length_error& e) {
+    std::cerr << "rcsim: error: out of memory (a size beyond what can be allocated: " << printable(e.what()) << ")\n";
+    return 1;
   } catch (const std::exception& e) {
-    std::cerr << "rcsim: error: " << e.what() << "\n";
+    std::cerr << "rcsim: error: " << printable(e.what(), kMessageLimit) << "\n";
     return 1;
   }
 }
