@@ -20,6 +20,7 @@
 #include "core/config.hpp"
 #include "study/equilibria.hpp"
 #include "core/errors.hpp"
+#include "core/isolated.hpp"
 #include "core/memory.hpp"
 #include "core/printable.hpp"
 #include "core/safe_file.hpp"
@@ -349,6 +350,9 @@ int cmd_mask_info(const Invocation& inv) {
   ParsedArgs p = resolve_sources(inv);
   drop_overridden_axes(p, inv);
   const Config c = make_config(p.values);
+  // The mask (1 byte per entry) and the graph search (a few ints per entry in the worst case).
+  const double n2 = static_cast<double>(c.model.tokens) * c.model.tokens;
+  require_memory(n2 * 6.0, "mask-info for N = " + std::to_string(c.model.tokens), "choose fewer model.tokens");
   const MaskMatrix m = make_mask(c);
   const MaskGraph g = analyse_mask(m);
   const int n = static_cast<int>(m.rows());
@@ -363,7 +367,8 @@ int cmd_mask_info(const Invocation& inv) {
       std::cout << "\n";
     }
   } else {
-    std::cout << "  (" << m.cast<int>().sum() << " allowed entries of " << n * n << "; matrix not shown for N > 64)\n";
+    std::cout << "  (" << m.cast<long long>().sum() << " allowed entries of " << static_cast<long long>(n) * n
+              << "; matrix not shown for N > 64)\n";
   }
   std::cout << "quasi_strongly_connected: " << (g.quasi_strongly_connected ? "yes" : "no (the collapse theorem does not apply)") << "\n";
   std::cout << "centres:";
@@ -417,7 +422,9 @@ int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
     if (auto v = value("--tol")) o.tol = *v;
     else if (auto v2 = value("--perturbation")) o.perturbation = *v2;
     else if (auto v3 = value("--probes")) {
-      if (*v3 != std::floor(*v3)) throw UsageError("--probes=" + a.substr(9) + ": expected a whole number");
+      constexpr double kMaxProbes = 1e6;  // each probe is a full iteration from a perturbed end state
+      if (!(*v3 >= 1 && *v3 <= kMaxProbes) || *v3 != std::floor(*v3))
+        throw UsageError("--probes=" + printable(a.substr(9)) + ": expected a whole number from 1 to 1000000");
       o.probes = static_cast<int>(*v3);
     } else if (auto v4 = value("--match-tol")) o.match_tol = *v4;
     else if (auto v5 = value("--rank-rtol")) o.rank_rtol = *v5;
@@ -493,7 +500,12 @@ int cmd_analyze(const Invocation& inv) {
   if (files.empty()) throw UsageError("analyze: no run file given (usage: rcsim analyze RUN.h5 [...])");
   validate(o);
   std::vector<RunAnalysis> results;
-  for (const auto& path : files) results.push_back(analyze_run(path, o));  // every file checked before writing
+  for (const auto& path : files) {  // every file checked before writing
+    // First in a child process: libhdf5 can crash (not fail) reading a corrupted file's
+    // metadata (e.g. a damaged variable-length attribute); then this is one error line.
+    run_isolated([&] { (void)analyze_run(path, o); }, "reading run file '" + path + "'");
+    results.push_back(analyze_run(path, o));
+  }
   for (const auto& a : results) {
     std::cout << analysis_table(a, o);
     if (write) {

@@ -265,8 +265,8 @@ Dataset Group::open_dataset(const std::string& name) const {
     Handle obj(H5Oopen(id(), name.c_str(), H5P_DEFAULT), H5Oclose);
     if (obj.id() < 0) fail(path_ + ": cannot open '/" + printable(name) + "' (corrupted file?)");
     const H5I_type_t type = H5Iget_type(obj.id());
-    if (type == H5I_GROUP) throw UsageError(path_ + ": '/" + printable(name) + "' is a group, expected a dataset");
-    if (type != H5I_DATASET) throw UsageError(path_ + ": '/" + printable(name) + "' is not a dataset");
+    if (type == H5I_GROUP) throw UsageError(path_ + printable(name) + " is a group, expected a dataset");
+    if (type != H5I_DATASET) throw UsageError(path_ + printable(name) + " is not a dataset");
   }
   Handle d(check(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "cannot open dataset '" + printable(name) + "' in " + path_),
            H5Dclose);
