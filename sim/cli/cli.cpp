@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "study/analysis.hpp"
@@ -25,6 +26,7 @@
 #include "core/printable.hpp"
 #include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
+#include "model/inputs.hpp"
 #include "model/mask.hpp"
 #include "run/run_file.hpp"
 #include "run/parallel.hpp"
@@ -178,6 +180,26 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
   const bool root = rank == 0;
   if (ranks > 1) spdlog::default_logger()->set_pattern("rcsim[" + std::to_string(rank) + "/" + std::to_string(ranks) + "]: %^%l%$: %v");
 
+  // Every point's input files (init.file, weights.file, mask.file) read and checked before
+  // anything is locked, created or computed: a bad weights.file under a sweep is one error
+  // (each distinct combination of files and shapes is read once; points already complete
+  // with this configuration are skipped unless --force).
+  {
+    std::set<std::string> checked;
+    for (std::size_t i = 0; i < n; ++i) {
+      const Config& c = points[i].config;
+      if (!inv.force && check_run_file(c.output.file, c.to_ini()).state == RunFileState::matches) continue;
+      std::ostringstream sig;
+      sig << to_string(c.mask.type) << '\0' << c.mask.file << '\0' << to_string(c.init.type) << '\0' << c.init.file << '\0'
+          << c.weights.file << '\0' << to_string(c.weights.q.type) << to_string(c.weights.k.type)
+          << to_string(c.weights.v.type) << '\0' << c.model.tokens << ' ' << c.model.dim << ' ' << c.model.key_dim << ' '
+          << c.model.layers << ' ' << c.model.heads << ' ' << c.run.trials;
+      if (!checked.insert(sig.str()).second) continue;
+      if (c.mask.type == MaskType::custom) (void)make_mask(c);
+      (void)InputFiles::load(c);
+    }
+  }
+
   // What is on disk already: complete files of the same or of another configuration, and
   // the sweep index with its definition. Rank 0 looks and tells the others (one collective,
   // which also guarantees that every rank has the same view before any rank writes a file).
@@ -239,7 +261,13 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
     h5::check_replaceable(pt.config.output.file, "output.file", "rcsim-run", inv.force);
     require_run_memory(pt.config);
   }
-  if (is_sweep) require_regular_or_absent(index_path, "");
+  if (is_sweep) {
+    require_regular_or_absent(index_path, "");
+    if (!inv.force && path_exists(index_path) && !is_sweep_index(index_path))
+      throw UsageError("sweep index '" + index_path +
+                       "' exists and is not an rcsim sweep index; refusing to overwrite it (remove it, choose another "
+                       "output.file, or rerun with --force)");
+  }
   if (!inv.force) {
     const std::string what = "details in rank 0's message";
     if (definition_differs)

@@ -80,7 +80,7 @@ void run_isolated(const std::function<void()>& work, const std::string& what) {
   if (code == 0) return;
   const std::string text = message.empty() ? std::string(" ") : message;
   if (text[0] == 'U') throw UsageError(text.substr(1));
-  throw RuntimeError(text.size() > 1 ? text.substr(1) : what + " failed (exit status " + std::to_string(code) + ")");
+  throw RuntimeError(what + ": " + (text.size() > 1 ? text.substr(1) : "failed (exit status " + std::to_string(code) + ")"));
 }
 
 }  // namespace rcsim

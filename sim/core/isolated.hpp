@@ -10,8 +10,8 @@
 
 namespace rcsim {
 
-// Run `work` in a child process and wait for it. The child's UsageError / other exceptions are
-// rethrown here with their message (as UsageError / RuntimeError). If the child is killed by a
+// Run `work` in a child process and wait for it. The child's UsageError is rethrown here with its
+// message; any other exception as RuntimeError("WHAT: message"). If the child is killed by a
 // signal, throw RuntimeError("WHAT failed: ... (signal N)"). The child ends with _exit (no
 // destructors or atexit handlers of the parent's objects run there: locks stay held by the
 // parent). Only for work without threads of its own; the caller holds no open HDF5 objects it

@@ -3,6 +3,7 @@
 #include <hdf5_hl.h>
 
 #include <exception>
+#include <filesystem>
 #include <mutex>
 #include <stdexcept>
 
@@ -474,15 +475,20 @@ File File::create(const std::string& filename) {
 
 File File::open_read(const std::string& filename, const std::string& key) {
   silence_hdf5();
-  const std::string who = key.empty() ? "file '" + filename + "'" : key + " '" + filename + "'";
-  if (H5Fis_hdf5(filename.c_str()) <= 0) {
-    hdf5_message();
-    throw UsageError(who + ": cannot open (missing, unreadable, or not an HDF5 file)");
-  }
+  const std::string who = (key.empty() ? "file '" : key + " '") + printable(filename) + "'";
+  std::error_code ec;
+  const auto st = std::filesystem::status(filename, ec);
+  if (!std::filesystem::exists(st)) throw UsageError(who + ": no such file");
+  if (std::filesystem::is_directory(st)) throw UsageError(who + " is a directory, expected an HDF5 file");
+  if (!std::filesystem::is_regular_file(st)) throw UsageError(who + " is not a regular file, expected an HDF5 file");
+  const htri_t is_hdf5 = H5Fis_hdf5(filename.c_str());
+  hdf5_message();
+  if (is_hdf5 < 0) throw UsageError(who + ": cannot read it (permission denied, or not a readable HDF5 file)");
+  if (is_hdf5 == 0) throw UsageError(who + " is not an HDF5 file (no HDF5 signature)");
   const hid_t id = H5Fopen(filename.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) {
     hdf5_message();
-    throw UsageError(who + ": cannot open for reading");
+    throw UsageError(who + " is not a readable HDF5 file (truncated or corrupted)");
   }
   return File(Handle(id, H5Fclose), filename, false);
 }
