@@ -41,6 +41,9 @@ void run_isolated(const std::function<void()>& work, const std::string& what) {
   }
   if (pid == 0) {  // child: report "U" (usage error) or "R" (runtime error) and the message
     ::close(fds[0]);
+    // A crash ends the child with its signal, for the parent to report (not a handler's report:
+    // a test framework's or a sanitizer's handler would print its own and exit with a status).
+    for (const int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, SIG_DFL);
     int code = 0;
     try {
       work();
