@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "study/analysis.hpp"
@@ -21,9 +22,12 @@
 #include "study/equilibria.hpp"
 #include "study/sweep_analysis.hpp"
 #include "core/errors.hpp"
+#include "core/isolated.hpp"
 #include "core/memory.hpp"
+#include "core/printable.hpp"
 #include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
+#include "model/inputs.hpp"
 #include "model/mask.hpp"
 #include "run/run_file.hpp"
 #include "run/parallel.hpp"
@@ -37,6 +41,9 @@ namespace rcsim {
 namespace {
 
 std::atomic<bool> g_cancel{false};
+
+// Longest error line printed (each quoted value in it is cut at kEchoLimit already).
+constexpr std::size_t kMessageLimit = 2000;
 
 extern "C" void on_signal(int sig) {
   g_cancel.store(true);
@@ -259,6 +266,26 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
   const bool root = rank == 0;
   if (ranks > 1) spdlog::default_logger()->set_pattern("rcsim[" + std::to_string(rank) + "/" + std::to_string(ranks) + "]: %^%l%$: %v");
 
+  // Every point's input files (init.file, weights.file, mask.file) read and checked before
+  // anything is locked, created or computed: a bad weights.file under a sweep is one error
+  // (each distinct combination of files and shapes is read once; points already complete
+  // with this configuration are skipped unless --force).
+  {
+    std::set<std::string> checked;
+    for (std::size_t i = 0; i < n; ++i) {
+      const Config& c = points[i].config;
+      if (!inv.force && check_run_file(c.output.file, c.to_ini()).state == RunFileState::matches) continue;
+      std::ostringstream sig;
+      sig << to_string(c.mask.type) << '\0' << c.mask.file << '\0' << to_string(c.init.type) << '\0' << c.init.file << '\0'
+          << c.weights.file << '\0' << to_string(c.weights.q.type) << to_string(c.weights.k.type)
+          << to_string(c.weights.v.type) << '\0' << c.model.tokens << ' ' << c.model.dim << ' ' << c.model.key_dim << ' '
+          << c.model.layers << ' ' << c.model.heads << ' ' << c.run.trials;
+      if (!checked.insert(sig.str()).second) continue;
+      if (c.mask.type == MaskType::custom) (void)make_mask(c);
+      (void)InputFiles::load(c);
+    }
+  }
+
   // What is on disk already: complete files of the same or of another configuration, and
   // the sweep index with its definition. Rank 0 looks and tells the others (one collective,
   // which also guarantees that every rank has the same view before any rank writes a file).
@@ -320,7 +347,13 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
     h5::check_replaceable(pt.config.output.file, "output.file", "rcsim-run", inv.force);
     require_run_memory(pt.config);
   }
-  if (is_sweep) require_regular_or_absent(index_path, "");
+  if (is_sweep) {
+    require_regular_or_absent(index_path, "");
+    if (!inv.force && path_exists(index_path) && !is_sweep_index(index_path))
+      throw UsageError("sweep index '" + index_path +
+                       "' exists and is not an rcsim sweep index; refusing to overwrite it (remove it, choose another "
+                       "output.file, or rerun with --force)");
+  }
   if (!inv.force) {
     const std::string what = "details in rank 0's message";
     if (definition_differs)
@@ -348,7 +381,7 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
     try {
       write_sweep_index(index_path, definition, p.sweep_mode, p.sweep, points, status);
     } catch (const std::exception& e) {  // the point files stay the authority; keep going (MPI: no hang)
-      spdlog::error("cannot write the sweep index: {}", e.what());
+      spdlog::error("cannot write the sweep index: {}", printable(e.what(), kMessageLimit));
       exit_code = std::max(exit_code, 1);
     }
   };
@@ -399,7 +432,7 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
         if (!keep_going) throw;
         progress.end_point();
         progress.clear();
-        spdlog::error("point {} failed: {}", points[i].name, e.what());
+        spdlog::error("point {} failed: {}", printable(points[i].name), printable(e.what(), kMessageLimit));
         status[i] = PointStatus::failed;
         exit_code = std::max(exit_code, dynamic_cast<const UsageError*>(&e) ? 2 : 1);
       }
@@ -431,6 +464,9 @@ int cmd_mask_info(const Invocation& inv) {
   ParsedArgs p = resolve_sources(inv);
   drop_overridden_axes(p, inv);
   const Config c = make_config(p.values);
+  // The mask (1 byte per entry) and the graph search (a few ints per entry in the worst case).
+  const double n2 = static_cast<double>(c.model.tokens) * c.model.tokens;
+  require_memory(n2 * 6.0, "mask-info for N = " + std::to_string(c.model.tokens), "choose fewer model.tokens");
   const MaskMatrix m = make_mask(c);
   const MaskGraph g = analyse_mask(m);
   const int n = static_cast<int>(m.rows());
@@ -445,7 +481,8 @@ int cmd_mask_info(const Invocation& inv) {
       std::cout << "\n";
     }
   } else {
-    std::cout << "  (" << m.cast<int>().sum() << " allowed entries of " << n * n << "; matrix not shown for N > 64)\n";
+    std::cout << "  (" << m.cast<long long>().sum() << " allowed entries of " << static_cast<long long>(n) * n
+              << "; matrix not shown for N > 64)\n";
   }
   std::cout << "quasi_strongly_connected: " << (g.quasi_strongly_connected ? "yes" : "no (the collapse theorem does not apply)") << "\n";
   std::cout << "centres:";
@@ -500,7 +537,9 @@ int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
     if (auto v = value("--tol")) o.tol = *v;
     else if (auto v2 = value("--perturbation")) o.perturbation = *v2;
     else if (auto v3 = value("--probes")) {
-      if (*v3 != std::floor(*v3)) throw UsageError("--probes=" + a.substr(9) + ": expected a whole number");
+      constexpr double kMaxProbes = 1e6;  // each probe is a full iteration from a perturbed end state
+      if (!(*v3 >= 1 && *v3 <= kMaxProbes) || *v3 != std::floor(*v3))
+        throw UsageError("--probes=" + printable(a.substr(9)) + ": expected a whole number from 1 to 1000000");
       o.probes = static_cast<int>(*v3);
     } else if (auto v4 = value("--match-tol")) o.match_tol = *v4;
     else if (auto v5 = value("--rank-rtol")) o.rank_rtol = *v5;
@@ -601,7 +640,13 @@ int cmd_analyze(const Invocation& inv) {
   }
   // Every file read and checked before any is written.
   std::vector<RunAnalysis> results;
-  for (const auto& path : runs) results.push_back(analyze_run(path, o));
+  // Each file first in a child process: libhdf5 can crash (not fail) reading a corrupted file's
+  // metadata (e.g. a damaged variable-length attribute); then this is one error line.
+  const auto checked_analysis = [&](const std::string& path) {
+    run_isolated([&] { (void)analyze_run(path, o); }, "reading run file '" + path + "'");
+    return analyze_run(path, o);
+  };
+  for (const auto& path : runs) results.push_back(checked_analysis(path));
   std::vector<std::vector<SweepAnalysisRow>> sweep_rows(sweeps.size());
   for (std::size_t s = 0; s < sweeps.size(); ++s) {
     const SweepIndex& index = sweeps[s];
@@ -611,7 +656,7 @@ int cmd_analyze(const Invocation& inv) {
         ++skipped;
         continue;
       }
-      sweep_rows[s].push_back({static_cast<int>(i), &index.points[i], analyze_run(index.points[i].file, o)});
+      sweep_rows[s].push_back({static_cast<int>(i), &index.points[i], checked_analysis(index.points[i].file)});
     }
     if (sweep_rows[s].empty())
       throw UsageError("sweep '" + index.directory + "': no complete point to analyse (" + std::to_string(skipped) +
@@ -685,14 +730,21 @@ int cli_main(const std::vector<std::string>& args) {
     throw UsageError("unknown command '" + inv.command +
                      "' (allowed: run, sweep, mask-info, equilibria, analyze, keys, brody-map, brody-example, ln-geometry; see rcsim --help)");
   } catch (const UsageError& e) {
-    std::cerr << "rcsim: error: " << e.what() << "\n";
+    std::cerr << "rcsim: error: " << printable(e.what(), kMessageLimit) << "\n";
     return 2;
   } catch (const Interrupted&) {
     std::cerr << "rcsim: interrupted; completed outputs are kept and completed trials of the run in progress are "
                  "checkpointed (NAME.h5.partial): rerun the same command to resume\n";
     return 130;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "rcsim: error: out of memory (a request for memory failed; "
+                 "'rcsim run --dry-run' prints the estimated memory of a run)\n";
+    return 1;
+  } catch (const std::length_error& e) {
+    std::cerr << "rcsim: error: out of memory (a size beyond what can be allocated: " << printable(e.what()) << ")\n";
+    return 1;
   } catch (const std::exception& e) {
-    std::cerr << "rcsim: error: " << e.what() << "\n";
+    std::cerr << "rcsim: error: " << printable(e.what(), kMessageLimit) << "\n";
     return 1;
   }
 }

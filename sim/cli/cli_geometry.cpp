@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "geometry/brody.hpp"
+#include "core/isolated.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
 #include "core/safe_file.hpp"
@@ -241,6 +242,12 @@ Matrix read_keys(std::map<std::string, std::string>& v, std::string& origin) {
                      ", expected [trial, snapshot, N, d]");
   const long long T = static_cast<long long>(tokens.shape[0]), S = static_cast<long long>(tokens.shape[1]);
   const long long N = static_cast<long long>(tokens.shape[2]), d = static_cast<long long>(tokens.shape[3]);
+  if (T < 1 || S < 1 || N < 1 || d < 1)
+    throw UsageError("keys.file '" + file + "': /tokens has shape " + h5::shape_string(tokens.shape) +
+                     ", expected at least one trial, snapshot, token and dimension");
+  if (layers.shape != std::vector<hsize_t>{static_cast<hsize_t>(S)})
+    throw UsageError("keys.file '" + file + "': /tokens_layer has shape " + h5::shape_string(layers.shape) +
+                     ", expected [" + std::to_string(S) + "] (one layer per snapshot of /tokens)");
   const int trial = parse_int_value("keys.trial", v["keys.trial"], 0);
   if (trial >= T)
     throw UsageError("invalid value '" + v["keys.trial"] + "' for key 'keys.trial': the run has " + std::to_string(T) +
@@ -252,7 +259,7 @@ Matrix read_keys(std::map<std::string, std::string>& v, std::string& origin) {
     const int layer = parse_int_value("keys.layer", v["keys.layer"], 0);
     snap = -1;
     for (long long s = 0; s < S; ++s)
-      if (static_cast<int>(layers.data[static_cast<std::size_t>(s)]) == layer) snap = s;
+      if (layers.data[static_cast<std::size_t>(s)] == static_cast<double>(layer)) snap = s;
     if (snap < 0)
       throw UsageError("invalid value '" + v["keys.layer"] +
                        "' for key 'keys.layer': the run file stores tokens at layers " + listed + " only");
@@ -268,6 +275,12 @@ Matrix read_keys(std::map<std::string, std::string>& v, std::string& origin) {
 
 int cmd_keys(std::map<std::string, std::string> v, const std::string& command_line) {
   std::string origin;
+  if (v["keys.source"] == "file" || v["keys.source"] == "run")  // first in a child: see core/isolated.hpp
+    run_isolated([&] {
+      auto copy = v;
+      std::string ignored;
+      (void)read_keys(copy, ignored);
+    }, "reading keys.file '" + v["keys.file"] + "'");
   const Matrix K0 = read_keys(v, origin);
   const int n = static_cast<int>(K0.rows()), d = static_cast<int>(K0.cols());
   const double rtol = parse_double_value("keys.rtol", v["keys.rtol"], 0.0, false);

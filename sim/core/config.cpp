@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -11,6 +13,7 @@
 
 #include "core/errors.hpp"
 #include "core/memory.hpp"
+#include "core/printable.hpp"
 
 namespace po = boost::program_options;
 
@@ -114,7 +117,7 @@ std::string fmt_double(double x) {
 
 [[noreturn]] void bad_value(const std::string& key, const std::string& value,
                             const std::string& allowed) {
-  throw UsageError("invalid value '" + value + "' for key '" + key + "': " + allowed);
+  throw UsageError("invalid value '" + printable(value) + "' for key '" + printable(key) + "': " + allowed);
 }
 
 double parse_double(const std::string& key, const std::string& text) {
@@ -166,10 +169,11 @@ std::string unknown_key_message(const std::string& key, const std::string& where
   std::string best;
   std::size_t best_d = 4;
   for (const auto& k : kKeys) {
+    if (key.size() > 64) break;  // no suggestion for a long key (the distance is quadratic)
     const std::size_t d = leaf(k.key) == leaf(key) ? 1 : distance(k.key, key);
     if (d < best_d) best_d = d, best = k.key;
   }
-  return "unknown key '" + key + "'" + (where.empty() ? "" : " " + where) +
+  return "unknown key '" + printable(key) + "'" + (where.empty() ? "" : " " + where) +
          (best.empty() ? "" : " (did you mean '" + best + "'?)") + "; 'rcsim --help-keys' lists every key";
 }
 
@@ -683,7 +687,7 @@ ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
     for (const auto& opt : parsed.options) {
       const std::string value = opt.value.empty() ? std::string() : opt.value.front();
       if (opt.value.size() > 1)
-        throw UsageError("key '" + opt.string_key + "' " + where + ": give one value");
+        throw UsageError("key '" + printable(opt.string_key) + "' " + where + ": give one value");
       if (opt.string_key == "sweep.mode") {
         if (value != "product" && value != "zip")
           bad_value("sweep.mode", value, "allowed: product | zip");
@@ -706,21 +710,46 @@ ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
   };
 
   if (config_file) {
+    const std::string name = printable(*config_file);
+    std::error_code ec;
+    if (std::filesystem::is_directory(*config_file, ec))
+      throw UsageError("configuration file '" + name + "' is a directory; --config expects an INI file");
     std::ifstream file(*config_file);
-    if (!file) throw UsageError("cannot read configuration file '" + *config_file + "'");
+    if (!file) throw UsageError("cannot read configuration file '" + name + "'");
     // INI comments: a line starting with '#' (Boost's) or with ';' (the INI convention; ';'
     // inside a value separates matrix rows, so only whole-line ';' comments are dropped).
+    // A UTF-8 byte-order mark at the start (some editors write one) is skipped. A key given
+    // twice is refused naming both lines (Boost would silently keep one of them).
     std::ostringstream text;
+    std::map<std::string, int> first_line;  // full key ("section.name") -> line number
+    std::string section;
+    int number = 0;
     for (std::string line; std::getline(file, line);) {
+      ++number;
+      if (number == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
       const auto first = line.find_first_not_of(" \t");
-      text << (first != std::string::npos && line[first] == ';' ? "" : line) << "\n";
+      if (first != std::string::npos && line[first] == ';') line.clear();
+      std::string body = line.substr(0, line.find('#'));
+      body = trim(body);
+      if (!body.empty() && body.front() == '[' && body.back() == ']') {
+        section = trim(body.substr(1, body.size() - 2));
+      } else if (const auto eq = body.find('='); eq != std::string::npos) {
+        const std::string key = (section.empty() ? "" : section + ".") + trim(body.substr(0, eq));
+        const auto [it, fresh] = first_line.emplace(key, number);
+        if (!fresh)
+          throw UsageError("configuration file '" + name + "': key '" + printable(key) + "' is given twice (" + name +
+                           ":" + std::to_string(it->second) + " and " + name + ":" + std::to_string(number) +
+                           "); keep one of them");
+      }
+      text << line << "\n";
     }
+    if (file.bad()) throw UsageError("cannot read configuration file '" + name + "'");
     std::istringstream in(text.str());
     try {
       absorb(po::parse_config_file(in, desc, /*allow_unregistered=*/true),
-             "in configuration file '" + *config_file + "'");
+             "in configuration file '" + name + "'");
     } catch (const po::error& e) {
-      throw UsageError("configuration file '" + *config_file + "': " + e.what());
+      throw UsageError("configuration file '" + name + "': " + printable(e.what(), 2 * kEchoLimit));
     }
   }
   try {
@@ -733,11 +762,11 @@ ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
                                           .run();
     for (const auto& opt : parsed.options)
       if (opt.position_key >= 0 || opt.string_key.empty())
-        throw UsageError("unexpected argument '" + (opt.original_tokens.empty() ? std::string() : opt.original_tokens.front()) +
+        throw UsageError("unexpected argument '" + printable(opt.original_tokens.empty() ? std::string() : opt.original_tokens.front()) +
                          "' (keys are given as --key=value)");
     absorb(parsed, "on the command line");
   } catch (const po::error& e) {
-    throw UsageError(std::string("command line: ") + e.what());
+    throw UsageError("command line: " + printable(e.what(), 2 * kEchoLimit));
   }
   for (const auto& axis : sweep_order) out.sweep.emplace_back(axis, sweep_axes[axis]);
   return out;

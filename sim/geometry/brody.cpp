@@ -1,5 +1,7 @@
 #include "geometry/brody.hpp"
 
+#include <glpk.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -84,7 +86,11 @@ BrodyMap brody_map(const BrodyMapSpec& spec, const std::atomic<bool>* cancel,
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   const int threads = std::max(1, std::min(spec.threads > 0 ? spec.threads : static_cast<int>(hw), total));
   std::vector<std::thread> pool;
-  for (int w = 1; w < threads; ++w) pool.emplace_back(worker);
+  for (int w = 1; w < threads; ++w)
+    pool.emplace_back([&worker] {
+      worker();
+      glp_free_env();  // GLPK's environment is per thread: free it before the thread ends (LeakSanitizer)
+    });
   worker();
   for (auto& th : pool) th.join();
   if (failure) std::rethrow_exception(failure);

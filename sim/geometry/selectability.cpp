@@ -129,6 +129,36 @@ void check_finite(const Eigen::Ref<const Matrix>& K) {
   if (!K.allFinite()) throw UsageError("keys: every entry must be finite (found NaN or infinity)");
 }
 
+// Selectability is invariant under scaling all keys by c > 0 (the hull is scaled; margin,
+// certificate and scale scale by c). GLPK aborts the process on coefficients beyond about 1e155
+// or below about 1e-165 (its scaling and tolerances overflow / underflow), so keys whose largest
+// magnitude lies outside [kScaleBelow, kScaleAbove] are solved scaled by a power of two, 2^-e,
+// (exact) and the lengths are scaled back. Keys within the range are solved unscaled (unchanged
+// results). Returns e (0 = unscaled).
+constexpr double kScaleAbove = 1e100, kScaleBelow = 1e-100;
+int scale_exponent(const Eigen::Ref<const Matrix>& K) {
+  const double m = K.size() ? K.cwiseAbs().maxCoeff() : 0.0;
+  if (m == 0.0 || (m >= kScaleBelow && m <= kScaleAbove)) return 0;
+  return std::ilogb(m);
+}
+
+// Key i of `keys` (scaled by 2^-e when e != 0: `scaled` holds them) with lengths in the units
+// of `keys`.
+KeyResult solve_scaled(const Eigen::Ref<const Matrix>& keys, const Matrix& scaled, int e, Eigen::Index i, double rtol,
+                       bool screen, bool exact) {
+  if (e == 0) return solve_key(keys, i, rtol, screen, exact);
+  KeyResult r = solve_key(scaled, i, rtol, screen, exact);
+  r.margin = std::ldexp(r.margin, e);
+  r.certificate = std::ldexp(r.certificate, e);
+  r.scale = std::ldexp(r.scale, e);
+  return r;
+}
+
+Matrix scaled_keys(const Eigen::Ref<const Matrix>& keys, int e) {
+  if (e == 0) return Matrix();
+  return keys.unaryExpr([e](double x) { return std::ldexp(x, -e); });
+}
+
 }  // namespace
 
 int KeySelectability::unselectable_count() const {
@@ -143,7 +173,8 @@ double KeySelectability::unselectable_fraction() const {
 
 bool key_is_selectable(const Eigen::Ref<const Matrix>& keys, Eigen::Index i, double rtol) {
   check_finite(keys);
-  return solve_key(keys, i, rtol, false, false).selectable;
+  const int e = scale_exponent(keys);
+  return solve_scaled(keys, scaled_keys(keys, e), e, i, rtol, false, false).selectable;
 }
 
 KeySelectability analyse_keys(const Eigen::Ref<const Matrix>& keys, double rtol, bool screen, bool exact) {
@@ -155,8 +186,10 @@ KeySelectability analyse_keys(const Eigen::Ref<const Matrix>& keys, double rtol,
   out.certificate.resize(n);
   out.scale.resize(n);
   out.query.resize(n, d);
+  const int e = scale_exponent(keys);
+  const Matrix scaled = scaled_keys(keys, e);
   for (Eigen::Index i = 0; i < n; ++i) {
-    const KeyResult r = solve_key(keys, i, rtol, screen, exact);
+    const KeyResult r = solve_scaled(keys, scaled, e, i, rtol, screen, exact);
     out.selectable[static_cast<std::size_t>(i)] = r.selectable ? 1 : 0;
     out.margin(i) = r.margin;
     out.certificate(i) = r.certificate;

@@ -19,7 +19,10 @@
 //     what GLPK's floating-point simplex resolves (its tolerances are 1e-7 relative), is treated
 //     as on the hull: unselectable, unless `exact` is set (see analyse_keys);
 //   - fewer keys than d + 1 is no special case (affinely independent keys are all selectable);
-//   - a single key (n = 1) is selectable (no competitor; any query), with margin = +inf.
+//   - a single key (n = 1) is selectable (no competitor; any query), with margin = +inf;
+//   - keys whose largest magnitude is above 1e100 or below 1e-100 are solved scaled by a power
+//     of two (exact; the decision is scale invariant) because GLPK aborts the process on
+//     coefficients beyond about 1e155 or below 1e-165; margins are reported in the keys' units.
 #pragma once
 
 #include <cstdint>

@@ -3,10 +3,13 @@
 #include <hdf5_hl.h>
 
 #include <exception>
+#include <filesystem>
 #include <mutex>
 #include <stdexcept>
 
 #include "core/errors.hpp"
+#include "core/memory.hpp"
+#include "core/printable.hpp"
 #include "core/safe_file.hpp"
 
 namespace rcsim::h5 {
@@ -59,6 +62,33 @@ Handle utf8_string_type() {
   H5Tset_size(t.id(), H5T_VARIABLE);
   H5Tset_cset(t.id(), H5T_CSET_UTF8);
   return t;
+}
+
+// Refuse a dataset whose bytes do not live inside its file: external raw storage
+// (H5Pset_external: the values are read from other files named in the dataset, e.g. /etc/shadow)
+// or a virtual layout (a view of datasets in other files). rcsim reads only self-contained files.
+// A dataset too large for this machine's memory (a hostile or corrupted shape) is refused
+// before allocating, naming the dataset and its size.
+void require_allocatable(double bytes, const std::string& what) {
+  require_memory(bytes, "reading " + what, "is the file corrupted or not meant for rcsim?");
+}
+
+void require_self_contained(hid_t dataset, const std::string& path) {
+  Handle dcpl(H5Dget_create_plist(dataset), H5Pclose);
+  if (dcpl.id() < 0) fail("cannot read the storage properties of " + path);
+  const int external = H5Pget_external_count(dcpl.id());
+  if (external < 0) fail("cannot read the storage properties of " + path);
+  if (external > 0) {
+    char name[256] = {0};
+    off_t offset = 0;
+    hsize_t size = 0;
+    H5Pget_external(dcpl.id(), 0, sizeof name - 1, name, &offset, &size);
+    throw UsageError(path + ": the dataset's values are stored outside the file (external storage in '" +
+                     printable(name) + "'); rcsim reads only datasets stored inside their file");
+  }
+  if (H5Pget_layout(dcpl.id()) == H5D_VIRTUAL)
+    throw UsageError(path + ": the dataset is virtual (a view of datasets in other files); rcsim reads only "
+                     "datasets stored inside their file");
 }
 
 }  // namespace
@@ -224,12 +254,24 @@ Group Group::create_group(const std::string& name) const {
 }
 
 Group Group::open_group(const std::string& name) const {
-  Handle g(check(H5Gopen2(id(), name.c_str(), H5P_DEFAULT), "no group '" + name + "' in " + path_), H5Gclose);
+  if (name != "/" && !exists(name)) throw UsageError(path_ + ": group '/" + printable(name) + "' is missing");
+  Handle g(check(H5Gopen2(id(), name.c_str(), H5P_DEFAULT), "'/" + printable(name) + "' in " + path_ + " is not a readable group"),
+           H5Gclose);
   return Group(std::move(g), path_ + name + "/");
 }
 
 Dataset Group::open_dataset(const std::string& name) const {
-  Handle d(check(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "no dataset '" + name + "' in " + path_), H5Dclose);
+  if (!exists(name)) throw UsageError(path_ + ": dataset '/" + printable(name) + "' is missing");
+  {
+    Handle obj(H5Oopen(id(), name.c_str(), H5P_DEFAULT), H5Oclose);
+    if (obj.id() < 0) fail(path_ + ": cannot open '/" + printable(name) + "' (corrupted file?)");
+    const H5I_type_t type = H5Iget_type(obj.id());
+    if (type == H5I_GROUP) throw UsageError(path_ + printable(name) + " is a group, expected a dataset");
+    if (type != H5I_DATASET) throw UsageError(path_ + printable(name) + " is not a dataset");
+  }
+  Handle d(check(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "cannot open dataset '" + printable(name) + "' in " + path_),
+           H5Dclose);
+  require_self_contained(d.id(), path_ + name);
   return Dataset(std::move(d), path_ + name);
 }
 
@@ -244,7 +286,16 @@ bool Group::exists(const std::string& name) const {
   while (start <= name.size()) {
     const auto slash = name.find('/', start);
     partial = name.substr(0, slash);
-    if (!partial.empty() && H5Lexists(id(), partial.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (!partial.empty()) {
+      const htri_t found = H5Lexists(id(), partial.c_str(), H5P_DEFAULT);
+      if (found < 0) fail(path_ + ": cannot look up '/" + printable(partial) + "' (not a readable HDF5 file: corrupted?)");
+      if (found == 0) return false;
+      if (slash != std::string::npos) {  // an intermediate component must be a group
+        Handle obj(H5Oopen(id(), partial.c_str(), H5P_DEFAULT), H5Oclose);
+        if (obj.id() < 0) fail(path_ + ": cannot open '/" + printable(partial) + "' (not a readable HDF5 file: corrupted?)");
+        if (H5Iget_type(obj.id()) != H5I_GROUP) return false;
+      }
+    }
     if (slash == std::string::npos) break;
     start = slash + 1;
   }
@@ -315,13 +366,18 @@ Dataset Group::write_strings(const std::string& name, const std::vector<std::str
 }
 
 std::vector<std::string> Group::read_strings(const std::string& name) const {
-  Handle d(check(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "no dataset '" + name + "' in " + path_), H5Dclose);
-  Handle space(H5Dget_space(d.id()), H5Sclose);
+  const Dataset ds = open_dataset(name);
+  const hid_t d = ds.id();
+  Handle type(H5Dget_type(d), H5Tclose);
+  if (H5Tget_class(type.id()) != H5T_STRING) throw UsageError(path_ + name + ": expected a dataset of strings");
+  Handle space(H5Dget_space(d), H5Sclose);
   const hssize_t n = H5Sget_simple_extent_npoints(space.id());
+  if (n < 0) fail("cannot read the shape of " + path_ + name);
+  require_allocatable(static_cast<double>(n) * sizeof(char*), path_ + name);
   std::vector<char*> p(static_cast<std::size_t>(std::max<hssize_t>(n, 0)), nullptr);
   Handle t = utf8_string_type();
   if (!p.empty())
-    check(H5Dread(d.id(), t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), "", "cannot read dataset '" + name + "'");
+    check(H5Dread(d, t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), "", "cannot read dataset " + path_ + name);
   std::vector<std::string> out;
   for (char* s : p) {
     out.emplace_back(s ? s : "");
@@ -331,32 +387,38 @@ std::vector<std::string> Group::read_strings(const std::string& name) const {
 }
 
 Array Group::read(const std::string& name) const {
-  if (!exists(name)) throw UsageError(path_ + ": dataset '/" + name + "' is missing");
-  Handle d(check(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "cannot open dataset '" + name + "' in " + path_),
-           H5Dclose);
-  Handle type(H5Dget_type(d.id()), H5Tclose);
+  const Dataset ds = open_dataset(name);
+  const hid_t d = ds.id();
+  Handle type(H5Dget_type(d), H5Tclose);
   const H5T_class_t cls = H5Tget_class(type.id());
   if (cls != H5T_FLOAT && cls != H5T_INTEGER)
     throw UsageError(path_ + name + ": expected a numeric dataset");
-  Handle space(H5Dget_space(d.id()), H5Sclose);
+  Handle space(H5Dget_space(d), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space.id());
+  if (rank < 0) fail("cannot read the shape of " + path_ + name);
   Array a;
-  a.shape.resize(static_cast<std::size_t>(std::max(rank, 0)));
+  a.shape.resize(static_cast<std::size_t>(rank));
   H5Sget_simple_extent_dims(space.id(), a.shape.data(), nullptr);
-  hsize_t count = 1;
-  for (hsize_t s : a.shape) count *= s;
+  double values = 1;  // in double: a corrupted or hostile shape must not overflow the count
+  for (hsize_t s : a.shape) values *= static_cast<double>(s);
+  require_allocatable(values * sizeof(double), path_ + name + " " + shape_string(a.shape));
+  const auto count = static_cast<std::size_t>(values);
   a.data.resize(count);
   if (count > 0)
-    check(H5Dread(d.id(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, a.data.data()), "",
-          "cannot read dataset '" + name + "' in " + path_);
+    check(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, a.data.data()), "",
+          "cannot read dataset " + path_ + name);
   return a;
 }
 
 std::string Group::read_string(const std::string& name) const {
-  Handle d(check(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "no dataset '" + name + "' in " + path_), H5Dclose);
+  const Dataset ds = open_dataset(name);
+  Handle type(H5Dget_type(ds.id()), H5Tclose);
+  if (H5Tget_class(type.id()) != H5T_STRING) throw UsageError(path_ + name + ": expected a string dataset");
+  Handle space(H5Dget_space(ds.id()), H5Sclose);
+  if (H5Sget_simple_extent_npoints(space.id()) != 1) throw UsageError(path_ + name + ": expected a single string");
   Handle t = utf8_string_type();
   char* p = nullptr;
-  check(H5Dread(d.id(), t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "", "cannot read dataset '" + name + "'");
+  check(H5Dread(ds.id(), t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "", "cannot read dataset " + path_ + name);
   std::string s = p ? p : "";
   H5free_memory(p);
   return s;
@@ -413,15 +475,20 @@ File File::create(const std::string& filename) {
 
 File File::open_read(const std::string& filename, const std::string& key) {
   silence_hdf5();
-  const std::string who = key.empty() ? "file '" + filename + "'" : key + " '" + filename + "'";
-  if (H5Fis_hdf5(filename.c_str()) <= 0) {
-    hdf5_message();
-    throw UsageError(who + ": cannot open (missing, unreadable, or not an HDF5 file)");
-  }
+  const std::string who = (key.empty() ? "file '" : key + " '") + printable(filename) + "'";
+  std::error_code ec;
+  const auto st = std::filesystem::status(filename, ec);
+  if (!std::filesystem::exists(st)) throw UsageError(who + ": no such file");
+  if (std::filesystem::is_directory(st)) throw UsageError(who + " is a directory, expected an HDF5 file");
+  if (!std::filesystem::is_regular_file(st)) throw UsageError(who + " is not a regular file, expected an HDF5 file");
+  const htri_t is_hdf5 = H5Fis_hdf5(filename.c_str());
+  hdf5_message();
+  if (is_hdf5 < 0) throw UsageError(who + ": cannot read it (permission denied, or not a readable HDF5 file)");
+  if (is_hdf5 == 0) throw UsageError(who + " is not an HDF5 file (no HDF5 signature)");
   const hid_t id = H5Fopen(filename.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) {
     hdf5_message();
-    throw UsageError(who + ": cannot open for reading");
+    throw UsageError(who + " is not a readable HDF5 file (truncated or corrupted)");
   }
   return File(Handle(id, H5Fclose), filename, false);
 }

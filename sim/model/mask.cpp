@@ -21,7 +21,9 @@ MaskMatrix build(int n, Allowed allowed) {
     for (int j = 0; j < n; ++j) m(i, j) = allowed(i, j) ? 1 : 0;
   return m;
 }
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
+// ceil(a / b) for a >= 0, b >= 1, without forming a + b - 1 (which overflows for a window
+// near INT_MAX).
+int ceil_div(int a, int b) { return a / b + (a % b != 0 ? 1 : 0); }
 }  // namespace
 
 MaskMatrix complete_mask(int n) {
@@ -34,7 +36,7 @@ MaskMatrix sliding_window_mask(int n, int w) {
   return build(n, [w](int i, int j) { return std::abs(i - j) <= w; });
 }
 MaskMatrix unidirectional_sliding_window_mask(int n, int w) {
-  return build(n, [w](int i, int j) { return j <= i && i - w <= j; });
+  return build(n, [w](int i, int j) { return j <= i && i - j <= w; });
 }
 
 void check_mask(const MaskMatrix& m, const std::string& what) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "core/printable.hpp"
 #include "core/errors.hpp"
 #include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
@@ -104,7 +105,7 @@ std::vector<char> Checkpoint::load(RunResults& r) {
       const std::string stored = f.has_attr("config") ? f.attr_string("config") : "";
       const std::string diff = first_difference(stored, config_);
       spdlog::warn("{}: checkpoint of another configuration ({}), discarded", path_,
-                   diff.empty() ? "configuration hash " + stored_hash + " != " + hash_ : diff);
+                   diff.empty() ? "configuration hash " + printable(stored_hash) + " != " + hash_ : diff);
       fs::remove(path_, ec);
       return done;
     }
@@ -130,7 +131,7 @@ std::vector<char> Checkpoint::load(RunResults& r) {
     }
     if (loaded) spdlog::info("{}: resuming, {} of {} trials already done", path_, loaded, r.trials);
   } catch (const std::exception& e) {
-    spdlog::warn("{}: unreadable checkpoint discarded ({})", path_, e.what());
+    spdlog::warn("{}: unreadable checkpoint discarded ({})", path_, printable(e.what(), 4 * kEchoLimit));
     std::fill(done.begin(), done.end(), 0);
     fs::remove(path_, ec);
   }

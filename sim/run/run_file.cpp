@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "run/checkpoint.hpp"
+#include "core/printable.hpp"
 #include "core/errors.hpp"
 #include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
@@ -287,8 +288,9 @@ std::string first_difference(const std::string& ini_a, const std::string& ini_b)
       };
       const auto [ka, va] = key_value(ga ? la : "");
       const auto [kb, vb] = key_value(gb ? lb : "");
-      if (ka == kb) return "key '" + section + ka + "': " + va + " -> " + vb;
-      return "'" + (ga ? la : std::string("(end)")) + "' -> '" + (gb ? lb : std::string("(end)")) + "'";
+      // Text from a file (a stored configuration): escaped and cut for the message.
+      if (ka == kb) return "key '" + printable(section + ka) + "': " + printable(va) + " -> " + printable(vb);
+      return "'" + (ga ? printable(la) : std::string("(end)")) + "' -> '" + (gb ? printable(lb) : std::string("(end)")) + "'";
     }
   }
 }

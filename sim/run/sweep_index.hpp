@@ -33,6 +33,9 @@ void write_sweep_index(const std::string& path, const std::string& definition, c
                        const SweepAxes& axes, const std::vector<SweepPoint>& points,
                        const std::vector<PointStatus>& status);
 
+// True if `path` is an rcsim sweep index (root attribute filetype = "rcsim-sweep-index").
+bool is_sweep_index(const std::string& path);
+
 // The definition stored in an existing index; nullopt if there is none or it is unreadable.
 std::optional<std::string> read_sweep_definition(const std::string& path);
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/errors.hpp"
+#include "core/isolated.hpp"
 #include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
 #include "run/run_file.hpp"
@@ -142,8 +143,18 @@ RunAnalysis analyze_run(const std::string& path, const AnalysisOptions& o) {
   a.dim = static_cast<int>(f.attr_int("dim"));
   const h5::Array layer = f.read("layer");
   a.layer = layer.data;
+  // A damaged or hand-made file: the recorded layers must be a non-empty list of whole numbers
+  // (they become int64 coordinates and index every curve).
+  if (layer.shape.size() != 1 || layer.data.empty())
+    throw UsageError("run file '" + path + "': /layer has shape " + h5::shape_string(layer.shape) +
+                     ", expected a non-empty list of layers");
+  for (double t : a.layer)
+    if (!(t >= 0 && t <= 9.0e15 && t == std::floor(t)))
+      throw UsageError("run file '" + path + "': /layer holds " + fmt(t) + ", expected whole layer numbers >= 0");
   const h5::Array mu = f.read("metrics/mu");
-  if (mu.shape.size() != 2) throw UsageError(path + ": /metrics/mu is not [trial, layer]");
+  if (mu.shape.size() != 2 || mu.shape[0] == 0 || mu.shape[1] != a.layer.size())
+    throw UsageError("run file '" + path + "': /metrics/mu has shape " + h5::shape_string(mu.shape) + ", expected [" +
+                     "trials >= 1, " + std::to_string(a.layer.size()) + "] (trials x /layer)");
   const std::size_t T = mu.shape[0], n = a.layer.size();
   a.trials = static_cast<int>(T);
   const h5::Array mu_checked = read_measure(f, "mu", T, n);
@@ -189,7 +200,9 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
   remove_stale_temporaries(a.path);
   const std::string tmp = create_temporary(a.path);
   try {
-    {
+    // In a child process: libhdf5 can crash (rather than fail) rewriting a corrupted file's
+    // metadata; then the run file stays untouched and the crash is one error line.
+    run_isolated([&] {
       h5::File f = h5::File::open_readwrite(a.path, tmp);
       {
       if (f.exists("analysis")) f.remove("analysis");
@@ -295,7 +308,7 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
       f.label_unlabelled_axes();
       }
       f.close();  // checked: an analysis that did not fit leaves the run file untouched
-    }
+    }, "writing /analysis into '" + a.path + "'");
     replace_with(tmp, a.path);
   } catch (...) {
     remove_quietly(tmp);

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 
+SANITIZED = False  # set in main: rcsim built with AddressSanitizer
 SMALL = ["--config", "small.ini"]
 SWEEP = ["--config", "sweep.ini"]
 EQ = ["--config", "eq.ini"]
@@ -69,10 +70,12 @@ class Ctx:
 
     def run(self, args, fsize=None, check=True):
         def limit():
-            if fsize is not None:
+            if isinstance(fsize, tuple):  # ("AS", bytes): an address-space limit (out of memory)
+                resource.setrlimit(resource.RLIMIT_AS, (fsize[1], fsize[1]))
+            elif fsize is not None:
                 resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         r = subprocess.run([self.rcsim] + args, cwd=self.d, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, preexec_fn=limit, timeout=60)
+                           text=True, errors="surrogateescape", preexec_fn=limit, timeout=120)
         if check and r.returncode != 0:
             raise RuntimeError(f"setup command failed ({r.returncode}): {args}\n{r.stderr}")
         return r
@@ -83,6 +86,70 @@ class Ctx:
     def text(self, name, content="not an rcsim file\n"):
         with open(self.p(name), "w") as f:
             f.write(content)
+
+
+def external_file(ctx, name, dataset, shape, virtual=False, group=False):
+    """An HDF5 file whose `dataset` keeps its values outside the file: external raw storage
+    (the bytes of secret.bin) or a virtual dataset (a view of src.h5); or a group of that name."""
+    import h5py
+    import numpy as np
+    count = int(np.prod(shape))
+    with open(ctx.p("secret.bin"), "wb") as f:
+        f.write(np.linspace(0.1, 1.0, count).astype("<f8").tobytes())
+    with h5py.File(ctx.p("src.h5"), "w") as f:
+        f["data"] = np.linspace(0.1, 1.0, count).reshape(shape)
+    with h5py.File(ctx.p(name), "w") as f:
+        if group:
+            f.create_group(dataset)
+        elif virtual:
+            layout = h5py.VirtualLayout(shape=shape, dtype="f8")
+            layout[...] = h5py.VirtualSource("src.h5", "data", shape=shape)
+            f.create_virtual_dataset(dataset, layout)
+        else:
+            f.create_dataset(dataset, shape=shape, dtype="<f8", external=[("secret.bin", 0, 8 * count)])
+
+
+def edit_run(ctx, name, edit):
+    """Apply edit(h5py.File) to the run file `name` (made by good_run) in place."""
+    import h5py
+    with h5py.File(ctx.p(name), "r+") as f:
+        edit(f)
+
+
+def replace_dataset(f, name, data=None, external=None):
+    import numpy as np
+    attrs = dict(f[name].attrs) if name in f else {}
+    del f[name]
+    if external:
+        n = int(np.prod(external))
+        with open(os.path.join(os.path.dirname(f.filename), "secret.bin"), "wb") as out:
+            out.write(np.arange(n, dtype="<f8").tobytes())
+        f.create_dataset(name, shape=external, dtype="<f8", external=[("secret.bin", 0, 8 * n)])
+    else:
+        f[name] = data
+    for k, v in attrs.items():
+        if k not in ("DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME"):
+            f[name].attrs[k] = v
+
+
+def keys_file(ctx, name, scale):
+    import h5py
+    import numpy as np
+    keys = np.random.default_rng(3).standard_normal((8, 3)) * scale
+    with h5py.File(ctx.p(name), "w") as f:
+        f["keys"] = keys
+
+
+def tokens_run(ctx, edit=None):
+    """A run file with /tokens (final layer), optionally edited."""
+    ctx.run(["run", "--quiet", "--output.file=tok.h5", "--output.tokens=final"] + SMALL)
+    if edit:
+        edit_run(ctx, "tok.h5", edit)
+
+
+def write(ctx, name, data):
+    with open(ctx.p(name), "wb") as f:
+        f.write(data)
 
 
 def foreign_hdf5(ctx, name):
@@ -189,6 +256,148 @@ def cases():
          lambda c: (os.makedirs(c.p("sw/p")), c.text("victim.txt"), os.symlink("../../victim.txt", c.p("sw/p/index.h5.tmp"))),
          ["sweep"] + SWEEP, 0, "", [],
          ["sw/p/mask.type=complete.h5", "sw/p/mask.type=causal.h5", "sw/p/index.h5"], None),
+        # ---- issue 10, second part ----
+        # 7. datasets stored outside their file (external raw storage, virtual layout) refused in every input
+        ("run_refuses_external_init_file", lambda c: external_file(c, "x0.h5", "X0", (6, 4)),
+         ["run", "--output.file=o.h5", "--init.type=file", "--init.file=x0.h5"] + SMALL, 2,
+         "values are stored outside the file (external storage in 'secret.bin')", [], [], None),
+        ("run_refuses_virtual_init_file", lambda c: external_file(c, "x0.h5", "X0", (6, 4), virtual=True),
+         ["run", "--output.file=o.h5", "--init.type=file", "--init.file=x0.h5"] + SMALL, 2,
+         "the dataset is virtual", [], [], None),
+        ("run_refuses_external_weights_file", lambda c: external_file(c, "w.h5", "W_Q", (4, 4)),
+         ["run", "--output.file=o.h5", "--weights.q=file", "--weights.file=w.h5"] + SMALL, 2,
+         "stored outside the file", [], [], None),
+        ("run_refuses_virtual_weights_file", lambda c: external_file(c, "w.h5", "W_V", (4, 4), virtual=True),
+         ["run", "--output.file=o.h5", "--weights.v=file", "--weights.file=w.h5"] + SMALL, 2,
+         "the dataset is virtual", [], [], None),
+        ("run_refuses_external_mask_file", lambda c: external_file(c, "m.h5", "mask", (6, 6)),
+         ["run", "--output.file=o.h5", "--mask.type=custom", "--mask.file=m.h5"] + SMALL, 2,
+         "stored outside the file", [], [], None),
+        ("keys_refuses_external_keys_file", lambda c: external_file(c, "k.h5", "keys", (5, 3)),
+         ["keys", "--keys.source=file", "--keys.file=k.h5"], 2, "stored outside the file", [], [], None),
+        ("keys_refuses_external_run_tokens",
+         lambda c: tokens_run(c, lambda f: (replace_dataset(f, "tokens", external=(4, 1, 6, 4)))),
+         ["keys", "--keys.source=run", "--keys.file=tok.h5"], 2, "stored outside the file", [], [], None),
+        ("analyze_refuses_external_layer",
+         lambda c: (c.good_run(), edit_run(c, "run.h5", lambda f: replace_dataset(f, "layer", external=(21,)))),
+         ["analyze", "run.h5"], 2, "stored outside the file", [], [], None),
+        ("sweep_refuses_external_init_once", lambda c: external_file(c, "x0.h5", "X0", (6, 4)),
+         ["sweep", "--init.type=file", "--init.file=x0.h5"] + SWEEP, 2, "stored outside the file", [], [], None),
+        # 8. control characters and invalid UTF-8 escaped; long values cut
+        ("config_control_characters_escaped",
+         lambda c: write(c, "ctl.ini", b"[model]\ntokens = 3\x1b[2J\x07\xff\n"),
+         ["run", "--config", "ctl.ini"], 2, "invalid value '3\\e[2J\\x07\\xFF' for key 'model.tokens'", [], [], None),
+        ("config_unknown_key_control_characters",
+         lambda c: write(c, "ctl.ini", b"[model]\ntok\x1b]0;pwned\x07ens = 3\n"),
+         ["run", "--config", "ctl.ini"], 2, "unknown key 'model.tok\\e]0;pwned\\x07ens'", [], [], None),
+        ("command_line_long_value_cut", lambda c: None,
+         ["run", "--model.tokens=" + "9" * 100000], 2, "... (100000 bytes)' for key 'model.tokens'", [], [], None),
+        ("config_long_line_cut", lambda c: write(c, "long.ini", b"[model]\n" + b"x" * 1000000 + b"\n"),
+         ["run", "--config", "long.ini"], 2, "bytes)", [], [], None),
+        ("stored_configuration_escaped",
+         lambda c: (c.good_run(), edit_run(c, "run.h5", lambda f: replace_dataset(
+             f, "config", f["config"][()].decode().replace("tokens = 6", "tokens = 6\x1b]0;pwned\x07")))),
+         ["run", "--output.file=run.h5"] + SMALL, 2, "6\\e]0;pwned\\x07 -> 6", [], [], None),
+        # 9. crashes: empty /layer, short /tokens_layer, keys beyond GLPK's range
+        ("analyze_empty_layer",
+         lambda c: (c.good_run(), edit_run(c, "run.h5", lambda f: replace_dataset(f, "layer", data=[])) ),
+         ["analyze", "run.h5"], 2, "/layer has shape [0], expected a non-empty list of layers", [], [], None),
+        ("analyze_non_integer_layer",
+         lambda c: (c.good_run(), edit_run(c, "run.h5", lambda f: replace_dataset(
+             f, "layer", data=[float("nan")] * 21))),
+         ["analyze", "run.h5"], 2, "expected whole layer numbers", [], [], None),
+        ("analyze_truncated_run_file", lambda c: (c.good_run(), open(c.p("run.h5"), "r+b").truncate(3000)),
+         ["analyze", "run.h5"], 2, "is not a readable HDF5 file (truncated or corrupted)", [], [], None),
+        ("analyze_text_file", lambda c: c.text("run.h5"), ["analyze", "run.h5"], 2,
+         "is not an HDF5 file", [], [], None),
+        ("analyze_missing_file", lambda c: None, ["analyze", "nothing.h5"], 2, "no such file", [], [], None),
+        ("analyze_directory", lambda c: os.mkdir(c.p("d.h5")), ["analyze", "d.h5"], 2, "is a directory", [], [], None),
+        ("keys_run_short_tokens_layer",
+         lambda c: tokens_run(c, lambda f: replace_dataset(f, "tokens_layer", data=[])),
+         ["keys", "--keys.source=run", "--keys.file=tok.h5"], 2,
+         "/tokens_layer has shape [0], expected [1]", [], [], None),
+        ("keys_run_tokens_is_a_group",
+         lambda c: tokens_run(c, lambda f: (f.__delitem__("tokens"), f.create_group("tokens"))),
+         ["keys", "--keys.source=run", "--keys.file=tok.h5"], 2, "is a group, expected a dataset", [], [], None),
+        ("keys_above_1e155", lambda c: keys_file(c, "k.h5", 1e160),
+         ["keys", "--keys.source=file", "--keys.file=k.h5", "--norm.type=none"], 0, "", [], [], None),
+        ("keys_near_max_double", lambda c: keys_file(c, "k.h5", 1e306),
+         ["keys", "--keys.source=file", "--keys.file=k.h5", "--norm.type=none"], 0, "", [], [], None),
+        ("keys_below_1e-165", lambda c: keys_file(c, "k.h5", 1e-170),
+         ["keys", "--keys.source=file", "--keys.file=k.h5", "--norm.type=none", "--output.file=tiny.h5"],
+         0, "", [], ["tiny.h5"], None),
+        # 13. clear errors
+        ("config_utf8_bom_accepted", lambda c: write(c, "bom.ini", b"\xef\xbb\xbf[model]\ntokens = 5\n"),
+         ["run", "--config", "bom.ini", "--dry-run"], 0, "", [], [], None),
+        ("config_duplicate_key_names_both_lines",
+         lambda c: c.text("dup.ini", "[model]\ntokens = 3\ndim = 2\n[run]\ntrials = 2\n[model]\ntokens = 4\n"),
+         ["run", "--config", "dup.ini"], 2, "key 'model.tokens' is given twice (dup.ini:2 and dup.ini:7)", [], [], None),
+        ("config_duplicate_sweep_axis",
+         lambda c: c.text("dup.ini", "[sweep]\nmodel.tokens = 3, 4\nmodel.tokens = 5\n"),
+         ["sweep", "--config", "dup.ini"], 2, "key 'sweep.model.tokens' is given twice (dup.ini:2 and dup.ini:3)",
+         [], [], None),
+        ("config_is_a_directory", lambda c: os.mkdir(c.p("cfg")), ["run", "--config", "cfg"], 2,
+         "configuration file 'cfg' is a directory", [], [], None),
+        ("init_file_group_where_dataset_expected", lambda c: external_file(c, "x0.h5", "X0", (6, 4), group=True),
+         ["run", "--output.file=o.h5", "--init.type=file", "--init.file=x0.h5"] + SMALL, 2,
+         "x0.h5:/X0 is a group, expected a dataset", [], [], None),
+        ("weights_file_truncated",
+         lambda c: (c.good_run("w.h5"), open(c.p("w.h5"), "r+b").truncate(2000)),
+         ["run", "--output.file=o.h5", "--weights.q=file", "--weights.file=w.h5"] + SMALL, 2,
+         "is not a readable HDF5 file", [], [], None),
+        ("mask_file_missing", lambda c: None,
+         ["run", "--output.file=o.h5", "--mask.type=custom", "--mask.file=none.h5"] + SMALL, 2,
+         "mask.file 'none.h5': no such file", [], [], None),
+        ("sweep_bad_weights_file_reported_once_before_computing", lambda c: c.text("w.h5", "not hdf5"),
+         ["sweep", "--weights.q=file", "--weights.file=w.h5"] + SWEEP, 2,
+         "weights.file 'w.h5' is not an HDF5 file", [], [], None),
+        ("sweep_refuses_foreign_index",
+         lambda c: (os.makedirs(c.p("sw/p")), foreign_hdf5(c, "sw/p/index.h5")),
+         ["sweep"] + SWEEP, 2, "sw/p/index.h5' exists and is not an rcsim sweep index", [], [], None),
+        ("sweep_refuses_text_index",
+         lambda c: (os.makedirs(c.p("sw/p")), c.text("sw/p/index.h5")),
+         ["sweep"] + SWEEP, 2, "is not an rcsim sweep index", [], [], None),
+        ("equilibria_probes_too_large", lambda c: None, ["equilibria", "--probes=1e10"] + EQ, 2,
+         "--probes=1e10: expected a whole number from 1 to 1000000", [], [], None),
+        ("equilibria_probes_fraction", lambda c: None, ["equilibria", "--probes", "2.5"] + EQ, 2,
+         "--probes=2.5: expected a whole number", [], [], None),
+        ("equilibria_probes_nan", lambda c: None, ["equilibria", "--probes=nan"] + EQ, 2,
+         "--probes=nan: expected a whole number", [], [], None),
+        ("equilibria_refuses_foreign_hdf5", lambda c: foreign_hdf5(c, "eq.h5"), ["equilibria"] + EQ, 2,
+         "is not a complete rcsim-equilibria file", [], [], None),
+        ("mask_info_window_near_int_max", lambda c: None,
+         ["mask-info", "--mask.type=unidirectional_sliding_window", "--mask.window=2147483647",
+          "--model.tokens=5"], 0, "", [], [], None),
+        ("mask_info_sliding_window_int_max", lambda c: None,
+         ["mask-info", "--mask.type=sliding_window", "--mask.window=2147483647", "--model.tokens=7"], 0, "", [], [],
+         None),
+        ("mask_info_absurd_tokens", lambda c: None, ["mask-info", "--model.tokens=2000000000"], 2,
+         "would need about", [], [], None),
+        # geometry commands never replace a foreign output without --force
+        ("keys_refuses_foreign_hdf5", lambda c: foreign_hdf5(c, "keys.h5"), ["keys", "--output.file=keys.h5"], 2,
+         "is not a complete rcsim-keys file", [], [], None),
+        ("keys_refuses_run_file", lambda c: c.good_run("keys.h5"), ["keys", "--output.file=keys.h5"], 2,
+         "is not a complete rcsim-keys file", [], [], None),
+        ("brody_map_refuses_text_file", lambda c: c.text("map.h5"),
+         ["brody-map", "--output.file=map.h5", "--map.count_max=4", "--map.dim_max=3", "--map.draws=1"], 2,
+         "'map.h5' exists and is not a complete rcsim-brody-map file", [], [], None),
+        ("brody_map_refuses_foreign_hdf5", lambda c: foreign_hdf5(c, "map.h5"),
+         ["brody-map", "--output.file=map.h5", "--map.count_max=4", "--map.dim_max=3", "--map.draws=1"], 2,
+         "is not a complete rcsim-brody-map file", [], [], None),
+        ("brody_example_refuses_foreign_hdf5", lambda c: foreign_hdf5(c, "ex.h5"),
+         ["brody-example", "--output.file=ex.h5"], 2, "is not a complete rcsim-brody-example file", [], [], None),
+        ("ln_geometry_refuses_text_file", lambda c: c.text("ln.h5"),
+         ["ln-geometry", "--output.file=ln.h5", "--ln.samples=10"], 2,
+         "'ln.h5' exists and is not a complete rcsim-ln-geometry file", [], [], None),
+        ("ln_geometry_refuses_foreign_hdf5", lambda c: foreign_hdf5(c, "ln.h5"),
+         ["ln-geometry", "--output.file=ln.h5", "--ln.samples=10"], 2, "is not a complete rcsim-ln-geometry file",
+         [], [], None),
+        # out of memory (an address-space limit): one line naming the failure, exit 1, nothing written
+        ("run_out_of_memory_is_one_line", lambda c: None,
+         ["run", "--output.file=o.h5", "--model.tokens=4000", "--model.dim=4000", "--model.layers=2", "--run.trials=1"],
+         1, "out of memory", [], [], ("AS", 400 * 1000 * 1000)),
+        ("ln_geometry_force_replaces_text_file", lambda c: c.text("ln.h5"),
+         ["ln-geometry", "--force", "--output.file=ln.h5", "--ln.samples=10"], 0, "", ["ln.h5"], [], None),
     ]
 
 
@@ -199,6 +408,9 @@ def check_case(rcsim, work, case):
     os.makedirs(d)
     c = Ctx(rcsim, d)
     setup(c)
+    if isinstance(fsize, tuple) and SANITIZED:
+        print(f"[skip] {name}: an address-space limit does not work under AddressSanitizer")
+        return True
     if isinstance(fsize, str):  # "FILE+N": the size of FILE plus N bytes
         f, extra = fsize.split("+")
         fsize = os.path.getsize(c.p(f)) + int(extra)
@@ -211,8 +423,15 @@ def check_case(rcsim, work, case):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     if text and not any(text in ln for ln in lines):
         problems.append(f"no stderr line contains {text!r}")
-    if code != 0 and args[0] != "sweep" and sum("error" in ln for ln in lines) != 1:
-        problems.append(f"expected exactly one error line, got {sum('error' in ln for ln in lines)}")
+    errors = sum("error" in ln for ln in lines)
+    if code != 0 and (args[0] != "sweep" or code == 2) and errors != 1:
+        problems.append(f"expected exactly one error line, got {errors}")
+    raw = [ch for ch in r.stderr if (ord(ch) < 0x20 and ch != "\n") or ord(ch) == 0x7F or 0x80 <= ord(ch) <= 0x9F
+           or 0xDC80 <= ord(ch) <= 0xDCFF]  # the last: bytes that are not UTF-8 (surrogateescape)
+    if raw:
+        problems.append(f"stderr holds raw control characters: {sorted(set(raw))!r}")
+    if any(len(ln) > 2500 for ln in lines):
+        problems.append(f"stderr line of {max(len(ln) for ln in lines)} characters (echoed values must be cut)")
     for rel, h in before.items():
         if rel in may_change:
             continue
@@ -334,13 +553,60 @@ def checkpoint_of_another_configuration(rcsim, work):
     return not problems
 
 
+def corrupted_run_files(rcsim, work, count):
+    """`rcsim analyze` on `count` byte-corrupted copies of a small run file (1 byte, 8 bytes or
+    20 scattered bytes changed at random offsets, seeded): exit 0, 1 or 2, never a signal; on
+    failure exactly one error line, the corrupted file unchanged and nothing left behind."""
+    import random
+    d = os.path.join(work, "corrupted_run_files")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    c = Ctx(rcsim, d)
+    c.good_run("good.h5")
+    with open(c.p("good.h5"), "rb") as f:
+        good = f.read()
+    rng = random.Random(20240527)
+    codes, problems = {}, []
+    for k in range(count):
+        b = bytearray(good)
+        off = rng.randrange(len(b))
+        if k % 3 == 0:
+            b[off] ^= rng.randrange(1, 256)
+        elif k % 3 == 1:
+            for j in range(off, min(off + 8, len(b))):
+                b[j] = rng.choice([0, 0xFF, rng.randrange(256)])
+        else:
+            for _ in range(20):
+                b[rng.randrange(len(b))] ^= rng.randrange(1, 256)
+        with open(c.p("bad.h5"), "wb") as f:
+            f.write(b)
+        before = hashlib.sha256(bytes(b)).hexdigest()
+        r = c.run(["analyze", "bad.h5"], check=False)
+        codes[r.returncode] = codes.get(r.returncode, 0) + 1
+        errors = [ln for ln in r.stderr.splitlines() if "error" in ln]
+        if r.returncode not in (0, 1, 2):
+            problems.append(f"case {k} (offset {off}): exit {r.returncode}")
+        elif r.returncode != 0 and (len(errors) != 1 or sha(c.p("bad.h5")) != before):
+            problems.append(f"case {k} (offset {off}): {len(errors)} error lines or the file changed: {r.stderr.strip()}")
+        left = [n for n in os.listdir(d) if n.endswith((".tmp", ".lock", ".partial"))]
+        if left:
+            problems.append(f"case {k}: left behind {left}")
+            break
+    print(f"[{'ok' if not problems else 'FAIL'}] corrupted_run_files: {count} files, exit codes {dict(sorted(codes.items()))}"
+          + ("" if not problems else "\n    " + "\n    ".join(problems[:10])))
+    return not problems
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("rcsim")
     ap.add_argument("work")
     ap.add_argument("-k", default="", help="run only cases whose name contains this")
+    ap.add_argument("--corruptions", type=int, default=300, help="byte-corrupted run files given to analyze")
     a = ap.parse_args()
     rcsim = os.path.abspath(a.rcsim)
+    global SANITIZED
+    SANITIZED = b"libasan" in subprocess.run(["ldd", rcsim], stdout=subprocess.PIPE).stdout
     os.makedirs(a.work, exist_ok=True)
     ok = True
     n = 0
@@ -355,6 +621,9 @@ def main():
     if a.k in "checkpoint_of_another_configuration":
         n += 1
         ok &= checkpoint_of_another_configuration(rcsim, a.work)
+    if a.k in "corrupted_run_files" and a.corruptions > 0:
+        n += 1
+        ok &= corrupted_run_files(rcsim, a.work, a.corruptions)
     print(f"hostile: {n} cases, {'all passed' if ok else 'FAILURES'}")
     return 0 if ok else 1
 
