@@ -133,15 +133,6 @@ std::optional<std::string> read_sweep_definition(const std::string& path) {
   }
 }
 
-bool is_sweep_index(const std::string& path) {
-  try {
-    const h5::File f = h5::File::open_read(path);
-    return f.has_attr("filetype") && f.attr_string("filetype") == "rcsim-sweep-index";
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
 std::vector<std::string> read_sweep_status(const std::string& path) {
   return h5::File::open_read(path).read_strings("status");
 }

@@ -50,8 +50,6 @@ struct SweepIndex {
   std::vector<std::string> keys;
   std::vector<SweepIndexPoint> points;
 };
-// True if `path` is an HDF5 file whose root has filetype = "rcsim-sweep-index".
-bool is_sweep_index(const std::string& path);
 // Read a sweep index (`path`: DIR/index.h5). UsageError naming the file if it is not one.
 SweepIndex read_sweep_index(const std::string& path);
 
