@@ -9,11 +9,26 @@
 //                               at the layers of output.schedule = SCHEDULE, default all);
 //                               MEASURES = 0 runs the same trial loop without measures (weights,
 //                               attention layer, normalisation only).
+//   profile N D MASK TRIALS LAYERS
+//                            -> "profile name=MICROSECONDS ...": one thread, the benchmark workload's
+//                               trial loop taken apart, each stage timed separately and summed over
+//                               TRIALS x LAYERS layer steps, the median over them (microseconds):
+//                               weights, logits, softmax (with the attention diagnostics), the
+//                               products X W_V and A (X W_V), normalisation; the token measures
+//                               the way measure_tokens computes them: scaling + QR, bidiagonalisation,
+//                               dqds, ||X||_F, mu, the sigma-derived measures, cos_abs_mean; and
+//                               measure_tokens itself on the same X (the total, for a check); the QR
+//                               also as Eigen's HouseholderQR runs it (m_qr_eigen48: the A/B of
+//                               qr_block_size); then the counts of subnormal entries of X and of
+//                               the attention matrix per layer. With RCSIM_PROFILE_ALL set in the
+//                               environment, every sample first ("samples NAME us us ...").
 //   schedule SPEC LAYERS     -> "schedule L0 L1 ...": the layers output.schedule = SPEC measures
 //   info                     -> "info SIMD LIBS": Eigen's instruction sets in this build and the
 //                               BLAS/LAPACK libraries mapped into the process (rcsim's LAPACK)
 //   quit
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <fstream>
 #include <set>
@@ -28,7 +43,16 @@
 #include "model/layer.hpp"
 #include "model/normalization.hpp"
 #include "core/random.hpp"
+#include "measure/metrics.hpp"
+#include "model/attention.hpp"
 #include "run/simulation.hpp"
+
+#include <Eigen/QR>
+#include <Eigen/SVD>
+#include <cmath>
+#include <map>
+
+extern "C" void dlasq1_(const int* n, double* d, double* e, double* work, int* info);
 
 using namespace rcsim;
 using Clock = std::chrono::steady_clock;
@@ -70,7 +94,7 @@ void run_without_measures(const EngineSetup& s, int threads) {
       Matrix X = initial_tokens(c, s.files, trial, rng);
       sampler.begin_trial(rng);
       for (int t = 0; t < c.model.layers; ++t) {
-        if (!X.allFinite()) break;
+        if (!all_finite(X)) break;
         attention_layer(X, sampler.layer(t, rng), params, ws, X_next);
         X.swap(X_next);
       }
@@ -94,6 +118,126 @@ std::string linear_algebra_libraries() {
   std::string out;
   for (const auto& f : found) out += (out.empty() ? "" : ",") + f;
   return out.empty() ? "none" : out;
+}
+
+
+// `profile`: the trial loop with every stage timed on its own (see the header comment).
+std::string profile(const Config& c, const EngineSetup& s) {
+  const int N = c.model.tokens, d = c.model.dim;
+  const Normalization norm = Normalization::from_config(c);
+  const LayerParams params = layer_params(c, &s.mask, &norm);
+  const MaskRows rows = analyse_rows(s.mask);
+  LogitsWorkspace lws;
+  RowMajorMatrix S;
+  RowVector buffer;
+  Matrix XV(N, d), X_next(N, d), A, R;
+  Eigen::HouseholderQR<Matrix> qr;
+  Vector diag, super, work, sigma, h_coeffs, temp;
+  std::map<std::string, std::vector<double>> t;  // seconds per stage, one sample per layer step
+  std::map<std::string, double> count;
+  MeasureOptions opt{c.metrics.rank_rtol, c.metrics.rank_atol, s.max_rank_input};
+  volatile double sink = 0;
+  const auto subnormals = [](const auto& m) {
+    return static_cast<double>((m.array().abs() < std::numeric_limits<double>::min() && m.array() != 0.0).count());
+  };
+  const auto timed = [&](const char* name, auto&& f) {
+    const auto t0 = Clock::now();
+    f();
+    t[name].push_back(seconds_since(t0));
+  };
+  int steps = 0;
+  WeightSampler sampler(c, s.files);
+  for (int trial = 0; trial < c.run.trials; ++trial) {
+    RandomStream rng(c.run.seed, static_cast<std::uint64_t>(trial));
+    Matrix X = initial_tokens(c, s.files, trial, rng);
+    sampler.begin_trial(rng);
+    for (int layer = 0; layer < c.model.layers; ++layer, ++steps) {
+      // The measures of X (layer `layer`), stage by stage as singular_values does them.
+      const bool tall = N >= d;
+      const Eigen::Index k = std::min(N, d);
+      double to_unit = 1;
+      // The QR as singular_values runs it (panels of qr_block_size(k) columns), and for an A/B
+      // in the same process as it ran before (Eigen's HouseholderQR: panels of 48).
+      timed("m_qr_eigen48", [&] {
+        int e = 0;
+        std::frexp(X.cwiseAbs().maxCoeff(), &e);
+        to_unit = std::ldexp(1.0, -e);
+        if (tall) qr.compute(X * to_unit); else qr.compute(X.transpose() * to_unit);
+        R = qr.matrixQR().topRows(k).triangularView<Eigen::Upper>();
+      });
+      timed("m_qr", [&] {
+        int e = 0;
+        std::frexp(X.cwiseAbs().maxCoeff(), &e);
+        to_unit = std::ldexp(1.0, -e);
+        if (tall) A = X * to_unit; else A = X.transpose() * to_unit;
+        h_coeffs.resize(k);
+        temp.resize(std::max<Eigen::Index>(N, d) + 1);
+        Eigen::internal::householder_qr_inplace_blocked<Matrix, Vector>::run(A, h_coeffs, qr_block_size(k), temp.data());
+        R = A.topRows(k).triangularView<Eigen::Upper>();
+      });
+      timed("m_bidiag", [&] {
+        diag.resize(k);
+        super.setZero(k);
+        if (k <= 128) {  // as singular_values: unblocked in place up to k = 128, blocked above
+          Eigen::internal::upperbidiagonalization_inplace_unblocked(R, diag.data(), super.data(), temp.data());
+        } else {
+          Eigen::internal::UpperBidiagonalization<Matrix> bd(R);
+          diag = bd.bidiagonal().toDenseMatrix().diagonal();
+          super.head(k - 1) = bd.bidiagonal().toDenseMatrix().diagonal<1>();
+        }
+      });
+      timed("m_dqds", [&] {
+        const int kk = static_cast<int>(k);
+        work.resize(4 * kk);
+        int info = 0;
+        dlasq1_(&kk, diag.data(), super.data(), work.data(), &info);
+      });
+      sigma = diag / to_unit;
+      timed("m_fro", [&] { sink = sink + X.norm(); });
+      timed("m_mu", [&] { sink = sink + token_similarity(X); });
+      timed("m_sigma_derived", [&] {
+        sink = sink + numerical_rank(sigma, opt.rank_rtol, opt.rank_atol) + rank_one_residual(sigma) +
+               stable_rank(sigma);
+      });
+      timed("m_cos", [&] { sink = sink + cos_abs_mean(X); });
+      timed("measure_tokens", [&] { sink = sink + measure_tokens(X, opt, sigma).mu; });
+      timed("nonfinite_check", [&] { sink = sink + all_finite(X); });
+      count["sub_X"] += subnormals(X);
+      // The layer.
+      const LayerWeights* w = nullptr;
+      timed("weights", [&] { w = &sampler.layer(layer, rng); });
+      timed("logits", [&] {
+        attention_logits_fast(X, w->q[0], w->k[0], params.d_qk, rows.lower_triangular, lws, S);
+      });
+      timed("softmax", [&] { sink = sink + softmax_rows(S, rows, buffer).mean_entropy; });
+      count["sub_A"] += rows.lower_triangular ? subnormals(Matrix(S.triangularView<Eigen::Lower>()))
+                                              : subnormals(S);
+      timed("products", [&] {
+        XV.noalias() = X * w->v[0];
+        if (rows.lower_triangular)
+          X_next.noalias() = S.triangularView<Eigen::Lower>() * XV;
+        else
+          X_next.noalias() = S * XV;
+      });
+      timed("norm", [&] { normalize_rows(X_next, norm); });
+      X.swap(X_next);
+    }
+  }
+  std::ostringstream out;
+  if (std::getenv("RCSIM_PROFILE_ALL")) {  // every sample, for finding slow layers
+    for (auto& [name, secs] : t) {
+      out << "samples " << name;
+      for (double x : secs) out << " " << x * 1e6;
+      out << "\n";
+    }
+  }
+  out << "profile";
+  for (auto& [name, secs] : t) {  // medians: robust to the other processes of a busy machine
+    std::nth_element(secs.begin(), secs.begin() + secs.size() / 2, secs.end());
+    out << " " << name << "=" << secs[secs.size() / 2] * 1e6;
+  }
+  for (const auto& [name, n] : count) out << " " << name << "=" << n / steps;
+  return out.str();
 }
 
 }  // namespace
@@ -123,6 +267,18 @@ int main() {
       std::cout << "schedule";
       for (int t : parse_schedule(spec, layers)) std::cout << " " << t;
       std::cout << std::endl;
+    } else if (cmd == "profile") {
+      int n = 0, d = 0, trials = 0, layers = 0;
+      std::string mask;
+      in >> n >> d >> mask >> trials >> layers;
+      const Config c = make_config({{"model.tokens", std::to_string(n)},
+                                    {"model.dim", std::to_string(d)},
+                                    {"model.layers", std::to_string(layers)},
+                                    {"mask.type", mask},
+                                    {"norm.type", "layernorm"},
+                                    {"run.trials", std::to_string(trials)},
+                                    {"run.threads", "1"}});
+      std::cout << profile(c, prepare(c)) << std::endl;
     } else if (cmd == "run") {
       int n = 0, d = 0, measures = 0, trials = 0, layers = 0, threads = 0;
       std::string mask, schedule = "all";

@@ -192,3 +192,54 @@ TEST_CASE("singular values (QR, bidiagonalisation, dqds) equal Eigen's BDCSVD of
     for (Eigen::Index i = 1; i < s.size(); ++i) CHECK(s(i) <= s(i - 1));  // descending
   }
 }
+
+TEST_CASE("singular values from the R factor of 16-column QR panels equal BDCSVD of X", "[metrics]") {
+  // For k = min(N, d) > 32 singular_values factors the tall orientation by Householder QR in
+  // panels of 16 columns (qr_block_size), then takes the singular values of R. Reference:
+  // Eigen's BDCSVD of X itself (no QR), to 1e-13 sigma_max. Shapes: the benchmark's 128 x 64
+  // with centred rows (LayerNorm tokens: X 1 = 0, so one singular value is at rounding level),
+  // a partial last panel (90 x 33, k = 33), k = 128 (unblocked bidiagonalisation) and
+  // k = 150 (blocked), wide (QR of X^T), and a rank-5 product.
+  REQUIRE(qr_block_size(32) == 48);  // k <= 32: one panel, as Eigen's HouseholderQR
+  REQUIRE(qr_block_size(33) == 16);
+  RandomStream rng(13, 0);
+  auto gaussian = [&](int r, int c) {
+    Matrix A(r, c);
+    rng.fill_normal(A);
+    return A;
+  };
+  Matrix centred = gaussian(128, 64);
+  centred.colwise() -= centred.rowwise().mean();
+  const std::vector<Matrix> cases = {centred,         gaussian(90, 33),  gaussian(512, 128),
+                                     gaussian(400, 150), gaussian(48, 150), gaussian(300, 5) * gaussian(5, 80)};
+  for (const Matrix& X : cases) {
+    const Vector s = singular_values(X);
+    const Vector r = Eigen::BDCSVD<Matrix>(X).singularValues();
+    REQUIRE(s.size() == r.size());
+    INFO(X.rows() << " x " << X.cols() << ", sigma_max " << r(0));
+    CHECK((s - r).cwiseAbs().maxCoeff() <= 1e-13 * r(0));
+    for (Eigen::Index i = 1; i < s.size(); ++i) CHECK(s(i) <= s(i - 1));
+  }
+  // The centred matrix has a singular value at rounding level (its rows sum to zero).
+  CHECK(singular_values(centred)(63) <= 1e-13 * singular_values(centred)(0));
+}
+
+TEST_CASE("all_finite agrees with the entry-by-entry test", "[metrics]") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  Matrix X = Matrix::Constant(37, 5, 1.7e308);  // finite, and its sum would overflow
+  CHECK(all_finite(X));
+  CHECK(all_finite(Matrix(0, 3)));
+  CHECK(all_finite(-X));
+  for (const double bad : {inf, -inf, nan}) {
+    for (const auto& [i, j] : {std::pair{0, 0}, std::pair{36, 4}, std::pair{17, 2}}) {
+      Matrix Y = X;
+      Y(i, j) = bad;
+      CHECK_FALSE(all_finite(Y));
+      CHECK(all_finite(Y) == Y.allFinite());
+    }
+  }
+  Matrix Z = Matrix::Zero(4, 4);
+  Z(1, 1) = -0.0;
+  Z(2, 2) = std::numeric_limits<double>::denorm_min();
+  CHECK(all_finite(Z));
+}

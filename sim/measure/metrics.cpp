@@ -33,10 +33,14 @@ bool bidiagonal_singular_values(Vector& diag, Vector& super, Vector& work) {
 }
 }  // namespace
 
+bool all_finite(const Eigen::Ref<const Matrix>& X) { return (X.array() * 0.0).sum() == 0.0; }
+
 double token_similarity(const Eigen::Ref<const Matrix>& X) {
   const RowVector gamma = X.colwise().mean();
   return frobenius(X.rowwise() - gamma);
 }
+
+int qr_block_size(Eigen::Index k) { return k <= 32 ? 48 : 16; }
 
 Vector singular_values(const Eigen::Ref<const Matrix>& X) {
   // Work on the tall orientation (singular values of X and X^T are the same).
@@ -52,20 +56,24 @@ Vector singular_values(const Eigen::Ref<const Matrix>& X) {
   const double to_unit = std::isfinite(max_abs) ? std::ldexp(1.0, -e) : 1.0;
   // Work storage kept per thread: a layer allocates nothing once the sizes are known (freeing
   // large blocks made glibc return memory to the system and fault it back in at every layer).
-  thread_local Matrix R;
-  thread_local Eigen::HouseholderQR<Matrix> qr;
+  thread_local Matrix A, R;
+  thread_local Vector h_coeffs, temp;
   using Bidiagonalization = Eigen::internal::UpperBidiagonalization<Matrix>;
-  thread_local std::optional<Bidiagonalization> bidiag;  // sized by its constructor only
+  thread_local std::optional<Bidiagonalization> bidiag;  // k > kUnblocked only; sized by its constructor
   thread_local Vector diag, super, work;
   if (3 * m >= 5 * k) {
     // Householder QR first (2 m k^2 flops), then the k x k triangle: cheaper than bidiagonalising
     // the m x k matrix (4 m k^2) when m >= 5k/3 (LAPACK's dgesdd does the same). X = Q R, with Q
-    // orthonormal columns, so R has the singular values of X.
+    // orthonormal columns, so R has the singular values of X. Eigen's blocked Householder QR
+    // (what HouseholderQR::compute runs) with panels of qr_block_size(k) columns.
     if (tall)
-      qr.compute(X * to_unit);
+      A = X * to_unit;
     else
-      qr.compute(X.transpose() * to_unit);
-    R = qr.matrixQR().topRows(k).triangularView<Eigen::Upper>();
+      A = X.transpose() * to_unit;
+    h_coeffs.resize(k);
+    temp.resize(std::max(m, k) + 1);
+    Eigen::internal::householder_qr_inplace_blocked<Matrix, Vector>::run(A, h_coeffs, qr_block_size(k), temp.data());
+    R = A.topRows(k).triangularView<Eigen::Upper>();
   } else if (tall) {
     R = X * to_unit;
   } else {
@@ -73,18 +81,25 @@ Vector singular_values(const Eigen::Ref<const Matrix>& X) {
   }
   // Householder bidiagonalisation (backward stable), then the bidiagonal's values. Up to
   // k = 128 Eigen's unblocked variant is 10-30% faster than its blocked one (measured at
-  // k = 64 and 128); which variant runs depends on k only, never on the thread's history.
+  // k = 64 and 128); it runs in place on R (the same function UpperBidiagonalization::
+  // computeUnblocked calls on its copy). Which variant runs depends on k only, never on the
+  // thread's history.
   constexpr Eigen::Index kUnblocked = 128;
-  const bool fresh = !bidiag || bidiag->householder().cols() != k;
-  if (fresh) bidiag.emplace(R);  // sizes (the constructor also computes, blocked)
-  if (k <= kUnblocked)
-    bidiag->computeUnblocked(R);
-  else if (!fresh)
-    bidiag->compute(R);
-  auto& B = const_cast<Bidiagonalization::BidiagonalType&>(bidiag->bidiagonal());
-  diag = B.diagonal<0>();
+  diag.resize(k);
   super.setZero(k);
-  if (k > 1) super.head(k - 1) = B.diagonal<1>();
+  if (k <= kUnblocked) {
+    temp.resize(std::max(m, k) + 1);
+    Eigen::internal::upperbidiagonalization_inplace_unblocked(R, diag.data(), super.data(), temp.data());
+  } else {
+    if (!bidiag || bidiag->householder().cols() != k)
+      bidiag.emplace(R);  // sizes (the constructor also computes, blocked)
+    else
+      bidiag->compute(R);
+    auto& B = const_cast<Bidiagonalization::BidiagonalType&>(bidiag->bidiagonal());
+    diag = B.diagonal<0>();
+    super.head(k - 1) = B.diagonal<1>();
+  }
+  super(k - 1) = 0.0;
   if (std::isfinite(diag.sum() + super.sum()) && bidiagonal_singular_values(diag, super, work)) return diag / to_unit;
   Eigen::BDCSVD<Matrix> svd(X);  // non-finite input or no convergence: Eigen's divide and conquer
   return svd.singularValues();

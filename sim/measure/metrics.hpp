@@ -5,6 +5,12 @@
 
 namespace rcsim {
 
+// True if every entry of X is finite, as X.allFinite() but vectorised: x * 0 is 0 for finite x
+// and NaN for +-inf and NaN, so the sum of X * 0 is 0 exactly when every entry is finite (it
+// cannot overflow, unlike the sum of X). Eigen's allFinite tests entry by entry (7 us for
+// 128 x 64, a 1.5% of a layer step with measures).
+bool all_finite(const Eigen::Ref<const Matrix>& X);
+
 // Token similarity mu(X) = || X - 1 gamma ||_F, gamma = 1^T X / N the mean token (Wu et al.).
 double token_similarity(const Eigen::Ref<const Matrix>& X);
 
@@ -13,6 +19,11 @@ double token_similarity(const Eigen::Ref<const Matrix>& X);
 // 5/3 as many rows as columns, Householder bidiagonalisation of the k x k triangle (or of X), and
 // LAPACK's dqds (dlasq1) on the bidiagonal; Eigen's BDCSVD for non-finite input.
 Vector singular_values(const Eigen::Ref<const Matrix>& X);
+
+// Columns per panel of the blocked Householder QR inside singular_values for k = min(N, d):
+// 16 for k > 32 (30-35% faster than Eigen's default 48 from 128 x 64 to 1024 x 128, measured
+// in one process; docs/performance.md), Eigen's 48 (one panel: unblocked) for k <= 32.
+int qr_block_size(Eigen::Index k);
 
 // Tolerance of the numerical rank: max(atol, rtol * sigma_max).
 double rank_tolerance(const Vector& sigma, double rtol, double atol);

@@ -195,7 +195,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
 
   for (int t = 0; t <= L; ++t) {
     if (cancel && cancel->load(std::memory_order_relaxed)) return false;
-    if (!X.allFinite()) {
+    if (!all_finite(X)) {
       r.nonfinite_layer[ti] = t;
       break;
     }
