@@ -625,6 +625,14 @@ int cmd_analyze(const Invocation& inv) {
   std::vector<std::string> runs;
   for (const auto& path : files) {
     std::error_code ec;
+    if (!std::filesystem::is_directory(path, ec))
+      // First in a child process: libhdf5 can crash (not fail) reading a corrupted file's
+      // metadata (e.g. a damaged variable-length attribute); then this is one error line.
+      run_isolated(
+          [&] {
+            if (!is_sweep_index(path) && !h5::is_complete(path, "rcsim-sweep-analysis")) (void)analyze_run(path, o);
+          },
+          "reading run file '" + path + "'");
     if (std::filesystem::is_directory(path, ec)) {
       const std::string index = sweep_index_path(path);
       if (!is_sweep_index(index))
@@ -640,13 +648,12 @@ int cmd_analyze(const Invocation& inv) {
   }
   // Every file read and checked before any is written.
   std::vector<RunAnalysis> results;
-  // Each file first in a child process: libhdf5 can crash (not fail) reading a corrupted file's
-  // metadata (e.g. a damaged variable-length attribute); then this is one error line.
+  // A sweep's points, like the files above, first in a child process.
   const auto checked_analysis = [&](const std::string& path) {
     run_isolated([&] { (void)analyze_run(path, o); }, "reading run file '" + path + "'");
     return analyze_run(path, o);
   };
-  for (const auto& path : runs) results.push_back(checked_analysis(path));
+  for (const auto& path : runs) results.push_back(analyze_run(path, o));
   std::vector<std::vector<SweepAnalysisRow>> sweep_rows(sweeps.size());
   for (std::size_t s = 0; s < sweeps.size(); ++s) {
     const SweepIndex& index = sweeps[s];

@@ -311,7 +311,7 @@ def cases():
         ("analyze_text_file", lambda c: c.text("run.h5"), ["analyze", "run.h5"], 2,
          "is not an HDF5 file", [], [], None),
         ("analyze_missing_file", lambda c: None, ["analyze", "nothing.h5"], 2, "no such file", [], [], None),
-        ("analyze_directory", lambda c: os.mkdir(c.p("d.h5")), ["analyze", "d.h5"], 2, "is a directory", [], [], None),
+        ("analyze_directory", lambda c: os.mkdir(c.p("d.h5")), ["analyze", "d.h5"], 2, "a directory without a sweep index", [], [], None),
         ("keys_run_short_tokens_layer",
          lambda c: tokens_run(c, lambda f: replace_dataset(f, "tokens_layer", data=[])),
          ["keys", "--keys.source=run", "--keys.file=tok.h5"], 2,
