@@ -2,24 +2,76 @@
 
 namespace rcsim {
 
+namespace {
+
+const Normalization& norm_at(const LayerWeights& w, const BlockParams& p, int slot) {
+  return w.norms_from_file ? w.norms[slot] : *p.layer.norm;
+}
+
+// out = X + a Y as attention_layer's residual for post, or Y alone for a = 0.
+void add_residual(const Eigen::Ref<const Matrix>& X, double alpha, const Matrix& Y, Matrix& out) {
+  if (alpha != 0.0)
+    out = X + alpha * Y;
+  else
+    out = Y;
+}
+
+// The MLP sub-block on X (the attention sub-block's output) into out; returns degenerate rows.
+int mlp_sublayer(const Matrix& X, const LayerWeights& w, const BlockParams& p, BlockWorkspace& ws, Matrix& out) {
+  const double alpha = p.layer.alpha;
+  int degenerate = 0;
+  const Dropout* drop = p.layer.dropout;
+  if (p.position == NormPosition::post) {
+    mlp_forward(X, w, p.activation, ws.mlp, ws.normalised);
+    if (drop && drop->output > 0.0) apply_dropout(ws.normalised, drop->output, *drop->rng);
+    add_residual(X, alpha, ws.normalised, out);
+    return normalize_rows(out, norm_at(w, p, kNormMlp));
+  }
+  ws.normalised = X;
+  degenerate += normalize_rows(ws.normalised, norm_at(w, p, kNormMlp));
+  mlp_forward(ws.normalised, w, p.activation, ws.mlp, out);
+  // Dropout on M's output, then N2_out (peri), as inside the attention sub-block.
+  if (drop && drop->output > 0.0) apply_dropout(out, drop->output, *drop->rng);
+  if (p.position == NormPosition::peri) degenerate += normalize_rows(out, norm_at(w, p, kNormMlpOut));
+  if (alpha != 0.0) {
+    out *= alpha;
+    out += X;
+  }
+  return degenerate;
+}
+
+}  // namespace
+
 LayerReport transformer_block(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const BlockParams& p,
                               BlockWorkspace& ws, Matrix& X_next) {
-  if (p.position == NormPosition::post) return attention_layer(X, w, p.layer, ws.layer, X_next);
-  static const Normalization identity;  // type none: attention_layer adds no normalisation
-  const Normalization& norm = *p.layer.norm;
-  ws.normalised = X;
-  const int degenerate_in = normalize_rows(ws.normalised, norm);
-  LayerParams inner = p.layer;
-  inner.alpha = 0.0;  // A(N(X)) alone; the residual is added below
-  inner.norm = &identity;
-  LayerReport report = attention_layer(ws.normalised, w, inner, ws.layer, X_next);
-  report.degenerate_rows += degenerate_in;
-  if (p.position == NormPosition::peri) report.degenerate_rows += normalize_rows(X_next, norm);
-  if (p.layer.alpha != 0.0) {
-    // X + a * Y, evaluated as attention_layer does for post (IEEE addition commutes).
-    X_next *= p.layer.alpha;
-    X_next += X;
+  const bool mlp = w.mlp_in.size() > 0;
+  Matrix& attn_out = mlp ? ws.middle : X_next;
+  LayerReport report;
+  if (p.position == NormPosition::post) {
+    if (w.norms_from_file) {
+      LayerParams lp = p.layer;
+      lp.norm = &w.norms[kNormAttn];
+      report = attention_layer(X, w, lp, ws.layer, attn_out);
+    } else {
+      report = attention_layer(X, w, p.layer, ws.layer, attn_out);
+    }
+  } else {
+    static const Normalization identity;  // type none: attention_layer adds no normalisation
+    ws.normalised = X;
+    const int degenerate_in = normalize_rows(ws.normalised, norm_at(w, p, kNormAttn));
+    LayerParams inner = p.layer;
+    inner.alpha = 0.0;  // A(N(X)) alone; the residual is added below
+    inner.norm = &identity;
+    report = attention_layer(ws.normalised, w, inner, ws.layer, attn_out);
+    report.degenerate_rows += degenerate_in;
+    if (p.position == NormPosition::peri) report.degenerate_rows += normalize_rows(attn_out, norm_at(w, p, kNormAttnOut));
+    if (p.layer.alpha != 0.0) {
+      // X + a * Y, evaluated as attention_layer does for post (IEEE addition commutes).
+      attn_out *= p.layer.alpha;
+      attn_out += X;
+    }
   }
+  if (mlp) report.degenerate_rows += mlp_sublayer(ws.middle, w, p, ws, X_next);
   return report;
 }
 

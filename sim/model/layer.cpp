@@ -83,21 +83,23 @@ LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeight
         apply_dropout(ws.S, p.dropout->attention, *p.dropout->rng);
     }
     ws.XV.noalias() = X * w.v[h];
+    if (!w.o.empty()) ws.XVO.noalias() = ws.XV * w.o[h];  // model.value_dim: X W_V,h W_O,h
+    const Matrix& V = w.o.empty() ? ws.XV : ws.XVO;
     if (!fast) {
       if (direct)
-        Y.noalias() = ws.S * ws.XV;
+        Y.noalias() = ws.S * V;
       else
-        Y.noalias() += ws.S * ws.XV;
+        Y.noalias() += ws.S * V;
     } else if (lower) {
       if (direct)
-        Y.noalias() = ws.S_rows.triangularView<Eigen::Lower>() * ws.XV;
+        Y.noalias() = ws.S_rows.triangularView<Eigen::Lower>() * V;
       else
-        Y.noalias() += ws.S_rows.triangularView<Eigen::Lower>() * ws.XV;
+        Y.noalias() += ws.S_rows.triangularView<Eigen::Lower>() * V;
     } else {
       if (direct)
-        Y.noalias() = ws.S_rows * ws.XV;
+        Y.noalias() = ws.S_rows * V;
       else
-        Y.noalias() += ws.S_rows * ws.XV;
+        Y.noalias() += ws.S_rows * V;
     }
   }
   report.attention.mean_entropy = entropy / static_cast<double>(H);

@@ -1,5 +1,6 @@
 // One self-attention layer t -> t+1 (SCIENCE.md section 1):
-//   A_h = masked softmax((X W_Q,h)(X W_K,h)^T / sqrt(d_QK)),  Y = sum_h A_h X W_V,h,
+//   A_h = masked softmax((X W_Q,h)(X W_K,h)^T / sqrt(d_QK)),  Y = sum_h A_h X W_V,h
+//   (Y = sum_h A_h X W_V,h W_O,h with an output projection, model.value_dim > 0),
 //   Y <- X + alpha Y (if alpha != 0),  X(t+1) = normalise rows of Y.
 #pragma once
 
@@ -41,6 +42,7 @@ struct LayerReport {
 // to the system when freed and faulted back in by the next trial.
 struct LayerWorkspace {
   Matrix Q, K, S, XV, Y;       // the general path (masks whose rows are not one range)
+  Matrix XVO;                  // X W_V,h W_O,h (model.value_dim > 0)
   RowMajorMatrix S_rows;       // the fast path: logits, then attention, row by row
   LogitsWorkspace logits;
   RowVector buffer;

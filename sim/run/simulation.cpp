@@ -174,7 +174,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   };
   const bool want_attn_rank = asked("attn_rank"), want_ergodicity = asked("ergodicity");
   Matrix product = want_ergodicity ? Matrix(Matrix::Identity(N, N)) : Matrix();
-  BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position};
+  BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position, c.mlp.activation};
   params.layer.keep_attention = want_attn_rank || want_ergodicity || c.output.attention;
   if (c.output.attention) r.attention_matrices[ti].clear();
   // Block structure, dropout and precision.
