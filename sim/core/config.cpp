@@ -104,8 +104,8 @@ const std::vector<KeyInfo> kKeys = {
     {"run.seed", "20240527", "seed (unsigned 64-bit); trial t uses a stream that depends only on (seed, t)"},
     {"run.threads", "0", "worker threads, >= 0 (0 = all cores); results do not depend on it"},
     {"run.precision", "float64",
-     "float64 | float32: float32 rounds the tokens to single precision at the input and after every layer "
-     "(measures are computed in float64 from the rounded tokens)"},
+     "float64 | float32: float32 computes every block in single precision (matrix products, softmax, "
+     "normalisations, MLP; weights and X(0) rounded to float) and the measures in float64 from the float tokens"},
     {"output.file", "data/run.h5", "output HDF5 file (written to an exclusive temporary .NAME.XXXXXX.tmp, renamed when complete)"},
     {"output.tokens", "none", "token snapshots: none | final | all | comma list of layers"},
     {"output.spectrum", "false", "store the whole singular spectrum per layer"},

@@ -104,7 +104,7 @@ struct RunConfig {
   int trials = 16;
   std::uint64_t seed = 20240527;
   int threads = 0;  // 0 = all cores
-  Precision precision = Precision::float64;  // float32: tokens rounded to float32 between layers
+  Precision precision = Precision::float64;  // float32: the blocks compute in float
 };
 
 struct OutputConfig {

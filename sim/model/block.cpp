@@ -4,27 +4,31 @@ namespace rcsim {
 
 namespace {
 
-const Normalization& norm_at(const LayerWeights& w, const BlockParams& p, int slot) {
+template <class T>
+const Normalization& norm_at(const LayerWeightsT<T>& w, const BlockParams& p, int slot) {
   return w.norms_from_file ? w.norms[slot] : *p.layer.norm;
 }
 
 // out = X + a Y as attention_layer's residual for post, or Y alone for a = 0.
-void add_residual(const Eigen::Ref<const Matrix>& X, double alpha, const Matrix& Y, Matrix& out) {
+template <class T>
+void add_residual(const MatrixT<T>& X, double alpha, const MatrixT<T>& Y, MatrixT<T>& out) {
   if (alpha != 0.0)
-    out = X + alpha * Y;
+    out = X + static_cast<T>(alpha) * Y;
   else
     out = Y;
 }
 
 // The MLP sub-block on X (the attention sub-block's output) into out; returns degenerate rows.
-int mlp_sublayer(const Matrix& X, const LayerWeights& w, const BlockParams& p, BlockWorkspace& ws, Matrix& out) {
+template <class T>
+int mlp_sublayer(const MatrixT<T>& X, const LayerWeightsT<T>& w, const BlockParams& p, BlockWorkspaceT<T>& ws,
+                 MatrixT<T>& out) {
   const double alpha = p.layer.alpha;
   int degenerate = 0;
   const Dropout* drop = p.layer.dropout;
   if (p.position == NormPosition::post) {
     mlp_forward(X, w, p.activation, ws.mlp, ws.normalised);
     if (drop && drop->output > 0.0) apply_dropout(ws.normalised, drop->output, *drop->rng);
-    add_residual(X, alpha, ws.normalised, out);
+    add_residual<T>(X, alpha, ws.normalised, out);
     return normalize_rows(out, norm_at(w, p, kNormMlp));
   }
   ws.normalised = X;
@@ -34,18 +38,17 @@ int mlp_sublayer(const Matrix& X, const LayerWeights& w, const BlockParams& p, B
   if (drop && drop->output > 0.0) apply_dropout(out, drop->output, *drop->rng);
   if (p.position == NormPosition::peri) degenerate += normalize_rows(out, norm_at(w, p, kNormMlpOut));
   if (alpha != 0.0) {
-    out *= alpha;
+    out *= static_cast<T>(alpha);
     out += X;
   }
   return degenerate;
 }
 
-}  // namespace
-
-LayerReport transformer_block(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const BlockParams& p,
-                              BlockWorkspace& ws, Matrix& X_next) {
+template <class T>
+LayerReport block_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const BlockParams& p,
+                       BlockWorkspaceT<T>& ws, MatrixT<T>& X_next) {
   const bool mlp = w.mlp_in.size() > 0;
-  Matrix& attn_out = mlp ? ws.middle : X_next;
+  MatrixT<T>& attn_out = mlp ? ws.middle : X_next;
   LayerReport report;
   if (p.position == NormPosition::post) {
     if (w.norms_from_file) {
@@ -67,12 +70,23 @@ LayerReport transformer_block(const Eigen::Ref<const Matrix>& X, const LayerWeig
     if (p.position == NormPosition::peri) report.degenerate_rows += normalize_rows(attn_out, norm_at(w, p, kNormAttnOut));
     if (p.layer.alpha != 0.0) {
       // X + a * Y, evaluated as attention_layer does for post (IEEE addition commutes).
-      attn_out *= p.layer.alpha;
+      attn_out *= static_cast<T>(p.layer.alpha);
       attn_out += X;
     }
   }
-  if (mlp) report.degenerate_rows += mlp_sublayer(ws.middle, w, p, ws, X_next);
+  if (mlp) report.degenerate_rows += mlp_sublayer<T>(ws.middle, w, p, ws, X_next);
   return report;
+}
+
+}  // namespace
+
+LayerReport transformer_block(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const BlockParams& p,
+                              BlockWorkspace& ws, Matrix& X_next) {
+  return block_impl<double>(X, w, p, ws, X_next);
+}
+LayerReport transformer_block(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, const BlockParams& p,
+                              BlockWorkspaceT<float>& ws, MatrixF& X_next) {
+  return block_impl<float>(X, w, p, ws, X_next);
 }
 
 }  // namespace rcsim

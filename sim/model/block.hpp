@@ -27,16 +27,22 @@ struct BlockParams {
 };
 
 // Work matrices of a block: the attention layer's, the normalised input of pre/peri, the MLP's.
-struct BlockWorkspace {
-  LayerWorkspace layer;
-  Matrix normalised, middle;
-  MlpWorkspace mlp;
-  BlockWorkspace(int n, int d, int dk) : layer(n, d, dk), normalised(n, d) {}
+template <class T>
+struct BlockWorkspaceT {
+  LayerWorkspaceT<T> layer;
+  MatrixT<T> normalised, middle;
+  MlpWorkspaceT<T> mlp;
+  BlockWorkspaceT(int n, int d, int dk) : layer(n, d, dk), normalised(n, d) {}
 };
+using BlockWorkspace = BlockWorkspaceT<double>;
 
 // X_next = block(X); X_next must not alias X. post without MLP is exactly attention_layer
 // (bitwise). degenerate_rows counts the degenerate rows of every normalisation the block applies.
 LayerReport transformer_block(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const BlockParams& p,
                               BlockWorkspace& ws, Matrix& X_next);
+// The same block in float arithmetic (run.precision = float32): matrix products, softmax,
+// normalisations, MLP in float (one template, block.cpp); dropout draws as in double.
+LayerReport transformer_block(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, const BlockParams& p,
+                              BlockWorkspaceT<float>& ws, MatrixF& X_next);
 
 }  // namespace rcsim

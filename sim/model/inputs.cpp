@@ -86,6 +86,23 @@ InputFiles InputFiles::load(const Config& c) {
   return in;
 }
 
+void cast_weights(const LayerWeights& w, LayerWeightsT<float>& out) {
+  const auto cast_all = [](const std::vector<Matrix>& from, std::vector<MatrixF>& to) {
+    to.resize(from.size());
+    for (std::size_t i = 0; i < from.size(); ++i) to[i] = from[i].cast<float>();
+  };
+  cast_all(w.q, out.q);
+  cast_all(w.k, out.k);
+  cast_all(w.v, out.v);
+  cast_all(w.o, out.o);
+  out.mlp_in = w.mlp_in.cast<float>();
+  out.mlp_out = w.mlp_out.cast<float>();
+  out.mlp_in_bias = w.mlp_in_bias.cast<float>();
+  out.mlp_out_bias = w.mlp_out_bias.cast<float>();
+  out.norms_from_file = w.norms_from_file;
+  for (int i = 0; i < 4; ++i) out.norms[i] = w.norms[i];
+}
+
 const char* norm_slot_name(int slot) {
   static const char* names[] = {"attn", "attn_out", "mlp", "mlp_out"};
   return names[slot];

@@ -21,14 +21,20 @@ enum NormSlot { kNormAttn = 0, kNormAttnOut = 1, kNormMlp = 2, kNormMlpOut = 3 }
 const char* norm_slot_name(int slot);
 
 // The weights of one layer: one matrix per head, the MLP's, and per-layer normalisations.
-struct LayerWeights {
-  std::vector<Matrix> q, k, v;  // q[h], k[h]: d x d_k; v[h]: d x d (d x d_v with model.value_dim)
-  std::vector<Matrix> o;        // o[h]: d_v x d (model.value_dim > 0); empty = no output projection
-  Matrix mlp_in, mlp_out;       // d x m and m x d (mlp.width = m > 0); empty = no MLP
-  RowVector mlp_in_bias, mlp_out_bias;  // m and d (mlp.bias); empty = no bias
-  bool norms_from_file = false;         // norm.params = file: norms[slot] replace norm.gain/bias
-  Normalization norms[4];
+// T = double; float for run.precision = float32 (cast_weights).
+template <class T>
+struct LayerWeightsT {
+  std::vector<MatrixT<T>> q, k, v;  // q[h], k[h]: d x d_k; v[h]: d x d (d x d_v with model.value_dim)
+  std::vector<MatrixT<T>> o;        // o[h]: d_v x d (model.value_dim > 0); empty = no output projection
+  MatrixT<T> mlp_in, mlp_out;       // d x m and m x d (mlp.width = m > 0); empty = no MLP
+  RowVectorT<T> mlp_in_bias, mlp_out_bias;  // m and d (mlp.bias); empty = no bias
+  bool norms_from_file = false;             // norm.params = file: norms[slot] replace norm.gain/bias
+  Normalization norms[4];                   // (double; rounded where they are applied)
 };
+using LayerWeights = LayerWeightsT<double>;
+
+// `out` = `w` rounded to float (run.precision = float32).
+void cast_weights(const LayerWeights& w, LayerWeightsT<float>& out);
 
 // Arrays read from weights.file and init.file, checked against the configuration once, before
 // any trial runs. Shapes (C order, row convention):

@@ -11,9 +11,11 @@
 
 namespace rcsim {
 
-struct MlpWorkspace {
-  Matrix hidden;  // N x m
+template <class T>
+struct MlpWorkspaceT {
+  MatrixT<T> hidden;  // N x m
 };
+using MlpWorkspace = MlpWorkspaceT<double>;
 
 // The activation applied entry by entry.
 double mlp_activation(double z, MlpActivation a);
@@ -21,5 +23,8 @@ double mlp_activation(double z, MlpActivation a);
 // out = M(X) (N x d) with the MLP weights of `w`; out must not alias X.
 void mlp_forward(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, MlpActivation a, MlpWorkspace& ws,
                  Matrix& out);
+// The same in float arithmetic (run.precision = float32; erf and tanh of float).
+void mlp_forward(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, MlpActivation a,
+                 MlpWorkspaceT<float>& ws, MatrixF& out);
 
 }  // namespace rcsim
