@@ -189,3 +189,18 @@ TEST_CASE("blocks with projection, MLP and dropout are thread invariant and dete
   }
   CHECK(one.token[0].allFinite());
 }
+
+TEST_CASE("norm.position = ngpt: the 2 x 2 step worked by hand", "[block][ngpt]") {
+  // X = [[3, 4], [0, 2]], W_Q = W_K = 0, W_V = I, sphere: A X = [1.5, 3] in both rows,
+  // N(A X) = [1, 2] / sqrt 5; a = 0.5: y_i = x_i + 0.5 ([1, 2] / sqrt 5 - x_i), then y_i / ||y_i||.
+  const RunResults r = simulate({{"model.tokens", "2"}, {"model.dim", "2"}, {"model.layers", "1"},
+                                 {"weights.q", "zero"}, {"weights.k", "zero"}, {"weights.v", "identity"},
+                                 {"norm.type", "sphere"}, {"norm.position", "ngpt"}, {"residual.alpha", "0.5"},
+                                 {"init.type", "fixed"}, {"init.matrix", "3 4; 0 2"}, {"run.trials", "1"},
+                                 {"output.tokens", "final"}});
+  const double s5 = std::sqrt(5.0);
+  const double y00 = 1.5 + 0.5 / s5, y01 = 2 + 1 / s5, y10 = 0.5 / s5, y11 = 1 + 1 / s5;
+  Matrix want(2, 2);
+  want << y00 / std::hypot(y00, y01), y01 / std::hypot(y00, y01), y10 / std::hypot(y10, y11), y11 / std::hypot(y10, y11);
+  check_matrix(r.snapshots[0][0], want);
+}

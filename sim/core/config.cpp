@@ -44,7 +44,8 @@ const std::vector<KeyInfo> kKeys = {
     {"norm.bias", "0", "bias b of layernorm: one number or d numbers"},
     {"norm.position", "post",
      "where the normalisation N sits: post (N(X + a A(X)), or N(A(X)) without residual) | pre (X + a A(N(X))) | "
-     "peri (X + a N(A(N(X)))); without residual (a = 0) pre gives A(N(X)) and peri N(A(N(X)))"},
+     "peri (X + a N(A(N(X)))) | ngpt (N(X + a (N(A(X)) - X)), nGPT); without residual (a = 0) pre gives A(N(X)) and "
+     "peri N(A(N(X)))"},
     {"norm.params", "config",
      "gains and biases of the normalisations: config (norm.gain, norm.bias for every one) | file (each "
      "normalisation of each layer from weights.file: /norm_attn_gain, /norm_attn_bias, /norm_attn_out_*, "
@@ -258,7 +259,7 @@ const std::vector<std::pair<std::string, NormType>> kNormNames = {
     {"projection", NormType::projection},
     {"rmsnorm", NormType::rmsnorm}};
 const std::vector<std::pair<std::string, NormPosition>> kNormPositionNames = {
-    {"post", NormPosition::post}, {"pre", NormPosition::pre}, {"peri", NormPosition::peri}};
+    {"post", NormPosition::post}, {"pre", NormPosition::pre}, {"peri", NormPosition::peri}, {"ngpt", NormPosition::ngpt}};
 const std::vector<std::pair<std::string, Precision>> kPrecisionNames = {
     {"float64", Precision::float64}, {"float32", Precision::float32}};
 const std::vector<std::pair<std::string, MlpActivation>> kMlpActivationNames = {
@@ -744,7 +745,8 @@ int max_rank_after_layer(const Config& c) {
   const int N = c.model.tokens, d = c.model.dim;
   // The block's last step must be a centring normalisation: post, or peri without residual.
   const bool last_is_norm =
-      c.norm.position == NormPosition::post || (c.norm.position == NormPosition::peri && c.residual_alpha == 0.0);
+      c.norm.position == NormPosition::post || c.norm.position == NormPosition::ngpt ||
+      (c.norm.position == NormPosition::peri && c.residual_alpha == 0.0);
   const bool centred_no_bias =
       last_is_norm && !c.norm.params_from_file &&
       (c.norm.type == NormType::projection || (c.norm.type == NormType::layernorm && c.norm.bias.empty()));

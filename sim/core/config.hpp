@@ -24,7 +24,7 @@ enum class ResidualProject { none, tangent };
 enum class BilinearType { none, gaussian_product, symmetric, goe, wigner, identity };
 
 // Transformer-block structure: where the normalisation sits, and the arithmetic.
-enum class NormPosition { post, pre, peri };
+enum class NormPosition { post, pre, peri, ngpt };
 enum class Precision { float64, float32 };
 enum class MlpActivation { relu, gelu, gelu_tanh };
 

@@ -19,12 +19,27 @@ void add_residual(const MatrixT<T>& X, double alpha, const MatrixT<T>& Y, Matrix
 }
 
 // The MLP sub-block on X (the attention sub-block's output) into out; returns degenerate rows.
+// nGPT's step on the sphere: Y <- X + a (Y - X) (Y the normalised sub-block output).
+template <class T>
+void ngpt_step(const MatrixT<T>& X, double alpha, MatrixT<T>& Y) {
+  Y -= X;
+  Y *= static_cast<T>(alpha);
+  Y += X;
+}
+
 template <class T>
 int mlp_sublayer(const MatrixT<T>& X, const LayerWeightsT<T>& w, const BlockParams& p, BlockWorkspaceT<T>& ws,
                  MatrixT<T>& out) {
   const double alpha = p.layer.alpha;
   int degenerate = 0;
   const Dropout* drop = p.layer.dropout;
+  if (p.position == NormPosition::ngpt) {  // N2(X + a (N2_out(M(X)) - X))
+    mlp_forward(X, w, p.activation, ws.mlp, out);
+    if (drop && drop->output > 0.0) apply_dropout(out, drop->output, *drop->rng);
+    degenerate += normalize_rows(out, norm_at(w, p, kNormMlpOut));
+    ngpt_step<T>(X, alpha, out);
+    return degenerate + normalize_rows(out, norm_at(w, p, kNormMlp));
+  }
   if (p.position == NormPosition::post) {
     mlp_forward(X, w, p.activation, ws.mlp, ws.normalised);
     if (drop && drop->output > 0.0) apply_dropout(ws.normalised, drop->output, *drop->rng);
@@ -50,7 +65,15 @@ LayerReport block_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
   const bool mlp = w.mlp_in.size() > 0;
   MatrixT<T>& attn_out = mlp ? ws.middle : X_next;
   LayerReport report;
-  if (p.position == NormPosition::post) {
+  if (p.position == NormPosition::ngpt) {  // N(X + a (N_out(A(X)) - X)), nGPT (Loshchilov et al. 2024)
+    LayerParams inner = p.layer;
+    inner.alpha = 0.0;
+    inner.norm = &norm_at(w, p, kNormAttnOut);
+    report = attention_layer(X, w, inner, ws.layer, attn_out);
+    ws.normalised = X;  // X as a matrix for the step
+    ngpt_step<T>(ws.normalised, p.layer.alpha, attn_out);
+    report.degenerate_rows += normalize_rows(attn_out, norm_at(w, p, kNormAttn));
+  } else if (p.position == NormPosition::post) {
     if (w.norms_from_file) {
       LayerParams lp = p.layer;
       lp.norm = &w.norms[kNormAttn];

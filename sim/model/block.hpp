@@ -8,6 +8,8 @@
 //         then X <- X + a M(N2(X))          (a = 0: M(N2(X)))
 //   peri: X + a N_out(A(N(X)))               (a = 0: N_out(A(N(X))))  Peri-LN
 //         then X <- X + a N2_out(M(N2(X)))  (a = 0: N2_out(M(N2(X))))
+//   ngpt: N(X + a (N_out(A(X)) - X))         nGPT (Loshchilov et al. 2024): a step of size a
+//         then X <- N2(X + a (N2_out(M(X)) - X))   towards the normalised output, renormalised
 // With norm.params = config every normalisation is the one N of norm.*; with norm.params = file
 // each has the gain and bias of its layer from weights.file (LayerWeights::norms).
 // Dropout (model/dropout.hpp) acts inside A (on the attention weights and on A's output) and on

@@ -65,7 +65,7 @@ InputFiles InputFiles::load(const Config& c) {
     }
   }
   if (c.norm.params_from_file) {
-    const bool peri = c.norm.position == NormPosition::peri;
+    const bool peri = c.norm.position == NormPosition::peri || c.norm.position == NormPosition::ngpt;
     for (int slot = 0; slot < 4; ++slot) {
       const bool out_slot = slot == kNormAttnOut || slot == kNormMlpOut;  // peri only
       const bool used = (!out_slot || peri) && (slot < kNormMlp || m > 0);

@@ -65,6 +65,8 @@ def sublayer(x, f, alpha, position, n_in, n_out):
     if position == "post":
         y = f(x)
         return n_in(x + alpha * y if alpha != 0 else y)
+    if position == "ngpt":  # nGPT: N(x + a (N_out(f(x)) - x))
+        return n_in(x + alpha * (n_out(f(x)) - x))
     y = f(n_in(x))
     if position == "peri":
         y = n_out(y)
@@ -108,6 +110,9 @@ def main():
                    mlp=5, act="gelu", bias=False, params="file"),
               dict(position="peri", alpha=1.0, norm="layernorm", mask="causal", heads=2, precision="float64",
                    dv=4, mlp=8, act="gelu", bias=True),
+              dict(position="ngpt", alpha=0.3, norm="sphere", mask="causal", heads=2, precision="float64"),
+              dict(position="ngpt", alpha=0.5, norm="rmsnorm", mask="complete", heads=2, precision="float64",
+                   dv=3, mlp=6, act="gelu", bias=True, params="file"),
               dict(position="pre", alpha=1.0, norm="layernorm", mask="causal", heads=2, precision="float32",
                    dv=3, mlp=7, act="gelu", bias=True, params="file"),
               dict(position="post", alpha=0.0, norm="rmsnorm", mask="sliding_window", heads=1, precision="float32",
