@@ -204,3 +204,17 @@ TEST_CASE("norm.position = ngpt: the 2 x 2 step worked by hand", "[block][ngpt]"
   want << y00 / std::hypot(y00, y01), y01 / std::hypot(y00, y01), y10 / std::hypot(y10, y11), y11 / std::hypot(y10, y11);
   check_matrix(r.snapshots[0][0], want);
 }
+
+TEST_CASE("float32 blocks with projection, MLP, nGPT and dropout are thread invariant", "[block][precision]") {
+  for (const char* position : {"pre", "ngpt"}) {
+    const std::map<std::string, std::string> v = {
+        {"model.tokens", "10"}, {"model.dim", "6"}, {"model.layers", "12"}, {"model.heads", "2"},
+        {"model.value_dim", "3"}, {"mlp.width", "8"}, {"mask.type", "causal"}, {"norm.type", "rmsnorm"},
+        {"norm.position", position}, {"residual.alpha", "0.5"}, {"dropout.attention", "0.1"},
+        {"run.precision", "float32"}, {"run.trials", "5"}};
+    const RunResults one = simulate(v, 1), two = simulate(v, 2);
+    INFO("norm.position = " << position);
+    for (std::size_t m = 0; m < one.token.size(); ++m) CHECK(one.token[m] == two.token[m]);
+    CHECK(one.token[0].allFinite());
+  }
+}
