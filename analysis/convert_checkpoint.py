@@ -1,21 +1,31 @@
 #!/usr/bin/env python3
-"""Convert the attention weights of a pretrained checkpoint (safetensors, GPT-2 or BERT tensor
-names) into an rcsim `weights.file`: /W_Q, /W_K [L, H, d, d_k] and /W_V [L, H, d, d].
-
-rcsim's value map of head h is d x d (Y = sum_h A_h X W_V,h), so the converter folds each head's
-value and output projections, W_V,h W_O,h (d x d_v times d_v x d), which is exact for attention
-without biases. Not carried over (rcsim has no place for them yet): the biases of
-Q, K, V and the output projection, the LayerNorm gains and biases, the MLP, the embeddings.
+"""Convert the transformer blocks of a pretrained checkpoint (safetensors, GPT-2 or BERT tensor
+names) into an rcsim `weights.file`, unfolded (default):
+  /W_Q, /W_K, /W_V [L, H, d, d_k]   per-head query, key and value maps (d_k = d_v = d / H)
+  /W_O [L, H, d_k, d]               per-head rows of the output projection (model.value_dim = d_k)
+  /W_in [L, d, m], /b_in [L, m], /W_out [L, m, d], /b_out [L, d]   the MLP (mlp.width = m)
+  /norm_attn_gain, /norm_attn_bias [L, d]   the attention sub-block's LayerNorm
+  /norm_mlp_gain, /norm_mlp_bias [L, d]     the MLP sub-block's LayerNorm (norm.params = file)
+GPT-2 is pre-LN (ln_1 before attention, ln_2 before the MLP, residual weight 1, gelu_tanh);
+BERT post-LN (attention.output.LayerNorm after attention + residual, output.LayerNorm after the
+MLP + residual, exact gelu). With --fold the old attention-only file is written instead: /W_V
+[L, H, d, d] = W_V,h W_O,h folded (exact for attention without biases), no /W_O; the MLP and
+LayerNorm datasets are written as well (a run may ignore them).
+Not carried over (rcsim has no place for them): the biases of Q, K, V and of the output
+projection (a warning names the largest), GPT-2's final ln_f, the embeddings.
 Row convention as in rcsim (a token x maps to x W):
-  GPT-2 (Conv1D, x W): h.{l}.attn.c_attn.weight [d, 3d] = [W_Q | W_K | W_V], h.{l}.attn.c_proj.weight [d, d]
-  BERT (Linear, x W^T): encoder.layer.{l}.attention.self.{query,key,value}.weight [d, d] and
-                        encoder.layer.{l}.attention.output.dense.weight [d, d] (stored [out, in])
+  GPT-2 (Conv1D, x W): h.{l}.attn.c_attn.weight [d, 3d] = [W_Q | W_K | W_V], h.{l}.attn.c_proj.weight
+        [d, d], h.{l}.mlp.c_fc.weight [d, m] (+ .bias), h.{l}.mlp.c_proj.weight [m, d] (+ .bias),
+        h.{l}.ln_1.{weight,bias}, h.{l}.ln_2.{weight,bias}
+  BERT (Linear, x W^T, stored [out, in]): encoder.layer.{l}.attention.self.{query,key,value}.weight,
+        layer.{l}.attention.output.dense.weight, layer.{l}.attention.output.LayerNorm.{weight,bias},
+        layer.{l}.intermediate.dense.{weight,bias}, layer.{l}.output.dense.{weight,bias},
+        layer.{l}.output.LayerNorm.{weight,bias}  (gamma/beta accepted for weight/bias)
 Any prefix before these names (transformer., bert., ...) is accepted. Head h owns the columns
-h d_k .. (h+1) d_k - 1 of W_Q, W_K, W_V and the same rows of W_O, d_k = d / H. Then run e.g.
-  rcsim run --model.dim=768 --model.heads=12 --model.key_dim=64 --model.layers=12 --mask.type=causal
-            --weights.q=file --weights.k=file --weights.v=file --weights.file=OUT.h5 --norm.type=layernorm
+h d_k .. (h+1) d_k - 1 of W_Q, W_K, W_V and the same rows of W_O. The rcsim keys of the
+architecture are printed and stored in the file's attribute `rcsim_keys`.
 
-usage: convert_checkpoint.py CHECKPOINT.safetensors OUT.h5 --heads H [--kind gpt2|bert]
+usage: convert_checkpoint.py CHECKPOINT.safetensors OUT.h5 --heads H [--kind gpt2|bert] [--fold]
 Exit status 2 for bad input (message names the file or tensor), 1 for other failures.
 """
 import argparse
@@ -78,8 +88,16 @@ def find(tensors, pattern):
     return [found[i] for i in sorted(found)] if found and sorted(found) == list(range(len(found))) else None
 
 
+def find_any(tensors, patterns):
+    for pattern in patterns:
+        found = find(tensors, pattern)
+        if found:
+            return found
+    return None
+
+
 def attention_weights(tensors, kind):
-    """Per layer (W_Q, W_K, W_V, W_O), each in the row convention x W, from GPT-2 or BERT names."""
+    """('gpt2' | 'bert', per layer (W_Q, W_K, W_V, W_O) in the row convention x W, attention biases)."""
     if kind in ("gpt2", "auto"):
         qkv = find(tensors, r"h\.(\d+)\.attn\.c_attn\.weight")
         proj = find(tensors, r"h\.(\d+)\.attn\.c_proj\.weight")
@@ -90,60 +108,147 @@ def attention_weights(tensors, kind):
                 if w.shape != (d, 3 * d) or o.shape != (d, d):
                     raise BadInput(f"GPT-2 c_attn must be [d, 3d] and c_proj [d, d], got {w.shape} and {o.shape}")
                 out.append((w[:, :d], w[:, d:2 * d], w[:, 2 * d:], o))
-            return out
+            biases = [b for p in (r"h\.(\d+)\.attn\.c_attn\.bias", r"h\.(\d+)\.attn\.c_proj\.bias")
+                      for b in (find(tensors, p) or [])]
+            return "gpt2", out, biases
     if kind in ("bert", "auto"):
         parts = [find(tensors, r"layer\.(\d+)\.attention\.self\.%s\.weight" % n) for n in ("query", "key", "value")]
         dense = find(tensors, r"layer\.(\d+)\.attention\.output\.dense\.weight")
         if all(parts) and dense and len({len(p) for p in parts} | {len(dense)}) == 1:
-            return [(q.T, k.T, v.T, o.T) for q, k, v, o in zip(*parts, dense)]
+            biases = [b for p in [r"layer\.(\d+)\.attention\.self\.%s\.bias" % n for n in ("query", "key", "value")]
+                      + [r"layer\.(\d+)\.attention\.output\.dense\.bias"] for b in (find(tensors, p) or [])]
+            return "bert", [(q.T, k.T, v.T, o.T) for q, k, v, o in zip(*parts, dense)], biases
     raise BadInput(f"no complete set of {'GPT-2 or BERT' if kind == 'auto' else kind} attention tensors "
                    "(h.L.attn.c_attn/c_proj.weight or layer.L.attention.self.query/key/value.weight and "
                    "layer.L.attention.output.dense.weight, for layers 0, 1, ...)")
 
 
-def convert(tensors, heads, kind="auto"):
-    """Arrays W_Q, W_K [L, H, d, d_k] and W_V [L, H, d, d] (W_V,h W_O,h folded)."""
-    layers = attention_weights(tensors, kind)
+def mlp_and_norms(tensors, kind, layers, d):
+    """The datasets of the MLP and of the two LayerNorms per layer (those the checkpoint has)."""
+    w, b = r"\.(?:weight|gamma)", r"\.(?:bias|beta)"
+    if kind == "gpt2":
+        names = {"W_in": (r"h\.(\d+)\.mlp\.c_fc\.weight", False), "b_in": (r"h\.(\d+)\.mlp\.c_fc\.bias", False),
+                 "W_out": (r"h\.(\d+)\.mlp\.c_proj\.weight", False), "b_out": (r"h\.(\d+)\.mlp\.c_proj\.bias", False),
+                 "norm_attn_gain": (r"h\.(\d+)\.ln_1" + w, False), "norm_attn_bias": (r"h\.(\d+)\.ln_1" + b, False),
+                 "norm_mlp_gain": (r"h\.(\d+)\.ln_2" + w, False), "norm_mlp_bias": (r"h\.(\d+)\.ln_2" + b, False)}
+    else:
+        names = {"W_in": (r"layer\.(\d+)\.intermediate\.dense\.weight", True),
+                 "b_in": (r"layer\.(\d+)\.intermediate\.dense\.bias", False),
+                 "W_out": (r"layer\.(\d+)\.output\.dense\.weight", True),
+                 "b_out": (r"layer\.(\d+)\.output\.dense\.bias", False),
+                 "norm_attn_gain": (r"layer\.(\d+)\.attention\.output\.LayerNorm" + w, False),
+                 "norm_attn_bias": (r"layer\.(\d+)\.attention\.output\.LayerNorm" + b, False),
+                 "norm_mlp_gain": (r"layer\.(\d+)\.output\.LayerNorm" + w, False),
+                 "norm_mlp_bias": (r"layer\.(\d+)\.output\.LayerNorm" + b, False)}
+    out = {}
+    for key, (pattern, transpose) in names.items():
+        found = find(tensors, pattern)
+        if not found:
+            continue
+        if len(found) != layers:
+            raise BadInput(f"{key}: {len(found)} layers of '{pattern}', the attention has {layers}")
+        out[key] = np.array([a.T if transpose else a for a in found])
+    if ("W_in" in out) != ("W_out" in out):
+        raise BadInput("the MLP needs both its input and output weights (c_fc and c_proj, or intermediate.dense "
+                       "and output.dense)")
+    if "W_in" in out:
+        m = out["W_in"].shape[2]
+        want = {"W_in": (layers, d, m), "W_out": (layers, m, d), "b_in": (layers, m), "b_out": (layers, d)}
+        for key, shape in want.items():
+            if key in out and out[key].shape != shape:
+                raise BadInput(f"{key}: shape {out[key].shape}, expected {shape} (d = {d}, m = {m})")
+    for key in [k for k in out if k.startswith("norm_")]:
+        if out[key].shape != (layers, d):
+            raise BadInput(f"{key}: shape {out[key].shape}, expected {(layers, d)}")
+    return out
+
+
+def convert(tensors, heads, kind="auto", fold=False):
+    """(datasets name -> array, architecture 'gpt2' | 'bert', largest |attention bias|)."""
+    arch, layers, biases = attention_weights(tensors, kind)
     d = layers[0][0].shape[0]
     if heads < 1 or d % heads:
         raise BadInput(f"--heads {heads} must be >= 1 and divide d = {d}")
     dk = d // heads
-    WQ, WK, WV = (np.empty((len(layers), heads, d, n)) for n in (dk, dk, d))
+    L = len(layers)
+    WQ, WK = np.empty((L, heads, d, dk)), np.empty((L, heads, d, dk))
+    WV = np.empty((L, heads, d, d if fold else dk))
+    WO = np.empty((L, heads, dk, d))
     for t, (q, k, v, o) in enumerate(layers):
         for h in range(heads):
             s = slice(h * dk, (h + 1) * dk)
-            WQ[t, h], WK[t, h], WV[t, h] = q[:, s], k[:, s], v[:, s] @ o[s, :]
-    return WQ, WK, WV
+            WQ[t, h], WK[t, h] = q[:, s], k[:, s]
+            if fold:
+                WV[t, h] = v[:, s] @ o[s, :]
+            else:
+                WV[t, h], WO[t, h] = v[:, s], o[s, :]
+    out = {"W_Q": WQ, "W_K": WK, "W_V": WV}
+    if not fold:
+        out["W_O"] = WO
+    out.update(mlp_and_norms(tensors, arch, L, d))
+    largest_bias = max((float(np.abs(b).max()) for b in biases if b.size), default=0.0)
+    return out, arch, largest_bias
 
 
-def write(out, WQ, WK, WV, source):
+def rcsim_keys(data, arch, fold, out):
+    """The rcsim keys that run the converted blocks (weights.file = out) as the architecture does."""
+    L, H, d, dk = data["W_Q"].shape
+    keys = [f"--weights.file={os.path.abspath(out)}", f"--model.dim={d}", f"--model.heads={H}", f"--model.key_dim={dk}", f"--model.layers={L}",
+            "--weights.q=file", "--weights.k=file", "--weights.v=file", "--norm.type=layernorm"]
+    if fold:
+        return keys + ["--mask.type=" + ("causal" if arch == "gpt2" else "complete")]
+    keys += [f"--model.value_dim={dk}", "--weights.o=file", "--residual.alpha=1",
+             "--norm.position=" + ("pre" if arch == "gpt2" else "post"),
+             "--norm.eps=" + ("1e-05" if arch == "gpt2" else "1e-12"),
+             "--mask.type=" + ("causal" if arch == "gpt2" else "complete")]
+    if "W_in" in data:
+        keys += [f"--mlp.width={data['W_in'].shape[2]}", "--weights.mlp=file",
+                 "--mlp.activation=" + ("gelu_tanh" if arch == "gpt2" else "gelu"),
+                 "--mlp.bias=" + ("true" if "b_in" in data and "b_out" in data else "false")]
+    if all(f"norm_{s}_{p}" in data for s in ("attn", "mlp") for p in ("gain", "bias")) and "W_in" in data:
+        keys += ["--norm.params=file"]
+    return keys
+
+
+def write(out, data, source, keys, note):
     import h5py
     tmp = out + ".tmp"
     with h5py.File(tmp, "w") as f:
-        f["W_Q"], f["W_K"], f["W_V"] = WQ, WK, WV
+        for name, a in data.items():
+            f[name] = a
         f.attrs["source"] = os.path.abspath(source)
-        f.attrs["note"] = "W_V[l, h] = W_V,h W_O,h folded; biases, LayerNorm parameters and MLP not converted"
+        f.attrs["rcsim_keys"] = " ".join(keys)
+        f.attrs["note"] = note
     with h5py.File(tmp, "r") as f:  # verify what was written before it replaces anything
-        if not all(np.array_equal(f[k][()], a) for k, a in (("W_Q", WQ), ("W_K", WK), ("W_V", WV))):
+        if not all(np.array_equal(f[k][()], a) for k, a in data.items()):
             raise OSError(f"'{tmp}': read-back differs from what was written")
     os.replace(tmp, out)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     p.add_argument("checkpoint")
     p.add_argument("out")
     p.add_argument("--heads", type=int, required=True, help="number of attention heads (config.json: n_head)")
     p.add_argument("--kind", choices=["auto", "gpt2", "bert"], default="auto")
+    p.add_argument("--fold", action="store_true",
+                   help="write W_V,h W_O,h folded into /W_V [L, H, d, d] and no /W_O (attention-only rcsim runs)")
     a = p.parse_args(argv)
     try:
-        WQ, WK, WV = convert(read_safetensors(a.checkpoint), a.heads, a.kind)
+        data, arch, largest_bias = convert(read_safetensors(a.checkpoint), a.heads, a.kind, a.fold)
     except (BadInput, OSError) as e:
         print(f"convert_checkpoint: {e}", file=sys.stderr)
         return 2
-    write(a.out, WQ, WK, WV, a.checkpoint)
-    L, H, d, dk = WQ.shape
-    print(f"wrote {a.out}: L = {L}, H = {H}, d = {d}, d_k = {dk}")
+    keys = rcsim_keys(data, arch, a.fold, a.out)
+    note = ("W_V[l, h] = W_V,h W_O,h folded" if a.fold else "unfolded W_V, W_O") + \
+        "; attention biases and the final LayerNorm not converted"
+    if largest_bias > 0:
+        print(f"convert_checkpoint: warning: attention biases (largest |b| = {largest_bias:.3g}) are not "
+              "converted: rcsim's attention has none", file=sys.stderr)
+    write(a.out, data, a.checkpoint, keys, note)
+    L, H, d, dk = data["W_Q"].shape
+    print(f"wrote {a.out} ({arch}): L = {L}, H = {H}, d = {d}, d_k = {dk}, datasets {', '.join(sorted(data))}")
+    print("run with: rcsim run " + " ".join(keys))
     return 0
 
 

@@ -32,6 +32,9 @@ const std::vector<KeyInfo> kKeys = {
     {"model.beta", "auto",
      "inverse temperature beta > 0 = 1/sqrt(d_QK): give model.beta or model.d_qk (both: they must agree)"},
     {"model.head_mix", "sum", "how heads combine: sum (Y = sum_h A_h X W_V,h) | mean (Y = sum_h ... / H)"},
+    {"model.value_dim", "0",
+     "per-head value width d_v >= 0: W_V,h is d x d_v and head h adds A_h X W_V,h W_O,h (W_O,h d_v x d, "
+     "weights.o); 0 = no output projection, W_V,h is d x d"},
     {"attention.kind", "softmax",
      "softmax (rows normalised) | usa (unnormalised: A_ij = exp(beta <x_i W_Q, x_j W_K>) / N on allowed entries)"},
     {"mask.type", "complete",
@@ -44,14 +47,26 @@ const std::vector<KeyInfo> kKeys = {
     {"norm.bias", "0", "bias b of layernorm: one number or d numbers"},
     {"norm.position", "post",
      "where the normalisation N sits: post (N(X + a A(X)), or N(A(X)) without residual) | pre (X + a A(N(X))) | "
-     "peri (X + a N(A(N(X)))); without residual (a = 0) pre gives A(N(X)) and peri N(A(N(X)))"},
+     "peri (X + a N(A(N(X)))) | ngpt (N(X + a (N(A(X)) - X)), nGPT); without residual (a = 0) pre gives A(N(X)) and "
+     "peri N(A(N(X)))"},
+    {"norm.params", "config",
+     "gains and biases of the normalisations: config (norm.gain, norm.bias for every one) | file (each "
+     "normalisation of each layer from weights.file: /norm_attn_gain, /norm_attn_bias, /norm_attn_out_*, "
+     "/norm_mlp_*, /norm_mlp_out_*; layernorm and rmsnorm only)"},
     {"residual.alpha", "0", "residual weight: Y = X + alpha * attention(X); 0 = no residual"},
     {"residual.project", "none",
      "none | tangent: Y = X + alpha P(attention(X)), P removes from each row its component along x_i"},
     {"dropout.attention", "0",
      "dropout probability 0 <= p < 1 on the attention weights (training mode, kept weights scaled by 1/(1-p))"},
     {"dropout.output", "0",
-     "dropout probability 0 <= p < 1 on the attention output before the residual (scaled by 1/(1-p))"},
+     "dropout probability 0 <= p < 1 on the attention output before the residual (scaled by 1/(1-p)), and on the "
+     "MLP output"},
+    {"mlp.width", "0",
+     "hidden width m >= 0 of the MLP sub-block after attention, MLP(X) = act(X W_in + b_in) W_out + b_out, placed "
+     "by norm.position with a normalisation of its own; 0 = no MLP"},
+    {"mlp.activation", "gelu",
+     "relu | gelu (exact: x Phi(x) = x (1 + erf(x / sqrt 2)) / 2) | gelu_tanh (GPT-2's tanh approximation)"},
+    {"mlp.bias", "false", "true: the MLP has biases b_in, b_out (weights.mlp_*_bias_std, or from weights.file)"},
     {"weights.q", "gaussian", "W_Q [d, d_k]: gaussian | orthogonal | identity | zero | fixed | file"},
     {"weights.k", "gaussian", "W_K [d, d_k]: gaussian | orthogonal | identity | zero | fixed | file"},
     {"weights.v", "gaussian",
@@ -63,8 +78,21 @@ const std::vector<KeyInfo> kKeys = {
     {"weights.q_matrix", "", "inline W_Q for fixed, rows separated by ';' (e.g. 0.5 1; 0 1)"},
     {"weights.k_matrix", "", "inline W_K for fixed"},
     {"weights.v_matrix", "", "inline W_V for fixed"},
+    {"weights.o", "gaussian",
+     "W_O [d_v, d] (needs model.value_dim > 0): gaussian | orthogonal | identity (d_v = d) | zero | fixed | file"},
+    {"weights.o_std", "auto", "std >= 0 of gaussian W_O entries (auto = 1/sqrt(d_v), fan-in as for W_V)"},
+    {"weights.o_matrix", "", "inline W_O for fixed"},
+    {"weights.mlp", "gaussian",
+     "MLP weights W_in [d, m], W_out [m, d] and biases: gaussian (stds below) | zero | file (/W_in, /W_out, "
+     "/b_in, /b_out of weights.file)"},
+    {"weights.mlp_in_std", "auto", "std >= 0 of gaussian W_in entries (auto = 1/sqrt(d))"},
+    {"weights.mlp_out_std", "auto", "std >= 0 of gaussian W_out entries (auto = 1/sqrt(m))"},
+    {"weights.mlp_in_bias_std", "0", "std >= 0 of gaussian b_in entries (0 = zero biases)"},
+    {"weights.mlp_out_bias_std", "0", "std >= 0 of gaussian b_out entries (0 = zero biases)"},
     {"weights.shared", "false", "true: one draw of the weights shared by all layers; false: fresh per layer"},
-    {"weights.file", "", "HDF5 file with /W_Q, /W_K, /W_V for type file"},
+    {"weights.file", "",
+     "HDF5 file with /W_Q, /W_K, /W_V (and /W_O, the MLP's /W_in, /b_in, /W_out, /b_out, the normalisations' "
+     "/norm_*_gain, /norm_*_bias) for type file"},
     {"weights.qk", "none",
      "bilinear form B = W_Q W_K^T drawn directly (W_Q = B, W_K = I; needs d_k = d): none (use weights.q, "
      "weights.k) | gaussian_product (G1 G2 / sqrt(d)) | symmetric ((G + G^T) / sqrt(2)) | goe "
@@ -80,8 +108,8 @@ const std::vector<KeyInfo> kKeys = {
     {"run.seed", "20240527", "seed (unsigned 64-bit); trial t uses a stream that depends only on (seed, t)"},
     {"run.threads", "0", "worker threads, >= 0 (0 = all cores); results do not depend on it"},
     {"run.precision", "float64",
-     "float64 | float32: float32 rounds the tokens to single precision at the input and after every layer "
-     "(measures are computed in float64 from the rounded tokens)"},
+     "float64 | float32: float32 computes every block in single precision (matrix products, softmax, "
+     "normalisations, MLP; weights and X(0) rounded to float) and the measures in float64 from the float tokens"},
     {"output.file", "data/run.h5", "output HDF5 file (written to an exclusive temporary .NAME.XXXXXX.tmp, renamed when complete)"},
     {"output.tokens", "none", "token snapshots: none | final | all | comma list of layers"},
     {"output.spectrum", "false", "store the whole singular spectrum per layer"},
@@ -235,9 +263,11 @@ const std::vector<std::pair<std::string, NormType>> kNormNames = {
     {"projection", NormType::projection},
     {"rmsnorm", NormType::rmsnorm}};
 const std::vector<std::pair<std::string, NormPosition>> kNormPositionNames = {
-    {"post", NormPosition::post}, {"pre", NormPosition::pre}, {"peri", NormPosition::peri}};
+    {"post", NormPosition::post}, {"pre", NormPosition::pre}, {"peri", NormPosition::peri}, {"ngpt", NormPosition::ngpt}};
 const std::vector<std::pair<std::string, Precision>> kPrecisionNames = {
     {"float64", Precision::float64}, {"float32", Precision::float32}};
+const std::vector<std::pair<std::string, MlpActivation>> kMlpActivationNames = {
+    {"relu", MlpActivation::relu}, {"gelu", MlpActivation::gelu}, {"gelu_tanh", MlpActivation::gelu_tanh}};
 
 const std::vector<std::pair<std::string, WeightType>> kWeightNames = {
     {"gaussian", WeightType::gaussian}, {"orthogonal", WeightType::orthogonal},
@@ -329,6 +359,7 @@ std::string to_string(MaskType t) { return enum_name(t, kMaskNames); }
 std::string to_string(NormType t) { return enum_name(t, kNormNames); }
 std::string to_string(NormPosition p) { return enum_name(p, kNormPositionNames); }
 std::string to_string(Precision p) { return enum_name(p, kPrecisionNames); }
+std::string to_string(MlpActivation a) { return enum_name(a, kMlpActivationNames); }
 std::string to_string(WeightType t) { return enum_name(t, kWeightNames); }
 std::string to_string(InitType t) { return enum_name(t, kInitNames); }
 std::string to_string(BilinearType t) { return enum_name(t, kBilinearNames); }
@@ -401,6 +432,7 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
     if (v["model.d_qk"] == "auto") c.model.d_qk = d_qk;  // given both: d_QK as given (bitwise re-runs)
   }
   c.model.head_mix = parse_enum("model.head_mix", v["model.head_mix"], kHeadMixNames);
+  c.model.value_dim = parse_int_min("model.value_dim", v["model.value_dim"], 0);
   c.attention_kind = parse_enum("attention.kind", v["attention.kind"], kAttentionNames);
   v["model.key_dim"] = std::to_string(c.model.key_dim);
   v["model.d_qk"] = fmt_double(c.model.d_qk);
@@ -434,26 +466,72 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
                      "(the tangent projection is defined for post)");
 
   const double default_std = 1.0 / std::sqrt(static_cast<double>(d));
+  // Output projection (model.value_dim = d_v > 0): W_V,h is d x d_v, W_O,h d_v x d.
+  const int dv = c.model.value_dim;
+  const int v_cols = dv > 0 ? dv : d;
+  if (dv == 0 && v["weights.o"] != "gaussian")
+    throw UsageError("key 'weights.o' = " + v["weights.o"] + ": an output projection needs model.value_dim > 0");
   struct Slot {
     const char* name;
     WeightSpec* spec;
-    int cols;
+    int rows, cols;
+    double auto_std;
   };
-  for (const Slot& s : {Slot{"q", &c.weights.q, c.model.key_dim}, Slot{"k", &c.weights.k, c.model.key_dim},
-                        Slot{"v", &c.weights.v, d}}) {
+  std::vector<Slot> slots = {Slot{"q", &c.weights.q, d, c.model.key_dim, default_std},
+                             Slot{"k", &c.weights.k, d, c.model.key_dim, default_std},
+                             Slot{"v", &c.weights.v, d, v_cols, default_std}};
+  if (dv > 0) slots.push_back(Slot{"o", &c.weights.o, dv, d, 1.0 / std::sqrt(static_cast<double>(dv))});
+  for (const Slot& s : slots) {
     const std::string base = std::string("weights.") + s.name;
     s.spec->type = parse_enum(base, v[base], kWeightNames);
     const std::string std_key = base + "_std";
-    s.spec->std = v[std_key] == "auto" ? default_std : parse_double_min(std_key, v[std_key], 0.0, false);
+    s.spec->std = v[std_key] == "auto" ? s.auto_std : parse_double_min(std_key, v[std_key], 0.0, false);
     v[std_key] = fmt_double(s.spec->std);
     const std::string mkey = base + "_matrix";
     if (s.spec->type == WeightType::fixed) {
       if (v[mkey].empty())
         throw UsageError("key '" + mkey + "': required when " + base + " = fixed (rows separated by ';')");
       s.spec->matrix = parse_inline_matrix(mkey, v[mkey]);
-      check_matrix_shape(mkey, s.spec->matrix, d, s.cols);
+      check_matrix_shape(mkey, s.spec->matrix, s.rows, s.cols);
+    }
+    if (dv > 0 && s.name != std::string("q") && s.name != std::string("k")) {
+      if (s.spec->type == WeightType::identity && dv != d)
+        bad_value(base, v[base], "identity needs model.value_dim = model.dim (got " + std::to_string(dv) + " and " +
+                                     std::to_string(d) + ")");
+      if (s.spec->type == WeightType::wishart || s.spec->type == WeightType::tied_qk)
+        bad_value(base, v[base], "wishart and tied_qk are d x d value maps: not with model.value_dim > 0");
     }
   }
+  // MLP sub-block.
+  c.mlp.width = parse_int_min("mlp.width", v["mlp.width"], 0);
+  c.mlp.activation = parse_enum("mlp.activation", v["mlp.activation"], kMlpActivationNames);
+  c.mlp.bias = parse_bool("mlp.bias", v["mlp.bias"]);
+  c.weights.mlp = parse_enum("weights.mlp", v["weights.mlp"], kWeightNames);
+  if (c.weights.mlp != WeightType::gaussian && c.weights.mlp != WeightType::zero && c.weights.mlp != WeightType::file)
+    bad_value("weights.mlp", v["weights.mlp"], "allowed: gaussian | zero | file");
+  c.weights.mlp_in_std = v["weights.mlp_in_std"] == "auto"
+                             ? default_std
+                             : parse_double_min("weights.mlp_in_std", v["weights.mlp_in_std"], 0.0, false);
+  c.weights.mlp_out_std =
+      v["weights.mlp_out_std"] == "auto"
+          ? (c.mlp.width > 0 ? 1.0 / std::sqrt(static_cast<double>(c.mlp.width)) : 0.0)
+          : parse_double_min("weights.mlp_out_std", v["weights.mlp_out_std"], 0.0, false);
+  if (c.mlp.width > 0) {
+    v["weights.mlp_in_std"] = fmt_double(c.weights.mlp_in_std);
+    v["weights.mlp_out_std"] = fmt_double(c.weights.mlp_out_std);
+  }
+  c.weights.mlp_in_bias_std = parse_double_min("weights.mlp_in_bias_std", v["weights.mlp_in_bias_std"], 0.0, false);
+  c.weights.mlp_out_bias_std = parse_double_min("weights.mlp_out_bias_std", v["weights.mlp_out_bias_std"], 0.0, false);
+  if (!c.mlp.bias && (c.weights.mlp_in_bias_std > 0.0 || c.weights.mlp_out_bias_std > 0.0))
+    throw UsageError("keys 'weights.mlp_in_bias_std' and 'weights.mlp_out_bias_std': biases need mlp.bias = true");
+  if (c.mlp.width > 0 && c.residual_project == ResidualProject::tangent)
+    throw UsageError("key 'mlp.width': the MLP sub-block is defined with residual.project = none only");
+  // Normalisation parameters per layer from weights.file.
+  const std::string params = trim(v["norm.params"]);
+  if (params != "config" && params != "file") bad_value("norm.params", params, "allowed: config | file");
+  c.norm.params_from_file = params == "file";
+  if (c.norm.params_from_file && c.norm.type != NormType::layernorm && c.norm.type != NormType::rmsnorm)
+    bad_value("norm.params", params, "file needs norm.type = layernorm or rmsnorm (the normalisations with a gain)");
   c.weights.shared = parse_bool("weights.shared", v["weights.shared"]);
   // --- Peer dynamics (docs/peers.md) ---
   for (const char* w : {"weights.q", "weights.k"})
@@ -473,7 +551,7 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
     bad_value("weights.across_trials", across, "allowed: independent | shared");
   c.weights.shared_across_trials = across == "shared";
   c.weights.file = v["weights.file"];
-  for (const char* w : {"weights.q", "weights.k", "weights.v"})
+  for (const char* w : {"weights.q", "weights.k", "weights.v", "weights.o", "weights.mlp", "norm.params"})
     if (v[w] == "file" && c.weights.file.empty())
       throw UsageError(std::string("key 'weights.file': required when ") + w + " = file");
 
@@ -669,8 +747,13 @@ bool parse_bool_value(const std::string& key, const std::string& text) { return 
 
 int max_rank_after_layer(const Config& c) {
   const int N = c.model.tokens, d = c.model.dim;
+  // The block's last step must be a centring normalisation: post, or peri without residual.
+  const bool last_is_norm =
+      c.norm.position == NormPosition::post || c.norm.position == NormPosition::ngpt ||
+      (c.norm.position == NormPosition::peri && c.residual_alpha == 0.0);
   const bool centred_no_bias =
-      c.norm.type == NormType::projection || (c.norm.type == NormType::layernorm && c.norm.bias.empty());
+      last_is_norm && !c.norm.params_from_file &&
+      (c.norm.type == NormType::projection || (c.norm.type == NormType::layernorm && c.norm.bias.empty()));
   return centred_no_bias ? std::min(N, d - 1) : std::min(N, d);
 }
 

@@ -24,8 +24,9 @@ enum class ResidualProject { none, tangent };
 enum class BilinearType { none, gaussian_product, symmetric, goe, wigner, identity };
 
 // Transformer-block structure: where the normalisation sits, and the arithmetic.
-enum class NormPosition { post, pre, peri };
+enum class NormPosition { post, pre, peri, ngpt };
 enum class Precision { float64, float32 };
+enum class MlpActivation { relu, gelu, gelu_tanh };
 
 struct ModelConfig {
   int tokens = 8;      // N
@@ -37,6 +38,14 @@ struct ModelConfig {
   // --- Peer dynamics (docs/peers.md) ---
   double beta = 0.0;   // inverse temperature 1 / sqrt(d_QK) (resolved; model.beta or model.d_qk)
   HeadMix head_mix = HeadMix::sum;
+  int value_dim = 0;   // d_v of W_V,h (d x d_v) and W_O,h (d_v x d); 0 = no output projection, W_V,h d x d
+};
+
+// The MLP sub-block (transformer blocks): MLP(X) = act(X W_in + b_in) W_out + b_out.
+struct MlpConfig {
+  int width = 0;  // hidden width m; 0 = no MLP sub-block
+  MlpActivation activation = MlpActivation::gelu;
+  bool bias = false;  // b_in, b_out (zero unless drawn with a std > 0 or read from weights.file)
 };
 
 struct MaskConfig {
@@ -52,6 +61,8 @@ struct NormConfig {
   std::vector<double> bias;  // empty = all zeros; else one value (broadcast) or d values
   NormPosition position = NormPosition::post;  // post: N(X + a A(X)); pre: X + a A(N(X));
                                                // peri: X + a N(A(N(X)))
+  bool params_from_file = false;  // norm.params = file: every normalisation's gain and bias per layer
+                                  // from weights.file (/norm_attn_gain, ...)
 };
 
 // Dropout in training mode (inverted: kept entries scaled by 1/(1-p)); 0 = off.
@@ -68,6 +79,12 @@ struct WeightSpec {
 
 struct WeightsConfig {
   WeightSpec q, k, v;
+  WeightSpec o;  // W_O (d_v x d), with model.value_dim > 0; std auto = 1/sqrt(d_v)
+  // MLP weights (mlp.width > 0): gaussian (stds below), zero or file (/W_in, /b_in, /W_out, /b_out).
+  WeightType mlp = WeightType::gaussian;
+  double mlp_in_std = 0.0;   // resolved: default 1/sqrt(d)
+  double mlp_out_std = 0.0;  // resolved: default 1/sqrt(m)
+  double mlp_in_bias_std = 0.0, mlp_out_bias_std = 0.0;
   bool shared = false;
   std::string file;
   // --- Peer dynamics (docs/peers.md) ---
@@ -87,7 +104,7 @@ struct RunConfig {
   int trials = 16;
   std::uint64_t seed = 20240527;
   int threads = 0;  // 0 = all cores
-  Precision precision = Precision::float64;  // float32: tokens rounded to float32 between layers
+  Precision precision = Precision::float64;  // float32: the blocks compute in float
 };
 
 struct OutputConfig {
@@ -119,6 +136,7 @@ struct Config {
   NormConfig norm;
   double residual_alpha = 0.0;
   DropoutConfig dropout;
+  MlpConfig mlp;
   // --- Peer dynamics (docs/peers.md) ---
   AttentionKind attention_kind = AttentionKind::softmax;
   ResidualProject residual_project = ResidualProject::none;
@@ -176,6 +194,7 @@ std::string to_string(InitType t);
 std::string to_string(BilinearType t);
 std::string to_string(NormPosition p);
 std::string to_string(Precision p);
+std::string to_string(MlpActivation a);
 
 // An upper bound on the number of layers parse_schedule(text, layers) records, without building
 // the list (for refusing a run that cannot fit in memory before allocating anything).

@@ -14,4 +14,15 @@ using MaskMatrix = Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic>;
 // Row-major matrix, the memory order of HDF5 datasets.
 using RowMajorMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+// The same for a scalar type T (double, or float for run.precision = float32).
+template <class T>
+using MatrixT = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+template <class T>
+using VectorT = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+template <class T>
+using RowVectorT = Eigen::Matrix<T, 1, Eigen::Dynamic>;
+template <class T>
+using RowMajorMatrixT = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MatrixF = MatrixT<float>;
+
 }  // namespace rcsim

@@ -10,11 +10,16 @@ namespace rcsim {
 // Logits S = (X W_Q)(X W_K)^T / sqrt(d_QK), written into S (N x N). Q and K are workspaces.
 void attention_logits(const Eigen::Ref<const Matrix>& X, const Eigen::Ref<const Matrix>& W_Q,
                       const Eigen::Ref<const Matrix>& W_K, double d_qk, Matrix& Q, Matrix& K, Matrix& S);
+// Every function of this file also exists in float (run.precision = float32): the same code,
+// a template on the scalar type in attention.cpp.
+void attention_logits(const Eigen::Ref<const MatrixF>& X, const Eigen::Ref<const MatrixF>& W_Q,
+                      const Eigen::Ref<const MatrixF>& W_K, double d_qk, MatrixF& Q, MatrixF& K, MatrixF& S);
 
 // Row-wise softmax of S (n x m, the mask of the same shape; m = n for self-attention) restricted
 // to the entries the mask allows, in place: each row has its allowed maximum subtracted before
 // exponentiation (log-sum-exp form); masked entries are set to exactly 0. Every row sums to 1 (each row has its self-loop, so at least one allowed entry).
 void masked_softmax(Eigen::Ref<Matrix> S, const MaskMatrix& mask);
+void masked_softmax(Eigen::Ref<MatrixF> S, const MaskMatrix& mask);
 
 // Diagnostics of an attention matrix: the smallest weight over the entries the mask allows (the
 // eps of the collapse theorem; 0 if a weight underflowed) and the mean over rows of the Shannon
@@ -24,6 +29,7 @@ struct AttentionStats {
   double mean_entropy = 0.0;
 };
 AttentionStats attention_stats(const Eigen::Ref<const Matrix>& A, const MaskMatrix& mask);
+AttentionStats attention_stats(const Eigen::Ref<const MatrixF>& A, const MaskMatrix& mask);
 
 // --- The fast path of attention_layer (same quantities as above, fewer operations) ---
 
@@ -39,9 +45,11 @@ struct MaskRows {
 MaskRows analyse_rows(const MaskMatrix& mask);
 
 // Work matrices of attention_logits_fast (sized on first use, then reused).
-struct LogitsWorkspace {
-  Matrix M, P, K;
+template <class T>
+struct LogitsWorkspaceT {
+  MatrixT<T> M, P, K;
 };
+using LogitsWorkspace = LogitsWorkspaceT<double>;
 
 // True if folding W_Q W_K^T into one d x d matrix costs fewer flops than X W_Q and X W_K for
 // these sizes (needs d_k >= d; `lower`: only half of the N x N logits are computed).
@@ -55,6 +63,9 @@ bool fold_logits(int n, int d, int dk, bool lower);
 void attention_logits_fast(const Eigen::Ref<const Matrix>& X, const Eigen::Ref<const Matrix>& W_Q,
                            const Eigen::Ref<const Matrix>& W_K, double d_qk, bool lower, LogitsWorkspace& ws,
                            RowMajorMatrix& S);
+void attention_logits_fast(const Eigen::Ref<const MatrixF>& X, const Eigen::Ref<const MatrixF>& W_Q,
+                           const Eigen::Ref<const MatrixF>& W_K, double d_qk, bool lower, LogitsWorkspaceT<float>& ws,
+                           RowMajorMatrixT<float>& S);
 
 // masked_softmax and attention_stats in one pass over a mask with contiguous rows (rows.contiguous):
 // each row's allowed range is exponentiated as one vector (Eigen's vectorised exp; arguments below
@@ -65,5 +76,6 @@ void attention_logits_fast(const Eigen::Ref<const Matrix>& X, const Eigen::Ref<c
 // H_i = -sum_j a_j ln a_j = sum_j a_j (m - s_j) + log1p(r), a sum of non-negative terms.
 // `buffer` is a work vector.
 AttentionStats softmax_rows(Eigen::Ref<RowMajorMatrix> S, const MaskRows& rows, RowVector& buffer);
+AttentionStats softmax_rows(Eigen::Ref<RowMajorMatrixT<float>> S, const MaskRows& rows, RowVectorT<float>& buffer);
 
 }  // namespace rcsim

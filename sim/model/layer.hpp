@@ -1,5 +1,6 @@
 // One self-attention layer t -> t+1 (SCIENCE.md section 1):
-//   A_h = masked softmax((X W_Q,h)(X W_K,h)^T / sqrt(d_QK)),  Y = sum_h A_h X W_V,h,
+//   A_h = masked softmax((X W_Q,h)(X W_K,h)^T / sqrt(d_QK)),  Y = sum_h A_h X W_V,h
+//   (Y = sum_h A_h X W_V,h W_O,h with an output projection, model.value_dim > 0),
 //   Y <- X + alpha Y (if alpha != 0),  X(t+1) = normalise rows of Y.
 #pragma once
 
@@ -39,16 +40,20 @@ struct LayerReport {
 // The first workspace also asks glibc to keep freed memory below 64 MB in the heap (mallopt):
 // otherwise every trial's work matrices (N x N, over glibc's 128 kB thresholds) were returned
 // to the system when freed and faulted back in by the next trial.
-struct LayerWorkspace {
-  Matrix Q, K, S, XV, Y;       // the general path (masks whose rows are not one range)
-  RowMajorMatrix S_rows;       // the fast path: logits, then attention, row by row
-  LogitsWorkspace logits;
-  RowVector buffer;
+// T is the scalar type of the arithmetic (double; float for run.precision = float32).
+template <class T>
+struct LayerWorkspaceT {
+  MatrixT<T> Q, K, S, XV, Y;   // the general path (masks whose rows are not one range)
+  MatrixT<T> XVO;              // X W_V,h W_O,h (model.value_dim > 0)
+  RowMajorMatrixT<T> S_rows;   // the fast path: logits, then attention, row by row
+  LogitsWorkspaceT<T> logits;
+  RowVectorT<T> buffer;
   const MaskMatrix* analysed = nullptr;
   MaskRows rows;
-  Matrix attention_mean;       // (1/H) sum_h A_h, when LayerParams::keep_attention
-  LayerWorkspace(int n, int d, int dk);
+  Matrix attention_mean;       // (1/H) sum_h A_h (in double), when LayerParams::keep_attention
+  LayerWorkspaceT(int n, int d, int dk);
 };
+using LayerWorkspace = LayerWorkspaceT<double>;
 
 // X_next = layer(X). X_next must not alias X. With p.dropout, each head's attention weights are
 // dropped after the softmax (the attention statistics describe them before dropout) and the sum
@@ -58,5 +63,8 @@ struct LayerWorkspace {
 // causal masks; other masks the general path (attention_logits, masked_softmax, attention_stats).
 LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const LayerParams& p,
                             LayerWorkspace& ws, Matrix& X_next);
+// The same layer in float arithmetic (run.precision = float32): one template, layer.cpp.
+LayerReport attention_layer(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, const LayerParams& p,
+                            LayerWorkspaceT<float>& ws, MatrixF& X_next);
 
 }  // namespace rcsim

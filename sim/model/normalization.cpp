@@ -9,16 +9,18 @@ namespace rcsim {
 
 namespace {
 // ||y||, without the underflow of sqrt(sum y^2) for tiny entries.
-double safe_norm(const Eigen::Ref<const RowVector, 0, Eigen::InnerStride<>>& y) {
-  const double sq = y.squaredNorm();
-  if (sq >= std::numeric_limits<double>::min() && std::isfinite(sq)) return std::sqrt(sq);
+template <class T>
+T safe_norm(const Eigen::Ref<const RowVectorT<T>, 0, Eigen::InnerStride<>>& y) {
+  const T sq = y.squaredNorm();
+  if (sq >= std::numeric_limits<T>::min() && std::isfinite(sq)) return std::sqrt(sq);
   return y.stableNorm();
 }
 
 // 1 / sqrt(r^2 / d + eps), exact for eps = 0 even when r^2 would underflow.
-double inverse_rms(double r, double d, double eps) {
+template <class T>
+T inverse_rms(T r, T d, double eps) {
   if (eps == 0.0) return std::sqrt(d) / r;
-  return 1.0 / std::sqrt(r * r / d + eps);
+  return T(1) / std::sqrt(r * r / d + static_cast<T>(eps));
 }
 
 RowVector resolve(const std::vector<double>& v, int d, double neutral, const char* what) {
@@ -38,33 +40,38 @@ Normalization Normalization::from_config(const Config& c) {
   return Normalization(c.norm.type, c.model.dim, c.norm.eps, c.norm.gain, c.norm.bias);
 }
 
-int normalize_rows(Eigen::Ref<Matrix> Y, const Normalization& norm) {
+namespace {
+
+template <class T>
+int normalize_impl(Eigen::Ref<MatrixT<T>> Y, const Normalization& norm) {
   if (norm.type == NormType::none) return 0;
-  constexpr double tiny = std::numeric_limits<double>::min();
+  constexpr T tiny = std::numeric_limits<T>::min();
   const Eigen::Index n = Y.rows();
-  const double d = static_cast<double>(Y.cols());
+  const T d = static_cast<T>(Y.cols());
+  // The parameters in T (no rounding for double).
+  const RowVectorT<T> gain = norm.gain.template cast<T>(), bias = norm.bias.template cast<T>();
   int degenerate = 0;
   if (norm.type == NormType::layernorm) {
     // Column by column (Eigen stores columns contiguously, so every step is vectorised over the
     // rows); the same formulas as the row loop below. A degenerate row gets the factor 0, so
     // its output is 0 * g + b = b exactly.
-    thread_local Vector factor;
+    thread_local VectorT<T> factor;
     factor = Y.rowwise().mean();
     Y.colwise() -= factor;
     factor = Y.rowwise().squaredNorm();
     for (Eigen::Index i = 0; i < n; ++i) {
-      const double sq = factor(i);
-      const double r = sq >= tiny && sq <= std::numeric_limits<double>::max() ? std::sqrt(sq) : safe_norm(Y.row(i));
+      const T sq = factor(i);
+      const T r = sq >= tiny && sq <= std::numeric_limits<T>::max() ? std::sqrt(sq) : safe_norm<T>(Y.row(i));
       if (r < tiny) {
         ++degenerate;
-        factor(i) = 0.0;
+        factor(i) = 0;
       } else {
-        factor(i) = inverse_rms(r, d, norm.eps);
+        factor(i) = inverse_rms<T>(r, d, norm.eps);
       }
     }
     Y = factor.asDiagonal() * Y;
-    Y.array().rowwise() *= norm.gain.array();
-    Y.rowwise() += norm.bias;
+    Y.array().rowwise() *= gain.array();
+    Y.rowwise() += bias;
     return degenerate;
   }
   for (Eigen::Index i = 0; i < n; ++i) {
@@ -72,7 +79,7 @@ int normalize_rows(Eigen::Ref<Matrix> Y, const Normalization& norm) {
     switch (norm.type) {
       case NormType::none: break;
       case NormType::sphere: {
-        const double r = safe_norm(y);
+        const T r = safe_norm<T>(y);
         if (r < tiny) {
           ++degenerate;
           y.setZero();
@@ -83,29 +90,29 @@ int normalize_rows(Eigen::Ref<Matrix> Y, const Normalization& norm) {
       }
       case NormType::projection: {
         y.array() -= y.mean();
-        if (safe_norm(y) < tiny) ++degenerate;
+        if (safe_norm<T>(y) < tiny) ++degenerate;
         break;
       }
       case NormType::layernorm: {
         y.array() -= y.mean();
-        const double r = safe_norm(y);
+        const T r = safe_norm<T>(y);
         if (r < tiny) {
           ++degenerate;
-          y = norm.bias;
+          y = bias;
         } else {
-          const double inv = inverse_rms(r, d, norm.eps);
-          y = (y.array() * inv * norm.gain.array() + norm.bias.array()).matrix();
+          const T inv = inverse_rms<T>(r, d, norm.eps);
+          y = (y.array() * inv * gain.array() + bias.array()).matrix();
         }
         break;
       }
       case NormType::rmsnorm: {
-        const double r = safe_norm(y);
+        const T r = safe_norm<T>(y);
         if (r < tiny) {
           ++degenerate;
           y.setZero();
         } else {
-          const double inv = inverse_rms(r, d, norm.eps);
-          y = (y.array() * inv * norm.gain.array()).matrix();
+          const T inv = inverse_rms<T>(r, d, norm.eps);
+          y = (y.array() * inv * gain.array()).matrix();
         }
         break;
       }
@@ -113,5 +120,10 @@ int normalize_rows(Eigen::Ref<Matrix> Y, const Normalization& norm) {
   }
   return degenerate;
 }
+
+}  // namespace
+
+int normalize_rows(Eigen::Ref<Matrix> Y, const Normalization& norm) { return normalize_impl<double>(Y, norm); }
+int normalize_rows(Eigen::Ref<MatrixF> Y, const Normalization& norm) { return normalize_impl<float>(Y, norm); }
 
 }  // namespace rcsim

@@ -32,5 +32,7 @@ struct Normalization {
 // output is defined and finite: sphere and rmsnorm leave it zero, layernorm sets it to b,
 // projection leaves it zero. Returns the number of degenerate rows.
 int normalize_rows(Eigen::Ref<Matrix> Y, const Normalization& norm);
+// The same in float (run.precision = float32; gain, bias and eps rounded to float).
+int normalize_rows(Eigen::Ref<MatrixF> Y, const Normalization& norm);
 
 }  // namespace rcsim

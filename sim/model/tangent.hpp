@@ -11,5 +11,6 @@ namespace rcsim {
 // V <- P(V) row by row, P the projection orthogonal to the matching row of X. A zero row of X
 // leaves its row of V unchanged (no direction to remove).
 void project_tangent(const Eigen::Ref<const Matrix>& X, Eigen::Ref<Matrix> V);
+void project_tangent(const Eigen::Ref<const MatrixF>& X, Eigen::Ref<MatrixF> V);  // run.precision = float32
 
 }  // namespace rcsim

@@ -10,5 +10,6 @@ namespace rcsim {
 // Replace the logits S (N x N) by the USA weights in place. Logits above ln(DBL_MAX) overflow to
 // +inf (the run then reports non-finite tokens).
 void usa_weights(Eigen::Ref<Matrix> S, const MaskMatrix& mask);
+void usa_weights(Eigen::Ref<MatrixF> S, const MaskMatrix& mask);  // run.precision = float32
 
 }  // namespace rcsim

@@ -5,6 +5,7 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "core/memory.hpp"
@@ -174,17 +175,24 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   };
   const bool want_attn_rank = asked("attn_rank"), want_ergodicity = asked("ergodicity");
   Matrix product = want_ergodicity ? Matrix(Matrix::Identity(N, N)) : Matrix();
-  BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position};
+  BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position, c.mlp.activation};
   params.layer.keep_attention = want_attn_rank || want_ergodicity || c.output.attention;
   if (c.output.attention) r.attention_matrices[ti].clear();
   // Block structure, dropout and precision.
   RandomStream dropout_rng(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
   const Dropout dropout{c.dropout.attention, c.dropout.output, &dropout_rng};
   if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) params.layer.dropout = &dropout;
+  // run.precision = float32: the block computes in float (transformer_block's float overload) on
+  // the tokens and weights rounded to float; X holds the float tokens exactly, in double, for the
+  // measures.
   const bool single = c.run.precision == Precision::float32;
-  const auto round_to_float = [](Matrix& m) { m = m.cast<float>().cast<double>(); };
-  if (single) round_to_float(X);
-  BlockWorkspace ws(N, d, c.model.key_dim);
+  if (single) X = X.cast<float>().cast<double>();
+  BlockWorkspace ws(single ? 0 : N, single ? 0 : d, c.model.key_dim);
+  std::optional<BlockWorkspaceT<float>> ws_float;
+  if (single) ws_float.emplace(N, d, c.model.key_dim);
+  LayerWeightsT<float> w_float;
+  MatrixF X_float, X_next_float;
+  const Matrix& attention_mean = single ? ws_float->layer.attention_mean : ws.layer.attention_mean;
   MeasureOptions opt{c.metrics.rank_rtol, c.metrics.rank_atol, s.max_rank_input};
   Vector sigma;
   std::size_t next_snapshot = 0;
@@ -215,22 +223,29 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
     }
     if (t == L) break;
     const LayerWeights& w = sampler.layer(t, rng);
-    const LayerReport rep = transformer_block(X, w, params, ws, X_next);
-    if (single) round_to_float(X_next);
+    LayerReport rep;
+    if (single) {
+      cast_weights(w, w_float);
+      X_float = X.cast<float>();
+      rep = transformer_block(X_float, w_float, params, *ws_float, X_next_float);
+      X_next = X_next_float.cast<double>();
+    } else {
+      rep = transformer_block(X, w, params, ws, X_next);
+    }
     if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0) {
       r.attention[0](trial, acol) = rep.attention.min_weight;
       r.attention[1](trial, acol) = rep.attention.mean_entropy;
       r.attention[2](trial, acol) = rep.degenerate_rows;
     }
     if (params.layer.keep_attention) {
-      if (want_ergodicity) product = ws.layer.attention_mean * product;
+      if (want_ergodicity) product = attention_mean * product;
       if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0) {
         std::size_t i = attention_measure_info().size();
         if (want_attn_rank)
           r.attention[i++](trial, acol) =
-              numerical_rank(singular_values(ws.layer.attention_mean), c.metrics.rank_rtol, c.metrics.rank_atol);
+              numerical_rank(singular_values(attention_mean), c.metrics.rank_rtol, c.metrics.rank_atol);
         if (want_ergodicity) r.attention[i++](trial, acol) = ergodicity_coefficient(product);
-        if (c.output.attention) r.attention_matrices[ti].push_back(ws.layer.attention_mean);
+        if (c.output.attention) r.attention_matrices[ti].push_back(attention_mean);
       }
     }
     r.degenerate_total[ti] += rep.degenerate_rows;

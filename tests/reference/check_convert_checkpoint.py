@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
 """analysis/convert_checkpoint.py on synthetic safetensors checkpoints that this test writes
-(GPT-2 names in float32 with a 'transformer.' prefix, BERT names in float64 with 'bert.'):
-rcsim run on the converted file must give the token matrices of an independent NumPy forward
-pass with the unfolded per-head value and output projections, A_h X W_V[:, h] W_O[h, :], to
-1e-12 relative; bad checkpoints exit 2.
+(GPT-2 names in float32 with a 'transformer.' prefix, BERT names in float64 with 'bert.'), with
+attention, MLP (weights and biases) and both LayerNorms (gains and biases) per layer:
+rcsim run with the keys the converter prints (the file's attribute rcsim_keys) must give the
+token matrices of an independent NumPy forward pass of the checkpoint's blocks to 1e-12 relative:
+  GPT-2 (pre-LN):  h = x + Attn(LN_1(x)),  x' = h + MLP(LN_2(h)),  gelu with tanh, eps 1e-5, causal
+  BERT (post-LN):  h = LN_a(x + Attn(x)),  x' = LN_o(h + MLP(h)),   exact gelu,   eps 1e-12
+with Attn(x) = sum_h A_h x W_V[:, h] W_O[h, :] (unfolded). --fold (the attention-only file with
+W_V,h W_O,h folded) against the attention-only post-LN forward without residual; nonzero
+attention biases give a warning; bad checkpoints exit 2.
 
 usage: check_convert_checkpoint.py PATH/TO/rcsim WORKDIR
 """
@@ -35,28 +40,61 @@ def write_safetensors(path, tensors, dtype):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
-def layernorm(y, eps=1e-5):
+def layernorm(y, eps=1e-5, g=1.0, b=0.0):
     c = y - y.mean(axis=1, keepdims=True)
-    return c / np.sqrt(c.var(axis=1, keepdims=True) + eps)
+    return g * c / np.sqrt(c.var(axis=1, keepdims=True) + eps) + b
 
 
-def forward(x, layers, causal):
-    """layers: per layer (W_Q, W_K, W_V, W_O) in the row convention; post-LN, no residual."""
+def gelu(z, tanh):
+    if tanh:
+        return 0.5 * z * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (z + 0.044715 * z ** 3)))
+    from math import erf
+    return 0.5 * z * (1.0 + np.vectorize(erf)(z / np.sqrt(2.0)))
+
+
+def attend(x, q, k, v, o, causal):
     dk = D // H
+    y = np.zeros_like(x)
+    for h in range(H):
+        s = slice(h * dk, (h + 1) * dk)
+        logits = (x @ q[:, s]) @ (x @ k[:, s]).T / np.sqrt(dk)
+        if causal:
+            logits = np.where(np.tril(np.ones((N, N), bool)), logits, -np.inf)
+        a = np.exp(logits - logits.max(axis=1, keepdims=True))
+        a /= a.sum(axis=1, keepdims=True)
+        y += a @ x @ v[:, s] @ o[s, :]
+    return y
+
+
+def forward_attention_only(x, layers, causal):
+    """layers: per layer (W_Q, W_K, W_V, W_O, ...) in the row convention; post-LN, no residual."""
     out = [x]
-    for q, k, v, o in layers:
-        y = np.zeros_like(x)
-        for h in range(H):
-            s = slice(h * dk, (h + 1) * dk)
-            logits = (x @ q[:, s]) @ (x @ k[:, s]).T / np.sqrt(dk)
-            if causal:
-                logits = np.where(np.tril(np.ones((N, N), bool)), logits, -np.inf)
-            a = np.exp(logits - logits.max(axis=1, keepdims=True))
-            a /= a.sum(axis=1, keepdims=True)
-            y += a @ x @ v[:, s] @ o[s, :]
-        x = layernorm(y)
+    for q, k, v, o, *_ in layers:
+        x = layernorm(attend(x, q, k, v, o, causal))
         out.append(x)
     return np.array(out)
+
+
+def forward(x, layers, kind):
+    """The checkpoint's blocks: GPT-2 pre-LN or BERT post-LN, residual weight 1, with the MLP."""
+    out = [x]
+    for q, k, v, o, w_in, b_in, w_out, b_out, g1, c1, g2, c2 in layers:
+        if kind == "gpt2":
+            h = x + attend(layernorm(x, 1e-5, g1, c1), q, k, v, o, True)
+            x = h + gelu(layernorm(h, 1e-5, g2, c2) @ w_in + b_in, True) @ w_out + b_out
+        else:
+            h = layernorm(x + attend(x, q, k, v, o, False), 1e-12, g1, c1)
+            x = layernorm(h + gelu(h @ w_in + b_in, False) @ w_out + b_out, 1e-12, g2, c2)
+        out.append(x)
+    return np.array(out)
+
+
+def run(rcsim, keys, work, name, out):
+    subprocess.run([rcsim, "run", "--config", "/dev/null", "--quiet", "--force", f"--model.tokens={N}", *keys,
+                    "--init.type=file", f"--init.file={os.path.join(work, 'x0.h5')}", f"--run.trials={T}",
+                    "--output.tokens=all", f"--output.file={out}"], check=True)
+    with h5py.File(out, "r") as f:
+        return f["tokens"][()]
 
 
 def main():
@@ -67,38 +105,65 @@ def main():
     x0 = rng.standard_normal((T, N, D))
     with h5py.File(os.path.join(work, "x0.h5"), "w") as f:
         f["X0"] = x0
+    M = 3 * D  # MLP width
     for kind in ("gpt2", "bert"):
         layers, tensors = [], {}
+        pre = "transformer.h" if kind == "gpt2" else "bert.encoder.layer"
         for t in range(L):
             q, k, v, o = (rng.standard_normal((D, D)) * 0.3 for _ in range(4))
+            w_in, w_out = rng.standard_normal((D, M)) / np.sqrt(D), rng.standard_normal((M, D)) / np.sqrt(M)
+            b_in, b_out = rng.standard_normal(M) * 0.2, rng.standard_normal(D) * 0.2
+            g1, g2 = 1 + 0.2 * rng.standard_normal(D), 1 + 0.2 * rng.standard_normal(D)
+            c1, c2 = 0.1 * rng.standard_normal(D), 0.1 * rng.standard_normal(D)
+            params = [q, k, v, o, w_in, b_in, w_out, b_out, g1, c1, g2, c2]
             if kind == "gpt2":  # float32 weights: the reference uses the same rounded values
-                q, k, v, o = (m.astype(np.float32).astype(np.float64) for m in (q, k, v, o))
-                tensors[f"transformer.h.{t}.attn.c_attn.weight"] = np.hstack([q, k, v])
-                tensors[f"transformer.h.{t}.attn.c_attn.bias"] = np.zeros(3 * D)
-                tensors[f"transformer.h.{t}.attn.c_proj.weight"] = o
+                params = [m.astype(np.float32).astype(np.float64) for m in params]
+                q, k, v, o, w_in, b_in, w_out, b_out, g1, c1, g2, c2 = params
+                tensors[f"{pre}.{t}.attn.c_attn.weight"] = np.hstack([q, k, v])
+                tensors[f"{pre}.{t}.attn.c_attn.bias"] = np.zeros(3 * D)
+                tensors[f"{pre}.{t}.attn.c_proj.weight"] = o
+                tensors[f"{pre}.{t}.attn.c_proj.bias"] = np.zeros(D)
+                tensors[f"{pre}.{t}.mlp.c_fc.weight"], tensors[f"{pre}.{t}.mlp.c_fc.bias"] = w_in, b_in
+                tensors[f"{pre}.{t}.mlp.c_proj.weight"], tensors[f"{pre}.{t}.mlp.c_proj.bias"] = w_out, b_out
+                tensors[f"{pre}.{t}.ln_1.weight"], tensors[f"{pre}.{t}.ln_1.bias"] = g1, c1
+                tensors[f"{pre}.{t}.ln_2.weight"], tensors[f"{pre}.{t}.ln_2.bias"] = g2, c2
             else:  # torch Linear stores [out, in]
-                for name, m in (("self.query", q), ("self.key", k), ("self.value", v), ("output.dense", o)):
-                    tensors[f"bert.encoder.layer.{t}.attention.{name}.weight"] = m.T
-            layers.append((q, k, v, o))
+                for name, m in (("attention.self.query", q), ("attention.self.key", k), ("attention.self.value", v),
+                                ("attention.output.dense", o), ("intermediate.dense", w_in), ("output.dense", w_out)):
+                    tensors[f"{pre}.{t}.{name}.weight"] = m.T
+                tensors[f"{pre}.{t}.intermediate.dense.bias"], tensors[f"{pre}.{t}.output.dense.bias"] = b_in, b_out
+                tensors[f"{pre}.{t}.attention.output.LayerNorm.weight"] = g1
+                tensors[f"{pre}.{t}.attention.output.LayerNorm.bias"] = c1
+                tensors[f"{pre}.{t}.output.LayerNorm.gamma"], tensors[f"{pre}.{t}.output.LayerNorm.beta"] = g2, c2
+            layers.append(params)
         ckpt = os.path.join(work, f"{kind}.safetensors")
         write_safetensors(ckpt, tensors, "F32" if kind == "gpt2" else "F64")
-        weights = os.path.join(work, f"{kind}_weights.h5")
-        subprocess.run([sys.executable, CONVERT, ckpt, weights, f"--heads={H}"], check=True)
-        out = os.path.join(work, f"{kind}_run.h5")
-        causal = kind == "gpt2"
-        subprocess.run([rcsim, "run", "--config", "/dev/null", "--quiet", "--force", f"--model.tokens={N}",
-                        f"--model.dim={D}", f"--model.heads={H}", f"--model.key_dim={D // H}", f"--model.layers={L}",
-                        f"--mask.type={'causal' if causal else 'complete'}", "--norm.type=layernorm",
-                        "--init.type=file", f"--init.file={os.path.join(work, 'x0.h5')}", "--weights.q=file",
-                        "--weights.k=file", "--weights.v=file", f"--weights.file={weights}", f"--run.trials={T}",
-                        "--output.tokens=all", f"--output.file={out}"], check=True)
-        with h5py.File(out, "r") as f:
-            got = f["tokens"][()]
-        worst = max(np.abs(got[i] - ref).max() / np.abs(ref).max()
-                    for i in range(T) for ref in [forward(x0[i], layers, causal)])
-        ok = worst <= 1e-12
-        failures += not ok
-        print(f"{'ok' if ok else 'MISMATCH'} {kind}: max relative token difference {worst:.2e} (tolerance 1e-12)")
+        for fold in (False, True):
+            weights = os.path.join(work, f"{kind}_weights{'_folded' if fold else ''}.h5")
+            subprocess.run([sys.executable, CONVERT, ckpt, weights, f"--heads={H}"] + (["--fold"] if fold else []),
+                           check=True, stdout=subprocess.DEVNULL)
+            with h5py.File(weights, "r") as f:
+                keys = f.attrs["rcsim_keys"].split()
+            if fold:  # the attention-only model of the old converter: post-LN, no residual, no MLP
+                keys = [k for k in keys if not k.startswith("--mask.type")]
+                keys += ["--mask.type=" + ("causal" if kind == "gpt2" else "complete")]
+            got = run(rcsim, keys, work, kind, os.path.join(work, f"{kind}_run{'_folded' if fold else ''}.h5"))
+            ref = [forward_attention_only(x0[i], layers, kind == "gpt2") if fold else forward(x0[i], layers, kind)
+                   for i in range(T)]
+            worst = max(np.abs(got[i] - ref[i]).max() / np.abs(ref[i]).max() for i in range(T))
+            ok = worst <= 1e-12
+            failures += not ok
+            print(f"{'ok' if ok else 'MISMATCH'} {kind}{' --fold' if fold else ''}: max relative token difference "
+                  f"{worst:.2e} (tolerance 1e-12); keys {' '.join(keys)}")
+    # Nonzero attention biases are not converted: a warning, exit 0.
+    biased = dict(tensors)
+    biased[f"bert.encoder.layer.0.attention.self.query.bias"] = np.full(D, 0.5)
+    write_safetensors(os.path.join(work, "biased.safetensors"), biased, "F64")
+    r = subprocess.run([sys.executable, CONVERT, os.path.join(work, "biased.safetensors"),
+                        os.path.join(work, "biased.h5"), f"--heads={H}"], capture_output=True, text=True)
+    ok = r.returncode == 0 and "attention biases" in r.stderr and "0.5" in r.stderr
+    failures += not ok
+    print(f"{'ok' if ok else 'MISMATCH'} nonzero attention bias: exit {r.returncode}, {r.stderr.strip()}")
     # Bad input: a checkpoint without attention tensors, and heads that do not divide d.
     bad = os.path.join(work, "bad.safetensors")
     write_safetensors(bad, {"wte.weight": np.ones((3, D))}, "F32")
