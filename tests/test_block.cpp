@@ -168,7 +168,8 @@ TEST_CASE("run.precision = float32: tokens are float32 numbers and mu_rel stops 
   for (int trial = 0; trial < 8; ++trial) {
     CHECK(smallest_positive(f64, trial) < 1e-13);
     const double f = smallest_positive(f32, trial);
-    CHECK(f > 1e-9);
+    CHECK(f > 1e-11);  // 2 orders above float64's largest; the smallest float32 value depends on the build
+                       // (measured 7e-10 with -DRCSIM_NATIVE=OFF, above 1e-9 with AVX-512)
     floors.push_back(f);
     for (const Matrix& X : f32.snapshots[static_cast<std::size_t>(trial)])
       CHECK(X == X.cast<float>().cast<double>());  // exactly representable in float32
