@@ -11,6 +11,7 @@ import os
 import sys
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from figure3 import DQK, MASKS  # noqa: E402
@@ -29,6 +30,14 @@ def label(run):
     return f"H = {int(a['heads'])} {a['norm_type']:9s} {a['mask_type']:15s} d_QK = {float(a['d_qk']):<9g}"
 
 
+def first_layer_attention(run):
+    """How sharp the first layer's attention is: median over trials of the mean row entropy of
+    A (mean over rows and heads, as rcsim stores it), against ln N for uniform attention."""
+    e = run["metrics"]["attn_entropy"][:, 0]
+    return (f"layer-0 attention entropy: median {np.nanmedian(e):.3g} (uniform over all N tokens: "
+            f"ln N = {np.log(int(run['attrs']['tokens'])):.3g})")
+
+
 def main(argv=None):
     args = figure_arguments(__doc__.splitlines()[0], "figure3_heads").parse_args(argv)
     os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -44,7 +53,7 @@ def main(argv=None):
                            f"L = {a['layers']}, {a['trials']} trials, Gaussian W_Q, W_K, orthogonal W_V per head, "
                            "sliding window w = 2; median and 10-90% band", panel_size=(4.2, 2.6))
         save_figure(fig, args.out + suffix)
-    write_summary(runs, label, args.out + ".txt", at=(3, 10, 30))
+    write_summary(runs, label, args.out + ".txt", at=(3, 10, 30), extra=first_layer_attention)
 
 
 if __name__ == "__main__":

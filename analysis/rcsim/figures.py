@@ -135,11 +135,11 @@ def first_layer_below(layers, median, threshold):
 
 
 def write_summary(runs, label_of, path, at=(10, 100), measures=("mu", "mu_rel", "rank_one_residual"),
-                  roundoff=1e-12):
+                  roundoff=1e-12, extra=None):
     """A plain-text table, one line per run: median and 10-90% across trials of each measure at
     the layers `at` (the nearest recorded layer at or after) and at the last layer, the first
     layer where the median mu_rel is below `roundoff`, and the fraction of trials with mu_rel
-    below it at the last layer. docs/figures.md quotes these files."""
+    below it at the last layer; `extra(run)` may add a line. docs/figures.md quotes these files."""
     import numpy as np
     from .files import band
     lines = [f"# {len(runs)} runs; each entry: median [10%, 90%] over trials; mu_rel < {roundoff:g} = round-off"]
@@ -157,6 +157,8 @@ def write_summary(runs, label_of, path, at=(10, 100), measures=("mu", "mu_rel", 
         frac = float(np.mean(r["metrics"]["mu_rel"][:, -1] < roundoff))
         parts.append(f"  median mu_rel below {roundoff:g} from layer: {below if below is not None else 'never'}; "
                      f"trials below at t={layer[-1]}: {100 * frac:.0f}%")
+        if extra is not None:
+            parts.append("  " + extra(r))
         lines.append("\n".join(parts))
     text = "\n".join(lines) + "\n"
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
