@@ -31,10 +31,11 @@ def label(run):
 
 
 def first_layer_attention(run):
-    """How sharp the first layer's attention is: median over trials of the mean row entropy of
-    A (mean over rows and heads, as rcsim stores it), against ln N for uniform attention."""
-    e = run["metrics"]["attn_entropy"][:, 0]
-    return (f"layer-0 attention entropy: median {np.nanmedian(e):.3g} (uniform over all N tokens: "
+    """How sharp d_QK makes attention: median over trials of the mean row entropy of A (mean over
+    rows and heads, as rcsim stores it) in the layer 1 -> 2, the first to see normalised tokens
+    (X(0) is Gaussian under every norm.type), against ln N for uniform attention over all N."""
+    e = run["metrics"]["attn_entropy"][:, list(run["attention_layer"]).index(1)]
+    return (f"layer-1 attention entropy: median {np.nanmedian(e):.3g} (uniform over all N tokens: "
             f"ln N = {np.log(int(run['attrs']['tokens'])):.3g})")
 
 

@@ -120,7 +120,7 @@ def measure_grid(runs, rows, cols, curve_of, curves, title, floor=1e-18, panel_s
             ax.set_title(f"{clabel}, {row[0]}" if row[0] else clabel, fontsize=9)
             if j == 0:
                 ax.set_ylabel(f"{MEASURES.get(measure, measure)}\n(0 drawn at {floor:g})", fontsize=8)
-            if i == 0 and j == 0 or len(rows) == 1:
+            if i == 0:
                 ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
