@@ -12,31 +12,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rcsim import band, figure_arguments, rcsim, save_figure, sweep_runs  # noqa: E402
+from rcsim import figure_arguments, plot_curves, run_config, save_figure  # noqa: E402,F401 (figure3*, 4, 5 import them from here)
 
 MASKS = ["complete", "causal", "sliding_window", "unidirectional_sliding_window"]
-
-
-def plot_curves(ax, runs, key, colour_of, label_of):
-    floor = np.finfo(float).tiny
-    for run in runs:
-        x = run["layer"] + 1
-        med, lo, hi = band(np.maximum(run["metrics"][key], floor))
-        c = colour_of(run)
-        ax.plot(x, med, color=c, label=label_of(run))
-        ax.fill_between(x, lo, hi, color=c, alpha=0.15, linewidth=0)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("layer t + 1")
-    ax.grid(True, which="both", alpha=0.3)
-
-
-def run_config(args, config, tiny=("--run.trials=2", "--model.layers=6", "--model.tokens=8", "--model.dim=4")):
-    """Run a figure's configuration (a sweep) into args.data; --tiny adds the `tiny` overrides."""
-    out = os.path.join(args.data, "runs.h5")
-    extra = list(tiny) if args.tiny else []
-    rcsim(args, args.rcsim, "run", "--config", config, f"--output.file={out}", "--quiet", *extra)
-    return sweep_runs(os.path.join(args.data, "runs"))
 
 
 def main(argv=None):

@@ -5,7 +5,8 @@ engine rcsim._engine, docs/python.md). `from rcsim import load_run` works from t
 scripts (analysis/ is their directory) and from the repository root (the `rcsim` link there)."""
 from .files import (RcsimFileError, band, label, load_analysis, load_run, load_sweep, open_run,  # noqa: F401
                     open_sweep, run_paths, sweep_runs, sweep_table)
-from .figures import figure_arguments, rcsim, save_figure  # noqa: F401
+from .figures import (MEASURES, figure_arguments, first_layer_below, measure_grid, plot_curves, rcsim,  # noqa: F401
+                      run_config, save_figure, stored_config, write_summary)
 from .engine import resolved_config, simulate, simulate_image  # noqa: F401,E402
 
 

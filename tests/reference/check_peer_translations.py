@@ -8,7 +8,9 @@ are given to rcsim through HDF5 files with the translated configuration of docs/
 the token trajectories (output.tokens = all) are compared layer by layer: largest relative
 Frobenius difference ||X_rcsim(t) - X_peer(t)||_F / ||X_peer(t)||_F over layers and trials must be
 below 1e-12. The peers' measures (pair density, "dim", cluster count, Dong's residual) are
-compared with rcsim's output.measures / rank on the same trajectories.
+compared with rcsim's output.measures / rank on the same trajectories. The pre-LN (GPT-2) and
+peri-LN blocks are also run with a deliberately wrong translation, which must differ by more than
+1e-6, so the check can fail.
 
 usage: check_peer_translations.py PATH/TO/rcsim WORKDIR
 """
@@ -58,6 +60,57 @@ def karagodin_step(x, WQ, WK, WV, beta, dt):
         y = x[k] + dt * v
         out[k] = y / np.linalg.norm(y)
     return out
+
+
+# --- GPT-2 style pre-LN block, attention only (HF transformers' GPT2Block at initialisation, ----
+#     biases zero, eval mode): row vectors, Conv1D weights [in, out] (y = x @ W), the fused c_attn
+#     [d, 3d] split into q | k | v, heads of d/H columns, scores / sqrt(d/H), causal mask, merged
+#     heads through c_proj [d, d]; x <- x + c_proj(attn(ln_1(x))).
+def torch_layer_norm(x, g, b, eps):
+    m = x.mean(axis=-1, keepdims=True)
+    var = ((x - m) ** 2).mean(axis=-1, keepdims=True)  # biased, as torch.nn.LayerNorm
+    return (x - m) / np.sqrt(var + eps) * g + b
+
+
+def gpt2_pre_ln_block(x, c_attn, c_proj, g, b, heads, eps):
+    n, d = x.shape
+    dh = d // heads
+    q, k, v = np.split(torch_layer_norm(x, g, b, eps) @ c_attn, 3, axis=1)
+    split = lambda t: t.reshape(n, heads, dh).transpose(1, 0, 2)  # [H, n, d/H]
+    w = split(q) @ split(k).transpose(0, 2, 1) / np.sqrt(dh)
+    w = np.where(np.tril(np.ones((n, n), dtype=bool)), w, -np.inf)
+    a = np.exp(w - w.max(axis=-1, keepdims=True))
+    a /= a.sum(axis=-1, keepdims=True)
+    merged = (a @ split(v)).transpose(1, 0, 2).reshape(n, d)
+    return x + merged @ c_proj
+
+
+# --- Peri-LN block, attention only (Kim et al. 2025: x <- x + Norm_out(Attn(Norm_in(x)))), written
+#     in torch.nn.Linear / nn.MultiheadAttention conventions: column vectors, weights [out, in]
+#     (q_i = W_q x_i from in_proj_weight [3d, d]), head h uses rows h*dh..(h+1)*dh, out_proj.weight
+#     [d, d] applied to the concatenated heads, token by token. `norm` is the peer's LayerNorm or
+#     Gemma-style RMSNorm x / sqrt(mean(x^2) + eps) * (1 + w); `scale` is the score scale.
+def rms_norm_one_plus(x, w, eps):
+    return x / np.sqrt(np.mean(x * x) + eps) * (1.0 + w)
+
+
+def peri_ln_block(xs, in_proj, out_proj, heads, scale, causal, norm_in, norm_out):
+    n, d = len(xs), len(xs[0])
+    dh = d // heads
+    Wq, Wk, Wv = in_proj[:d], in_proj[d:2 * d], in_proj[2 * d:]
+    h = [norm_in(x) for x in xs]
+    q, k, v = [Wq @ y for y in h], [Wk @ y for y in h], [Wv @ y for y in h]
+    out = []
+    for i in range(n):
+        concat = np.zeros(d)
+        for hd in range(heads):
+            r = slice(hd * dh, (hd + 1) * dh)
+            js = range(i + 1) if causal else range(n)
+            logits = np.array([scale * np.dot(q[i][r], k[j][r]) for j in js])
+            a = softmax_rows(logits[None, :])[0]
+            concat[r] = sum(a[m] * v[j][r] for m, j in enumerate(js))
+        out.append(xs[i] + norm_out(out_proj @ concat))
+    return np.array(out)
 
 
 def run_rcsim(rcsim, args, out):
@@ -177,6 +230,98 @@ def main():
         lines.append(f"karagodin beta={beta} dt={dt}: trajectory {diff:.2e}")
         worst = max(worst, diff)
         failures += diff > TOL
+
+    # 4. Pre-LN (GPT-2) and 5. peri-LN blocks, attention only. Per-layer weights [L, H, d, ...] in a
+    #    file; W_V,h = (head h's value columns) @ (head h's rows of the output projection), folded,
+    #    since rcsim has no separate W_O. The LayerNorm gain and bias are the same in every layer
+    #    (and, for peri-LN, in the input and output norms): rcsim has one norm.gain, norm.bias.
+    #    Every case is also run with a deliberately wrong translation, which must NOT agree: the
+    #    comparison can fail.
+    n, d, H, L = 10, 12, 3, 8
+    dh = d // H
+    g = 1.0 + 0.3 * rng.standard_normal(d)
+    b = 0.1 * rng.standard_normal(d)
+
+    def block_case(label, ref, files, args, wrong):
+        path = os.path.join(work, "blocks.h5")
+        with h5py.File(path, "w") as f:
+            for k, v in files.items():
+                f[k] = v
+        common = [f"--model.tokens={n}", f"--model.dim={d}", f"--model.layers={L}", f"--model.heads={H}",
+                  f"--model.key_dim={dh}", "--run.trials=1", "--init.type=file", f"--init.file={path}",
+                  "--weights.q=file", "--weights.k=file", "--weights.v=file", f"--weights.file={path}",
+                  "--residual.alpha=1"]
+        tokens, _ = run_rcsim(rcsim, common + args, os.path.join(work, "blocks_run.h5"))
+        diff = rel_traj(tokens[0], ref)
+        wrong_desc, wrong_args, wrong_files = wrong
+        if wrong_files:
+            with h5py.File(path, "a") as f:
+                for k, v in wrong_files.items():
+                    del f[k]
+                    f[k] = v
+        wtokens, _ = run_rcsim(rcsim, common + [a for a in args if a.split("=")[0] not in
+                                                 {w.split("=")[0] for w in wrong_args}] + wrong_args,
+                               os.path.join(work, "blocks_wrong.h5"))
+        wdiff = rel_traj(wtokens[0], ref)
+        lines.append(f"{label}: trajectory {diff:.2e}; wrong translation ({wrong_desc}) {wdiff:.2e}")
+        return diff, wdiff
+
+    for std in (0.02, 1 / np.sqrt(d)):
+        # GPT-2 initialisation: c_attn N(0, 0.02^2), c_proj N(0, (0.02 / sqrt(2 L))^2); also a larger
+        # std so that the attention branch moves the tokens by O(1) per layer.
+        x0 = rng.standard_normal((n, d))
+        c_attn = std * rng.standard_normal((L, d, 3 * d))
+        c_proj = std / np.sqrt(2 * L) * rng.standard_normal((L, d, d))
+        ref = [x0]
+        for layer in range(L):
+            ref.append(gpt2_pre_ln_block(ref[-1], c_attn[layer], c_proj[layer], g, b, H, 1e-5))
+        cols = lambda part, h: slice(part * d + h * dh, part * d + (h + 1) * dh)
+        wq = np.array([[c_attn[layer][:, cols(0, h)] for h in range(H)] for layer in range(L)])
+        wk = np.array([[c_attn[layer][:, cols(1, h)] for h in range(H)] for layer in range(L)])
+        wv = np.array([[c_attn[layer][:, cols(2, h)] @ c_proj[layer][h * dh:(h + 1) * dh] for h in range(H)]
+                       for layer in range(L)])
+        args = ["--mask.type=causal", "--norm.type=layernorm", "--norm.position=pre", "--norm.eps=1e-05",
+                "--norm.gain=" + ",".join(repr(v) for v in g), "--norm.bias=" + ",".join(repr(v) for v in b)]
+        diff, wdiff = block_case(f"GPT-2 pre-LN, H={H}, weight std {std:.3g}", ref,
+                                 {"X0": x0, "W_Q": wq, "W_K": wk, "W_V": wv}, args,
+                                 ("norm.position = post", ["--norm.position=post"], None))
+        worst = max(worst, diff)
+        failures += (diff > TOL) + (wdiff < 1e-6)
+
+    # 5. Peri-LN, column vectors (nn.Linear weights [out, in]): torch LayerNorm, complete mask, scale
+    #    1/sqrt(d/H); and Gemma-2-style RMSNorm with (1 + w) gains, causal, scale query_pre_attn_scalar^-1/2
+    #    (no RoPE, no logit soft-capping: rcsim has neither).
+    for kind in ("layernorm", "rmsnorm"):
+        x0 = rng.standard_normal((n, d))
+        in_proj = rng.standard_normal((L, 3 * d, d)) / np.sqrt(d)
+        out_proj = rng.standard_normal((L, d, d)) / np.sqrt(d)
+        if kind == "layernorm":
+            norm = lambda x: torch_layer_norm(x, g, b, 1e-5)
+            scale, causal, qscalar = 1 / np.sqrt(dh), False, dh
+            args = ["--mask.type=complete", "--norm.type=layernorm", "--norm.eps=1e-05",
+                    "--norm.gain=" + ",".join(repr(v) for v in g), "--norm.bias=" + ",".join(repr(v) for v in b)]
+        else:
+            w_rms = 0.3 * rng.standard_normal(d)  # Gemma stores w and multiplies by (1 + w)
+            norm = lambda x: rms_norm_one_plus(x, w_rms, 1e-6)
+            qscalar = 7.0
+            scale, causal = qscalar ** -0.5, True
+            args = ["--mask.type=causal", "--norm.type=rmsnorm", "--norm.eps=1e-06",
+                    "--norm.gain=" + ",".join(repr(1.0 + v) for v in w_rms), f"--model.d_qk={qscalar!r}"]
+        args.append("--norm.position=peri")
+        ref = [x0]
+        for layer in range(L):
+            ref.append(peri_ln_block(ref[-1], in_proj[layer], out_proj[layer], H, scale, causal, norm, norm))
+        rows = lambda part, h: slice(part * d + h * dh, part * d + (h + 1) * dh)
+        wq = np.array([[in_proj[layer][rows(0, h)].T for h in range(H)] for layer in range(L)])
+        wk = np.array([[in_proj[layer][rows(1, h)].T for h in range(H)] for layer in range(L)])
+        wv = np.array([[(out_proj[layer][:, h * dh:(h + 1) * dh] @ in_proj[layer][rows(2, h)]).T for h in range(H)]
+                       for layer in range(L)])
+        wv_untransposed = np.array([[wv[layer, h].T for h in range(H)] for layer in range(L)])
+        diff, wdiff = block_case(f"peri-LN ({kind}, {'causal' if causal else 'complete'}), H={H}", ref,
+                                 {"X0": x0, "W_Q": wq, "W_K": wk, "W_V": wv}, args,
+                                 ("W_V not transposed", [], {"W_V": wv_untransposed}))
+        worst = max(worst, diff)
+        failures += (diff > TOL) + (wdiff < 1e-6)
 
     print("\n".join(lines))
     print(f"largest relative difference {worst:.2e} (tolerance {TOL:g})")
