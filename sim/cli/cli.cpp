@@ -23,6 +23,7 @@
 #include "study/sweep_analysis.hpp"
 #include "core/errors.hpp"
 #include "core/isolated.hpp"
+#include "core/logger.hpp"
 #include "core/memory.hpp"
 #include "core/printable.hpp"
 #include "core/safe_file.hpp"
@@ -691,13 +692,7 @@ int cmd_analyze(const Invocation& inv) {
 }  // namespace
 
 int cli_main(const std::vector<std::string>& args) {
-  static const auto logger = [] {
-    auto l = spdlog::stderr_color_mt("rcsim");
-    l->set_pattern("rcsim: %^%l%$: %v");
-    spdlog::set_default_logger(l);
-    return l;
-  }();
-  (void)logger;
+  install_logger();
   // A write beyond the file-size limit (ulimit -f) fails with EFBIG and is reported like a full
   // disk, instead of killing the process halfway through a file.
   std::signal(SIGXFSZ, SIG_IGN);

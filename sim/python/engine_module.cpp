@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/logger.hpp"
 #include "core/config.hpp"
 #include "core/errors.hpp"
 #include "core/version.hpp"
@@ -83,13 +84,7 @@ py::bytes run_image(const std::vector<std::string>& keys, const std::optional<st
 
 PYBIND11_MODULE(_engine, m) {
   m.doc() = "rcsim's engine in this process (use rcsim.simulate; docs/python.md)";
-  static const auto logger = [] {
-    auto l = spdlog::stderr_color_mt("rcsim");
-    l->set_pattern("rcsim: %^%l%$: %v");
-    spdlog::set_default_logger(l);
-    return l;
-  }();
-  (void)logger;
+  rcsim::install_logger();
   // A configuration error names the key and what is allowed, as on the command line (exit 2).
   static py::exception<rcsim::UsageError> config_error(m, "ConfigError", PyExc_ValueError);
   py::register_exception_translator([](std::exception_ptr p) {
