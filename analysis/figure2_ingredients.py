@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Figure 2 explained: attention + LayerNorm (`layernorm`) in the paper's model (float64 and
-float32 tokens) beside the ingredients that stop collapse: dropout (p = 0.1 on attention and
+float32 arithmetic) beside the ingredients that stop collapse: dropout (p = 0.1 on attention and
 output, training mode), a post-LN and a pre-LN residual; four masks; mu (the paper's axes,
 log-log) next to the scale-free mu_rel and rank_one_residual. configs/figure2_ingredients.ini.
 Writes figures/figure2_ingredients.{png,pdf} and the numbers in figures/figure2_ingredients.txt.
@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rcsim import MEASURES, figure_arguments, measure_grid, run_config, save_figure, stored_config, write_summary  # noqa: E402
 
 MASKS = ["complete", "causal", "sliding_window", "unidirectional_sliding_window"]
-INGREDIENTS = ["paper's model (float64)", "paper's model, float32 tokens", "dropout p = 0.1 (training mode)",
+INGREDIENTS = ["paper's model (float64)", "paper's model, float32 arithmetic", "dropout p = 0.1 (training mode)",
                "post-LN residual", "pre-LN residual", "peri-LN residual"]
 
 
@@ -28,7 +28,7 @@ def ingredient(run):
     if float(c.get("residual", "alpha")) != 0:
         return f"{c.get('norm', 'position')}-LN residual"
     if c.get("run", "precision") == "float32":
-        return "paper's model, float32 tokens"
+        return "paper's model, float32 arithmetic"
     return "paper's model (float64)"
 
 

@@ -2,13 +2,14 @@
 // line, and answers each with one line on stdout:
 //   peak SIZE THREADS        -> "peak GFLOPS SECONDS": THREADS threads each multiply two SIZE x SIZE
 //                               float64 matrices with Eigen (C = A B), timed together
-//   run N D MASK MEASURES TRIALS LAYERS THREADS [SCHEDULE]
+//   run N D MASK MEASURES TRIALS LAYERS THREADS [SCHEDULE [PRECISION]]
 //                            -> "run SECONDS": the engine on the benchmark workload (LayerNorm,
 //                               Gaussian inputs and fresh Gaussian weights per layer, d_k = d,
 //                               one head). MEASURES = 1 runs rcsim's run_simulation (every measure
-//                               at the layers of output.schedule = SCHEDULE, default all);
+//                               at the layers of output.schedule = SCHEDULE, default all) with
+//                               run.precision = PRECISION (float64, the default, or float32);
 //                               MEASURES = 0 runs the same trial loop without measures (weights,
-//                               attention layer, normalisation only).
+//                               attention layer, normalisation only; float64 only).
 //   profile N D MASK TRIALS LAYERS
 //                            -> "profile name=MICROSECONDS ...": one thread, the benchmark workload's
 //                               trial loop taken apart, each stage timed separately and summed over
@@ -281,8 +282,12 @@ int main() {
       std::cout << profile(c, prepare(c)) << std::endl;
     } else if (cmd == "run") {
       int n = 0, d = 0, measures = 0, trials = 0, layers = 0, threads = 0;
-      std::string mask, schedule = "all";
-      in >> n >> d >> mask >> measures >> trials >> layers >> threads >> schedule;
+      std::string mask, schedule = "all", precision = "float64";
+      in >> n >> d >> mask >> measures >> trials >> layers >> threads >> schedule >> precision;
+      if (!measures && precision != "float64") {
+        std::cout << "error run: MEASURES = 0 times the float64 trial loop only" << std::endl;
+        continue;
+      }
       const Config c = make_config({{"model.tokens", std::to_string(n)},
                                     {"model.dim", std::to_string(d)},
                                     {"model.layers", std::to_string(layers)},
@@ -290,7 +295,8 @@ int main() {
                                     {"norm.type", "layernorm"},
                                     {"run.trials", std::to_string(trials)},
                                     {"run.threads", std::to_string(threads)},
-                                    {"output.schedule", schedule}});
+                                    {"output.schedule", schedule},
+                                    {"run.precision", precision}});
       const EngineSetup s = prepare(c);
       const auto t0 = Clock::now();
       if (measures) {

@@ -7,7 +7,11 @@ each with its BLAS pool fixed to that thread count (OPENBLAS_NUM_THREADS, OMP_NU
 Prints the BLAS/LAPACK libraries each program actually has loaded and warns when the reference
 does not run on OpenBLAS. Then, for every point (N, d, mask, measures on/off, trials, layers,
 schedule), times every contestant once per repetition, interleaved (the order rotates between
-repetitions), and reports medians; the reference's best median is the one compared.
+repetitions), and reports medians; the reference's best median is the one compared. Before
+every timed call the benchmark waits --settle seconds (default 0.3): OpenBLAS's pthreads spin
+for about 2^28 cycles (0.1 s) after each call and OpenMP's threads spin too, so a contestant timed
+right after a 2-thread reference shared the cores with them (run D in docs/performance.md: rcsim's
+samples of one point split into 8 ms and 15 ms groups by which worker came before).
 
 Points: the (N, d) grid with about the same flops per run; researchers' trial counts (64 to 1024
 trials at N = 128, d = 64); a deep run (10^4 layers, measures on a log schedule).
@@ -17,6 +21,7 @@ as rcsim is built (two threads, each its own 1024^3 product) and the reference's
 2048^3 torch.mm on two threads); "% of peak" divides by the larger median.
 
 usage: run_bench.py [--quick] [--reps R] [--bench PATH] [--threads T] [--json FILE] [--shapes NxD,...]
+                    [--settle SECONDS]
 """
 import argparse
 import json
@@ -129,6 +134,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2, help="rcsim worker threads (default 2)")
     ap.add_argument("--layers", type=int, default=8, help="layers per timed grid run (small problems: up to 4x)")
     ap.add_argument("--json", default=None, help="also write every timing to this file")
+    ap.add_argument("--settle", type=float, default=0.3,
+                    help="seconds to wait before every timed call, so that no worker's spinning threads "
+                         "remain from the previous call (default 0.3)")
     ap.add_argument("--shapes", default=None,
                     help="only the points of these shapes, e.g. 128x64 or 128x64,512x128 (default: all)")
     args = ap.parse_args()
@@ -170,7 +178,7 @@ def main():
     if "openblas" not in torch_libs.lower() and "mkl" not in torch_libs.lower():
         print("WARNING: the reference does not run on an optimised BLAS (OpenBLAS or MKL): its timings and "
               "the ratios are NOT fair (apt-get install libopenblas0-pthread)")
-    print(f"points: {len(grid)}, {reps} interleaved repetitions; medians")
+    print(f"points: {len(grid)}, {reps} interleaved repetitions; medians; {args.settle:g} s pause before each timed call")
     sys.stdout.flush()
 
     schedules = {}
@@ -200,6 +208,7 @@ def main():
             contestants = ["rcsim"] + list(torch_workers)
             k = (rep + pi) % len(contestants)
             for c in contestants[k:] + contestants[:k]:
+                time.sleep(args.settle)
                 if c == "rcsim":
                     secs = rc.ask(f"{base} {args.threads} {p['schedule']}")[0]
                     key = "rcsim"
@@ -272,7 +281,7 @@ def main():
                                    rcsim_simd=rc_simd, rcsim_libs=rc_libs, torch_libs=torch_libs,
                                    torch_blas=blas_lines, peak_gflops=peak, peak_eigen=peaks["eigen"],
                                    peak_blas=peaks["blas"], peak1_eigen=peak1_eigen, peak1_blas=peak1_blas,
-                                   reps=reps, rows=rows))
+                                   reps=reps, settle=args.settle, rows=rows))
 
 
 if __name__ == "__main__":

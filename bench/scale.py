@@ -8,7 +8,9 @@ the medians over L: the marginal cost of a layer and its measures), the fixed co
 (allocating and first touching its work storage, initial tokens) and the process's peak
 resident memory (which includes the mask and its analysis).
 
-usage: scale.py [--bench PATH] [--sizes 128,256,...] [--dims 64,128] [--reps R]
+--precision float32 times run.precision = float32 (the layer in float, the measures in float64).
+
+usage: scale.py [--bench PATH] [--sizes 128,256,...] [--dims 64,128] [--reps R] [--precision float64|float32]
 """
 import argparse
 import os
@@ -26,14 +28,17 @@ def main():
     ap.add_argument("--dims", default="64,128")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--mask", default="complete")
+    ap.add_argument("--precision", default="float64", choices=["float64", "float32"])
     args = ap.parse_args()
     print(f"{'N':>5} {'d':>4} {'layers':>6} | {'s/layer':>9} {'GFLOP/s':>8} {'s/trial':>8} | {'peak RSS MB':>11}")
     for d in (int(v) for v in args.dims.split(",")):
         for n in (int(v) for v in args.sizes.split(",")):
             layers = max(2, min(32, int(2e9 / (4 * n * n * d + 6 * n * d * d))))
-            lines = [f"run {n} {d} {args.mask} 1 1 1 1"]
+            tail = f"all {args.precision}"
+            lines = [f"run {n} {d} {args.mask} 1 1 1 1 {tail}"]
             for _ in range(args.reps):
-                lines += [f"run {n} {d} {args.mask} 1 1 {layers} 1", f"run {n} {d} {args.mask} 1 1 {2 * layers} 1"]
+                lines += [f"run {n} {d} {args.mask} 1 1 {layers} 1 {tail}",
+                          f"run {n} {d} {args.mask} 1 1 {2 * layers} 1 {tail}"]
             with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
                 out = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", tf.name, args.bench],
                                      input="\n".join(lines + ["quit"]) + "\n", capture_output=True, text=True,
