@@ -23,6 +23,8 @@
 //                               qr_block_size); then the counts of subnormal entries of X and of
 //                               the attention matrix per layer. With RCSIM_PROFILE_ALL set in the
 //                               environment, every sample first ("samples NAME us us ...").
+//   estimate N D MASK TRIALS LAYERS THREADS
+//                            -> "estimate BYTES": run_memory_bytes of that run (what --dry-run prints)
 //   schedule SPEC LAYERS     -> "schedule L0 L1 ...": the layers output.schedule = SPEC measures
 //   info                     -> "info SIMD LIBS": Eigen's instruction sets in this build and the
 //                               BLAS/LAPACK libraries mapped into the process (rcsim's LAPACK)
@@ -280,6 +282,18 @@ int main() {
                                     {"run.trials", std::to_string(trials)},
                                     {"run.threads", "1"}});
       std::cout << profile(c, prepare(c)) << std::endl;
+    } else if (cmd == "estimate") {
+      int n = 0, d = 0, trials = 0, layers = 0, threads = 0;
+      std::string mask;
+      in >> n >> d >> mask >> trials >> layers >> threads;
+      const Config c = make_config({{"model.tokens", std::to_string(n)},
+                                    {"model.dim", std::to_string(d)},
+                                    {"model.layers", std::to_string(layers)},
+                                    {"mask.type", mask},
+                                    {"norm.type", "layernorm"},
+                                    {"run.trials", std::to_string(trials)},
+                                    {"run.threads", std::to_string(threads)}});
+      std::cout << "estimate " << run_memory_bytes(c) << std::endl;
     } else if (cmd == "run") {
       int n = 0, d = 0, measures = 0, trials = 0, layers = 0, threads = 0;
       std::string mask, schedule = "all", precision = "float64";

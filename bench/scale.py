@@ -6,7 +6,8 @@ and one of 2L layers (complete mask, LayerNorm, every measure at every layer) on
 REPS times each after a one-layer warm-up, and reports the seconds per layer (the difference of
 the medians over L: the marginal cost of a layer and its measures), the fixed cost of a trial
 (allocating and first touching its work storage, initial tokens) and the process's peak
-resident memory (which includes the mask and its analysis).
+resident memory (which includes the mask and its analysis), next to rcsim's own estimate of the
+run (run_memory_bytes: what `rcsim run --dry-run` prints and what a run is refused on).
 
 --precision float32 times run.precision = float32 (the layer in float, the measures in float64).
 
@@ -30,12 +31,12 @@ def main():
     ap.add_argument("--mask", default="complete")
     ap.add_argument("--precision", default="float64", choices=["float64", "float32"])
     args = ap.parse_args()
-    print(f"{'N':>5} {'d':>4} {'layers':>6} | {'s/layer':>9} {'GFLOP/s':>8} {'s/trial':>8} | {'peak RSS MB':>11}")
+    print(f"{'N':>5} {'d':>4} {'layers':>6} | {'s/layer':>9} {'GFLOP/s':>8} {'s/trial':>8} | {'peak RSS MB':>11} {'estimate MB':>11}")
     for d in (int(v) for v in args.dims.split(",")):
         for n in (int(v) for v in args.sizes.split(",")):
             layers = max(2, min(32, int(2e9 / (4 * n * n * d + 6 * n * d * d))))
             tail = f"all {args.precision}"
-            lines = [f"run {n} {d} {args.mask} 1 1 1 1 {tail}"]
+            lines = [f"estimate {n} {d} {args.mask} 1 {2 * layers} 1", f"run {n} {d} {args.mask} 1 1 1 1 {tail}"]
             for _ in range(args.reps):
                 lines += [f"run {n} {d} {args.mask} 1 1 {layers} 1 {tail}",
                           f"run {n} {d} {args.mask} 1 1 {2 * layers} 1 {tail}"]
@@ -44,13 +45,14 @@ def main():
                                      input="\n".join(lines + ["quit"]) + "\n", capture_output=True, text=True,
                                      check=True).stdout.split("\n")
                 rss_kb = int(tf.read().split()[-1])
+            estimate = [float(line.split()[1]) for line in out if line.startswith("estimate")][0]
             secs = [float(line.split()[1]) for line in out if line.startswith("run")][1:]
             short, long = statistics.median(secs[0::2]), statistics.median(secs[1::2])
             per_layer = (long - short) / layers
             fixed = short - layers * per_layer
             flops = 6 * n * d * d + 4 * n * n * d
             print(f"{n:>5} {d:>4} {layers:>6} | {per_layer:>9.4f} {flops / per_layer / 1e9:>8.1f} "
-                  f"{fixed:>8.3f} | {rss_kb / 1024:>11.0f}", flush=True)
+                  f"{fixed:>8.3f} | {rss_kb / 1024:>11.0f} {estimate / 2**20:>11.0f}", flush=True)
 
 
 if __name__ == "__main__":

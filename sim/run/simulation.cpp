@@ -81,7 +81,18 @@ double run_memory_bytes(const Config& c) {
                        Sa * static_cast<double>(attention_measure_info().size()));
   if (c.output.spectrum) values += T * S * std::min(N, d);
   values += T * static_cast<double>(c.output.token_layers.size()) * N * d;
-  return 2.0 * 8.0 * values + 8.0 * (L + 1);
+  if (c.output.attention) values += T * Sa * N * N;
+  return 2.0 * 8.0 * values + 8.0 * (L + 1) + work_memory_bytes(c);
+}
+
+double work_memory_bytes(const Config& c) {
+  const double N = c.model.tokens, d = c.model.dim, H = c.model.heads, dk = c.model.key_dim;
+  const double dv = c.model.value_dim, w = c.mlp.width;
+  const double weights = H * (2 * d * dk + (dv > 0 ? 2 * d * dv : d * d)) + (w > 0 ? 2 * d * w + w + d : 0) + 4 * d;
+  const double per_thread = N * N * (c.output.attention ? 2 : 1) + 12 * N * d + weights;
+  const double threads = resolve_threads(c.run.threads, std::max(c.run.trials, 1));
+  const double program = 16e6;  // the program and its libraries (peak RSS of a tiny run: 15-16 MiB)
+  return program + 2.0 * N * N + 8.0 * threads * per_thread;
 }
 
 void require_run_memory(const Config& c) {

@@ -76,9 +76,16 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
 RunResults allocate_results(const EngineSetup& s);
 
 // Memory a run of `c` needs, in bytes: its results (token and attention measures per recorded
-// layer, spectrum, snapshots) twice (the run file is built in memory before it is written) plus
-// the layer tables. run_to_file refuses (UsageError) a run that exceeds the physical memory.
+// layer, spectrum, snapshots, attention matrices) twice (the run file is built in memory before
+// it is written), the layer tables, and work_memory_bytes(c). run_to_file refuses (UsageError)
+// a run that exceeds the physical memory; `rcsim run --dry-run` prints it.
 double run_memory_bytes(const Config& c);
+// The working storage of a run: the program itself (16 MB), the mask and its analysis
+// (2 N^2 bytes) and, per worker thread,
+// one N x N logits/attention matrix (two with output.attention), about 12 N x d token-sized
+// matrices (tokens, Q, K, X W_V, the measures' QR copy, ...) and one layer's weights, all counted
+// as float64 (float32 runs need less). A model, not a measurement: bench/scale.py prints both.
+double work_memory_bytes(const Config& c);
 // Throw UsageError (naming output.file, the bytes needed and the machine's memory) if
 // run_memory_bytes(c) exceeds the physical memory.
 void require_run_memory(const Config& c);
