@@ -148,6 +148,19 @@ TEST_CASE("run_memory_bytes counts the results twice, the layer table once, and 
   CHECK(run_memory_bytes(ca) - run_memory_bytes(c) == 8 * 25 + 2 * 8 * (2 * 3 * 25));
 }
 
+TEST_CASE("a run whose working storage cannot fit names model.tokens", "[schedule][memory]") {
+  // N = 200000: the N x N logits alone are 320 GB per thread; the results are small.
+  const Config c = make_config({{"model.tokens", "200000"}, {"run.threads", "1"}, {"output.file", "big.h5"}});
+  CHECK(work_memory_bytes(c) > 8.0 * 200000 * 200000);
+  try {
+    require_run_memory(c);
+    FAIL("no error");
+  } catch (const UsageError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("'big.h5' would need about") && Catch::Contains("working storage") &&
+                             Catch::Contains("model.tokens"));
+  }
+}
+
 TEST_CASE("the work storage of a GPT-2-sized block dominates its results", "[schedule][memory]") {
   // d = 768, 12 heads of 64, value width 64, MLP 3072: per thread the weights are
   // 12 x (2 x 768 x 64 + 2 x 768 x 64) + 2 x 768 x 3072 + 3072 + 768 + 4 x 768 = 7,083,264

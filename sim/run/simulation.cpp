@@ -96,8 +96,13 @@ double work_memory_bytes(const Config& c) {
 }
 
 void require_run_memory(const Config& c) {
-  require_memory(run_memory_bytes(c), "the run of '" + c.output.file + "'",
-                 "record fewer layers (output.schedule), snapshots (output.tokens), the spectrum, or fewer trials");
+  const double total = run_memory_bytes(c), work = work_memory_bytes(c);
+  require_memory(total, "the run of '" + c.output.file + "'",
+                 work > total - work
+                     ? "most of it is working storage (" + format_bytes(work) +
+                           ": the N x N attention matrix, the weights, per worker thread): choose fewer "
+                           "model.tokens, a smaller model.dim, or fewer run.threads"
+                     : "record fewer layers (output.schedule), snapshots (output.tokens), the spectrum, or fewer trials");
 }
 
 RunResults allocate_results(const EngineSetup& s) {
