@@ -3,7 +3,8 @@
 
 Starts the rcsim worker (build/rcsim_bench) and PyTorch workers (bench/torch_reference.py), one
 per thread count (1 and 2) and allocator (glibc; Debian's jemalloc preloaded when installed),
-each with its BLAS pool fixed to that thread count (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS).
+each with its BLAS pool fixed to that thread count (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS), and
+one with 2 torch threads over a 1-thread OpenBLAS (plain/2t-blas1).
 Prints the BLAS/LAPACK libraries each program actually has loaded and warns when the reference
 does not run on OpenBLAS. Then, for every point (N, d, mask, measures on/off, trials, layers,
 schedule), times every contestant once per repetition, interleaved (the order rotates between
@@ -116,6 +117,12 @@ def points(quick, base_layers):
     return out
 
 
+def variant_name(variant):
+    """plain/1t, jemalloc/2t (torch and OpenBLAS both at that count), plain/2t-blas1."""
+    alloc, threads, blas = variant
+    return f"{alloc}/{threads}t" + ("" if blas == threads else f"-blas{blas}")
+
+
 def write_json(path, data):
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -155,16 +162,18 @@ def main():
     allocators = {"plain": {}}
     if os.path.exists(JEMALLOC):
         allocators["jemalloc"] = {"LD_PRELOAD": JEMALLOC}
+    # Reference variants: (allocator, torch threads, OpenBLAS threads). Both pools at 1 or at 2
+    # threads, and torch's 2 OpenMP threads over a 1-thread OpenBLAS (no nested 2 x 2 threads).
     torch_workers = {}
-    for alloc, extra in allocators.items():
-        for th in (1, 2):
-            env = dict(os.environ, OPENBLAS_NUM_THREADS=str(th), OMP_NUM_THREADS=str(th), **extra)
-            torch_workers[(alloc, th)] = Worker([sys.executable, os.path.join(HERE, "torch_reference.py")], env)
+    variants = [(alloc, th, th) for alloc in allocators for th in (1, 2)] + [("plain", 2, 1)]
+    for alloc, th, blas in variants:
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=str(blas), OMP_NUM_THREADS=str(th), **allocators[alloc])
+        torch_workers[(alloc, th, blas)] = Worker([sys.executable, os.path.join(HERE, "torch_reference.py")], env)
     model, cores = machine()
     import torch  # only for its version and build configuration
 
     rc_simd, rc_libs = rc.text("info")
-    torch_libs = torch_workers[("plain", 1)].text("info")[0]
+    torch_libs = torch_workers[("plain", 1, 1)].text("info")[0]
     blas_lines = re.findall(r"\b(?:BLAS_INFO|LAPACK_INFO|USE_OPENMP)=[^,\s]*", torch.__config__.show())
     start_load = load()
     print(f"machine: {model}, {cores} cores, {platform.machine()}")
@@ -172,7 +181,7 @@ def main():
     print(f"rcsim: {args.bench}, {args.threads} worker threads (one trial per thread); Eigen instruction sets: "
           f"{rc_simd.replace('+', ' ')}; LAPACK loaded: {rc_libs}")
     print(f"reference: PyTorch {torch.__version__} float64 CPU, batched over trials; variants "
-          + ", ".join(f"{a}/{t}t" for a, t in torch_workers))
+          + ", ".join(variant_name(v) for v in torch_workers))
     print(f"reference BLAS/LAPACK loaded: {torch_libs}")
     print(f"  torch.__config__.show(): {', '.join(blas_lines)} (generic: whatever libblas.so.3 is)")
     if "openblas" not in torch_libs.lower() and "mkl" not in torch_libs.lower():
@@ -192,7 +201,7 @@ def main():
 
     def measure_peaks():
         peaks["eigen"].append(rc.ask("peak 1024 2")[0])
-        peaks["blas"].append(torch_workers[("plain", 2)].ask("peak 2048 2")[0])
+        peaks["blas"].append(torch_workers[("plain", 2, 2)].ask("peak 2048 2")[0])
 
     # Warm-up: load libraries, fault in pages.
     rc.ask("run 32 16 complete 1 4 2 1")
@@ -215,12 +224,12 @@ def main():
                 else:
                     tail = f" {','.join(map(str, sched))}" if sched else ""
                     secs = torch_workers[c].ask(f"{base} {c[1]}{tail}")[0]
-                    key = f"{c[0]}/{c[1]}t"
+                    key = variant_name(c)
                 times.setdefault((pi, key), []).append(secs)
         print(f"  repetition {rep + 1}/{reps} done ({time.time() - t_start:.0f} s)", flush=True)
     measure_peaks()
     peak1_eigen = rc.ask("peak 1024 1")[0]
-    peak1_blas = torch_workers[("plain", 1)].ask("peak 2048 1")[0]
+    peak1_blas = torch_workers[("plain", 1, 1)].ask("peak 2048 1")[0]
     rc.close()
     for w in torch_workers.values():
         w.close()
@@ -238,7 +247,7 @@ def main():
     print(f"  peak used for %peak: {peak:.1f} GFLOP/s")
     print()
     hdr = (f"{'group':>6} {'N':>4} {'d':>4} {'mask':>8} {'meas':>4} {'trials':>6} {'layers':>6} {'sched':>6} | "
-           f"{'rcsim st/s':>11} {'torch st/s':>11} {'best torch':>11} | {'ratio':>6} | "
+           f"{'rcsim st/s':>11} {'torch st/s':>11} {'best torch':>14} | {'ratio':>6} | "
            f"{'rcsim GF/s':>10} {'%peak':>6} | {'torch GF/s':>10}")
     print(hdr)
     print("-" * len(hdr))
@@ -256,7 +265,7 @@ def main():
         rows.append(row)
         print(f"{p['group']:>6} {p['N']:>4} {p['d']:>4} {p['mask']:>8} {'on' if p['measures'] else 'off':>4} "
               f"{p['trials']:>6} {p['layers']:>6} {p['schedule']:>6} | {row['rcsim_steps_per_s']:>11.1f} "
-              f"{row['torch_steps_per_s']:>11.1f} {best_key:>11} | {row['ratio']:>6.2f} | "
+              f"{row['torch_steps_per_s']:>11.1f} {best_key:>14} | {row['ratio']:>6.2f} | "
               f"{row['rcsim_gflops']:>10.2f} {100 * row['rcsim_gflops'] / peak:>5.0f}% | {row['torch_gflops']:>10.2f}")
     print()
     # Targets of the benchmark (docs/performance.md).

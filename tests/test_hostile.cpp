@@ -8,6 +8,9 @@
 
 #include <climits>
 #include <csignal>
+#include <unistd.h>
+#include <thread>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -162,6 +165,29 @@ TEST_CASE("run_isolated: results, errors and crashes of the child", "[hostile]")
   // A child killed by a signal (SIGKILL: no handler of Catch2 or a sanitizer can intercept it).
   const std::string crash = message_of([] { run_isolated([] { std::raise(SIGKILL); }, "reading 'x.h5'"); });
   CHECK(crash.find("reading 'x.h5' failed: the HDF5 library crashed on it (signal 9") != std::string::npos);
+}
+
+TEST_CASE("run_isolated stops a child that does not finish within its time limit", "[hostile]") {
+  // A child that never ends (as libhdf5 looping on a corrupted file): stopped after 1 s.
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string hang = message_of([] {
+    run_isolated([] { for (;;) std::this_thread::sleep_for(std::chrono::seconds(1)); }, "reading 'x.h5'", 1.0);
+  });
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(hang.find("reading 'x.h5' failed: the HDF5 library did not finish within 1 s") != std::string::npos);
+  CHECK(secs >= 1.0);
+  CHECK(secs < 10.0);
+  // A child that closes its end of the pipe and then hangs is stopped too.
+  const std::string closed = message_of([] {
+    run_isolated([] {
+      for (int fd = 3; fd < 64; ++fd) ::close(fd);
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }, "w", 0.5);
+  });
+  CHECK(closed.find("did not finish within 1 s") != std::string::npos);
+  // Work that finishes in time is unaffected by the limit; the limit grows with the file.
+  CHECK_NOTHROW(run_isolated([] {}, "work", 5.0));
+  CHECK(isolated_time_limit("/nonexistent/file.h5") == 30.0);
 }
 
 TEST_CASE("selectability is scale invariant, also where GLPK alone would abort (keys above 1e155 or below 1e-165)", "[hostile][keys]") {

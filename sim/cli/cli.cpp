@@ -633,7 +633,7 @@ int cmd_analyze(const Invocation& inv) {
           [&] {
             if (!is_sweep_index(path) && !h5::is_complete(path, "rcsim-sweep-analysis")) (void)analyze_run(path, o);
           },
-          "reading run file '" + path + "'");
+          "reading run file '" + path + "'", isolated_time_limit(path));
     if (std::filesystem::is_directory(path, ec)) {
       const std::string index = sweep_index_path(path);
       if (!is_sweep_index(index))
@@ -651,7 +651,7 @@ int cmd_analyze(const Invocation& inv) {
   std::vector<RunAnalysis> results;
   // A sweep's points, like the files above, first in a child process.
   const auto checked_analysis = [&](const std::string& path) {
-    run_isolated([&] { (void)analyze_run(path, o); }, "reading run file '" + path + "'");
+    run_isolated([&] { (void)analyze_run(path, o); }, "reading run file '" + path + "'", isolated_time_limit(path));
     return analyze_run(path, o);
   };
   for (const auto& path : runs) results.push_back(analyze_run(path, o));

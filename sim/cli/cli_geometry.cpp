@@ -280,7 +280,7 @@ int cmd_keys(std::map<std::string, std::string> v, const std::string& command_li
       auto copy = v;
       std::string ignored;
       (void)read_keys(copy, ignored);
-    }, "reading keys.file '" + v["keys.file"] + "'");
+    }, "reading keys.file '" + v["keys.file"] + "'", isolated_time_limit(v["keys.file"]));
   const Matrix K0 = read_keys(v, origin);
   const int n = static_cast<int>(K0.rows()), d = static_cast<int>(K0.cols());
   const double rtol = parse_double_value("keys.rtol", v["keys.rtol"], 0.0, false);

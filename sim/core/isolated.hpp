@@ -12,10 +12,18 @@ namespace rcsim {
 
 // Run `work` in a child process and wait for it. The child's UsageError is rethrown here with its
 // message; any other exception as RuntimeError("WHAT: message"). If the child is killed by a
-// signal, throw RuntimeError("WHAT failed: ... (signal N)"). The child ends with _exit (no
-// destructors or atexit handlers of the parent's objects run there: locks stay held by the
+// signal, throw RuntimeError("WHAT failed: ... (signal N)"). With `seconds` > 0, a child still
+// running after that long is killed and RuntimeError("WHAT failed: ... did not finish within N s")
+// thrown: libhdf5 can also loop forever on a corrupted file (seen in H5HG_read, a damaged
+// variable-length attribute, under AddressSanitizer's memory layout). The child ends with _exit
+// (no destructors or atexit handlers of the parent's objects run there: locks stay held by the
 // parent). Only for work without threads of its own; the caller holds no open HDF5 objects it
 // needs afterwards (the child works on its own copy of the process).
-void run_isolated(const std::function<void()>& work, const std::string& what);
+void run_isolated(const std::function<void()>& work, const std::string& what, double seconds = 0);
+
+// A time limit for work that reads (or rewrites) the file at `path` in run_isolated: 30 s plus
+// 1 s per 5 MB of the file (reading runs at hundreds of MB/s; this only catches a library that
+// loops). 30 s if the file's size cannot be read.
+double isolated_time_limit(const std::string& path);
 
 }  // namespace rcsim

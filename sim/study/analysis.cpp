@@ -308,7 +308,7 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
       f.label_unlabelled_axes();
       }
       f.close();  // checked: an analysis that did not fit leaves the run file untouched
-    }, "writing /analysis into '" + a.path + "'");
+    }, "writing /analysis into '" + a.path + "'", isolated_time_limit(a.path));
     replace_with(tmp, a.path);
   } catch (...) {
     remove_quietly(tmp);
