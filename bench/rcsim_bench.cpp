@@ -108,6 +108,19 @@ void run_without_measures(const EngineSetup& s, int threads) {
   for (auto& th : pool) th.join();
 }
 
+// The benchmark workload (see the header comment) with these sizes, plus `extra` keys.
+Config workload(int n, int d, const std::string& mask, int trials, int layers, int threads,
+                std::map<std::string, std::string> extra = {}) {
+  extra.insert({{"model.tokens", std::to_string(n)},
+                {"model.dim", std::to_string(d)},
+                {"model.layers", std::to_string(layers)},
+                {"mask.type", mask},
+                {"norm.type", "layernorm"},
+                {"run.trials", std::to_string(trials)},
+                {"run.threads", std::to_string(threads)}});
+  return make_config(extra);
+}
+
 // The BLAS/LAPACK shared objects mapped into this process (from /proc/self/maps).
 std::string linear_algebra_libraries() {
   std::ifstream maps("/proc/self/maps");
@@ -274,26 +287,13 @@ int main() {
       int n = 0, d = 0, trials = 0, layers = 0;
       std::string mask;
       in >> n >> d >> mask >> trials >> layers;
-      const Config c = make_config({{"model.tokens", std::to_string(n)},
-                                    {"model.dim", std::to_string(d)},
-                                    {"model.layers", std::to_string(layers)},
-                                    {"mask.type", mask},
-                                    {"norm.type", "layernorm"},
-                                    {"run.trials", std::to_string(trials)},
-                                    {"run.threads", "1"}});
+      const Config c = workload(n, d, mask, trials, layers, 1);
       std::cout << profile(c, prepare(c)) << std::endl;
     } else if (cmd == "estimate") {
       int n = 0, d = 0, trials = 0, layers = 0, threads = 0;
       std::string mask;
       in >> n >> d >> mask >> trials >> layers >> threads;
-      const Config c = make_config({{"model.tokens", std::to_string(n)},
-                                    {"model.dim", std::to_string(d)},
-                                    {"model.layers", std::to_string(layers)},
-                                    {"mask.type", mask},
-                                    {"norm.type", "layernorm"},
-                                    {"run.trials", std::to_string(trials)},
-                                    {"run.threads", std::to_string(threads)}});
-      std::cout << "estimate " << run_memory_bytes(c) << std::endl;
+      std::cout << "estimate " << run_memory_bytes(workload(n, d, mask, trials, layers, threads)) << std::endl;
     } else if (cmd == "run") {
       int n = 0, d = 0, measures = 0, trials = 0, layers = 0, threads = 0;
       std::string mask, schedule = "all", precision = "float64";
@@ -302,15 +302,8 @@ int main() {
         std::cout << "error run: MEASURES = 0 times the float64 trial loop only" << std::endl;
         continue;
       }
-      const Config c = make_config({{"model.tokens", std::to_string(n)},
-                                    {"model.dim", std::to_string(d)},
-                                    {"model.layers", std::to_string(layers)},
-                                    {"mask.type", mask},
-                                    {"norm.type", "layernorm"},
-                                    {"run.trials", std::to_string(trials)},
-                                    {"run.threads", std::to_string(threads)},
-                                    {"output.schedule", schedule},
-                                    {"run.precision", precision}});
+      const Config c =
+          workload(n, d, mask, trials, layers, threads, {{"output.schedule", schedule}, {"run.precision", precision}});
       const EngineSetup s = prepare(c);
       const auto t0 = Clock::now();
       if (measures) {
