@@ -9,10 +9,10 @@ Prints the BLAS/LAPACK libraries each program actually has loaded and warns when
 does not run on OpenBLAS. Then, for every point (N, d, mask, measures on/off, trials, layers,
 schedule), times every contestant once per repetition, interleaved (the order rotates between
 repetitions), and reports medians; the reference's best median is the one compared. Before
-every timed call the benchmark waits --settle seconds (default 0.3): OpenBLAS's pthreads spin
-for about 2^28 cycles (0.1 s) after each call and OpenMP's threads spin too, so a contestant timed
-right after a 2-thread reference shared the cores with them (run D in docs/performance.md: rcsim's
-samples of one point split into 8 ms and 15 ms groups by which worker came before).
+every timed call the benchmark waits --settle seconds (default 0.3): without it a contestant
+timed right after another worker's call shared the cores with what that worker left running
+(OpenMP and OpenBLAS threads busy-wait for a while after a call before they sleep), and rcsim's
+samples of one point split into 8 ms and 15 ms groups (run D in docs/performance.md).
 
 Points: the (N, d) grid with about the same flops per run; researchers' trial counts (64 to 1024
 trials at N = 128, d = 64); a deep run (10^4 layers, measures on a log schedule).
