@@ -1,4 +1,5 @@
-// Helpers shared by the tests that drive the command line in-process (cli_main).
+// Helpers shared by the tests: temporary paths and directories, and driving the command line
+// in-process (cli_main).
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -14,6 +15,14 @@ namespace rcsim::test {
 // A path in the temporary directory.
 inline std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / name).string();
+}
+
+// An empty directory `name` in the temporary directory (removed first if it exists).
+inline std::filesystem::path fresh_dir(const std::string& name) {
+  const std::filesystem::path d = std::filesystem::temp_directory_path() / name;
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
 }
 
 // Every argument list in `bad` is a usage error: cli_main returns 2, and none of the paths in

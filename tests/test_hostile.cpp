@@ -23,16 +23,13 @@
 #include "hdf5/hdf5_file.hpp"
 #include "model/mask.hpp"
 
+#include "cli_support.hpp"
+
 using namespace rcsim;
 namespace fs = std::filesystem;
 
 namespace {
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+using test::fresh_dir;
 void write_bytes(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
 std::string message_of(const std::function<void()>& f) {
   try {

@@ -12,16 +12,13 @@
 #include "core/safe_file.hpp"
 #include "hdf5/hdf5_file.hpp"
 
+#include "cli_support.hpp"
+
 using namespace rcsim;
 namespace fs = std::filesystem;
 
 namespace {
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+using test::fresh_dir;
 void write_text(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
 std::string read_text(const fs::path& p) {
   std::ifstream in(p);
