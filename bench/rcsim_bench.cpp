@@ -41,14 +41,15 @@
 #include <thread>
 #include <vector>
 
-#include "core/config.hpp"
-#include "model/inputs.hpp"
-#include "model/layer.hpp"
-#include "model/normalization.hpp"
-#include "core/random.hpp"
-#include "measure/metrics.hpp"
-#include "model/attention.hpp"
-#include "run/simulation.hpp"
+#include "io/inputs.hpp"
+#include "config/config.hpp"
+#include "kernel/weights.hpp"
+#include "kernel/layer.hpp"
+#include "kernel/normalization.hpp"
+#include "kernel/random.hpp"
+#include "kernel/metrics.hpp"
+#include "kernel/attention.hpp"
+#include "kernel/simulation.hpp"
 
 #include <Eigen/QR>
 #include <Eigen/SVD>
@@ -83,7 +84,7 @@ double peak(int size, int threads, double& secs) {
 
 // The engine's trial loop without measures (see simulation.cpp: run_trial).
 void run_without_measures(const EngineSetup& s, int threads) {
-  const Config& c = s.config;
+  const ModelSpec& c = s.config;
   std::atomic<int> next{0};
   auto worker = [&] {
     const int N = c.model.tokens, d = c.model.dim;

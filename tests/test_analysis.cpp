@@ -9,10 +9,10 @@
 #include <fstream>
 #include <limits>
 
-#include "study/analysis.hpp"
+#include "app/analysis.hpp"
 #include "cli/cli.hpp"
-#include "measure/decay_fit.hpp"
-#include "hdf5/hdf5_file.hpp"
+#include "kernel/decay_fit.hpp"
+#include "io/hdf5_file.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

@@ -5,11 +5,11 @@
 
 #include <vector>
 
-#include "model/attention.hpp"
-#include "model/layer.hpp"
-#include "model/normalization.hpp"
-#include "model/mask.hpp"
-#include "core/random.hpp"
+#include "kernel/attention.hpp"
+#include "kernel/layer.hpp"
+#include "kernel/normalization.hpp"
+#include "kernel/mask.hpp"
+#include "kernel/random.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

@@ -6,12 +6,13 @@
 #include <cmath>
 #include <limits>
 
-#include "core/config.hpp"
-#include "core/random.hpp"
-#include "model/dropout.hpp"
-#include "model/mask.hpp"
-#include "model/attention.hpp"
-#include "run/simulation.hpp"
+#include "io/inputs.hpp"
+#include "config/config.hpp"
+#include "kernel/random.hpp"
+#include "kernel/dropout.hpp"
+#include "kernel/mask.hpp"
+#include "kernel/attention.hpp"
+#include "kernel/simulation.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinRel;

@@ -5,11 +5,12 @@
 
 #include <cmath>
 
-#include "core/config.hpp"
-#include "model/block.hpp"
-#include "model/mask.hpp"
-#include "model/mlp.hpp"
-#include "run/simulation.hpp"
+#include "io/inputs.hpp"
+#include "config/config.hpp"
+#include "kernel/block.hpp"
+#include "kernel/mask.hpp"
+#include "kernel/mlp.hpp"
+#include "kernel/simulation.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinRel;

@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <map>
 
-#include "run/checkpoint.hpp"
-#include "core/config.hpp"
-#include "hdf5/hdf5_file.hpp"
-#include "run/run_file.hpp"
+#include "app/run.hpp"
+#include "io/inputs.hpp"
+#include "io/checkpoint.hpp"
+#include "config/config.hpp"
+#include "io/hdf5_file.hpp"
+#include "io/run_file.hpp"
 
 using namespace rcsim;
 namespace fs = std::filesystem;

@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "cli/cli.hpp"
-#include "hdf5/hdf5_file.hpp"
+#include "io/hdf5_file.hpp"
 
 using namespace rcsim;
 namespace fs = std::filesystem;

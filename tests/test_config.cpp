@@ -6,8 +6,8 @@
 #include <fstream>
 #include <limits>
 
-#include "core/config.hpp"
-#include "core/errors.hpp"
+#include "config/config.hpp"
+#include "kernel/errors.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::Contains;

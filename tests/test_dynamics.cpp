@@ -6,10 +6,11 @@
 #include <numeric>
 #include <filesystem>
 
-#include "core/config.hpp"
-#include "hdf5/hdf5_file.hpp"
-#include "core/random.hpp"
-#include "run/simulation.hpp"
+#include "io/inputs.hpp"
+#include "config/config.hpp"
+#include "io/hdf5_file.hpp"
+#include "kernel/random.hpp"
+#include "kernel/simulation.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

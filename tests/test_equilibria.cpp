@@ -8,9 +8,9 @@
 #include <filesystem>
 
 #include "cli/cli.hpp"
-#include "core/config.hpp"
-#include "study/equilibria.hpp"
-#include "hdf5/hdf5_file.hpp"
+#include "config/config.hpp"
+#include "app/equilibria.hpp"
+#include "io/hdf5_file.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

@@ -9,10 +9,10 @@
 #include <filesystem>
 
 #include "cli/cli.hpp"
-#include "hdf5/hdf5_file.hpp"
+#include "io/hdf5_file.hpp"
 #include "geometry/layernorm_geometry.hpp"
-#include "model/normalization.hpp"
-#include "core/random.hpp"
+#include "kernel/normalization.hpp"
+#include "kernel/random.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

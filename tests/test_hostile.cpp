@@ -15,13 +15,13 @@
 #include <fstream>
 #include <random>
 
-#include "core/config.hpp"
-#include "core/errors.hpp"
-#include "core/isolated.hpp"
-#include "core/printable.hpp"
+#include "config/config.hpp"
+#include "kernel/errors.hpp"
+#include "io/isolated.hpp"
+#include "kernel/printable.hpp"
 #include "geometry/selectability.hpp"
-#include "hdf5/hdf5_file.hpp"
-#include "model/mask.hpp"
+#include "io/hdf5_file.hpp"
+#include "kernel/mask.hpp"
 
 #include "cli_support.hpp"
 

@@ -3,8 +3,9 @@
 
 #include <cmath>
 
-#include "model/inputs.hpp"
-#include "core/random.hpp"
+#include "config/config.hpp"
+#include "kernel/weights.hpp"
+#include "kernel/random.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;
@@ -74,7 +75,7 @@ TEST_CASE("initial tokens: sphere and positive rows are unit vectors", "[inputs]
   for (const std::string type : {"sphere", "positive"}) {
     const Config c = make_config({{"model.tokens", "20"}, {"model.dim", "5"}, {"init.type", type}});
     RandomStream r(9, 0);
-    const Matrix X = initial_tokens(c, InputFiles{}, 0, r);
+    const Matrix X = initial_tokens(c, InputArrays{}, 0, r);
     for (int i = 0; i < 20; ++i) CHECK_THAT(X.row(i).norm(), WithinRel(1.0, 1e-14));
     if (type == "positive") CHECK((X.array() >= 0.0).all());
     if (type == "sphere") CHECK((X.array() < 0.0).any());
@@ -85,7 +86,7 @@ TEST_CASE("shared weights serve every layer; unshared are drawn afresh", "[input
   for (const bool shared : {true, false}) {
     const Config c = make_config({{"model.dim", "3"}, {"weights.shared", shared ? "true" : "false"},
                                   {"model.heads", "2"}});
-    const InputFiles none;
+    const InputArrays none;
     WeightSampler s(c, none);
     RandomStream r(1, 0);
     s.begin_trial(r);
@@ -99,7 +100,7 @@ TEST_CASE("shared weights serve every layer; unshared are drawn afresh", "[input
 
 TEST_CASE("gaussian weights have the configured std", "[inputs]") {
   const Config c = make_config({{"model.dim", "40"}, {"weights.v_std", "0.25"}});
-  const InputFiles none;
+  const InputArrays none;
   WeightSampler s(c, none);
   RandomStream r(3, 0);
   s.begin_trial(r);

@@ -1,16 +1,18 @@
 // HDF5 layer, run files, input files, reproducibility and thread-count invariance.
 #include <catch2/catch.hpp>
 
+#include "app/run.hpp"
+#include "io/inputs.hpp"
 #include "cli_support.hpp"
 
 #include <filesystem>
 #include <fstream>
 
-#include "core/config.hpp"
-#include "core/errors.hpp"
-#include "hdf5/hdf5_file.hpp"
-#include "run/run_file.hpp"
-#include "run/simulation.hpp"
+#include "config/config.hpp"
+#include "kernel/errors.hpp"
+#include "io/hdf5_file.hpp"
+#include "io/run_file.hpp"
+#include "kernel/simulation.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::Contains;

@@ -5,9 +5,10 @@
 #include <cmath>
 #include <vector>
 
+#include "config/config.hpp"
 #include "geometry/brody.hpp"
-#include "model/normalization.hpp"
-#include "core/random.hpp"
+#include "kernel/normalization.hpp"
+#include "kernel/random.hpp"
 #include "geometry/selectability.hpp"
 
 using namespace rcsim;

@@ -5,8 +5,8 @@
 #include <random>
 #include <vector>
 
-#include "core/errors.hpp"
-#include "model/mask.hpp"
+#include "kernel/errors.hpp"
+#include "kernel/mask.hpp"
 
 using namespace rcsim;
 

@@ -8,8 +8,8 @@
 
 #include <Eigen/SVD>
 
-#include "measure/metrics.hpp"
-#include "core/random.hpp"
+#include "kernel/metrics.hpp"
+#include "kernel/random.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "model/normalization.hpp"
-#include "core/random.hpp"
+#include "kernel/normalization.hpp"
+#include "kernel/random.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

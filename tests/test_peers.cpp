@@ -7,18 +7,19 @@
 #include <map>
 #include <string>
 
+#include "io/inputs.hpp"
 #include "cli_support.hpp"
-#include "core/config.hpp"
-#include "core/errors.hpp"
-#include "core/random.hpp"
-#include "measure/attention_products.hpp"
-#include "measure/clusters.hpp"
-#include "measure/collapse_norms.hpp"
-#include "model/bilinear.hpp"
-#include "model/inputs.hpp"
-#include "model/tangent.hpp"
-#include "model/unnormalised_attention.hpp"
-#include "run/simulation.hpp"
+#include "config/config.hpp"
+#include "kernel/errors.hpp"
+#include "kernel/random.hpp"
+#include "kernel/attention_products.hpp"
+#include "kernel/clusters.hpp"
+#include "kernel/collapse_norms.hpp"
+#include "kernel/bilinear.hpp"
+#include "kernel/weights.hpp"
+#include "kernel/tangent.hpp"
+#include "kernel/unnormalised_attention.hpp"
+#include "kernel/simulation.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;
@@ -146,7 +147,7 @@ TEST_CASE("weights.qk, tied_qk, redraw_every and across_trials in the sampler", 
                                           {"weights.qk", "goe"},    {"weights.v", "tied_qk"},
                                           {"weights.v_sign", "-1"}, {"weights.redraw_every", "2"}};
   const Config c = make_config(v);
-  const InputFiles files;
+  const InputArrays files;
   WeightSampler sampler(c, files);
   RandomStream rng(c.run.seed, 0), replay(c.run.seed, 0);
   sampler.begin_trial(rng);
@@ -179,7 +180,7 @@ TEST_CASE("weights.qk, tied_qk, redraw_every and across_trials in the sampler", 
 TEST_CASE("init.type = uniform: entries uniform on (-1, 1)", "[peers][inputs]") {
   const Config c = make_config({{"init.type", "uniform"}, {"model.tokens", "500"}, {"model.dim", "8"}});
   RandomStream rng(1, 0);
-  const Matrix X = initial_tokens(c, InputFiles{}, 0, rng);
+  const Matrix X = initial_tokens(c, InputArrays{}, 0, rng);
   CHECK(X.cwiseAbs().maxCoeff() < 1.0);
   // 4000 entries: mean 0 (sd 0.009), mean square 1/3 (sd 0.0047).
   CHECK_THAT(X.mean(), WithinAbs(0.0, 0.04));

@@ -8,9 +8,9 @@
 #include <fstream>
 #include <set>
 
-#include "core/errors.hpp"
-#include "core/safe_file.hpp"
-#include "hdf5/hdf5_file.hpp"
+#include "kernel/errors.hpp"
+#include "io/safe_file.hpp"
+#include "io/hdf5_file.hpp"
 
 #include "cli_support.hpp"
 

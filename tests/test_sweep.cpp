@@ -15,13 +15,13 @@
 #include <sstream>
 
 #include "cli/cli.hpp"
-#include "core/config.hpp"
-#include "core/errors.hpp"
-#include "hdf5/hdf5_file.hpp"
-#include "run/parallel.hpp"
-#include "run/progress.hpp"
-#include "run/simulation.hpp"
-#include "run/sweep_index.hpp"
+#include "config/config.hpp"
+#include "kernel/errors.hpp"
+#include "io/hdf5_file.hpp"
+#include "app/parallel.hpp"
+#include "app/progress.hpp"
+#include "kernel/simulation.hpp"
+#include "io/sweep_index.hpp"
 
 using namespace rcsim;
 namespace fs = std::filesystem;

@@ -10,12 +10,12 @@
 #include <exception>
 #include <vector>
 
-#include "core/random.hpp"
+#include "kernel/random.hpp"
 #include "geometry/brody.hpp"
-#include "measure/metrics.hpp"
-#include "model/layer.hpp"
-#include "model/mask.hpp"
-#include "model/normalization.hpp"
+#include "kernel/metrics.hpp"
+#include "kernel/layer.hpp"
+#include "kernel/mask.hpp"
+#include "kernel/normalization.hpp"
 
 using namespace rcsim;
 

@@ -1,3 +1,5 @@
+#include "app/run.hpp"
+#include "io/inputs.hpp"
 #include "cli/cli.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -16,26 +18,26 @@
 #include <set>
 #include <sstream>
 
-#include "study/analysis.hpp"
+#include "app/analysis.hpp"
 #include "cli/cli_geometry.hpp"
-#include "core/config.hpp"
-#include "study/equilibria.hpp"
-#include "study/sweep_analysis.hpp"
-#include "core/errors.hpp"
-#include "core/isolated.hpp"
-#include "core/logger.hpp"
-#include "core/memory.hpp"
-#include "core/printable.hpp"
-#include "core/safe_file.hpp"
-#include "hdf5/hdf5_file.hpp"
-#include "model/inputs.hpp"
-#include "model/mask.hpp"
-#include "run/run_file.hpp"
-#include "run/parallel.hpp"
-#include "run/progress.hpp"
-#include "run/sweep.hpp"
-#include "run/sweep_index.hpp"
-#include "core/version.hpp"
+#include "config/config.hpp"
+#include "app/equilibria.hpp"
+#include "app/sweep_analysis.hpp"
+#include "kernel/errors.hpp"
+#include "io/isolated.hpp"
+#include "app/logger.hpp"
+#include "kernel/memory.hpp"
+#include "kernel/printable.hpp"
+#include "io/safe_file.hpp"
+#include "io/hdf5_file.hpp"
+#include "kernel/weights.hpp"
+#include "kernel/mask.hpp"
+#include "io/run_file.hpp"
+#include "app/parallel.hpp"
+#include "app/progress.hpp"
+#include "config/sweep.hpp"
+#include "io/sweep_index.hpp"
+#include "kernel/version.hpp"
 
 namespace rcsim {
 
@@ -282,8 +284,8 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
           << to_string(c.weights.v.type) << '\0' << c.model.tokens << ' ' << c.model.dim << ' ' << c.model.key_dim << ' '
           << c.model.layers << ' ' << c.model.heads << ' ' << c.run.trials;
       if (!checked.insert(sig.str()).second) continue;
-      if (c.mask.type == MaskType::custom) (void)make_mask(c);
-      (void)InputFiles::load(c);
+      if (c.mask.type == MaskType::custom) (void)load_mask(c);
+      (void)load_inputs(c);
     }
   }
 
@@ -468,7 +470,7 @@ int cmd_mask_info(const Invocation& inv) {
   // The mask (1 byte per entry) and the graph search (a few ints per entry in the worst case).
   const double n2 = static_cast<double>(c.model.tokens) * c.model.tokens;
   require_memory(n2 * 6.0, "mask-info for N = " + std::to_string(c.model.tokens), "choose fewer model.tokens");
-  const MaskMatrix m = make_mask(c);
+  const MaskMatrix m = load_mask(c);
   const MaskGraph g = analyse_mask(m);
   const int n = static_cast<int>(m.rows());
   std::cout << "mask: " << to_string(c.mask.type);
@@ -697,10 +699,17 @@ int cli_main(const std::vector<std::string>& args) {
   // disk, instead of killing the process halfway through a file.
   std::signal(SIGXFSZ, SIG_IGN);
   try {
+    const std::string missing = missing_instruction_sets();
+    if (!missing.empty()) {
+      std::cerr << "rcsim: error: this rcsim was built for " << instruction_set() << " but this CPU lacks " << missing
+                << "; rebuild on this machine, or configure with -DRCSIM_NATIVE=OFF for a portable binary\n";
+      return 1;
+    }
     const Invocation inv = split_args(args);
     spdlog::set_level(inv.quiet ? spdlog::level::warn : spdlog::level::info);
     if (std::find(args.begin(), args.end(), "--version") != args.end()) {
-      std::cout << "rcsim " << version() << " (git " << git_sha() << ")\n";
+      std::cout << "rcsim " << version() << " (git " << git_sha() << ", source " << source_tree()
+                << ", isa=" << instruction_set() << ", " << compiler() << ", " << build_type() << ")\n";
       return 0;
     }
     if (std::find(args.begin(), args.end(), "--help-keys") != args.end()) {

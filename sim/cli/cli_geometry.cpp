@@ -12,17 +12,17 @@
 #include <sstream>
 
 #include "geometry/brody.hpp"
-#include "core/isolated.hpp"
-#include "core/config.hpp"
-#include "core/errors.hpp"
-#include "core/safe_file.hpp"
-#include "hdf5/hdf5_file.hpp"
+#include "io/isolated.hpp"
+#include "config/config.hpp"
+#include "kernel/errors.hpp"
+#include "io/safe_file.hpp"
+#include "io/hdf5_file.hpp"
 #include "geometry/layernorm_geometry.hpp"
-#include "model/normalization.hpp"
-#include "run/run_file.hpp"
+#include "kernel/normalization.hpp"
+#include "io/run_file.hpp"
 #include "geometry/selectability.hpp"
-#include "run/simulation.hpp"
-#include "core/version.hpp"
+#include "kernel/simulation.hpp"
+#include "kernel/version.hpp"
 
 namespace rcsim {
 

@@ -3,7 +3,7 @@
 #include <csignal>
 
 #include "cli/cli.hpp"
-#include "run/parallel.hpp"
+#include "app/parallel.hpp"
 
 int main(int argc, char** argv) {
   // A closed pipe (`rcsim equilibria ... | head`) must not kill the run before its file is

@@ -9,10 +9,10 @@
 #include <mutex>
 #include <thread>
 
-#include "model/attention.hpp"
-#include "core/random.hpp"
+#include "kernel/attention.hpp"
+#include "kernel/random.hpp"
 #include "geometry/selectability.hpp"
-#include "run/simulation.hpp"
+#include "kernel/simulation.hpp"
 
 namespace rcsim {
 

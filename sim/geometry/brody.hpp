@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "model/normalization.hpp"
-#include "core/types.hpp"
+#include "kernel/normalization.hpp"
+#include "kernel/types.hpp"
 
 namespace rcsim {
 

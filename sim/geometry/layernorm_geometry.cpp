@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "core/errors.hpp"
-#include "model/normalization.hpp"
-#include "core/random.hpp"
+#include "kernel/errors.hpp"
+#include "kernel/normalization.hpp"
+#include "kernel/random.hpp"
 
 namespace rcsim {
 

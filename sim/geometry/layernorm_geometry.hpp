@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "core/types.hpp"
+#include "kernel/types.hpp"
 
 namespace rcsim {
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "core/errors.hpp"
+#include "kernel/errors.hpp"
 
 namespace rcsim {
 

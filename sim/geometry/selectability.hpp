@@ -28,7 +28,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/types.hpp"
+#include "kernel/types.hpp"
 
 namespace rcsim {
 

@@ -18,12 +18,13 @@
 #include <string>
 #include <vector>
 
-#include "core/logger.hpp"
-#include "core/config.hpp"
-#include "core/errors.hpp"
-#include "core/version.hpp"
-#include "run/run_file.hpp"
-#include "run/simulation.hpp"
+#include "app/run.hpp"
+#include "app/logger.hpp"
+#include "config/config.hpp"
+#include "kernel/errors.hpp"
+#include "kernel/version.hpp"
+#include "io/run_file.hpp"
+#include "kernel/simulation.hpp"
 
 namespace py = pybind11;
 

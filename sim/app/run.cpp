@@ -1,0 +1,109 @@
+#include "app/run.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "io/checkpoint.hpp"
+#include "io/inputs.hpp"
+#include "io/safe_file.hpp"
+#include "kernel/errors.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rcsim {
+
+namespace {
+
+// The run's diagnostics on the log (they are recorded in the file too).
+void report_diagnostics(const RunResults& r) {
+  int underflow = 0, nonfinite = 0, degenerate = 0;
+  for (int t = 0; t < r.trials; ++t) {
+    underflow += r.underflow_layer[static_cast<std::size_t>(t)] >= 0;
+    nonfinite += r.nonfinite_layer[static_cast<std::size_t>(t)] >= 0;
+    degenerate += r.degenerate_total[static_cast<std::size_t>(t)];
+  }
+  // Expected in a collapsing run (and recorded in the file): information, not a warning.
+  if (underflow) spdlog::info("{} of {} trials: mu underflowed below DBL_MIN (see /diagnostics/underflow_layer)", underflow, r.trials);
+  if (nonfinite) spdlog::warn("{} of {} trials: tokens became non-finite and the trial stopped (see /diagnostics/nonfinite_layer)", nonfinite, r.trials);
+  if (degenerate) spdlog::warn("{} degenerate rows in the normalisation (see /metrics/degenerate_rows)", degenerate);
+}
+
+}  // namespace
+
+std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<bool>* cancel, bool show_progress) {
+  Progress progress(show_progress ? Progress::Mode::log : Progress::Mode::off, c.run.trials, 1, 2.0);
+  progress.begin_point(c.output.file, c.run.trials);
+  return run_to_file(c, p, cancel, &progress);
+}
+
+std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<bool>* cancel, Progress* progress) {
+  const std::string& out = c.output.file;
+  const fs::path parent = fs::path(out).parent_path();
+  std::error_code ec;
+  if (!parent.empty() && !fs::exists(parent, ec)) {
+    fs::create_directories(parent, ec);
+    if (ec) throw UsageError("key 'output.file': cannot create directory '" + parent.string() + "': " + ec.message());
+  }
+  require_regular_or_absent(out, "output.file");
+  require_run_memory(c);
+  // One process per output: a second run on the same file stops here, before any computing.
+  const ExclusiveLock lock(lock_path_for(out), "output '" + out + "'");
+  remove_stale_temporaries(out);  // of a killed run (ours: we hold the lock)
+  remove_stale_temporaries(out + ".partial");
+  // Fail fast on an unwritable destination, before any computing (the temporary is created
+  // exclusively, with an unpredictable name, beside the output).
+  const std::string tmp = create_temporary(out);
+  try {
+    const EngineSetup s = prepare(c);
+    if (!s.graph.quasi_strongly_connected)
+      spdlog::warn("mask is not quasi-strongly connected: the collapse theorem does not apply");
+    const int threads = resolve_threads(c.run.threads, c.run.trials);
+    RunResults r = allocate_results(s);
+    Checkpoint checkpoint(out + ".partial", c.to_ini());
+    const std::vector<char> done = checkpoint.load(r);
+    RunControl ctl;
+    ctl.cancel = cancel;
+    ctl.on_trial_done = [&](int trial) { checkpoint.completed(r, trial); };
+    if (progress) {
+      int todo = 0;
+      for (const char x : done) todo += !x;
+      progress->trials_done(0, todo);
+      ctl.progress = [&](int k, int total) { progress->trials_done(k, total); };
+    }
+    try {
+      run_trials(s, threads, r, done, ctl);
+    } catch (...) {
+      if (progress) progress->clear();
+      checkpoint.flush(r);  // completed trials survive; a rerun resumes from them
+      throw;
+    }
+    if (progress) progress->clear();
+    report_diagnostics(r);
+    Provenance prov = p;
+    prov.threads = threads;
+    write_run_file(tmp, c.to_ini(), s, r, prov);  // closed and checked before the rename
+    require_regular_or_absent(out, "output.file");
+    replace_with(tmp, out);
+    checkpoint.remove();
+  } catch (...) {
+    remove_quietly(tmp);
+    throw;
+  }
+  return out;
+}
+
+std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::atomic<bool>* cancel) {
+  require_run_memory(c);
+  const EngineSetup s = prepare(c);
+  if (!s.graph.quasi_strongly_connected)
+    spdlog::warn("mask is not quasi-strongly connected: the collapse theorem does not apply");
+  const int threads = resolve_threads(c.run.threads, c.run.trials);
+  const RunResults r = run_simulation(s, threads, cancel);
+  report_diagnostics(r);
+  Provenance prov = p;
+  prov.threads = threads;
+  return run_file_image(c.output.file.empty() ? "run.h5" : c.output.file, c.to_ini(), s, r, prov);
+}
+
+}  // namespace rcsim

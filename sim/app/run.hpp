@@ -1,0 +1,32 @@
+// One run of a configuration into its run file (io/run_file.hpp), with the lock, the checkpoint
+// and the exclusive temporary; or into an in-memory file image for Python.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "app/progress.hpp"
+#include "config/config.hpp"
+#include "io/run_file.hpp"
+
+namespace rcsim {
+
+// Run `c` and write its file atomically: to `output.file`.tmp, renamed to `output.file` when
+// complete; the temporary file is removed on any error or interruption. Completed trials are
+// checkpointed to `output.file`.partial (see checkpoint.hpp) so that a rerun after a crash or
+// Ctrl-C resumes. Creates missing parent directories. Returns the path written.
+// `progress` (may be null) is told about every completed trial.
+std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<bool>* cancel,
+                        Progress* progress);
+// The same with a log-line progress (show_progress) or none.
+std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<bool>* cancel,
+                        bool show_progress);
+
+// Run `c` in memory and return the bytes of the run file that run_to_file would write (the
+// same writer, into an HDF5 file image; nothing touches the disk, output.file only names the
+// image). For the Python bindings (rcsim.simulate, docs/python.md). Throws Interrupted when
+// `cancel` is set.
+std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::atomic<bool>* cancel);
+
+}  // namespace rcsim

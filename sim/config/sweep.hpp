@@ -1,0 +1,29 @@
+// Parameter sweeps: a base configuration and a [sweep] section whose keys are configuration keys
+// and whose values are comma lists. `sweep.mode = product` (default) runs the Cartesian product,
+// `zip` pairs the lists element by element (they must have equal lengths).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace rcsim {
+
+struct SweepPoint {
+  std::string name;                             // e.g. "mask.type=causal__norm.type=sphere"
+  std::map<std::string, std::string> values;    // the swept keys' values at this point
+  Config config;                                // resolved, output.file set to the point's file
+};
+
+// Expand a sweep. `base` holds the non-swept key values; the point files are written into the
+// directory `output.file` without its ".h5" suffix. Every point is validated (UsageError).
+std::vector<SweepPoint> expand_sweep(const std::map<std::string, std::string>& base,
+                                     const std::vector<std::pair<std::string, std::vector<std::string>>>& axes,
+                                     const std::string& mode);
+
+// The directory of a sweep whose output.file is `file`.
+std::string sweep_directory(const std::string& file);
+
+}  // namespace rcsim

@@ -1,0 +1,607 @@
+#include "io/hdf5_file.hpp"
+
+#include <hdf5_hl.h>
+
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <stdexcept>
+
+#include "kernel/errors.hpp"
+#include "kernel/memory.hpp"
+#include "kernel/printable.hpp"
+#include "io/safe_file.hpp"
+
+namespace rcsim::h5 {
+
+namespace {
+
+// Silence HDF5's automatic error printing once: failures are reported by our exceptions.
+void silence_hdf5() {
+  static std::once_flag once;
+  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+}
+
+// The innermost message of the current HDF5 error stack, for our exceptions.
+std::string hdf5_message() {
+  std::string msg;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_DOWNWARD,
+      [](unsigned, const H5E_error2_t* err, void* data) -> herr_t {
+        auto* out = static_cast<std::string*>(data);
+        if (out->empty() && err->desc) *out = err->desc;
+        return 0;
+      },
+      &msg);
+  H5Eclear2(H5E_DEFAULT);
+  return msg;
+}
+
+[[noreturn]] void fail(const std::string& what) {
+  const std::string detail = hdf5_message();
+  throw RuntimeError(what + (detail.empty() ? "" : " (HDF5: " + detail + ")"));
+}
+
+hid_t check(hid_t id, const std::string& what) {
+  if (id < 0) fail(what);
+  return id;
+}
+
+void check(herr_t status, const char*, const std::string& what) {
+  if (status < 0) fail(what);
+}
+
+Handle make_space(const std::vector<hsize_t>& shape) {
+  if (shape.empty()) return Handle(check(H5Screate(H5S_SCALAR), "H5Screate"), H5Sclose);
+  return Handle(check(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr), "H5Screate_simple"),
+                H5Sclose);
+}
+
+Handle utf8_string_type() {
+  Handle t(check(H5Tcopy(H5T_C_S1), "H5Tcopy"), H5Tclose);
+  H5Tset_size(t.id(), H5T_VARIABLE);
+  H5Tset_cset(t.id(), H5T_CSET_UTF8);
+  return t;
+}
+
+// Refuse a dataset whose bytes do not live inside its file: external raw storage
+// (H5Pset_external: the values are read from other files named in the dataset, e.g. /etc/shadow)
+// or a virtual layout (a view of datasets in other files). rcsim reads only self-contained files.
+// A dataset too large for this machine's memory (a hostile or corrupted shape) is refused
+// before allocating, naming the dataset and its size.
+void require_allocatable(double bytes, const std::string& what) {
+  require_memory(bytes, "reading " + what, "is the file corrupted or not meant for rcsim?");
+}
+
+void require_self_contained(hid_t dataset, const std::string& path) {
+  Handle dcpl(H5Dget_create_plist(dataset), H5Pclose);
+  if (dcpl.id() < 0) fail("cannot read the storage properties of " + path);
+  const int external = H5Pget_external_count(dcpl.id());
+  if (external < 0) fail("cannot read the storage properties of " + path);
+  if (external > 0) {
+    char name[256] = {0};
+    off_t offset = 0;
+    hsize_t size = 0;
+    H5Pget_external(dcpl.id(), 0, sizeof name - 1, name, &offset, &size);
+    throw UsageError(path + ": the dataset's values are stored outside the file (external storage in '" +
+                     printable(name) + "'); rcsim reads only datasets stored inside their file");
+  }
+  if (H5Pget_layout(dcpl.id()) == H5D_VIRTUAL)
+    throw UsageError(path + ": the dataset is virtual (a view of datasets in other files); rcsim reads only "
+                     "datasets stored inside their file");
+}
+
+}  // namespace
+
+Handle& Handle::operator=(Handle&& o) noexcept {
+  if (this != &o) {
+    if (id_ >= 0 && closer_) closer_(id_);
+    id_ = o.id_;
+    closer_ = o.closer_;
+    o.id_ = -1;
+  }
+  return *this;
+}
+
+herr_t Handle::close() {
+  herr_t status = 0;
+  if (id_ >= 0 && closer_) status = closer_(id_);
+  id_ = -1;
+  return status;
+}
+
+Handle::~Handle() {
+  if (id_ >= 0 && closer_) closer_(id_);
+}
+
+std::string shape_string(const std::vector<hsize_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// ---- attributes ----
+
+namespace {
+void write_attr(hid_t obj, const std::string& path, const std::string& name, hid_t type,
+                const std::vector<hsize_t>& shape, const void* data) {
+  if (H5Aexists(obj, name.c_str()) > 0) H5Adelete(obj, name.c_str());
+  Handle space = make_space(shape);
+  Handle attr(check(H5Acreate2(obj, name.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT),
+                    "cannot create attribute '" + name + "' on " + path),
+              H5Aclose);
+  check(H5Awrite(attr.id(), type, data), "", "cannot write attribute '" + name + "' on " + path);
+}
+}  // namespace
+
+void Object::set_attr(const std::string& name, const std::string& value) const {
+  Handle t = utf8_string_type();
+  const char* p = value.c_str();
+  write_attr(id(), path_, name, t.id(), {}, &p);
+}
+
+void Object::set_attr(const std::string& name, double value) const {
+  write_attr(id(), path_, name, H5T_NATIVE_DOUBLE, {}, &value);
+}
+
+void Object::set_attr(const std::string& name, std::int64_t value) const {
+  write_attr(id(), path_, name, H5T_NATIVE_INT64, {}, &value);
+}
+
+void Object::set_attr(const std::string& name, const std::vector<std::int64_t>& values) const {
+  static const std::int64_t none = 0;  // HDF5 refuses a null buffer even for zero elements
+  write_attr(id(), path_, name, H5T_NATIVE_INT64, {values.size()}, values.empty() ? &none : values.data());
+}
+
+bool Object::has_attr(const std::string& name) const { return H5Aexists(id(), name.c_str()) > 0; }
+
+std::string Object::attr_string(const std::string& name) const {
+  Handle attr(check(H5Aopen(id(), name.c_str(), H5P_DEFAULT), "no attribute '" + name + "' on " + path_),
+              H5Aclose);
+  Handle ftype(H5Aget_type(attr.id()), H5Tclose);
+  if (H5Tget_class(ftype.id()) != H5T_STRING) throw RuntimeError("attribute '" + name + "' on " + path_ + " is not a string");
+  if (H5Tis_variable_str(ftype.id()) > 0) {
+    Handle t = utf8_string_type();
+    char* p = nullptr;
+    check(H5Aread(attr.id(), t.id(), &p), "", "cannot read attribute '" + name + "'");
+    std::string s = p ? p : "";
+    H5free_memory(p);
+    return s;
+  }
+  const std::size_t size = H5Tget_size(ftype.id());
+  std::string s(size, '\0');
+  check(H5Aread(attr.id(), ftype.id(), s.data()), "", "cannot read attribute '" + name + "'");
+  return s.substr(0, s.find('\0'));
+}
+
+std::int64_t Object::attr_int(const std::string& name) const {
+  Handle attr(check(H5Aopen(id(), name.c_str(), H5P_DEFAULT), "no attribute '" + name + "' on " + path_),
+              H5Aclose);
+  std::int64_t v = 0;
+  check(H5Aread(attr.id(), H5T_NATIVE_INT64, &v), "", "cannot read attribute '" + name + "'");
+  return v;
+}
+
+double Object::attr_double(const std::string& name) const {
+  Handle attr(check(H5Aopen(id(), name.c_str(), H5P_DEFAULT), "no attribute '" + name + "' on " + path_),
+              H5Aclose);
+  double v = 0;
+  check(H5Aread(attr.id(), H5T_NATIVE_DOUBLE, &v), "", "cannot read attribute '" + name + "'");
+  return v;
+}
+
+// ---- dimension scales ----
+
+void Dataset::make_scale(const std::string& name) const {
+  check(H5DSset_scale(id(), name.c_str()), "", "cannot make " + path_ + " a dimension scale");
+}
+
+void Dataset::attach_scale(const Dataset& scale, unsigned dim) const {
+  check(H5DSattach_scale(id(), scale.id(), dim), "", "cannot attach scale to " + path_);
+}
+
+std::vector<hsize_t> Dataset::shape() const {
+  Handle space(check(H5Dget_space(id()), "cannot read the shape of " + path_), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.id());
+  if (rank < 0) throw RuntimeError("cannot read the shape of " + path_);
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  if (rank > 0) H5Sget_simple_extent_dims(space.id(), dims.data(), nullptr);
+  return dims;
+}
+
+// ---- groups and datasets ----
+
+Dataset Group::write_coordinate(const std::string& name, const std::vector<std::int64_t>& values,
+                                const std::string& long_name) const {
+  Dataset ds = write(name, {values.size()}, values.data());
+  ds.make_scale(name);
+  ds.set_attr("long_name", long_name);
+  return ds;
+}
+
+Dataset Group::write_coordinate(const std::string& name, const std::vector<double>& values,
+                                const std::string& long_name) const {
+  Dataset ds = write(name, values);
+  ds.make_scale(name);
+  ds.set_attr("long_name", long_name);
+  return ds;
+}
+
+void Group::label_axes(const Dataset& ds, const std::vector<std::string>& dims) const {
+  const std::vector<hsize_t> shape = ds.shape();
+  if (shape.size() != dims.size())
+    throw RuntimeError(ds.path() + ": " + std::to_string(shape.size()) + " axes but " + std::to_string(dims.size()) +
+                  " dimension names");
+  for (std::size_t k = 0; k < dims.size(); ++k) {
+    if (!exists(dims[k])) {
+      std::vector<std::int64_t> index(static_cast<std::size_t>(shape[k]));
+      for (std::size_t i = 0; i < index.size(); ++i) index[i] = static_cast<std::int64_t>(i);
+      write_coordinate(dims[k], index, "index along the axis '" + dims[k] + "'");
+    }
+    const Dataset scale = open_dataset(dims[k]);
+    if (scale.shape() != std::vector<hsize_t>{shape[k]})
+      throw RuntimeError(ds.path() + ": axis " + std::to_string(k) + " has " + std::to_string(shape[k]) +
+                    " entries but the coordinate '" + dims[k] + "' has " + shape_string(scale.shape()));
+    ds.attach_scale(scale, static_cast<unsigned>(k));
+  }
+}
+
+Group Group::create_group(const std::string& name) const {
+  Handle g(check(H5Gcreate2(id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                 "cannot create group '" + name + "' in " + path_),
+           H5Gclose);
+  return Group(std::move(g), path_ + name + "/");
+}
+
+Group Group::open_group(const std::string& name) const {
+  if (name != "/" && !exists(name)) throw UsageError(path_ + ": group '/" + printable(name) + "' is missing");
+  Handle g(check(H5Gopen2(id(), name.c_str(), H5P_DEFAULT), "'/" + printable(name) + "' in " + path_ + " is not a readable group"),
+           H5Gclose);
+  return Group(std::move(g), path_ + name + "/");
+}
+
+Dataset Group::open_dataset(const std::string& name) const {
+  if (!exists(name)) throw UsageError(path_ + ": dataset '/" + printable(name) + "' is missing");
+  {
+    Handle obj(H5Oopen(id(), name.c_str(), H5P_DEFAULT), H5Oclose);
+    if (obj.id() < 0) fail(path_ + ": cannot open '/" + printable(name) + "' (corrupted file?)");
+    const H5I_type_t type = H5Iget_type(obj.id());
+    if (type == H5I_GROUP) throw UsageError(path_ + printable(name) + " is a group, expected a dataset");
+    if (type != H5I_DATASET) throw UsageError(path_ + printable(name) + " is not a dataset");
+  }
+  Handle d(check(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), "cannot open dataset '" + printable(name) + "' in " + path_),
+           H5Dclose);
+  require_self_contained(d.id(), path_ + name);
+  return Dataset(std::move(d), path_ + name);
+}
+
+void Group::remove(const std::string& name) const {
+  check(H5Ldelete(id(), name.c_str(), H5P_DEFAULT), "", "cannot remove '" + name + "' from " + path_);
+}
+
+bool Group::exists(const std::string& name) const {
+  // Check each component so that a missing intermediate group is not an error.
+  std::string partial;
+  std::size_t start = 0;
+  while (start <= name.size()) {
+    const auto slash = name.find('/', start);
+    partial = name.substr(0, slash);
+    if (!partial.empty()) {
+      const htri_t found = H5Lexists(id(), partial.c_str(), H5P_DEFAULT);
+      if (found < 0) fail(path_ + ": cannot look up '/" + printable(partial) + "' (not a readable HDF5 file: corrupted?)");
+      if (found == 0) return false;
+      if (slash != std::string::npos) {  // an intermediate component must be a group
+        Handle obj(H5Oopen(id(), partial.c_str(), H5P_DEFAULT), H5Oclose);
+        if (obj.id() < 0) fail(path_ + ": cannot open '/" + printable(partial) + "' (not a readable HDF5 file: corrupted?)");
+        if (H5Iget_type(obj.id()) != H5I_GROUP) return false;
+      }
+    }
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return true;
+}
+
+namespace {
+Handle create_dataset(hid_t loc, const std::string& path, const std::string& name, hid_t type,
+                      const std::vector<hsize_t>& shape) {
+  Handle space = make_space(shape);
+  Handle plist(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  // Chunk and compress larger arrays (gzip level 4 with shuffle): spectra and tokens shrink a lot.
+  hsize_t count = 1;
+  for (hsize_t s : shape) count *= s;
+  if (!shape.empty() && count >= 4096) {
+    std::vector<hsize_t> chunk(shape);
+    hsize_t chunk_count = count;
+    for (std::size_t i = 0; i < chunk.size() && chunk_count > 65536; ++i) {
+      chunk_count /= chunk[i];
+      chunk[i] = 1;
+      chunk_count *= 1;
+    }
+    H5Pset_chunk(plist.id(), static_cast<int>(chunk.size()), chunk.data());
+    H5Pset_shuffle(plist.id());
+    H5Pset_deflate(plist.id(), 4);
+  }
+  return Handle(check(H5Dcreate2(loc, name.c_str(), type, space.id(), H5P_DEFAULT, plist.id(), H5P_DEFAULT),
+                      "cannot create dataset '" + name + "' in " + path),
+                H5Dclose);
+}
+}  // namespace
+
+#define RCSIM_H5_WRITE(CTYPE, FILETYPE, MEMTYPE)                                                        \
+  Dataset Group::write(const std::string& name, const std::vector<hsize_t>& shape, const CTYPE* data) \
+      const {                                                                                          \
+    Handle d = create_dataset(id(), path_, name, FILETYPE, shape);                                     \
+    check(H5Dwrite(d.id(), MEMTYPE, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "",                         \
+          "cannot write dataset '" + name + "' in " + path_);                                          \
+    return Dataset(std::move(d), path_ + name);                                                        \
+  }
+RCSIM_H5_WRITE(double, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE)
+RCSIM_H5_WRITE(std::uint8_t, H5T_STD_U8LE, H5T_NATIVE_UINT8)
+RCSIM_H5_WRITE(std::int64_t, H5T_STD_I64LE, H5T_NATIVE_INT64)
+#undef RCSIM_H5_WRITE
+
+Dataset Group::write_string(const std::string& name, const std::string& text) const {
+  Handle t = utf8_string_type();
+  Handle space = make_space({});
+  Handle d(check(H5Dcreate2(id(), name.c_str(), t.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                 "cannot create dataset '" + name + "' in " + path_),
+           H5Dclose);
+  const char* p = text.c_str();
+  check(H5Dwrite(d.id(), t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "", "cannot write dataset '" + name + "'");
+  return Dataset(std::move(d), path_ + name);
+}
+
+Dataset Group::write_strings(const std::string& name, const std::vector<std::string>& texts) const {
+  Handle t = utf8_string_type();
+  Handle space = make_space({texts.size()});
+  Handle d(check(H5Dcreate2(id(), name.c_str(), t.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                 "cannot create dataset '" + name + "' in " + path_),
+           H5Dclose);
+  std::vector<const char*> p;
+  for (const auto& s : texts) p.push_back(s.c_str());
+  if (!p.empty())
+    check(H5Dwrite(d.id(), t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), "", "cannot write dataset '" + name + "'");
+  return Dataset(std::move(d), path_ + name);
+}
+
+std::vector<std::string> Group::read_strings(const std::string& name) const {
+  const Dataset ds = open_dataset(name);
+  const hid_t d = ds.id();
+  Handle type(H5Dget_type(d), H5Tclose);
+  if (H5Tget_class(type.id()) != H5T_STRING) throw UsageError(path_ + name + ": expected a dataset of strings");
+  Handle space(H5Dget_space(d), H5Sclose);
+  const hssize_t n = H5Sget_simple_extent_npoints(space.id());
+  if (n < 0) fail("cannot read the shape of " + path_ + name);
+  require_allocatable(static_cast<double>(n) * sizeof(char*), path_ + name);
+  std::vector<char*> p(static_cast<std::size_t>(std::max<hssize_t>(n, 0)), nullptr);
+  Handle t = utf8_string_type();
+  if (!p.empty())
+    check(H5Dread(d, t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, p.data()), "", "cannot read dataset " + path_ + name);
+  std::vector<std::string> out;
+  for (char* s : p) {
+    out.emplace_back(s ? s : "");
+    H5free_memory(s);
+  }
+  return out;
+}
+
+Array Group::read(const std::string& name) const {
+  const Dataset ds = open_dataset(name);
+  const hid_t d = ds.id();
+  Handle type(H5Dget_type(d), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(type.id());
+  if (cls != H5T_FLOAT && cls != H5T_INTEGER)
+    throw UsageError(path_ + name + ": expected a numeric dataset");
+  Handle space(H5Dget_space(d), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.id());
+  if (rank < 0) fail("cannot read the shape of " + path_ + name);
+  Array a;
+  a.shape.resize(static_cast<std::size_t>(rank));
+  H5Sget_simple_extent_dims(space.id(), a.shape.data(), nullptr);
+  double values = 1;  // in double: a corrupted or hostile shape must not overflow the count
+  for (hsize_t s : a.shape) values *= static_cast<double>(s);
+  require_allocatable(values * sizeof(double), path_ + name + " " + shape_string(a.shape));
+  const auto count = static_cast<std::size_t>(values);
+  a.data.resize(count);
+  if (count > 0)
+    check(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, a.data.data()), "",
+          "cannot read dataset " + path_ + name);
+  return a;
+}
+
+std::string Group::read_string(const std::string& name) const {
+  const Dataset ds = open_dataset(name);
+  Handle type(H5Dget_type(ds.id()), H5Tclose);
+  if (H5Tget_class(type.id()) != H5T_STRING) throw UsageError(path_ + name + ": expected a string dataset");
+  Handle space(H5Dget_space(ds.id()), H5Sclose);
+  if (H5Sget_simple_extent_npoints(space.id()) != 1) throw UsageError(path_ + name + ": expected a single string");
+  Handle t = utf8_string_type();
+  char* p = nullptr;
+  check(H5Dread(ds.id(), t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "", "cannot read dataset " + path_ + name);
+  std::string s = p ? p : "";
+  H5free_memory(p);
+  return s;
+}
+
+RowMajorMatrix Group::read_matrix(const std::string& name, const std::vector<long long>& expected) const {
+  const Array a = read(name);
+  bool ok = a.shape.size() == expected.size();
+  for (std::size_t i = 0; ok && i < expected.size(); ++i)
+    ok = expected[i] < 0 || a.shape[i] == static_cast<hsize_t>(expected[i]);
+  if (!ok || a.shape.size() != 2) {
+    std::string want = "[";
+    for (std::size_t i = 0; i < expected.size(); ++i)
+      want += (i ? ", " : "") + (expected[i] < 0 ? std::string("any") : std::to_string(expected[i]));
+    throw UsageError(path_ + name + ": expected shape " + want + "], got " + shape_string(a.shape));
+  }
+  RowMajorMatrix m(static_cast<Eigen::Index>(a.shape[0]), static_cast<Eigen::Index>(a.shape[1]));
+  std::copy(a.data.begin(), a.data.end(), m.data());
+  return m;
+}
+
+// ---- files ----
+
+namespace {
+
+Handle memory_access() {
+  Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose);
+  check(H5Pset_fapl_core(fapl.id(), 1 << 20, 0), "", "H5Pset_fapl_core");  // no backing store
+  return fapl;
+}
+
+}  // namespace
+
+File::File(Handle h, std::string filename, bool in_memory)
+    : Group(std::move(h), filename + ":/"), filename_(std::move(filename)), in_memory_(in_memory),
+      exceptions_(std::uncaught_exceptions()) {}
+
+File::~File() {
+  if (in_memory_ && id() >= 0 && std::uncaught_exceptions() == exceptions_) {
+    try {
+      close();
+    } catch (...) {
+    }
+  }
+}
+
+File File::create(const std::string& filename) {
+  silence_hdf5();
+  const Handle fapl = memory_access();
+  const hid_t id = H5Fcreate(filename.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id());
+  if (id < 0) fail("cannot create the HDF5 file '" + filename + "' in memory");
+  return File(Handle(id, H5Fclose), filename, true);
+}
+
+File File::open_read(const std::string& filename, const std::string& key) {
+  silence_hdf5();
+  const std::string who = (key.empty() ? "file '" : key + " '") + printable(filename) + "'";
+  std::error_code ec;
+  const auto st = std::filesystem::status(filename, ec);
+  if (!std::filesystem::exists(st)) throw UsageError(who + ": no such file");
+  if (std::filesystem::is_directory(st)) throw UsageError(who + " is a directory, expected an HDF5 file");
+  if (!std::filesystem::is_regular_file(st)) throw UsageError(who + " is not a regular file, expected an HDF5 file");
+  const htri_t is_hdf5 = H5Fis_hdf5(filename.c_str());
+  hdf5_message();
+  if (is_hdf5 < 0) throw UsageError(who + ": cannot read it (permission denied, or not a readable HDF5 file)");
+  if (is_hdf5 == 0) throw UsageError(who + " is not an HDF5 file (no HDF5 signature)");
+  const hid_t id = H5Fopen(filename.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id < 0) {
+    hdf5_message();
+    throw UsageError(who + " is not a readable HDF5 file (truncated or corrupted)");
+  }
+  return File(Handle(id, H5Fclose), filename, false);
+}
+
+File File::open_readwrite(const std::string& source, const std::string& dest) {
+  silence_hdf5();
+  const Handle fapl = memory_access();
+  const hid_t id = H5Fopen(source.c_str(), H5F_ACC_RDWR, fapl.id());
+  if (id < 0) fail("cannot open '" + source + "' for modification");
+  return File(Handle(id, H5Fclose), dest, true);
+}
+
+void File::flush() const {
+  if (H5Fflush(id(), H5F_SCOPE_GLOBAL) < 0) fail("cannot flush '" + filename_ + "'");
+}
+
+std::vector<char> File::take_image() {
+  const ssize_t open_objects =
+      H5Fget_obj_count(id(), H5F_OBJ_DATASET | H5F_OBJ_GROUP | H5F_OBJ_DATATYPE | H5F_OBJ_ATTR | H5F_OBJ_LOCAL);
+  if (open_objects > 0)
+    throw std::logic_error("h5::File::close: " + std::to_string(open_objects) + " objects of '" + filename_ +
+                           "' still open");
+  std::vector<char> image;
+  std::string error;
+  if (H5Fflush(id(), H5F_SCOPE_GLOBAL) < 0) {
+    error = "cannot flush '" + filename_ + "' in memory";
+  } else {
+    const ssize_t size = H5Fget_file_image(id(), nullptr, 0);
+    if (size < 0) {
+      error = "cannot get the image of '" + filename_ + "'";
+    } else {
+      image.resize(static_cast<std::size_t>(size));
+      if (H5Fget_file_image(id(), image.data(), image.size()) != size) error = "cannot get the image of '" + filename_ + "'";
+    }
+  }
+  if (!error.empty()) fail(error);  // the handle closes itself (in memory: no disk involved)
+  if (handle_.close() < 0) fail("cannot close '" + filename_ + "' in memory");
+  return image;
+}
+
+void File::close() {
+  if (id() < 0) return;
+  if (!in_memory_) {
+    const ssize_t open_objects =
+        H5Fget_obj_count(id(), H5F_OBJ_DATASET | H5F_OBJ_GROUP | H5F_OBJ_DATATYPE | H5F_OBJ_ATTR | H5F_OBJ_LOCAL);
+    if (open_objects > 0)
+      throw std::logic_error("h5::File::close: " + std::to_string(open_objects) + " objects of '" + filename_ +
+                             "' still open");
+    if (handle_.close() < 0) fail("cannot close '" + filename_ + "'");
+    return;
+  }
+  const std::vector<char> image = take_image();
+  write_whole_file(filename_, image.data(), image.size());
+}
+
+std::vector<char> File::close_to_image() {
+  if (id() < 0 || !in_memory_) throw std::logic_error("h5::File::close_to_image: '" + filename_ + "' is not an open file in memory");
+  return take_image();
+}
+
+bool is_complete(const std::string& path, const std::string& filetype) {
+  silence_hdf5();
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    hdf5_message();
+    return false;
+  }
+  try {
+    const File f = File::open_read(path);
+    return f.has_attr("filetype") && f.attr_string("filetype") == filetype && f.has_attr("complete") &&
+           f.attr_int("complete") == 1;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+void check_replaceable(const std::string& path, const std::string& key, const std::string& filetype, bool force) {
+  require_regular_or_absent(path, key);
+  if (force || !path_exists(path) || is_complete(path, filetype)) return;
+  throw UsageError((key.empty() ? std::string() : "key '" + key + "': ") + "'" + path +
+                   "' exists and is not a complete " + filetype +
+                   " file; refusing to overwrite it (remove it, choose another name, or rerun with --force)");
+}
+
+namespace {
+herr_t collect_link(hid_t, const char* name, const H5L_info_t*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->push_back(name);
+  return 0;
+}
+}  // namespace
+
+void File::label_unlabelled_axes() const {
+  std::vector<std::string> names;
+  check(H5Lvisit(id(), H5_INDEX_NAME, H5_ITER_INC, collect_link, &names), "",
+        "cannot list the objects of " + filename_);
+  for (const std::string& name : names) {
+    Handle obj(H5Oopen(id(), name.c_str(), H5P_DEFAULT), H5Oclose);
+    if (obj.id() < 0 || H5Iget_type(obj.id()) != H5I_DATASET || H5DSis_scale(obj.id()) > 0) continue;
+    const Dataset ds = open_dataset(name);
+    const std::vector<hsize_t> shape = ds.shape();
+    const auto slash = name.rfind('/');
+    const Group parent = open_group(slash == std::string::npos ? "/" : name.substr(0, slash));
+    const std::string leaf = slash == std::string::npos ? name : name.substr(slash + 1);
+    for (std::size_t k = 0; k < shape.size(); ++k) {
+      if (H5DSget_num_scales(ds.id(), static_cast<unsigned>(k)) > 0) continue;
+      const std::string dim = leaf + "_dim" + std::to_string(k);
+      if (!parent.exists(dim)) {
+        std::vector<std::int64_t> index(static_cast<std::size_t>(shape[k]));
+        for (std::size_t i = 0; i < index.size(); ++i) index[i] = static_cast<std::int64_t>(i);
+        parent.write_coordinate(dim, index, "index along axis " + std::to_string(k) + " of " + leaf);
+      }
+      ds.attach_scale(parent.open_dataset(dim), static_cast<unsigned>(k));
+    }
+  }
+}
+
+}  // namespace rcsim::h5

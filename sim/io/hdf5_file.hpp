@@ -1,0 +1,176 @@
+// A thin RAII layer over the HDF5 C API, in the spirit of HighFive: files, groups, datasets and
+// attributes as objects that close themselves; HDF5's own error printing silenced; every failure
+// turned into an exception that names the file and object. Arrays are C order (row-major) as in
+// HDF5; callers convert from Eigen's column-major storage deliberately (see RowMajorMatrix).
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <type_traits>
+#include <string>
+#include <vector>
+
+#include "kernel/types.hpp"
+
+namespace rcsim::h5 {
+
+// Owns one hid_t and closes it with the matching H5*close.
+class Handle {
+ public:
+  Handle() = default;
+  Handle(hid_t id, herr_t (*closer)(hid_t)) : id_(id), closer_(closer) {}
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  Handle(Handle&& o) noexcept : id_(o.id_), closer_(o.closer_) { o.id_ = -1; }
+  Handle& operator=(Handle&& o) noexcept;
+  ~Handle();
+  hid_t id() const { return id_; }
+  // Close now and return the closer's status (the destructor's close is unchecked: failure path).
+  herr_t close();
+
+ private:
+  hid_t id_ = -1;
+  herr_t (*closer_)(hid_t) = nullptr;
+};
+
+// A dense array read from a file: its shape and its values in C order.
+// (The kernel's NdArray: Extent is hsize_t.)
+static_assert(std::is_same_v<Extent, hsize_t>, "rcsim::Extent must be HDF5's hsize_t");
+using Array = NdArray;
+
+// Anything that carries attributes: file (root group), group or dataset.
+class Object {
+ public:
+  hid_t id() const { return handle_.id(); }
+  const std::string& path() const { return path_; }
+
+  void set_attr(const std::string& name, const std::string& value) const;  // variable-length UTF-8
+  void set_attr(const std::string& name, const char* value) const { set_attr(name, std::string(value)); }
+  void set_attr(const std::string& name, double value) const;
+  void set_attr(const std::string& name, std::int64_t value) const;
+  void set_attr(const std::string& name, int value) const { set_attr(name, static_cast<std::int64_t>(value)); }
+  void set_attr(const std::string& name, const std::vector<std::int64_t>& values) const;
+
+  bool has_attr(const std::string& name) const;
+  std::string attr_string(const std::string& name) const;
+  std::int64_t attr_int(const std::string& name) const;
+  double attr_double(const std::string& name) const;
+
+ protected:
+  Object(Handle h, std::string path) : handle_(std::move(h)), path_(std::move(path)) {}
+  Handle handle_;
+  std::string path_;  // "file.h5:/group/dataset", for messages
+};
+
+class Dataset : public Object {
+ public:
+  // Turn this dataset into a dimension scale called `name` (HDF5 HL, for xarray and h5dump).
+  void make_scale(const std::string& name) const;
+  // Attach `scale` to dimension `dim` of this dataset.
+  void attach_scale(const Dataset& scale, unsigned dim) const;
+  // The extent of each axis.
+  std::vector<hsize_t> shape() const;
+
+ private:
+  friend class Group;
+  using Object::Object;
+};
+
+class Group : public Object {
+ public:
+  Group create_group(const std::string& name) const;
+  Group open_group(const std::string& name) const;
+  bool exists(const std::string& name) const;
+  Dataset open_dataset(const std::string& name) const;
+  // Unlink an object (group or dataset) from this group.
+  void remove(const std::string& name) const;
+
+  Dataset write(const std::string& name, const std::vector<hsize_t>& shape, const double* data) const;
+  Dataset write(const std::string& name, const std::vector<hsize_t>& shape, const std::uint8_t* data) const;
+  Dataset write(const std::string& name, const std::vector<hsize_t>& shape, const std::int64_t* data) const;
+  Dataset write(const std::string& name, const std::vector<double>& values) const {
+    return write(name, {values.size()}, values.data());
+  }
+  Dataset write_string(const std::string& name, const std::string& text) const;
+  // A 1-D dataset of variable-length UTF-8 strings.
+  Dataset write_strings(const std::string& name, const std::vector<std::string>& texts) const;
+
+  // A coordinate: a 1-D dataset that is a dimension scale of its own name (xarray, h5dump).
+  Dataset write_coordinate(const std::string& name, const std::vector<std::int64_t>& values,
+                           const std::string& long_name) const;
+  Dataset write_coordinate(const std::string& name, const std::vector<double>& values,
+                           const std::string& long_name) const;
+  // Label every axis of `ds` (a dataset of this group) with the coordinate of that name in this
+  // group, so that `xarray.open_dataset(file, group=...)` labels the array: each group carries its
+  // own coordinates. A name without a coordinate yet gets an index coordinate 0, 1, ..., n-1.
+  // Throws if a coordinate's length differs from the axis.
+  void label_axes(const Dataset& ds, const std::vector<std::string>& dims) const;
+
+  // Read a numeric dataset as float64 (HDF5 converts integer and float types).
+  Array read(const std::string& name) const;
+  std::string read_string(const std::string& name) const;
+  std::vector<std::string> read_strings(const std::string& name) const;
+  // Read a 2-D dataset and check its shape; `expected` entries < 0 accept any extent.
+  RowMajorMatrix read_matrix(const std::string& name, const std::vector<long long>& expected) const;
+
+ protected:
+  using Object::Object;
+};
+
+// Files are written in memory (HDF5's core driver, no backing store) and put on disk by close()
+// in one checked write of the whole image: HDF5 itself never meets a full disk (which leaves its
+// library state broken and crashes the process at exit), a failed write is one clear error, and
+// the bytes go through a descriptor that never follows a symlink.
+class File : public Group {
+ public:
+  // A new, empty file in memory; close() writes it to `filename` (normally an exclusive
+  // temporary, see core/safe_file.hpp).
+  static File create(const std::string& filename);
+  // Open for reading. `key` names the configuration key that gave the file, for messages.
+  static File open_read(const std::string& filename, const std::string& key = "");
+  // Read `source` into memory for modification; close() writes the modified file to `dest`
+  // (a temporary: `source` itself is never edited in place).
+  static File open_readwrite(const std::string& source, const std::string& dest);
+  File(File&&) noexcept = default;
+  File& operator=(File&&) = delete;
+  // A file written in memory that was not closed is written by the destructor, unless the scope
+  // is left by an exception (then nothing is written); errors there are ignored: code that keeps
+  // the file calls close().
+  ~File();
+  void flush() const;
+  // Write the whole file to its destination and close it; throws RuntimeError with the OS error
+  // ("No space left on device", "File too large") naming the file. Every group, dataset and
+  // attribute of the file must be closed already (std::logic_error otherwise).
+  void close();
+  // Close a file made by create() and return its bytes (an HDF5 file image, as close() would
+  // write them) instead of writing them anywhere: for results that stay in memory (the Python
+  // bindings, docs/python.md). h5py opens the image from an io.BytesIO.
+  std::vector<char> close_to_image();
+  // Give every axis that still has no dimension scale an index coordinate named
+  // "<dataset>_dim<k>" in the dataset's group, so that every axis of every dataset is labelled
+  // (xarray refuses a variable with labelled and unlabelled axes). Writers call it before their
+  // final flush; meaningful names are given by Group::label_axes before that.
+  void label_unlabelled_axes() const;
+  const std::string& filename() const { return filename_; }
+
+ private:
+  File(Handle h, std::string filename, bool in_memory);
+  std::vector<char> take_image();  // flush, copy the image and close (in memory only)
+  std::string filename_;
+  bool in_memory_ = false;
+  int exceptions_ = 0;  // std::uncaught_exceptions() when made
+};
+
+// True if `path` is an HDF5 file whose root has filetype = `filetype` and complete = 1.
+bool is_complete(const std::string& path, const std::string& filetype);
+
+// Before writing `path` (given by configuration key `key`): refuse (UsageError naming the
+// file) what rcsim must not replace: anything that is not a regular file, always; a regular file
+// that is not a complete rcsim file of `filetype`, unless `force`.
+void check_replaceable(const std::string& path, const std::string& key, const std::string& filetype, bool force);
+
+// Format a shape as "[a, b, c]".
+std::string shape_string(const std::vector<hsize_t>& shape);
+
+}  // namespace rcsim::h5

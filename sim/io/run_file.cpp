@@ -1,0 +1,328 @@
+#include "io/run_file.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <limits>
+#include <sstream>
+
+#include "config/config.hpp"
+#include "io/checkpoint.hpp"
+#include "kernel/printable.hpp"
+#include "kernel/errors.hpp"
+#include "io/safe_file.hpp"
+#include "io/hdf5_file.hpp"
+#include "kernel/summary.hpp"
+#include "kernel/version.hpp"
+
+namespace fs = std::filesystem;
+
+namespace rcsim {
+
+namespace {
+
+std::vector<double> row_major(const Eigen::Ref<const Matrix>& m) {
+  std::vector<double> out(static_cast<std::size_t>(m.size()));
+  Eigen::Map<RowMajorMatrix>(out.data(), m.rows(), m.cols()) = m;
+  return out;
+}
+
+std::vector<std::int64_t> iota(int n) {
+  std::vector<std::int64_t> v(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = i;
+  return v;
+}
+
+h5::Dataset write_matrix(const h5::Group& g, const std::string& name, const Eigen::Ref<const Matrix>& m) {
+  const std::vector<double> data = row_major(m);
+  return g.write(name, {static_cast<hsize_t>(m.rows()), static_cast<hsize_t>(m.cols())}, data.data());
+}
+
+// The coordinates of one group: every group carries its own copy, so that
+// xarray.open_dataset(file, group=...) labels its arrays by value (layer 10 is layer 10, whatever
+// the schedule), not by position.
+struct Coordinates {
+  std::vector<std::int64_t> trial, layer, attention_layer;
+  std::string schedule;
+
+  void write(const h5::Group& g) const {
+    g.write_coordinate("trial", trial, "trial index");
+    g.write_coordinate("layer", layer, "layer t (0 = the input X(0)) of each recorded column of the measures")
+        .set_attr("schedule", schedule);
+    g.write_coordinate("attention_layer", attention_layer,
+                       "attention layer t (maps X(t) to X(t+1)) of each recorded column")
+        .set_attr("schedule", schedule);
+  }
+};
+
+void write_summary(const h5::Group& g, const std::string& name, const Eigen::Ref<const Matrix>& m,
+                   const MeasureInfo& info, const std::string& layer_dim) {
+  const ColumnStats s = column_stats(m);
+  const std::pair<const char*, const Vector*> parts[] = {
+      {"_mean", &s.mean}, {"_median", &s.median}, {"_q10", &s.q10}, {"_q90", &s.q90}};
+  for (const auto& [suffix, v] : parts) {
+    const h5::Dataset ds = g.write(name + suffix, {static_cast<hsize_t>(v->size())}, v->data());
+    ds.set_attr("long_name", std::string(info.long_name) + " (" + (suffix + 1) + " over trials)");
+    ds.set_attr("units", info.units);
+    g.label_axes(ds, {layer_dim});
+  }
+}
+
+// A [trial, layer] measure with its attributes and dimension scales.
+h5::Dataset write_measure(const h5::Group& g, const MeasureInfo& info, const Eigen::Ref<const Matrix>& m,
+                          const std::string& layer_dim) {
+  h5::Dataset ds = write_matrix(g, info.name, m);
+  ds.set_attr("long_name", info.long_name);
+  ds.set_attr("units", info.units);
+  g.label_axes(ds, {"trial", layer_dim});
+  return ds;
+}
+
+}  // namespace
+
+std::string utc_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+namespace {
+
+void write_run_contents(const h5::File& f, const std::string& config_ini, const EngineSetup& s, const RunResults& r,
+                        const Provenance& p) {
+  const ModelSpec& c = s.config;
+  const int T = r.trials, L = r.layers, N = c.model.tokens, d = c.model.dim;
+  f.set_attr("filetype", "rcsim-run");
+  f.set_attr("format_version", kRunFormatVersion);
+  f.set_attr("rcsim_version", version());
+  f.set_attr("git_sha", git_sha());
+  f.set_attr("created_utc", utc_now());
+  f.set_attr("command_line", p.command_line);
+  f.set_attr("seed", std::to_string(c.run.seed));  // text: HDF5 attributes have no portable uint64 in h5py/xarray
+  f.set_attr("threads", p.threads);
+  f.set_attr("mask_type", to_string(c.mask.type));
+  f.set_attr("norm_type", to_string(c.norm.type));
+  f.set_attr("tokens", N);
+  f.set_attr("dim", d);
+  f.set_attr("layers", L);
+  f.set_attr("heads", c.model.heads);
+  f.set_attr("trials", T);
+  f.set_attr("d_qk", c.model.d_qk);
+  f.set_attr("max_rank", s.max_rank);
+  f.set_attr("max_rank_input", s.max_rank_input);
+  f.set_attr("complete", 0);
+
+  f.write_string("config", config_ini).set_attr("long_name", "fully resolved configuration (INI); rcsim run --config reproduces the run");
+
+  // Coordinates, as dimension scales: at the root and again in each group (Coordinates).
+  const Coordinates coords{iota(T),
+                           std::vector<std::int64_t>(r.layer_index.begin(), r.layer_index.end()),
+                           std::vector<std::int64_t>(r.attention_layer_index.begin(), r.attention_layer_index.end()),
+                           c.output.schedule};
+  const std::vector<std::int64_t>& layer_ids = coords.layer;
+  coords.write(f);
+
+  // Mask and its graph.
+  {
+    std::vector<std::uint8_t> m(static_cast<std::size_t>(N) * static_cast<std::size_t>(N));
+    Eigen::Map<Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(m.data(), N, N) = s.mask;
+    const h5::Dataset ds = f.write("mask", {static_cast<hsize_t>(N), static_cast<hsize_t>(N)}, m.data());
+    ds.set_attr("long_name", "attention mask: mask[i][j] = 1 iff token i attends to token j");
+    ds.set_attr("quasi_strongly_connected", s.graph.quasi_strongly_connected ? 1 : 0);
+    ds.set_attr("radius", s.graph.radius);
+    ds.set_attr("centres", std::vector<std::int64_t>(s.graph.centres.begin(), s.graph.centres.end()));
+    f.label_axes(ds, {"token", "attended_token"});
+  }
+
+  // Per-trial, per-layer measures.
+  const h5::Group metrics = f.create_group("metrics");
+  coords.write(metrics);
+  for (std::size_t i = 0; i < r.token_info.size(); ++i) {
+    const MeasureInfo& info = r.token_info[i];
+    const h5::Dataset ds = write_measure(metrics, info, r.token[i], "layer");
+    if (std::string(info.name) == "rank") {
+      ds.set_attr("rtol", c.metrics.rank_rtol);
+      ds.set_attr("atol", c.metrics.rank_atol);
+    }
+    if (std::string(info.name) == "pair_density") ds.set_attr("threshold", c.metrics.pair_threshold);
+    if (std::string(info.name) == "clusters") ds.set_attr("tau", c.metrics.cluster_tau);
+    if (std::string(info.name) == "sigma_at_max_rank") {
+      ds.set_attr("max_rank", s.max_rank);
+      ds.set_attr("max_rank_input", s.max_rank_input);
+    }
+  }
+  for (std::size_t i = 0; i < r.attention_info.size(); ++i)
+    write_measure(metrics, r.attention_info[i], r.attention[i], "attention_layer");
+  if (!r.spectrum.empty()) {
+    const auto m = static_cast<std::size_t>(r.spectrum_size);
+    std::vector<double> data;
+    data.reserve(static_cast<std::size_t>(T) * layer_ids.size() * m);
+    for (const Matrix& sp : r.spectrum) {
+      const auto rm = row_major(sp);
+      data.insert(data.end(), rm.begin(), rm.end());
+    }
+    const h5::Dataset ds =
+        metrics.write("spectrum", {static_cast<hsize_t>(T), layer_ids.size(), m}, data.data());
+    ds.set_attr("long_name", "singular values of X, descending");
+    ds.set_attr("units", "same as X");
+    std::vector<std::int64_t> sigma_index(m);
+    for (std::size_t i = 0; i < m; ++i) sigma_index[i] = static_cast<std::int64_t>(i) + 1;
+    metrics.write_coordinate("sigma_index", sigma_index, "i of sigma_i (singular values in descending order)");
+    metrics.label_axes(ds, {"trial", "layer", "sigma_index"});
+  }
+
+  // Diagnostics per trial.
+  {
+    const h5::Group diag = f.create_group("diagnostics");
+    diag.write_coordinate("trial", coords.trial, "trial index");
+    auto write_ints = [&](const char* name, const std::vector<int>& v, const char* long_name) {
+      const std::vector<std::int64_t> w(v.begin(), v.end());
+      const h5::Dataset ds = diag.write(name, {w.size()}, w.data());
+      ds.set_attr("long_name", long_name);
+      diag.label_axes(ds, {"trial"});
+    };
+    write_ints("underflow_layer", r.underflow_layer, "first layer where mu < 2.2e-308 (DBL_MIN); -1 = never");
+    write_ints("nonfinite_layer", r.nonfinite_layer,
+               "first layer with a non-finite token entry; the trial stopped there, later measures NaN; -1 = never");
+    write_ints("degenerate_rows_total", r.degenerate_total, "rows without direction in the normalisation, all layers");
+  }
+
+  // Token snapshots.
+  if (!c.output.token_layers.empty()) {
+    const auto S = c.output.token_layers.size();
+    std::vector<double> data;
+    for (const auto& per_trial : r.snapshots)
+      for (const Matrix& X : per_trial) {
+        const auto rm = row_major(X);
+        data.insert(data.end(), rm.begin(), rm.end());
+      }
+    const std::vector<std::int64_t> layers(c.output.token_layers.begin(), c.output.token_layers.end());
+    f.write_coordinate("tokens_layer", layers, "layer of each token snapshot");
+    const h5::Dataset ds = f.write(
+        "tokens", {static_cast<hsize_t>(T), S, static_cast<hsize_t>(N), static_cast<hsize_t>(d)}, data.data());
+    ds.set_attr("long_name", "token matrices X(t) at the layers in /tokens_layer (rows are tokens)");
+    ds.set_attr("units", "same as X");
+    f.label_axes(ds, {"trial", "tokens_layer", "token", "feature"});
+  }
+
+  // Attention matrices (output.attention).
+  if (!r.attention_matrices.empty()) {
+    std::vector<double> data;
+    for (const auto& per_trial : r.attention_matrices)
+      for (const Matrix& A : per_trial) {
+        const auto rm = row_major(A);
+        data.insert(data.end(), rm.begin(), rm.end());
+      }
+    const h5::Dataset ds = f.write(
+        "attention", {static_cast<hsize_t>(T), coords.attention_layer.size(), static_cast<hsize_t>(N), static_cast<hsize_t>(N)},
+        data.data());
+    ds.set_attr("long_name", "head-averaged attention matrix (1/H) sum_h A_h of the layer t -> t+1 (rows: queries)");
+    ds.set_attr("units", "1");
+    f.label_axes(ds, {"trial", "attention_layer", "token", "attended_token"});
+  }
+
+  // Ensemble summary per layer.
+  {
+    const h5::Group g = f.create_group("summary");
+    coords.write(g);
+    for (std::size_t i = 0; i < r.token_info.size(); ++i)
+      write_summary(g, r.token_info[i].name, r.token[i], r.token_info[i], "layer");
+    for (std::size_t i = 0; i < r.attention_info.size(); ++i)
+      write_summary(g, r.attention_info[i].name, r.attention[i], r.attention_info[i], "attention_layer");
+    const Matrix log_mu = r.token[0].unaryExpr([](double x) { return std::log10(x); });
+    write_summary(g, "log10_mu", log_mu, {"log10_mu", "log10 of mu (-inf where mu = 0)", "1"}, "layer");
+    const auto S = static_cast<Eigen::Index>(layer_ids.size());
+    Vector frac(S);
+    const Matrix& rank = r.token[5];
+    for (Eigen::Index k = 0; k < S; ++k) {
+      const int full = layer_ids[static_cast<std::size_t>(k)] == 0 ? s.max_rank_input : s.max_rank;
+      frac(k) = (rank.col(k).array() >= full).cast<double>().sum() / T;
+    }
+    const h5::Dataset ds = g.write("full_rank_fraction", {static_cast<hsize_t>(S)}, frac.data());
+    ds.set_attr("long_name", "fraction of trials whose rank equals the largest rank the layer allows");
+    ds.set_attr("units", "1");
+    g.label_axes(ds, {"layer"});
+  }
+
+  f.label_unlabelled_axes();
+
+  f.set_attr("complete", 1);  // last
+}
+
+}  // namespace
+
+void write_run_file(const std::string& path, const std::string& config_ini, const EngineSetup& s, const RunResults& r,
+                    const Provenance& p) {
+  h5::File f = h5::File::create(path);
+  write_run_contents(f, config_ini, s, r, p);
+  f.close();  // checked: a file that did not fit is an error, never renamed
+}
+
+std::vector<char> run_file_image(const std::string& name, const std::string& config_ini, const EngineSetup& s,
+                                 const RunResults& r, const Provenance& p) {
+  h5::File f = h5::File::create(name);  // the name only labels messages
+  write_run_contents(f, config_ini, s, r, p);
+  return f.close_to_image();
+}
+
+bool run_file_matches(const std::string& path, const std::string& config_ini) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return false;
+  try {
+    const h5::File f = h5::File::open_read(path);
+    if (!f.has_attr("complete") || f.attr_int("complete") != 1) return false;
+    return result_configuration(f.read_string("config")) == result_configuration(config_ini);
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+std::string first_difference(const std::string& ini_a, const std::string& ini_b) {
+  std::istringstream a(ini_a), b(ini_b);
+  std::string la, lb, section;
+  for (;;) {
+    const bool ga = static_cast<bool>(std::getline(a, la)), gb = static_cast<bool>(std::getline(b, lb));
+    if (!ga && !gb) return "";
+    if (ga && !la.empty() && la[0] == '[') section = la.substr(1, la.find(']') - 1) + ".";
+    if (ga != gb || la != lb) {
+      auto key_value = [](const std::string& line) -> std::pair<std::string, std::string> {
+        const auto eq = line.find(" = ");
+        if (eq == std::string::npos) return {line, ""};
+        return {line.substr(0, eq), line.substr(eq + 3)};
+      };
+      const auto [ka, va] = key_value(ga ? la : "");
+      const auto [kb, vb] = key_value(gb ? lb : "");
+      // Text from a file (a stored configuration): escaped and cut for the message.
+      if (ka == kb) return "key '" + printable(section + ka) + "': " + printable(va) + " -> " + printable(vb);
+      return "'" + (ga ? printable(la) : std::string("(end)")) + "' -> '" + (gb ? printable(lb) : std::string("(end)")) + "'";
+    }
+  }
+}
+
+RunFileCheck check_run_file(const std::string& path, const std::string& config_ini) {
+  RunFileCheck out;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return out;
+  try {
+    const h5::File f = h5::File::open_read(path);
+    if (!f.has_attr("complete") || f.attr_int("complete") != 1) return out;
+    // Keys that do not change results (run.threads, output.file) do not count.
+    const std::string stored = result_configuration(f.read_string("config")), wanted = result_configuration(config_ini);
+    if (stored == wanted) {
+      out.state = RunFileState::matches;
+    } else {
+      out.state = RunFileState::differs;
+      out.difference = first_difference(stored, wanted);
+    }
+  } catch (const std::exception&) {
+  }
+  return out;
+}
+
+}  // namespace rcsim

@@ -1,0 +1,115 @@
+#include "kernel/block.hpp"
+
+namespace rcsim {
+
+namespace {
+
+template <class T>
+const Normalization& norm_at(const LayerWeightsT<T>& w, const BlockParams& p, int slot) {
+  return w.norms_from_file ? w.norms[slot] : *p.layer.norm;
+}
+
+// out = X + a Y as attention_layer's residual for post, or Y alone for a = 0.
+template <class T>
+void add_residual(const MatrixT<T>& X, double alpha, const MatrixT<T>& Y, MatrixT<T>& out) {
+  if (alpha != 0.0)
+    out = X + static_cast<T>(alpha) * Y;
+  else
+    out = Y;
+}
+
+// The MLP sub-block on X (the attention sub-block's output) into out; returns degenerate rows.
+// nGPT's step on the sphere: Y <- X + a (Y - X) (Y the normalised sub-block output).
+template <class T>
+void ngpt_step(const MatrixT<T>& X, double alpha, MatrixT<T>& Y) {
+  Y -= X;
+  Y *= static_cast<T>(alpha);
+  Y += X;
+}
+
+template <class T>
+int mlp_sublayer(const MatrixT<T>& X, const LayerWeightsT<T>& w, const BlockParams& p, BlockWorkspaceT<T>& ws,
+                 MatrixT<T>& out) {
+  const double alpha = p.layer.alpha;
+  int degenerate = 0;
+  const Dropout* drop = p.layer.dropout;
+  if (p.position == NormPosition::ngpt) {  // N2(X + a (N2_out(M(X)) - X))
+    mlp_forward(X, w, p.activation, ws.mlp, out);
+    if (drop && drop->output > 0.0) apply_dropout(out, drop->output, *drop->rng);
+    degenerate += normalize_rows(out, norm_at(w, p, kNormMlpOut));
+    ngpt_step<T>(X, alpha, out);
+    return degenerate + normalize_rows(out, norm_at(w, p, kNormMlp));
+  }
+  if (p.position == NormPosition::post) {
+    mlp_forward(X, w, p.activation, ws.mlp, ws.normalised);
+    if (drop && drop->output > 0.0) apply_dropout(ws.normalised, drop->output, *drop->rng);
+    add_residual<T>(X, alpha, ws.normalised, out);
+    return normalize_rows(out, norm_at(w, p, kNormMlp));
+  }
+  ws.normalised = X;
+  degenerate += normalize_rows(ws.normalised, norm_at(w, p, kNormMlp));
+  mlp_forward(ws.normalised, w, p.activation, ws.mlp, out);
+  // Dropout on M's output, then N2_out (peri), as inside the attention sub-block.
+  if (drop && drop->output > 0.0) apply_dropout(out, drop->output, *drop->rng);
+  if (p.position == NormPosition::peri) degenerate += normalize_rows(out, norm_at(w, p, kNormMlpOut));
+  if (alpha != 0.0) {
+    out *= static_cast<T>(alpha);
+    out += X;
+  }
+  return degenerate;
+}
+
+template <class T>
+LayerReport block_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const BlockParams& p,
+                       BlockWorkspaceT<T>& ws, MatrixT<T>& X_next) {
+  const bool mlp = w.mlp_in.size() > 0;
+  MatrixT<T>& attn_out = mlp ? ws.middle : X_next;
+  LayerReport report;
+  if (p.position == NormPosition::ngpt) {  // N(X + a (N_out(A(X)) - X)), nGPT (Loshchilov et al. 2024)
+    LayerParams inner = p.layer;
+    inner.alpha = 0.0;
+    inner.norm = &norm_at(w, p, kNormAttnOut);
+    report = attention_layer(X, w, inner, ws.layer, attn_out);
+    ws.normalised = X;  // X as a matrix for the step
+    ngpt_step<T>(ws.normalised, p.layer.alpha, attn_out);
+    report.degenerate_rows += normalize_rows(attn_out, norm_at(w, p, kNormAttn));
+  } else if (p.position == NormPosition::post) {
+    if (w.norms_from_file) {
+      LayerParams lp = p.layer;
+      lp.norm = &w.norms[kNormAttn];
+      report = attention_layer(X, w, lp, ws.layer, attn_out);
+    } else {
+      report = attention_layer(X, w, p.layer, ws.layer, attn_out);
+    }
+  } else {
+    static const Normalization identity;  // type none: attention_layer adds no normalisation
+    ws.normalised = X;
+    const int degenerate_in = normalize_rows(ws.normalised, norm_at(w, p, kNormAttn));
+    LayerParams inner = p.layer;
+    inner.alpha = 0.0;  // A(N(X)) alone; the residual is added below
+    inner.norm = &identity;
+    report = attention_layer(ws.normalised, w, inner, ws.layer, attn_out);
+    report.degenerate_rows += degenerate_in;
+    if (p.position == NormPosition::peri) report.degenerate_rows += normalize_rows(attn_out, norm_at(w, p, kNormAttnOut));
+    if (p.layer.alpha != 0.0) {
+      // X + a * Y, evaluated as attention_layer does for post (IEEE addition commutes).
+      attn_out *= static_cast<T>(p.layer.alpha);
+      attn_out += X;
+    }
+  }
+  if (mlp) report.degenerate_rows += mlp_sublayer<T>(ws.middle, w, p, ws, X_next);
+  return report;
+}
+
+}  // namespace
+
+LayerReport transformer_block(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const BlockParams& p,
+                              BlockWorkspace& ws, Matrix& X_next) {
+  return block_impl<double>(X, w, p, ws, X_next);
+}
+LayerReport transformer_block(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, const BlockParams& p,
+                              BlockWorkspaceT<float>& ws, MatrixF& X_next) {
+  return block_impl<float>(X, w, p, ws, X_next);
+}
+
+}  // namespace rcsim

@@ -1,0 +1,50 @@
+// One transformer block t -> t+1: the attention layer of SCIENCE.md section 1 with the row
+// normalisation N placed after (post), before (pre) or on both sides (peri) of the attention A,
+// a the residual weight (residual.alpha), then optionally the MLP sub-block M (mlp.width > 0,
+// model/mlp.hpp) placed the same way with normalisations of its own (N2, N2_out):
+//   post: X + a A(X) -> N(X + a A(X))       (a = 0: N(A(X)))       the paper's model, the default
+//         then X <- N2(X + a M(X))          (a = 0: N2(M(X)))
+//   pre:  X + a A(N(X))                      (a = 0: A(N(X)))       GPT-2 style pre-LN
+//         then X <- X + a M(N2(X))          (a = 0: M(N2(X)))
+//   peri: X + a N_out(A(N(X)))               (a = 0: N_out(A(N(X))))  Peri-LN
+//         then X <- X + a N2_out(M(N2(X)))  (a = 0: N2_out(M(N2(X))))
+//   ngpt: N(X + a (N_out(A(X)) - X))         nGPT (Loshchilov et al. 2024): a step of size a
+//         then X <- N2(X + a (N2_out(M(X)) - X))   towards the normalised output, renormalised
+// With norm.params = config every normalisation is the one N of norm.*; with norm.params = file
+// each has the gain and bias of its layer from weights.file (LayerWeights::norms).
+// Dropout (model/dropout.hpp) acts inside A (on the attention weights and on A's output) and on
+// M's output (dropout.output), before the residual.
+#pragma once
+
+#include "kernel/model_spec.hpp"
+#include "kernel/layer.hpp"
+#include "kernel/mlp.hpp"
+
+namespace rcsim {
+
+struct BlockParams {
+  LayerParams layer;  // mask, temperature, residual weight a, normalisation N, dropout
+  NormPosition position = NormPosition::post;
+  MlpActivation activation = MlpActivation::gelu;  // of the MLP, when the weights have one
+};
+
+// Work matrices of a block: the attention layer's, the normalised input of pre/peri, the MLP's.
+template <class T>
+struct BlockWorkspaceT {
+  LayerWorkspaceT<T> layer;
+  MatrixT<T> normalised, middle;
+  MlpWorkspaceT<T> mlp;
+  BlockWorkspaceT(int n, int d, int dk) : layer(n, d, dk), normalised(n, d) {}
+};
+using BlockWorkspace = BlockWorkspaceT<double>;
+
+// X_next = block(X); X_next must not alias X. post without MLP is exactly attention_layer
+// (bitwise). degenerate_rows counts the degenerate rows of every normalisation the block applies.
+LayerReport transformer_block(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const BlockParams& p,
+                              BlockWorkspace& ws, Matrix& X_next);
+// The same block in float arithmetic (run.precision = float32): matrix products, softmax,
+// normalisations, MLP in float (one template, block.cpp); dropout draws as in double.
+LayerReport transformer_block(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, const BlockParams& p,
+                              BlockWorkspaceT<float>& ws, MatrixF& X_next);
+
+}  // namespace rcsim

@@ -1,0 +1,66 @@
+#include "kernel/clusters.hpp"
+
+#include <limits>
+#include <numeric>
+#include <vector>
+
+namespace rcsim {
+
+namespace {
+
+// Cosine similarities; rows of zero norm give 0 (below any threshold in (0, 1]) and -2 on the
+// diagonal so that they are never similar to anything.
+Matrix cosines(const Eigen::Ref<const Matrix>& X) {
+  Vector norms = X.rowwise().norm();
+  Matrix U = X;
+  for (Eigen::Index i = 0; i < X.rows(); ++i)
+    if (norms(i) > 0.0) U.row(i) /= norms(i);
+  Matrix C = U * U.transpose();
+  for (Eigen::Index i = 0; i < X.rows(); ++i)
+    if (!(norms(i) > 0.0)) {
+      C.row(i).setConstant(-2.0);
+      C.col(i).setConstant(-2.0);
+    }
+  return C;
+}
+
+int find(std::vector<int>& parent, int i) {
+  while (parent[static_cast<std::size_t>(i)] != i) {
+    parent[static_cast<std::size_t>(i)] = parent[static_cast<std::size_t>(parent[static_cast<std::size_t>(i)])];
+    i = parent[static_cast<std::size_t>(i)];
+  }
+  return i;
+}
+
+}  // namespace
+
+double pair_density(const Eigen::Ref<const Matrix>& X, double threshold) {
+  const Eigen::Index n = X.rows();
+  if (n < 2) return std::numeric_limits<double>::quiet_NaN();
+  const Matrix C = cosines(X);
+  double count = 0;
+  for (Eigen::Index i = 0; i < n; ++i)
+    for (Eigen::Index j = 0; j < n; ++j)
+      if (i != j && C(i, j) > threshold) ++count;
+  return count / (static_cast<double>(n) * static_cast<double>(n - 1));
+}
+
+int cluster_count(const Eigen::Ref<const Matrix>& X, double tau) {
+  const int n = static_cast<int>(X.rows());
+  const Matrix C = cosines(X);
+  std::vector<int> parent(static_cast<std::size_t>(n));
+  std::iota(parent.begin(), parent.end(), 0);
+  int components = n;
+  for (int i = 0; i < n; ++i)
+    for (int j = i + 1; j < n; ++j)
+      if (C(i, j) > tau) {
+        const int a = find(parent, i), b = find(parent, j);
+        if (a != b) {
+          parent[static_cast<std::size_t>(a)] = b;
+          --components;
+        }
+      }
+  return components;
+}
+
+}  // namespace rcsim

@@ -1,0 +1,38 @@
+// Dropout in training mode (Srivastava et al. 2014), inverted as in PyTorch: every entry is
+// zeroed with probability p and the kept entries are scaled by 1/(1-p), so the expectation of
+// every entry is unchanged. Zeros (masked-out attention weights) stay exactly zero.
+// The draws come from a stream of their own (kDropoutStream of (seed, trial)), one uniform per
+// entry in row-major order whatever the entry's value, so p = 0 leaves the run bitwise as before
+// and the pattern does not depend on the code path or the thread count.
+#pragma once
+
+#include <cstdint>
+
+#include "kernel/random.hpp"
+#include "kernel/types.hpp"
+
+namespace rcsim {
+
+// The RandomStream `stream` index of dropout (0 = inputs and weights, 1 = perturbations,
+// 3 = ln-geometry).
+constexpr std::uint64_t kDropoutStream = 11;
+
+struct Dropout {
+  double attention = 0.0;  // on each head's attention weights after the softmax
+  double output = 0.0;     // on the attention output (sum over heads) before the residual
+  RandomStream* rng = nullptr;  // required when either probability is > 0
+};
+
+// m(i, j) <- 0 with probability p, else m(i, j) / (1 - p); rows then columns. p = 0: no draw.
+template <class Derived>
+void apply_dropout(Eigen::DenseBase<Derived>& m, double p, RandomStream& rng) {
+  if (p <= 0.0) return;
+  const double scale = 1.0 / (1.0 - p);
+  for (Eigen::Index i = 0; i < m.rows(); ++i)
+    for (Eigen::Index j = 0; j < m.cols(); ++j) {
+      const bool drop = rng.uniform() < p;
+      m(i, j) = drop ? 0.0 : m(i, j) * scale;
+    }
+}
+
+}  // namespace rcsim

@@ -1,0 +1,138 @@
+#include "kernel/layer.hpp"
+
+#include <algorithm>
+
+#include "kernel/tangent.hpp"
+#include "kernel/unnormalised_attention.hpp"
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+namespace rcsim {
+
+namespace {
+bool keep_freed_memory() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+#endif
+  return true;
+}
+}  // namespace
+
+template <class T>
+LayerWorkspaceT<T>::LayerWorkspaceT(int n, int d, int dk) : XV(n, d), Y(n, d) {
+  static const bool tuned = keep_freed_memory();
+  (void)tuned;
+  (void)dk;
+}
+template struct LayerWorkspaceT<double>;
+template struct LayerWorkspaceT<float>;
+
+LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Normalization* norm) {
+  LayerParams p{mask, c.model.d_qk, c.residual_alpha, norm};
+  p.usa = c.attention_kind == AttentionKind::usa;  // peer dynamics (docs/peers.md)
+  p.head_mean = c.model.head_mix == HeadMix::mean;
+  p.tangent = c.residual_project == ResidualProject::tangent;
+  return p;
+}
+
+namespace {
+
+template <class T>
+LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
+                       LayerWorkspaceT<T>& ws, MatrixT<T>& X_next) {
+  LayerReport report;
+  const std::size_t H = w.q.size();
+  if (ws.analysed != p.mask) {
+    ws.rows = analyse_rows(*p.mask);
+    ws.analysed = p.mask;
+  }
+  const bool fast = ws.rows.contiguous && !p.usa;
+  const bool lower = ws.rows.lower_triangular;
+  // One head without residual: the product goes straight into X_next.
+  const bool direct = H == 1 && p.alpha == 0.0;
+  MatrixT<T>& Y = direct ? X_next : ws.Y;
+  Y.resize(X.rows(), X.cols());
+  if (!direct) Y.setZero();
+  double entropy = 0.0;
+  if (p.keep_attention) ws.attention_mean.setZero(X.rows(), X.rows());
+  for (std::size_t h = 0; h < H; ++h) {
+    AttentionStats s;
+    if (fast) {
+      attention_logits_fast(X, w.q[h], w.k[h], p.d_qk, lower, ws.logits, ws.S_rows);
+      s = softmax_rows(ws.S_rows, ws.rows, ws.buffer);
+    } else {
+      attention_logits(X, w.q[h], w.k[h], p.d_qk, ws.Q, ws.K, ws.S);
+      if (p.usa)
+        usa_weights(ws.S, *p.mask);
+      else
+        masked_softmax(ws.S, *p.mask);
+      s = attention_stats(ws.S, *p.mask);
+    }
+    report.attention.min_weight = std::min(report.attention.min_weight, s.min_weight);
+    entropy += s.mean_entropy;
+    if (p.keep_attention) {
+      if (!fast)
+        ws.attention_mean += ws.S.template cast<double>();
+      else if (lower)
+        ws.attention_mean.template triangularView<Eigen::Lower>() += ws.S_rows.template cast<double>();
+      else
+        ws.attention_mean += ws.S_rows.template cast<double>();
+    }
+    // Dropout (transformer blocks) after the attention statistics and the peer measures' mean attention.
+    if (p.dropout && p.dropout->attention > 0.0) {
+      if (fast)
+        apply_dropout(ws.S_rows, p.dropout->attention, *p.dropout->rng);
+      else
+        apply_dropout(ws.S, p.dropout->attention, *p.dropout->rng);
+    }
+    ws.XV.noalias() = X * w.v[h];
+    if (!w.o.empty()) ws.XVO.noalias() = ws.XV * w.o[h];  // model.value_dim: X W_V,h W_O,h
+    const MatrixT<T>& V = w.o.empty() ? ws.XV : ws.XVO;
+    if (!fast) {
+      if (direct)
+        Y.noalias() = ws.S * V;
+      else
+        Y.noalias() += ws.S * V;
+    } else if (lower) {
+      if (direct)
+        Y.noalias() = ws.S_rows.template triangularView<Eigen::Lower>() * V;
+      else
+        Y.noalias() += ws.S_rows.template triangularView<Eigen::Lower>() * V;
+    } else {
+      if (direct)
+        Y.noalias() = ws.S_rows * V;
+      else
+        Y.noalias() += ws.S_rows * V;
+    }
+  }
+  report.attention.mean_entropy = entropy / static_cast<double>(H);
+  if (p.keep_attention) ws.attention_mean /= static_cast<double>(H);
+  if (p.head_mean && H > 1) Y /= static_cast<T>(H);
+  if (p.dropout && p.dropout->output > 0.0) apply_dropout(Y, p.dropout->output, *p.dropout->rng);
+  if (p.tangent) project_tangent(X, ws.Y);
+  if (!direct) {
+    if (p.alpha != 0.0) {
+      X_next = X + static_cast<T>(p.alpha) * ws.Y;
+    } else {
+      X_next = ws.Y;
+    }
+  }
+  report.degenerate_rows = normalize_rows(X_next, *p.norm);
+  return report;
+}
+
+}  // namespace
+
+LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const LayerParams& p,
+                            LayerWorkspace& ws, Matrix& X_next) {
+  return layer_impl<double>(X, w, p, ws, X_next);
+}
+LayerReport attention_layer(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, const LayerParams& p,
+                            LayerWorkspaceT<float>& ws, MatrixF& X_next) {
+  return layer_impl<float>(X, w, p, ws, X_next);
+}
+
+}  // namespace rcsim

@@ -1,0 +1,70 @@
+// One self-attention layer t -> t+1 (SCIENCE.md section 1):
+//   A_h = masked softmax((X W_Q,h)(X W_K,h)^T / sqrt(d_QK)),  Y = sum_h A_h X W_V,h
+//   (Y = sum_h A_h X W_V,h W_O,h with an output projection, model.value_dim > 0),
+//   Y <- X + alpha Y (if alpha != 0),  X(t+1) = normalise rows of Y.
+#pragma once
+
+#include "kernel/model_spec.hpp"
+#include "kernel/attention.hpp"
+#include "kernel/dropout.hpp"
+#include "kernel/weights.hpp"
+#include "kernel/normalization.hpp"
+#include "kernel/types.hpp"
+
+namespace rcsim {
+
+struct LayerParams {
+  const MaskMatrix* mask = nullptr;
+  double d_qk = 1.0;
+  double alpha = 0.0;  // residual weight; 0 = none
+  const Normalization* norm = nullptr;
+  const Dropout* dropout = nullptr;  // training-mode dropout (model/dropout.hpp); nullptr = none
+  // --- Peer dynamics (docs/peers.md) ---
+  bool usa = false;        // attention.kind = usa: A = exp(S) / N unnormalised (general path)
+  bool head_mean = false;  // model.head_mix = mean: Y = (1/H) sum_h A_h X W_V,h
+  bool tangent = false;    // residual.project = tangent: Y = X + alpha P(Y_attn)
+  bool keep_attention = false;  // fill LayerWorkspace::attention_mean (peer measures)
+};
+
+// The parameters of `c`'s layer for this mask and normalisation (which must outlive them).
+LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Normalization* norm);
+
+// What a layer reports besides its output.
+struct LayerReport {
+  AttentionStats attention;   // min weight over heads, mean entropy averaged over heads
+  int degenerate_rows = 0;    // rows without direction in the normalisation
+};
+
+// Preallocated work matrices: a layer allocates nothing once they have their sizes.
+// The mask's row structure is analysed on the first call and cached for the same mask object.
+// The first workspace also asks glibc to keep freed memory below 64 MB in the heap (mallopt):
+// otherwise every trial's work matrices (N x N, over glibc's 128 kB thresholds) were returned
+// to the system when freed and faulted back in by the next trial.
+// T is the scalar type of the arithmetic (double; float for run.precision = float32).
+template <class T>
+struct LayerWorkspaceT {
+  MatrixT<T> Q, K, S, XV, Y;   // the general path (masks whose rows are not one range)
+  MatrixT<T> XVO;              // X W_V,h W_O,h (model.value_dim > 0)
+  RowMajorMatrixT<T> S_rows;   // the fast path: logits, then attention, row by row
+  LogitsWorkspaceT<T> logits;
+  RowVectorT<T> buffer;
+  const MaskMatrix* analysed = nullptr;
+  MaskRows rows;
+  Matrix attention_mean;       // (1/H) sum_h A_h (in double), when LayerParams::keep_attention
+  LayerWorkspaceT(int n, int d, int dk);
+};
+using LayerWorkspace = LayerWorkspaceT<double>;
+
+// X_next = layer(X). X_next must not alias X. With p.dropout, each head's attention weights are
+// dropped after the softmax (the attention statistics describe them before dropout) and the sum
+// over heads before the residual. Masks whose rows are one contiguous range each (all
+// but some custom masks) take the fast path: attention_logits_fast (folded W_Q W_K^T when cheaper,
+// lower triangle only for causal masks), softmax_rows, and a triangular product A (X W_V) for
+// causal masks; other masks the general path (attention_logits, masked_softmax, attention_stats).
+LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const LayerParams& p,
+                            LayerWorkspace& ws, Matrix& X_next);
+// The same layer in float arithmetic (run.precision = float32): one template, layer.cpp.
+LayerReport attention_layer(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, const LayerParams& p,
+                            LayerWorkspaceT<float>& ws, MatrixF& X_next);
+
+}  // namespace rcsim

@@ -1,0 +1,155 @@
+// The description of a model and of what is measured on it: plain data that the kernel reads.
+// The configuration layer (config/config.hpp) fills it from keys; Python and the web page may
+// fill it directly. Nothing here parses text or touches files.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernel/types.hpp"
+
+namespace rcsim {
+
+enum class MaskType { complete, causal, sliding_window, unidirectional_sliding_window, custom };
+enum class NormType { none, sphere, layernorm, projection, rmsnorm };
+enum class WeightType { gaussian, orthogonal, identity, zero, fixed, file, wishart, tied_qk };
+enum class InitType { gaussian, sphere, positive, fixed, file, uniform };
+
+// --- Peer dynamics (docs/peers.md) ---
+enum class AttentionKind { softmax, usa };
+enum class HeadMix { sum, mean };
+enum class ResidualProject { none, tangent };
+enum class BilinearType { none, gaussian_product, symmetric, goe, wigner, identity };
+
+// Transformer-block structure: where the normalisation sits, and the arithmetic.
+enum class NormPosition { post, pre, peri, ngpt };
+enum class Precision { float64, float32 };
+enum class MlpActivation { relu, gelu, gelu_tanh };
+
+struct ModelConfig {
+  int tokens = 8;      // N
+  int dim = 4;         // d
+  int layers = 16;     // L
+  int heads = 1;       // H
+  int key_dim = 0;     // d_k (resolved: default d)
+  double d_qk = 0.0;   // temperature (resolved: default d_k)
+  // --- Peer dynamics (docs/peers.md) ---
+  double beta = 0.0;   // inverse temperature 1 / sqrt(d_QK) (resolved; model.beta or model.d_qk)
+  HeadMix head_mix = HeadMix::sum;
+  int value_dim = 0;   // d_v of W_V,h (d x d_v) and W_O,h (d_v x d); 0 = no output projection, W_V,h d x d
+};
+
+// The MLP sub-block (transformer blocks): MLP(X) = act(X W_in + b_in) W_out + b_out.
+struct MlpConfig {
+  int width = 0;  // hidden width m; 0 = no MLP sub-block
+  MlpActivation activation = MlpActivation::gelu;
+  bool bias = false;  // b_in, b_out (zero unless drawn with a std > 0 or read from weights.file)
+};
+
+struct MaskConfig {
+  MaskType type = MaskType::complete;
+  int window = 1;
+  std::string file;
+};
+
+struct NormConfig {
+  NormType type = NormType::none;
+  double eps = 1e-5;
+  std::vector<double> gain;  // empty = all ones; else one value (broadcast) or d values
+  std::vector<double> bias;  // empty = all zeros; else one value (broadcast) or d values
+  NormPosition position = NormPosition::post;  // post: N(X + a A(X)); pre: X + a A(N(X));
+                                               // peri: X + a N(A(N(X)))
+  bool params_from_file = false;  // norm.params = file: every normalisation's gain and bias per layer
+                                  // from weights.file (/norm_attn_gain, ...)
+};
+
+// Dropout in training mode (inverted: kept entries scaled by 1/(1-p)); 0 = off.
+struct DropoutConfig {
+  double attention = 0.0;  // on the attention weights A_h, after the softmax
+  double output = 0.0;     // on the attention sub-block's output, before the residual
+};
+
+struct WeightSpec {
+  WeightType type = WeightType::gaussian;
+  double std = 0.0;  // resolved: default 1/sqrt(d)
+  Matrix matrix;     // for type fixed
+};
+
+struct WeightsConfig {
+  WeightSpec q, k, v;
+  WeightSpec o;  // W_O (d_v x d), with model.value_dim > 0; std auto = 1/sqrt(d_v)
+  // MLP weights (mlp.width > 0): gaussian (stds below), zero or file (/W_in, /b_in, /W_out, /b_out).
+  WeightType mlp = WeightType::gaussian;
+  double mlp_in_std = 0.0;   // resolved: default 1/sqrt(d)
+  double mlp_out_std = 0.0;  // resolved: default 1/sqrt(m)
+  double mlp_in_bias_std = 0.0, mlp_out_bias_std = 0.0;
+  bool shared = false;
+  std::string file;
+  // --- Peer dynamics (docs/peers.md) ---
+  BilinearType qk = BilinearType::none;  // not none: W_Q = B drawn directly, W_K = identity
+  double v_sign = 1.0;                   // sign of W_V for weights.v = tied_qk (W_V = sign W_Q W_K^T)
+  int redraw_every = 1;                  // fresh weights at layers 0, K, 2K, ...
+  bool shared_across_trials = false;     // one weight stream for all trials
+};
+
+struct InitConfig {
+  InitType type = InitType::gaussian;
+  Matrix matrix;
+  std::string file;
+};
+
+struct RunConfig {
+  int trials = 16;
+  std::uint64_t seed = 20240527;
+  int threads = 0;  // 0 = all cores
+  Precision precision = Precision::float64;  // float32: the blocks compute in float
+};
+
+struct OutputConfig {
+  std::string file = "data/run.h5";
+  std::string tokens = "none";       // none | final | all | comma list of layers
+  std::vector<int> token_layers;     // resolved from `tokens`
+  bool spectrum = false;
+  std::string schedule = "all";      // all | every:K | log:K | list:a,b,...
+  std::vector<int> measure_layers;   // resolved from `schedule`: ascending, always 0 and L
+  // --- Peer measures (docs/peers.md): extra measures, only when asked (output.measures) ---
+  std::vector<std::string> measures;  // subset of peer_measure_names(), in that order
+  bool attention = false;             // store the head-averaged attention matrices
+};
+
+struct MetricsConfig {
+  double rank_rtol = -1.0;  // resolved: max(N, d) * machine epsilon
+  double rank_atol = 0.0;
+  // --- Peer measures (docs/peers.md) ---
+  double pair_threshold = 0.999;  // pair_density: cos > threshold
+  double cluster_tau = 0.999;     // clusters: edges where cos > tau
+};
+
+// The optional measures of output.measures (docs/peers.md), token measures first.
+const std::vector<std::string>& peer_measure_names();
+
+// Everything the kernel needs to run trials: the model, its inputs and what is measured.
+// config/config.hpp's Config extends it with the key -> text map and the sweep.
+struct ModelSpec {
+  ModelConfig model;
+  MaskConfig mask;
+  NormConfig norm;
+  double residual_alpha = 0.0;
+  DropoutConfig dropout;
+  MlpConfig mlp;
+  // --- Peer dynamics (docs/peers.md) ---
+  AttentionKind attention_kind = AttentionKind::softmax;
+  ResidualProject residual_project = ResidualProject::none;
+  WeightsConfig weights;
+  InitConfig init;
+  RunConfig run;
+  OutputConfig output;
+  MetricsConfig metrics;
+};
+
+// Largest rank the layer output allows: min(N, d - 1) after centring without bias
+// (`projection`, or `layernorm` with zero bias), else min(N, d).
+int max_rank_after_layer(const ModelSpec& c);
+
+}  // namespace rcsim

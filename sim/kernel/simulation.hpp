@@ -1,0 +1,119 @@
+// The engine: many independent trials of an L-layer stack, measured at every layer.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernel/model_spec.hpp"
+#include "kernel/weights.hpp"
+#include "kernel/mask.hpp"
+#include "kernel/types.hpp"
+
+namespace rcsim {
+
+// A per-layer measure as stored in /metrics: name, long_name and units attributes.
+struct MeasureInfo {
+  const char* name;
+  const char* long_name;
+  const char* units;
+};
+
+// Token measures, layers 0..L (layer 0 = the input), in the order of TokenMeasures.
+const std::vector<MeasureInfo>& token_measure_info();
+// Attention diagnostics, layers 0..L-1 (the layer t -> t+1 is reported at t).
+const std::vector<MeasureInfo>& attention_measure_info();
+// The optional measures of output.measures (docs/peers.md), by name (peer_measure_names()); `token`
+// tells whether it is a token measure (layers 0..L) or an attention measure (layers 0..L-1).
+struct PeerMeasureInfo {
+  MeasureInfo info;
+  bool token;
+};
+const PeerMeasureInfo& peer_measure_info(const std::string& name);
+
+struct RunResults {
+  int trials = 0, layers = 0, spectrum_size = 0;
+  // The recorded layers (output.schedule: ascending, 0 and L included) and the recorded
+  // attention layers (the same without L); column_of_layer[t] is t's column, -1 if not recorded.
+  std::vector<int> layer_index, attention_layer_index;
+  std::vector<int> column_of_layer, column_of_attention_layer;
+  // token[m] is trials x layer_index.size(), for the m-th entry of token_info: token_measure_info()
+  // followed by the token measures of output.measures (docs/peers.md).
+  std::vector<Matrix> token;
+  // attention[m] is trials x attention_layer_index.size(), for the m-th entry of attention_info:
+  // attention_measure_info() (its last entry counts degenerate rows of the normalisation)
+  // followed by the attention measures of output.measures.
+  std::vector<Matrix> attention;
+  std::vector<MeasureInfo> token_info, attention_info;
+  std::vector<Matrix> spectrum;               // per trial: layer_index.size() x min(N, d), if requested
+  std::vector<std::vector<Matrix>> snapshots; // per trial, per requested layer: N x d
+  // per trial, per recorded attention layer: the head-averaged attention matrix N x N
+  // (output.attention)
+  std::vector<std::vector<Matrix>> attention_matrices;
+  std::vector<int> underflow_layer;  // first layer where mu < DBL_MIN (-1: never)
+  std::vector<int> nonfinite_layer;  // first layer with a non-finite entry (-1: never); the trial
+                                     // stops there and later measures are NaN
+  std::vector<int> degenerate_total; // degenerate rows summed over layers
+};
+
+struct EngineSetup {
+  ModelSpec config;
+  MaskMatrix mask;
+  MaskGraph graph;
+  InputArrays files;
+  int max_rank = 0;        // largest rank the layers 1..L allow
+  int max_rank_input = 0;  // min(N, d), for layer 0
+};
+
+// Everything the engine needs before the first trial, from the model, its mask (built from
+// mask.type, or `custom` for mask.type = custom) and its input arrays (the weight source:
+// io/inputs.hpp reads them from files), checked (UsageError for bad shapes or values).
+// io/inputs.hpp's prepare(c) reads the files and calls this.
+EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays inputs);
+
+// Run one trial, writing row `trial` of the results (which must be sized by allocate_results).
+// `cancel` is polled between layers; returns false if the trial was abandoned because of it.
+bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel = nullptr);
+RunResults allocate_results(const EngineSetup& s);
+
+// Memory a run of `c` needs, in bytes: its results (token and attention measures per recorded
+// layer, spectrum, snapshots, attention matrices) twice (the run file is built in memory before
+// it is written), the layer tables, and work_memory_bytes(c). run_to_file refuses (UsageError)
+// a run that exceeds the physical memory; `rcsim run --dry-run` prints it.
+double run_memory_bytes(const ModelSpec& c);
+// The working storage of a run: the program itself (16 MB), the mask and its analysis
+// (2 N^2 bytes) and, per worker thread,
+// one N x N logits/attention matrix (two with output.attention), about 12 N x d token-sized
+// matrices (tokens, Q, K, X W_V, the measures' QR copy, ...) and one layer's weights, all counted
+// as float64 (float32 runs need less). A model, not a measurement: bench/scale.py prints both.
+double work_memory_bytes(const ModelSpec& c);
+// Throw UsageError (naming output.file, the bytes needed and the machine's memory) if
+// run_memory_bytes(c) exceeds the physical memory.
+void require_run_memory(const ModelSpec& c);
+
+struct Interrupted : std::runtime_error {
+  Interrupted() : std::runtime_error("interrupted") {}
+};
+
+// How a batch of trials is driven: cancellation, progress (done, total), and a callback after
+// each completed trial (both called under one lock, never concurrently).
+struct RunControl {
+  const std::atomic<bool>* cancel = nullptr;
+  std::function<void(int done, int total)> progress;
+  std::function<void(int trial)> on_trial_done;
+};
+
+// Run the trials not marked in `skip` (empty = none skipped) into `r` on `threads` worker
+// threads (0 = all cores). Throws Interrupted when cancelled (completed trials stay in `r`).
+void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vector<char>& skip,
+                const RunControl& ctl);
+
+// Run all trials. The result is bitwise identical for any thread count.
+RunResults run_simulation(const EngineSetup& s, int threads, const std::atomic<bool>* cancel = nullptr,
+                          const std::function<void(int done, int total)>& progress = {});
+
+// Number of worker threads actually used for `requested` (0 = hardware concurrency) and `trials`.
+int resolve_threads(int requested, int trials);
+
+}  // namespace rcsim
