@@ -1,0 +1,3 @@
+// Layering probe: a file of the config library that includes "io/hdf5_file.hpp" must not compile
+// (tests/CMakeLists.txt, layering_refused_*).
+#include "io/hdf5_file.hpp"

@@ -1,0 +1,3 @@
+// Layering probe: a file of the kernel library that includes "app/run.hpp" must not compile
+// (tests/CMakeLists.txt, layering_refused_*).
+#include "app/run.hpp"

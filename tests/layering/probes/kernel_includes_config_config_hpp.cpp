@@ -1,0 +1,3 @@
+// Layering probe: a file of the kernel library that includes "config/config.hpp" must not compile
+// (tests/CMakeLists.txt, layering_refused_*).
+#include "config/config.hpp"
