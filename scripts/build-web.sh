@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds web/engine.js (the WebAssembly embedded, SINGLE_FILE, so that web/index.html also works
-# opened as a file:// page, where browsers refuse to fetch a separate .wasm): web/engine.cpp (the C interface for the page) and the
-# sim/ sources the views need, compiled by Debian's emscripten (emcc), outside the CMake build.
+# opened as a file:// page, where browsers refuse to fetch a separate .wasm): web/engine.cpp (the
+# C interface for the page) against rcsim's kernel and geometry libraries, by Debian's emscripten.
 # Usage: bash scripts/build-web.sh    (needs emcc and Eigen's headers in /usr/include/eigen3)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -42,40 +42,16 @@ if [ ! -s "$cache/libglpk.a" ]; then
   mv "$cache/libglpk.a.part" "$cache/libglpk.a"
 fi
 
-# The sim/ sources compiled as they are. Left out: sim/model/inputs.cpp (weight/input draws: HDF5
-# files), sim/core/config.cpp (Boost.Program_options). sim/geometry/brody.cpp is linked for
-# brody_example (its heat map, with threads, is never reached).
-# sim/model/mask.cpp (custom masks read from HDF5) and sim/measure/metrics.cpp (singular values by
-# LAPACK's dlasq1) reference code that is not here; the linker drops the functions the page never
-# reaches (make_mask, singular_values, ...), and any unresolved symbol left is an error.
-sources=(
-  web/engine.cpp
-  sim/core/random.cpp
-  sim/model/attention.cpp
-  sim/model/layer.cpp
-  sim/model/tangent.cpp
-  sim/model/unnormalised_attention.cpp
-  sim/model/mask.cpp
-  sim/model/normalization.cpp
-  sim/measure/metrics.cpp
-  sim/geometry/selectability.cpp
-  sim/geometry/brody.cpp
-)
-# hdf5.h is only read for declarations (sim/model/inputs.hpp -> sim/hdf5/hdf5_file.hpp, for the
-# LayerWeights type); no HDF5 code is compiled or linked.
-hdf5_inc=/usr/include/hdf5/serial
+# The engine: web/CMakeLists.txt builds web/engine.cpp against sim/kernel and sim/geometry (their
+# own CMakeLists.txt: no source is listed here) with emcmake, into build-web/cmake.
 out_dir="$root/web"
 # Debian packages emcc's JavaScript helpers (acorn) under /usr/share/nodejs; a node that does not
 # search there by default (e.g. NodeSource's) needs to be told.
 export NODE_PATH="${NODE_PATH:+$NODE_PATH:}/usr/share/nodejs"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-emcc -O2 -std=c++17 -DNDEBUG -I/usr/include/eigen3 -I"$root/sim" -I"$hdf5_inc" -I"$glpk_src" \
-  "${sources[@]}" "$cache/libglpk.a" -o "$tmp/engine.js" \
-  -sMODULARIZE=1 -sSINGLE_FILE=1 -sENVIRONMENT=web,node -sEXPORT_NAME=createRcsimEngine -sALLOW_MEMORY_GROWTH=1 \
-  -sDISABLE_EXCEPTION_CATCHING=0 \
-  -sEXPORTED_FUNCTIONS=_rc_figure1,_rc_collapse,_rc_brody,_malloc,_free \
-  -sEXPORTED_RUNTIME_METHODS=cwrap,HEAPF64
-[ -s "$tmp/engine.js" ] || { echo "build-web.sh: emcc produced no output" >&2; exit 1; }
-mv "$tmp/engine.js" "$out_dir/engine.js"
+emcmake cmake -S "$root/web" -B "$cache/cmake" -DCMAKE_BUILD_TYPE=Release \
+  -DGLPK_INCLUDE_DIR="$glpk_src" -DGLPK_LIBRARY="$cache/libglpk.a" >/dev/null
+cmake --build "$cache/cmake" -j "$(nproc)" --target engine
+[ -s "$cache/cmake/engine.js" ] || { echo "build-web.sh: emcc produced no output" >&2; exit 1; }
+cp "$cache/cmake/engine.js" "$out_dir/engine.js.part"
+mv "$out_dir/engine.js.part" "$out_dir/engine.js"
 echo "build-web.sh: wrote web/engine.js"

@@ -1,9 +1,8 @@
-// The C interface of rcsim's engine for the browser (WebAssembly, built by scripts/build-web.sh).
-// Thin: every number comes from the sim/ functions the CLI uses (attention_layer, the masks,
-// normalize_rows via the layer, token_similarity, RandomStream). Only what sim/ cannot give in a
-// browser is written here: weight and input draws (WeightSampler and initial_tokens live in
-// sim/model/inputs.cpp, which needs HDF5), done with the same distributions (Gaussian entries of
-// std 1/sqrt(d) for W_Q, W_K, W_V, one fresh draw per layer; X(0) i.i.d. N(0, 1)).
+// The C interface of rcsim's engine for the browser (WebAssembly, built by scripts/build-web.sh
+// from web/CMakeLists.txt against the kernel and geometry libraries). Thin: every number comes
+// from the kernel functions the CLI uses (a ModelSpec, WeightSampler, initial_tokens,
+// layer_params, attention_layer, the masks, token_similarity), so the page and `rcsim run` draw
+// the same weights and tokens from the same streams.
 #include <emscripten/emscripten.h>
 
 #include <cmath>
@@ -15,7 +14,9 @@
 #include "kernel/metrics.hpp"
 #include "kernel/layer.hpp"
 #include "kernel/mask.hpp"
+#include "kernel/model_spec.hpp"
 #include "kernel/normalization.hpp"
+#include "kernel/weights.hpp"
 
 using namespace rcsim;
 
@@ -93,21 +94,29 @@ EMSCRIPTEN_KEEPALIVE int rc_collapse(int n, int d, int d_qk, int heads, int mask
       !make_web_mask(mask_code, n, window, mask))
     return -1;
   try {
-    const Normalization normalization(nt, d);
-    LayerParams p;
-    p.mask = &mask;
-    p.d_qk = d_qk;
-    p.norm = &normalization;
-    LayerWorkspace ws(n, d, d_qk);
-    LayerWeights w;
-    w.q.assign(heads, Matrix(d, d_qk));
-    w.k.assign(heads, Matrix(d, d_qk));
-    w.v.assign(heads, Matrix(d, d));
+    // The model `rcsim run` builds from these keys (weights.*_std resolved to 1/sqrt(d)).
+    ModelSpec spec;
+    spec.model.tokens = n;
+    spec.model.dim = d;
+    spec.model.layers = depth;
+    spec.model.heads = heads;
+    spec.model.key_dim = d_qk;
+    spec.model.d_qk = d_qk;
+    spec.norm.type = nt;
+    spec.run.trials = trials;
+    spec.run.seed = static_cast<std::uint64_t>(seed);
     const double std = 1.0 / std::sqrt(static_cast<double>(d));
-    Matrix X(n, d), X_next(n, d);
+    spec.weights.q.std = spec.weights.k.std = spec.weights.v.std = std;
+    const Normalization normalization(nt, d);
+    const LayerParams p = layer_params(spec, &mask, &normalization);
+    LayerWorkspace ws(n, d, d_qk);
+    const InputArrays no_files;
+    WeightSampler sampler(spec, no_files);
+    Matrix X_next(n, d);
     for (int trial = 0; trial < trials; ++trial) {
-      RandomStream rng(static_cast<std::uint64_t>(seed), static_cast<std::uint64_t>(trial));
-      rng.fill_normal(X);
+      RandomStream rng(spec.run.seed, static_cast<std::uint64_t>(trial));
+      Matrix X = initial_tokens(spec, no_files, trial, rng);  // in run_trial's order
+      sampler.begin_trial(rng);
       for (int l = 0; l <= depth; ++l) {
         const double mu = token_similarity(X);
         const double fro = X.norm();
@@ -115,10 +124,7 @@ EMSCRIPTEN_KEEPALIVE int rc_collapse(int n, int d, int d_qk, int heads, int mask
         o[0] = mu;
         o[1] = fro > 0.0 ? mu / fro : 0.0;
         if (l == depth) break;
-        for (auto& m : w.q) rng.fill_normal(m, std);
-        for (auto& m : w.k) rng.fill_normal(m, std);
-        for (auto& m : w.v) rng.fill_normal(m, std);
-        attention_layer(X, w, p, ws, X_next);
+        attention_layer(X, sampler.layer(l, rng), p, ws, X_next);
         X.swap(X_next);
       }
     }

@@ -1,4 +1,5 @@
 #include "app/analysis.hpp"
+#include "io/provenance.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -207,8 +208,7 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
       {
       if (f.exists("analysis")) f.remove("analysis");
       const h5::Group g = f.create_group("analysis");
-      g.set_attr("rcsim_version", version());
-      g.set_attr("created_utc", utc_now());
+      write_provenance(g);
       g.set_attr("window", window_rule(o));
       g.set_attr("window_mode", o.window == AnalysisOptions::Window::automatic ? "auto"
                                 : o.window == AnalysisOptions::Window::fixed  ? "fixed"

@@ -1,4 +1,5 @@
 #include "io/inputs.hpp"
+#include "io/provenance.hpp"
 #include "app/equilibria.hpp"
 
 #include <algorithm>
@@ -183,9 +184,7 @@ void write_equilibria_file(const std::string& path, const Config& c, const Equil
   {
   f.set_attr("filetype", "rcsim-equilibria");
   f.set_attr("format_version", 2);  // 2: each group carries its own coordinates
-  f.set_attr("rcsim_version", version());
-  f.set_attr("git_sha", git_sha());
-  f.set_attr("created_utc", utc_now());
+  write_provenance(f);
   f.set_attr("command_line", command_line);
   f.set_attr("seed", std::to_string(c.run.seed));
   f.set_attr("mask_type", to_string(c.mask.type));

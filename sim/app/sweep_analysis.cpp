@@ -1,4 +1,5 @@
 #include "app/sweep_analysis.hpp"
+#include "io/provenance.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -151,8 +152,7 @@ std::vector<std::string> write_sweep_table(const SweepIndex& index, const std::v
     {
       f.set_attr("filetype", "rcsim-sweep-analysis");
       f.set_attr("format_version", 1);
-      f.set_attr("rcsim_version", version());
-      f.set_attr("created_utc", utc_now());
+      write_provenance(f);
       f.set_attr("window", window_rule(o));
       f.set_attr("threshold", o.threshold);
       f.set_attr("index", "index.h5");

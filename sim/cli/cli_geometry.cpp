@@ -1,4 +1,5 @@
 #include "cli/cli_geometry.hpp"
+#include "io/provenance.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -22,6 +23,7 @@
 #include "io/run_file.hpp"
 #include "geometry/selectability.hpp"
 #include "kernel/simulation.hpp"
+#include "kernel/summary.hpp"
 #include "kernel/version.hpp"
 
 namespace rcsim {
@@ -172,9 +174,7 @@ void write_atomic(const std::string& out, const std::string& filetype, const std
       h5::File f = h5::File::create(tmp);
       f.set_attr("filetype", filetype);
       f.set_attr("format_version", 2);  // 2: every axis has a dimension scale
-      f.set_attr("rcsim_version", version());
-      f.set_attr("git_sha", git_sha());
-      f.set_attr("created_utc", utc_now());
+      write_provenance(f);
       f.set_attr("command_line", command_line);
       body(f);
       f.label_unlabelled_axes();
@@ -506,14 +506,6 @@ int cmd_brody_example(std::map<std::string, std::string> v, const std::string& c
 
 // ---------------------------------------------------------------------------------------------
 // rcsim ln-geometry
-
-double quantile(std::vector<double> x, double q) {  // linear interpolation (NumPy's default)
-  std::sort(x.begin(), x.end());
-  const double pos = q * static_cast<double>(x.size() - 1);
-  const std::size_t lo = static_cast<std::size_t>(std::floor(pos));
-  const std::size_t hi = std::min(lo + 1, x.size() - 1);
-  return x[lo] + (pos - static_cast<double>(lo)) * (x[hi] - x[lo]);
-}
 
 const std::vector<double> kQuantiles = {0.0, 0.01, 0.1, 0.5, 0.9, 0.99, 1.0};
 

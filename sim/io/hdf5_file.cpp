@@ -10,17 +10,18 @@
 #include "kernel/errors.hpp"
 #include "kernel/memory.hpp"
 #include "kernel/printable.hpp"
+#include "kernel/weights.hpp"
 #include "io/safe_file.hpp"
 
 namespace rcsim::h5 {
 
 namespace {
 
-// Silence HDF5's automatic error printing once: failures are reported by our exceptions.
-void silence_hdf5() {
-  static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
-}
+// QuietErrors' state: how many exist, and the handler to restore when the last one ends.
+std::mutex quiet_mutex;
+int quiet_depth = 0;
+H5E_auto2_t saved_handler = nullptr;
+void* saved_data = nullptr;
 
 // The innermost message of the current HDF5 error stack, for our exceptions.
 std::string hdf5_message() {
@@ -93,6 +94,19 @@ void require_self_contained(hid_t dataset, const std::string& path) {
 
 }  // namespace
 
+QuietErrors::QuietErrors() {
+  const std::lock_guard<std::mutex> lock(quiet_mutex);
+  if (quiet_depth++ == 0) {
+    H5Eget_auto2(H5E_DEFAULT, &saved_handler, &saved_data);
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
+}
+
+QuietErrors::~QuietErrors() {
+  const std::lock_guard<std::mutex> lock(quiet_mutex);
+  if (--quiet_depth == 0) H5Eset_auto2(H5E_DEFAULT, saved_handler, saved_data);
+}
+
 Handle& Handle::operator=(Handle&& o) noexcept {
   if (this != &o) {
     if (id_ >= 0 && closer_) closer_(id_);
@@ -114,11 +128,7 @@ Handle::~Handle() {
   if (id_ >= 0 && closer_) closer_(id_);
 }
 
-std::string shape_string(const std::vector<hsize_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
+std::string shape_string(const std::vector<hsize_t>& shape) { return rcsim::shape_string(shape); }
 
 // ---- attributes ----
 
@@ -466,7 +476,7 @@ File::~File() {
 }
 
 File File::create(const std::string& filename) {
-  silence_hdf5();
+  const ::rcsim::h5::QuietErrors quiet;
   const Handle fapl = memory_access();
   const hid_t id = H5Fcreate(filename.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id());
   if (id < 0) fail("cannot create the HDF5 file '" + filename + "' in memory");
@@ -474,7 +484,7 @@ File File::create(const std::string& filename) {
 }
 
 File File::open_read(const std::string& filename, const std::string& key) {
-  silence_hdf5();
+  const ::rcsim::h5::QuietErrors quiet;
   const std::string who = (key.empty() ? "file '" : key + " '") + printable(filename) + "'";
   std::error_code ec;
   const auto st = std::filesystem::status(filename, ec);
@@ -494,7 +504,7 @@ File File::open_read(const std::string& filename, const std::string& key) {
 }
 
 File File::open_readwrite(const std::string& source, const std::string& dest) {
-  silence_hdf5();
+  const ::rcsim::h5::QuietErrors quiet;
   const Handle fapl = memory_access();
   const hid_t id = H5Fopen(source.c_str(), H5F_ACC_RDWR, fapl.id());
   if (id < 0) fail("cannot open '" + source + "' for modification");
@@ -550,7 +560,7 @@ std::vector<char> File::close_to_image() {
 }
 
 bool is_complete(const std::string& path, const std::string& filetype) {
-  silence_hdf5();
+  const ::rcsim::h5::QuietErrors quiet;
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     hdf5_message();
     return false;

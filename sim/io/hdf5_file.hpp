@@ -39,8 +39,20 @@ class Handle {
 static_assert(std::is_same_v<Extent, hsize_t>, "rcsim::Extent must be HDF5's hsize_t");
 using Array = NdArray;
 
+// While at least one QuietErrors exists in the process, HDF5's automatic error printing is off
+// (rcsim reports failures by its exceptions, with the innermost HDF5 message); when the last one
+// ends, the handler the caller had (h5py's, a host program's) is restored. Every Object holds one,
+// so printing is off exactly while rcsim has something of HDF5 open.
+class QuietErrors {
+ public:
+  QuietErrors();
+  QuietErrors(const QuietErrors&) : QuietErrors() {}
+  QuietErrors& operator=(const QuietErrors&) { return *this; }
+  ~QuietErrors();
+};
+
 // Anything that carries attributes: file (root group), group or dataset.
-class Object {
+class Object : private QuietErrors {
  public:
   hid_t id() const { return handle_.id(); }
   const std::string& path() const { return path_; }

@@ -1,4 +1,5 @@
 #include "io/run_file.hpp"
+#include "io/provenance.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -83,15 +84,6 @@ h5::Dataset write_measure(const h5::Group& g, const MeasureInfo& info, const Eig
 
 }  // namespace
 
-std::string utc_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 namespace {
 
 void write_run_contents(const h5::File& f, const std::string& config_ini, const EngineSetup& s, const RunResults& r,
@@ -100,9 +92,7 @@ void write_run_contents(const h5::File& f, const std::string& config_ini, const 
   const int T = r.trials, L = r.layers, N = c.model.tokens, d = c.model.dim;
   f.set_attr("filetype", "rcsim-run");
   f.set_attr("format_version", kRunFormatVersion);
-  f.set_attr("rcsim_version", version());
-  f.set_attr("git_sha", git_sha());
-  f.set_attr("created_utc", utc_now());
+  write_provenance(f);
   f.set_attr("command_line", p.command_line);
   f.set_attr("seed", std::to_string(c.run.seed));  // text: HDF5 attributes have no portable uint64 in h5py/xarray
   f.set_attr("threads", p.threads);

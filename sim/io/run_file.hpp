@@ -38,7 +38,5 @@ RunFileCheck check_run_file(const std::string& path, const std::string& config_i
 // The first line where two INI texts differ, as "key: a -> b" ("" if equal).
 std::string first_difference(const std::string& ini_a, const std::string& ini_b);
 
-// The current UTC time as ISO 8601.
-std::string utc_now();
 
 }  // namespace rcsim

@@ -1,4 +1,5 @@
 #include "io/sweep_index.hpp"
+#include "io/provenance.hpp"
 
 #include <filesystem>
 #include <set>
@@ -67,9 +68,7 @@ void write_sweep_index(const std::string& path, const std::string& definition, c
     {
     f.set_attr("filetype", "rcsim-sweep-index");
     f.set_attr("format_version", kSweepIndexFormatVersion);
-    f.set_attr("rcsim_version", version());
-    f.set_attr("git_sha", git_sha());
-    f.set_attr("updated_utc", utc_now());
+    write_provenance(f, "updated_utc");
     f.set_attr("sweep_mode", mode);
     f.set_attr("points", static_cast<std::int64_t>(n));
     f.set_attr("points_complete", complete);

@@ -11,20 +11,15 @@
 
 namespace rcsim {
 
-namespace {
-bool keep_freed_memory() {
+void keep_freed_memory() {
 #if defined(__GLIBC__)
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
 #endif
-  return true;
 }
-}  // namespace
 
 template <class T>
 LayerWorkspaceT<T>::LayerWorkspaceT(int n, int d, int dk) : XV(n, d), Y(n, d) {
-  static const bool tuned = keep_freed_memory();
-  (void)tuned;
   (void)dk;
 }
 template struct LayerWorkspaceT<double>;

@@ -37,9 +37,7 @@ struct LayerReport {
 
 // Preallocated work matrices: a layer allocates nothing once they have their sizes.
 // The mask's row structure is analysed on the first call and cached for the same mask object.
-// The first workspace also asks glibc to keep freed memory below 64 MB in the heap (mallopt):
-// otherwise every trial's work matrices (N x N, over glibc's 128 kB thresholds) were returned
-// to the system when freed and faulted back in by the next trial.
+// (Allocation speed: see keep_freed_memory below.)
 // T is the scalar type of the arithmetic (double; float for run.precision = float32).
 template <class T>
 struct LayerWorkspaceT {
@@ -54,6 +52,12 @@ struct LayerWorkspaceT {
   LayerWorkspaceT(int n, int d, int dk);
 };
 using LayerWorkspace = LayerWorkspaceT<double>;
+
+// Asks glibc (where it is the C library) to keep freed memory below 64 MB in the heap (mallopt):
+// otherwise every trial's work matrices (N x N, over glibc's 128 kB thresholds) are returned to
+// the system when freed and faulted back in by the next trial. Process-wide, so the kernel never
+// calls it: main() of rcsim and of the benchmark do, a host program (Python) may.
+void keep_freed_memory();
 
 // X_next = layer(X). X_next must not alias X. With p.dropout, each head's attention weights are
 // dropped after the softmax (the attention statistics describe them before dropout) and the sum

@@ -22,6 +22,7 @@
 #include "app/logger.hpp"
 #include "config/config.hpp"
 #include "kernel/errors.hpp"
+#include "kernel/layer.hpp"
 #include "kernel/version.hpp"
 #include "io/run_file.hpp"
 #include "kernel/simulation.hpp"
@@ -85,6 +86,10 @@ py::bytes run_image(const std::vector<std::string>& keys, const std::optional<st
 
 PYBIND11_MODULE(_engine, m) {
   m.doc() = "rcsim's engine in this process (use rcsim.simulate; docs/python.md)";
+  // A -march=native engine imported on a CPU without its instruction sets: one clear ImportError.
+  if (const std::string missing = rcsim::missing_instruction_sets(); !missing.empty())
+    throw py::import_error("rcsim's engine was built for " + rcsim::instruction_set() + " but this CPU lacks " +
+                           missing + "; rebuild it on this machine (or with -DRCSIM_NATIVE=OFF)");
   rcsim::install_logger();
   // A configuration error names the key and what is allowed, as on the command line (exit 2).
   static py::exception<rcsim::UsageError> config_error(m, "ConfigError", PyExc_ValueError);
@@ -105,6 +110,9 @@ PYBIND11_MODULE(_engine, m) {
     return resolve(keys, config_file).to_ini();
   }, py::arg("keys"), py::arg("config_file") = std::nullopt,
         "The fully resolved configuration (INI text) that run_image would run.");
+  m.def("keep_freed_memory", &rcsim::keep_freed_memory,
+        "Tune glibc's allocator for repeated trials (process-wide; what rcsim's main() does).");
   m.attr("version") = rcsim::version();
+  m.attr("instruction_set") = rcsim::instruction_set();
   m.attr("git_sha") = rcsim::git_sha();
 }

@@ -4,13 +4,16 @@ SHA-256 per dataset and per attribute (provenance attributes excepted), so that 
 the code can be shown to leave every output bitwise unchanged.
 
     golden.py record  RCSIM MANIFEST.json    # run the set, write the digests
-    golden.py check   RCSIM MANIFEST.json    # run the set, compare with the digests (exit 1 if any differ)
+    golden.py check   RCSIM MANIFEST.json    # run the set, compare with the digests (exit 1 if any differ,
+                                             # 77 = skipped: the build's instruction set is not the manifest's)
 
 The digests depend on the instruction set of the build (a -march=native build and a portable one
-differ in the last bits), so the manifest records the build's `instruction_set` (from
-`rcsim --version --verbose`... see isa_of) and `check` compares only against a manifest of the
-same instruction set: the committed manifest is made by a portable build (RCSIM_NATIVE=OFF),
-which CI builds and checks (tests/golden/README in docs/dev/testing.md).
+differ in the last bits), so the manifest records the build's instruction set (`isa=` in
+`rcsim --version`) and `check` compares only against a manifest of the same instruction set. The
+committed manifest-portable.json was recorded by a portable build (-DRCSIM_NATIVE=OFF) of commit
+fec13d0, before the kernel restructuring; CI builds the portable variant and checks it (.ci/run).
+A native build is checked the same way against a manifest recorded by the native build of that
+commit on the same machine (the kernel issue's note gives the result).
 
 Provenance attributes (version, git SHA, creation time, command line, instruction set, compiler,
 build type, HDF5 version, source-tree state) are the only things ignored.
@@ -167,10 +170,11 @@ def main():
         want = json.load(f)
     if want["instruction_set"] != isa:
         print(f"golden: the manifest is for instruction set {want['instruction_set']}, this build is {isa}: "
-              "build with -DRCSIM_NATIVE=OFF to check", file=sys.stderr)
-        return 2
+              "build with -DRCSIM_NATIVE=OFF to check (skipped)", file=sys.stderr)
+        return 77
     bad = []
     for case, digests in want["cases"].items():
+        digests = {k: v for k, v in digests.items() if k.rsplit("@", 1)[-1] not in PROVENANCE or "@" not in k}
         mine = got.get(case, {})
         for key in sorted(set(digests) | set(mine)):
             if digests.get(key) != mine.get(key):
