@@ -70,7 +70,7 @@ out_dir="$root/web"
 export NODE_PATH="${NODE_PATH:+$NODE_PATH:}/usr/share/nodejs"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-emcc -O2 -std=c++17 -DNDEBUG -I/usr/include/eigen3 -I"$root/sim" -I"$hdf5_inc" -I"$glpk_src" \
+emcc -O2 -std=c++17 -DNDEBUG -DRCSIM_WITH_GLPK -I/usr/include/eigen3 -I"$root/sim" -I"$hdf5_inc" -I"$glpk_src" \
   "${sources[@]}" "$cache/libglpk.a" -o "$tmp/engine.js" \
   -sMODULARIZE=1 -sSINGLE_FILE=1 -sENVIRONMENT=web,node -sEXPORT_NAME=createRcsimEngine -sALLOW_MEMORY_GROWTH=1 \
   -sDISABLE_EXCEPTION_CATCHING=0 \
