@@ -1,4 +1,4 @@
-// The LayerNorm image (SCIENCE.md 5.7; sim/geometry/layernorm_geometry.hpp) and the CLI of the geometry
+// The LayerNorm image (docs/science/model-spec.md 5.7; sim/geometry/layernorm_geometry.hpp) and the CLI of the geometry
 // commands (exit codes in-process, like test_cli.cpp).
 #include <catch2/catch.hpp>
 

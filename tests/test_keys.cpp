@@ -1,4 +1,4 @@
-// Selectable keys (SCIENCE.md 5.6; sim/geometry/selectability.hpp) and Brody's experiments (sim/geometry/brody.hpp).
+// Selectable keys (docs/science/model-spec.md 5.6; sim/geometry/selectability.hpp) and Brody's experiments (sim/geometry/brody.hpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -139,7 +139,7 @@ TEST_CASE("LP agrees with an angular brute force in d = 2", "[keys][glpk]") {
   if (n >= 6) CHECK(unselectable > 0);  // the comparison covers both outcomes
 }
 
-TEST_CASE("after sphere or LayerNorm (eps = 0) no key is unselectable (SCIENCE.md 5.6)", "[keys][glpk][theory]") {
+TEST_CASE("after sphere or LayerNorm (eps = 0) no key is unselectable (docs/science/model-spec.md 5.6)", "[keys][glpk][theory]") {
   const int d = GENERATE(3, 5, 10);
   const NormType type = GENERATE(NormType::sphere, NormType::layernorm, NormType::rmsnorm);
   int raw_unselectable = 0;
@@ -157,10 +157,10 @@ TEST_CASE("after sphere or LayerNorm (eps = 0) no key is unselectable (SCIENCE.m
 
 TEST_CASE("LayerNorm with eps > 0 is not exactly a sphere: a low-d counterexample", "[keys][glpk][theory]") {
   // With eps > 0 a key with small ||P a|| lands strictly inside the sphere of radius sqrt(d) and,
-  // in d = 3, close neighbours can cover it (docs/geometry.md; one such draw was verified with
+  // in d = 3, close neighbours can cover it (docs/user/geometry.md; one such draw was verified with
   // scipy.optimize.linprog). Search the draws of (n, d) = (30, 3) for one: every key that is
   // unselectable with eps = 1e-5 must lie strictly inside the sphere, and with eps = 0 (every key
-  // on the sphere) no key of the same draw is unselectable (SCIENCE.md 5.6).
+  // on the sphere) no key of the same draw is unselectable (docs/science/model-spec.md 5.6).
   int found = -1;
   for (int draw = 0; draw < 400 && found < 0; ++draw) {
     const Matrix K0 = gaussian_keys(30, 3, 20240527, static_cast<std::uint64_t>(draw));
@@ -247,7 +247,7 @@ TEST_CASE("Brody's four-key example: a large key 3 makes its neighbour key 2 uns
 TEST_CASE("exact re-check resolves a key that sticks out by less than GLPK's tolerance", "[keys][glpk]") {
   // Keys on a circle of radius sqrt(3) in the plane orthogonal to (1, 1, 1) (LayerNorm with
   // eps = 0, d = 3), two of them 3.2e-5 rad apart. Every key on a sphere is selectable
-  // (SCIENCE.md 5.6); the floating-point simplex (tolerances 1e-7) may call the close pair
+  // (docs/science/model-spec.md 5.6); the floating-point simplex (tolerances 1e-7) may call the close pair
   // unselectable, the exact simplex must not: its margin is positive and tiny (~R delta^2).
   const Vector u = (Vector(3) << 1, -1, 0).finished().normalized();
   const Vector v = (Vector(3) << 1, 1, -2).finished().normalized();
