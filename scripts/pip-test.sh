@@ -56,7 +56,7 @@ for what in wheel editable; do
   start=$(date +%s.%N)
   "$venv/bin/pip" install --no-index -q "${flags[@]}" "$root"
   secs=$("$py" -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" "$start" "$(date +%s.%N)")
-  echo "pip-test: pip install ${flags[*]:-} . took ${secs} s"
+  echo "pip-test: pip install${flags[*]:+ ${flags[*]}} . took ${secs} s"
   check_install "$venv" "$what"
 done
 echo "pip-test: pip install . and pip install -e . both work"
