@@ -61,10 +61,20 @@ def _cmake_build(config_settings):
     build = _build_dir(config_settings)
     extra = shlex.split(_setting(config_settings, "cmake-args", "RCSIM_CMAKE_ARGS") or "")
     jobs = _setting(config_settings, "jobs", "RCSIM_JOBS") or str(min(2, os.cpu_count() or 1))
-    if not os.path.exists(os.path.join(build, "CMakeCache.txt")) or extra:
+    # Configure once; again when CMake options are given or the git commit changed (CMake bakes
+    # the commit into the binary, which records it in every file it writes: provenance over speed).
+    sha_file = os.path.join(build, "rcsim-configured-commit")
+    sha = _git_commit()
+    configured = os.path.exists(os.path.join(build, "CMakeCache.txt"))
+    if configured and os.path.exists(sha_file):
+        with open(sha_file, encoding="utf-8") as f:
+            configured = f.read().strip() == sha
+    if not configured or extra:
         _log(f"configuring {build}")
         subprocess.run(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
                         "-DRCSIM_BUILD_TESTS=OFF", *extra], check=True, stdout=sys.stderr)
+        with open(sha_file, "w", encoding="utf-8") as f:
+            f.write(sha + "\n")
     _log(f"building rcsim and rcsim_engine in {build} (-j{jobs})")
     t = time.monotonic()
     subprocess.run(["cmake", "--build", build, "-j", jobs, "--target", "rcsim", "rcsim_engine"],
@@ -77,6 +87,14 @@ def _cmake_build(config_settings):
         raise RuntimeError(f"rcsim_build: the build in {build} made no {exe} or no {engine_dir}/_engine*.so "
                            "(is pybind11-dev installed? scripts/deps.txt)")
     return exe, os.path.join(engine_dir, engines[0])
+
+
+def _git_commit():
+    try:
+        return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def _tag():
