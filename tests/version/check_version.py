@@ -13,7 +13,7 @@ import sys
 
 import yaml
 
-rcsim_exe, build = sys.argv[1:3]
+rcsim_exe, build = sys.argv[1], os.path.abspath(sys.argv[2])
 root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 failures = []
 
