@@ -65,8 +65,8 @@ def _cmake_build(config_settings):
     # the commit into the binary, which records it in every file it writes: provenance over speed).
     sha_file = os.path.join(build, "rcsim-configured-commit")
     sha = _git_commit()
-    configured = os.path.exists(os.path.join(build, "CMakeCache.txt"))
-    if configured and os.path.exists(sha_file):
+    configured = os.path.exists(os.path.join(build, "CMakeCache.txt")) and os.path.exists(sha_file)
+    if configured:
         with open(sha_file, encoding="utf-8") as f:
             configured = f.read().strip() == sha
     if not configured or extra:
