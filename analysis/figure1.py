@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Figure 1: N = d = 2 phase portraits (SCIENCE.md 5.5; configs/equilibria_2x2.ini).
+"""Figure 1: N = d = 2 phase portraits (docs/science/model-spec.md 5.5; configs/equilibria_2x2.ini).
 
 Left: pure attention (norm none): both tokens meet. Middle: `sphere`: trajectories of both
 tokens from random starts on the circle; token 0 goes to (0, +-1), token 1 to A or B. Right:
@@ -89,7 +89,7 @@ def main(argv=None):
         ax.grid(True, alpha=0.3)
         ax.set_xlabel("x_1")
         ax.set_ylabel("x_2")
-    fig.suptitle("N = d = 2, causal mask, uniform attention, W_V = [[0.5, 1], [0, 1]] (SCIENCE.md 5.5)")
+    fig.suptitle("N = d = 2, causal mask, uniform attention, W_V = [[0.5, 1], [0, 1]] (docs/science/model-spec.md 5.5)")
     fig.tight_layout()
     save_figure(fig, args.out)
     lo, hi = np.degrees(theta[to_b]).min(), np.degrees(theta[to_b]).max()

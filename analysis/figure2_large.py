@@ -4,7 +4,7 @@ N(0, 0.02^2), value maps of width 64 with an output projection, attention + laye
 300 on log-log axes; the paper's model (float64, float32 arithmetic), dropout, post-LN and pre-LN
 residuals; mu next to mu_rel and rank_one_residual.
 configs/figure2_large.ini. Writes figures/figure2_large.{png,pdf,txt}. About 9 s of CPU per
-trial and point, 15 min in all (docs/figures.md); --tiny is a seconds-long version for CI.
+trial and point, 15 min in all (docs/science/figures.md); --tiny is a seconds-long version for CI.
 
 usage: /usr/bin/python3 analysis/figure2_large.py [--tiny] [--out figures/figure2_large]
 """

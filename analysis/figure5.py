@@ -23,7 +23,7 @@ def main(argv=None):
     runs = run_config(args, "configs/figure5.ini", tiny=("--run.trials=2", "--model.layers=12", "--model.dim=4"))
     rows = []
     for r in runs:
-        rcsim(args, args.rcsim, "analyze", r["path"], "--window=fixed", "--quiet")  # as measured in docs/figures.md
+        rcsim(args, args.rcsim, "analyze", r["path"], "--window=fixed", "--quiet")  # as measured in docs/science/figures.md
         a = load_analysis(r["path"])
         rows.append((int(r["attrs"]["tokens"]), int(a["theory"]["radius"]), a["mu"]["decay_rate_median"],
                      a["mu"]["decay_rate_q10"], a["mu"]["decay_rate_q90"], a["theory"]["bound_rate"],

@@ -24,7 +24,7 @@ def main(argv=None):
     lines = [f"{'norm':9s} {'mask':8s} {'shared':6s} {'d_QK':>6s} {'d':>3s} {'median mu_rel(L)':>16s} "
              f"{'collapsed':>9s} {'rate':>8s}"]
     for r in runs:
-        rcsim(args, args.rcsim, "analyze", r["path"], "--window=fixed", "--quiet")  # as measured in docs/figures.md
+        rcsim(args, args.rcsim, "analyze", r["path"], "--window=fixed", "--quiet")  # as measured in docs/science/figures.md
         a = load_analysis(r["path"])
         cfg = dict(line.split(" = ", 1) for line in r["config"].splitlines() if " = " in line)
         rel = r["metrics"]["mu_rel"][:, -1]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A/B of two rcsim_bench builds on a busy machine (docs/performance.md, "The measures").
+"""A/B of two rcsim_bench builds on a busy machine (docs/dev/performance-log.md, "The measures").
 
 Starts both workers once and sends every command to both, REPS times, alternating which goes
 first, so that both see the same load; prints the median times and old/new, the ratio of the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""rcsim against an independent PyTorch reference of the same workload (see docs/performance.md).
+"""rcsim against an independent PyTorch reference of the same workload (see docs/dev/performance.md).
 
 Starts the rcsim worker (build/rcsim_bench) and PyTorch workers (bench/torch_reference.py), one
 per thread count (1 and 2) and allocator (glibc; Debian's jemalloc preloaded when installed),
@@ -12,7 +12,7 @@ repetitions), and reports medians; the reference's best median is the one compar
 every timed call the benchmark waits --settle seconds (default 0.3): without it a contestant
 timed right after another worker's call shared the cores with what that worker left running
 (OpenMP and OpenBLAS threads busy-wait for a while after a call before they sleep), and rcsim's
-samples of one point split into 8 ms and 15 ms groups (run D in docs/performance.md).
+samples of one point split into 8 ms and 15 ms groups (run D in docs/dev/performance-log.md).
 
 Points: the (N, d) grid with about the same flops per run; researchers' trial counts (64 to 1024
 trials at N = 128, d = 64); a deep run (10^4 layers, measures on a log schedule).
@@ -268,7 +268,7 @@ def main():
               f"{row['torch_steps_per_s']:>11.1f} {best_key:>14} | {row['ratio']:>6.2f} | "
               f"{row['rcsim_gflops']:>10.2f} {100 * row['rcsim_gflops'] / peak:>5.0f}% | {row['torch_gflops']:>10.2f}")
     print()
-    # Targets of the benchmark (docs/performance.md).
+    # Targets of the benchmark (docs/dev/performance.md).
     print("targets:")
     for r in rows:
         if r["group"] == "grid" and r["measures"] and r["N"] == 128 and r["d"] == 64:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# rcsim against a PyTorch reference on an optimised BLAS (docs/performance.md). From the
+# rcsim against a PyTorch reference on an optimised BLAS (docs/dev/performance.md). From the
 # repository root:
 #   bash bench/run_bench.sh            # full set (not timed on this branch: several times --quick)
 #   bash bench/run_bench.sh --quick    # reduced set (3 min on a quiet machine, 5 with --reps 5)

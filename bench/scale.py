@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Time and peak memory per layer of rcsim for large N (docs/performance.md, "Scale").
+"""Time and peak memory per layer of rcsim for large N (docs/dev/performance-log.md, "Scale").
 
 For every (N, d) runs one fresh build/rcsim_bench process under /usr/bin/time: one trial of L
 and one of 2L layers (complete mask, LayerNorm, every measure at every layer) on one thread,

@@ -9,7 +9,7 @@ Worker for bench/run_bench.py: reads lines on stdin and answers one line each on
                          product and an SVD (from /proc/self/maps), comma-separated
   quit
 The thread count is also fixed from outside (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS) by
-bench/run_bench.py, since the BLAS keeps its own pool. The workload is rcsim's (SCIENCE.md
+bench/run_bench.py, since the BLAS keeps its own pool. The workload is rcsim's (docs/science/model-spec.md
 sections 1 and 4) for one head, d_k = d, d_QK = d, LayerNorm (eps 1e-5, no affine), Gaussian X(0)
 and fresh Gaussian weights (std 1/sqrt(d)) at every layer, all TRIALS trials as one batch:
   S = (X W_Q)(X W_K)^T / sqrt(d), masked softmax, attention diagnostics (min weight, entropy),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The figures of docs/geometry.md: Brody's heat map and four-key example, Riechers' LayerNorm
+# The figures of docs/user/geometry.md: Brody's heat map and four-key example, Riechers' LayerNorm
 # ellipse, and a `rcsim keys` example. Needs a built rcsim (scripts/setup.sh).
 # usage: bash scripts/geometry-figures.sh [OUTDIR] [full|tiny]   (default: data/geometry full)
 # `tiny` runs every command and plot script at a toy size (CI); `full` is the documented run

@@ -4,7 +4,7 @@
 # ctest there (without the Python module: an instrumented .so cannot be loaded into an
 # uninstrumented python3). Any report stops the process that made it (halt_on_error) and fails its test.
 #   JOBS=N                  parallel build and test jobs (default: nproc)
-#   RCSIM_ASAN_EXCLUDE=RE   ctest -E regex of tests to leave out (default: none; see README)
+#   RCSIM_ASAN_EXCLUDE=RE   ctest -E regex of tests to leave out (default: none; see docs/dev/testing.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${JOBS:-$(nproc)}

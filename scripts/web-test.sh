@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The web page's build and browser test (docs/web.md): builds web/engine.js with emscripten,
+# The web page's build and browser test (docs/user/web.md): builds web/engine.js with emscripten,
 # installs playwright-core from web/package-lock.json (never a browser: the test drives Debian's
 # /usr/bin/chromium) and runs web/test/page.test.mjs, which also rewrites docs/web/*.png.
 # Usage: bash scripts/web-test.sh   (needs emscripten, chromium, nodejs with npm)

@@ -359,7 +359,7 @@ TEST_CASE("analyze: bad inputs exit 2", "[analysis][cli]") {
 }
 
 TEST_CASE("orthogonal W_V: the measured mu stays under the overlay bound for every mask", "[analysis][theory]") {
-  // SCIENCE.md 5.1: with norm-preserving W_V the measured decay sits under C (1 - eps^r)^(t/r);
+  // docs/science/model-spec.md 5.1: with norm-preserving W_V the measured decay sits under C (1 - eps^r)^(t/r);
   // C = mu(0) here, eps and r read back from the run file by analyze_run.
   const std::string mask =
       GENERATE(as<std::string>{}, "complete", "causal", "sliding_window", "unidirectional_sliding_window");

@@ -1,4 +1,4 @@
-// Logits, masked softmax and attention diagnostics (SCIENCE.md section 1, steps 1-3).
+// Logits, masked softmax and attention diagnostics (docs/science/model-spec.md section 1, steps 1-3).
 #include <catch2/catch.hpp>
 
 #include <cmath>

@@ -185,7 +185,7 @@ TEST_CASE("run.precision = float32: tokens are float32 numbers and mu_rel stops 
 }
 
 TEST_CASE("prediction 4: LayerNorm with orthogonal W_V collapses inputs in one hemisphere", "[theory][block]") {
-  // SCIENCE.md section 5, item 4: inputs in the positive orthant (one hemisphere), fresh Haar
+  // docs/science/model-spec.md section 5, item 4: inputs in the positive orthant (one hemisphere), fresh Haar
   // orthogonal W_V per layer (norm preserving), layernorm, complete mask: mu_rel -> 0 (measured:
   // below 1e-15 by layer 5 in every trial, exactly 0 (bitwise identical tokens) soon after).
   for (const char* shared : {"false", "true"}) {

@@ -1,4 +1,4 @@
-// The predictions of SCIENCE.md section 5 that the core engine must reproduce (items 1, 3, 5).
+// The predictions of docs/science/model-spec.md section 5 that the core engine must reproduce (items 1, 3, 5).
 #include <catch2/catch.hpp>
 
 #include <algorithm>

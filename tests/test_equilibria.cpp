@@ -1,5 +1,5 @@
 // `rcsim equilibria` (sim/study/equilibria.hpp): classification of states, the N = d = 2 equilibria
-// of SCIENCE.md 5.5, and bad inputs.
+// of docs/science/model-spec.md 5.5, and bad inputs.
 #include <catch2/catch.hpp>
 
 #include "cli_support.hpp"
@@ -68,7 +68,7 @@ TEST_CASE("token classes and rank of hand-made states", "[equilibria]") {
   CHECK(c.rank == 1);  // sigma_2 ~ 1e-9 < 1e-8 sigma_max
 }
 
-TEST_CASE("SCIENCE.md 5.5: N = d = 2 equilibria A, B and the unstable boundary", "[equilibria]") {
+TEST_CASE("docs/science/model-spec.md 5.5: N = d = 2 equilibria A, B and the unstable boundary", "[equilibria]") {
   // Token 0 at (0, 1) (already at its equilibrium); token 1 at angles (degrees) in the first
   // quadrant (-> A = (0, 1)), the open third-quadrant arc (-> B = (-0.6, -0.8)), and at (-1, 0).
   const std::vector<double> angles = {30, 100, 181, 225, 269, 180};
@@ -193,7 +193,7 @@ Matrix star_layer(const Matrix& X, const Matrix& W) {
 }
 }  // namespace
 
-TEST_CASE("rank-k equilibria coexist for N = d = 3 and 4 (docs/equilibria.md)", "[equilibria]") {
+TEST_CASE("rank-k equilibria coexist for N = d = 3 and 4 (docs/science/equilibria.md)", "[equilibria]") {
   const int n = GENERATE(3, 4);
   const Config c = shipped_config("equilibria_rank" + std::to_string(n) + ".ini");
   REQUIRE(c.model.tokens == n);

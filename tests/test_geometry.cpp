@@ -1,4 +1,4 @@
-// The LayerNorm image (SCIENCE.md 5.7; sim/geometry/layernorm_geometry.hpp) and the CLI of the geometry
+// The LayerNorm image (docs/science/model-spec.md 5.7; sim/geometry/layernorm_geometry.hpp) and the CLI of the geometry
 // commands (exit codes in-process, like test_cli.cpp).
 #include <catch2/catch.hpp>
 
@@ -11,6 +11,8 @@
 #include "cli/cli.hpp"
 #include "io/hdf5_file.hpp"
 #include "geometry/layernorm_geometry.hpp"
+#include "geometry/selectability.hpp"
+#include "kernel/errors.hpp"
 #include "kernel/normalization.hpp"
 #include "kernel/random.hpp"
 
@@ -132,7 +134,7 @@ TEST_CASE("geometry commands: usage errors exit 2 and write nothing", "[geometry
   test::check_usage_errors(bad, {out, out + ".tmp"});
 }
 
-TEST_CASE("geometry commands write complete files", "[geometry][cli]") {
+TEST_CASE("geometry commands write complete files", "[geometry][cli][glpk]") {
   const fs::path dir = fs::temp_directory_path() / "rcsim_geom_ok";
   fs::remove_all(dir);
   const std::string keys = (dir / "keys.h5").string(), map = (dir / "map.h5").string(), ex = (dir / "ex.h5").string(),
@@ -171,4 +173,27 @@ TEST_CASE("geometry commands write complete files", "[geometry][cli]") {
   CHECK(cli_main({"keys", "--keys.source=run", "--keys.file=" + run, "--keys.trial=2", "--quiet"}) == 2);
   CHECK(cli_main({"keys", "--keys.source=file", "--keys.file=" + keys, "--keys.dataset=keys_input", "--quiet"}) == 0);
   fs::remove_all(dir);
+}
+
+// GLPK is optional (-DRCSIM_GLPK): with it the LP decides a key inside a triangle; without it
+// every LP entry point is one runtime error saying how to get it, and `rcsim keys` exits 1.
+TEST_CASE("the selectability LP with GLPK, or one clear runtime error without it", "[geometry][cli]") {
+  Matrix K(4, 2);
+  K << 0, 0, 4, 0, 0, 4, 1, 1;  // key 3 inside the triangle of keys 0..2
+#ifdef RCSIM_WITH_GLPK
+  const KeySelectability s = analyse_keys(K);
+  CHECK(s.selectable == std::vector<std::uint8_t>{1, 1, 1, 0});
+  CHECK_FALSE(key_is_selectable(K, 3));
+#else
+  const std::string expected =
+      "this rcsim was built without GLPK (GPL-3.0): the selectability LP needs it; install libglpk-dev and rebuild "
+      "with -DRCSIM_GLPK=ON";
+  CHECK_THROWS_WITH(analyse_keys(K), expected);
+  CHECK_THROWS_WITH(key_is_selectable(K, 3), expected);
+  CHECK_THROWS_AS(analyse_keys(K), RuntimeError);
+  const std::string out = (fs::temp_directory_path() / "rcsim_no_glpk_keys.h5").string();
+  fs::remove(out);
+  CHECK(cli_main({"keys", "--keys.count=5", "--keys.dim=2", "--output.file=" + out, "--quiet"}) == 1);
+  CHECK_FALSE(fs::exists(out));
+#endif
 }

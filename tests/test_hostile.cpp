@@ -187,7 +187,7 @@ TEST_CASE("run_isolated stops a child that does not finish within its time limit
   CHECK(isolated_time_limit("/nonexistent/file.h5") == 30.0);
 }
 
-TEST_CASE("selectability is scale invariant, also where GLPK alone would abort (keys above 1e155 or below 1e-165)", "[hostile][keys]") {
+TEST_CASE("selectability is scale invariant, also where GLPK alone would abort (keys above 1e155 or below 1e-165)", "[hostile][keys][glpk]") {
   std::mt19937_64 gen(7);
   std::normal_distribution<double> normal;
   Matrix K(9, 3);

@@ -1,4 +1,4 @@
-// Weights and initial tokens (SCIENCE.md section 3) and the random streams behind them.
+// Weights and initial tokens (docs/science/model-spec.md section 3) and the random streams behind them.
 #include <catch2/catch.hpp>
 
 #include <cmath>

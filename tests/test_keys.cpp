@@ -1,4 +1,4 @@
-// Selectable keys (SCIENCE.md 5.6; sim/geometry/selectability.hpp) and Brody's experiments (sim/geometry/brody.hpp).
+// Selectable keys (docs/science/model-spec.md 5.6; sim/geometry/selectability.hpp) and Brody's experiments (sim/geometry/brody.hpp).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -60,7 +60,7 @@ bool brute_force_selectable_2d(const Matrix& K, Eigen::Index i) {
 
 }  // namespace
 
-TEST_CASE("hand-worked key sets", "[keys]") {
+TEST_CASE("hand-worked key sets", "[keys][glpk]") {
   SECTION("a key strictly inside the triangle of three others is unselectable") {
     const Matrix K = keys2({{0, 0}, {4, 0}, {0, 4}, {1, 1}});
     const KeySelectability s = analyse_keys(K);
@@ -121,7 +121,7 @@ TEST_CASE("hand-worked key sets", "[keys]") {
   }
 }
 
-TEST_CASE("LP agrees with an angular brute force in d = 2", "[keys]") {
+TEST_CASE("LP agrees with an angular brute force in d = 2", "[keys][glpk]") {
   const int n = GENERATE(3, 4, 6, 10, 25, 60);
   int compared = 0, unselectable = 0;
   for (int draw = 0; draw < 20; ++draw) {
@@ -140,7 +140,7 @@ TEST_CASE("LP agrees with an angular brute force in d = 2", "[keys]") {
   if (n >= 6) CHECK(unselectable > 0);  // the comparison covers both outcomes
 }
 
-TEST_CASE("after sphere or LayerNorm (eps = 0) no key is unselectable (SCIENCE.md 5.6)", "[keys][theory]") {
+TEST_CASE("after sphere or LayerNorm (eps = 0) no key is unselectable (docs/science/model-spec.md 5.6)", "[keys][glpk][theory]") {
   const int d = GENERATE(3, 5, 10);
   const NormType type = GENERATE(NormType::sphere, NormType::layernorm, NormType::rmsnorm);
   int raw_unselectable = 0;
@@ -156,12 +156,12 @@ TEST_CASE("after sphere or LayerNorm (eps = 0) no key is unselectable (SCIENCE.m
   if (d == 3) CHECK(raw_unselectable > 0);  // without normalisation there were some
 }
 
-TEST_CASE("LayerNorm with eps > 0 is not exactly a sphere: a low-d counterexample", "[keys][theory]") {
+TEST_CASE("LayerNorm with eps > 0 is not exactly a sphere: a low-d counterexample", "[keys][glpk][theory]") {
   // With eps > 0 a key with small ||P a|| lands strictly inside the sphere of radius sqrt(d) and,
-  // in d = 3, close neighbours can cover it (docs/geometry.md; one such draw was verified with
+  // in d = 3, close neighbours can cover it (docs/user/geometry.md; one such draw was verified with
   // scipy.optimize.linprog). Search the draws of (n, d) = (30, 3) for one: every key that is
   // unselectable with eps = 1e-5 must lie strictly inside the sphere, and with eps = 0 (every key
-  // on the sphere) no key of the same draw is unselectable (SCIENCE.md 5.6).
+  // on the sphere) no key of the same draw is unselectable (docs/science/model-spec.md 5.6).
   int found = -1;
   for (int draw = 0; draw < 400 && found < 0; ++draw) {
     const Matrix K0 = gaussian_keys(30, 3, 20240527, static_cast<std::uint64_t>(draw));
@@ -180,7 +180,7 @@ TEST_CASE("LayerNorm with eps > 0 is not exactly a sphere: a low-d counterexampl
   CHECK(found >= 0);  // the heat map gives such draws at a rate of several per cent at n = 30, d = 3
 }
 
-TEST_CASE("heat map cells equal the per-draw decisions of the same keys", "[keys]") {
+TEST_CASE("heat map cells equal the per-draw decisions of the same keys", "[keys][glpk]") {
   BrodyMapSpec spec;
   spec.count_min = 8;
   spec.count_max = 12;
@@ -208,7 +208,7 @@ TEST_CASE("heat map cells equal the per-draw decisions of the same keys", "[keys
   CHECK(m.unselectable_fraction[0].maxCoeff() > 0);
 }
 
-TEST_CASE("Brody's four-key example: a large key 3 makes its neighbour key 2 unselectable", "[keys]") {
+TEST_CASE("Brody's four-key example: a large key 3 makes its neighbour key 2 unselectable", "[keys][glpk]") {
   BrodyExampleSpec spec;
   spec.angles = 720;
   const BrodyExample ex = brody_example(spec);
@@ -245,10 +245,10 @@ TEST_CASE("Brody's four-key example: a large key 3 makes its neighbour key 2 uns
       }
 }
 
-TEST_CASE("exact re-check resolves a key that sticks out by less than GLPK's tolerance", "[keys]") {
+TEST_CASE("exact re-check resolves a key that sticks out by less than GLPK's tolerance", "[keys][glpk]") {
   // Keys on a circle of radius sqrt(3) in the plane orthogonal to (1, 1, 1) (LayerNorm with
   // eps = 0, d = 3), two of them 3.2e-5 rad apart. Every key on a sphere is selectable
-  // (SCIENCE.md 5.6); the floating-point simplex (tolerances 1e-7) may call the close pair
+  // (docs/science/model-spec.md 5.6); the floating-point simplex (tolerances 1e-7) may call the close pair
   // unselectable, the exact simplex must not: its margin is positive and tiny (~R delta^2).
   const Vector u = (Vector(3) << 1, -1, 0).finished().normalized();
   const Vector v = (Vector(3) << 1, 1, -2).finished().normalized();
@@ -279,7 +279,7 @@ TEST_CASE("exact re-check resolves a key that sticks out by less than GLPK's tol
   CHECK(analyse_keys(T, kSelectabilityRtol, false, true).selectable == std::vector<std::uint8_t>{1, 1, 1, 0, 0});
 }
 
-TEST_CASE("the heat map does not depend on the thread count", "[keys]") {
+TEST_CASE("the heat map does not depend on the thread count", "[keys][glpk]") {
   BrodyMapSpec spec;
   spec.count_min = 5;
   spec.count_max = 14;

@@ -1,4 +1,4 @@
-// Masks and their graph analysis (SCIENCE.md section 2).
+// Masks and their graph analysis (docs/science/model-spec.md section 2).
 #include <catch2/catch.hpp>
 
 #include <algorithm>

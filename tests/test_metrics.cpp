@@ -1,4 +1,4 @@
-// Measures of a token matrix (SCIENCE.md section 4).
+// Measures of a token matrix (docs/science/model-spec.md section 4).
 #include <catch2/catch.hpp>
 
 #include <cmath>

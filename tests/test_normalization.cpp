@@ -1,4 +1,4 @@
-// Row normalisations (SCIENCE.md section 1, step 6).
+// Row normalisations (docs/science/model-spec.md section 1, step 6).
 #include <catch2/catch.hpp>
 
 #include <cmath>

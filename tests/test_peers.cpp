@@ -1,4 +1,4 @@
-// Peer dynamics and measures (docs/peers.md): small cases worked by hand, properties of
+// Peer dynamics and measures (docs/science/peers.md): small cases worked by hand, properties of
 // the random ensembles, configuration errors. The trajectories are checked against an
 // independent NumPy implementation in tests/reference/check_peers_numpy.py.
 #include <catch2/catch.hpp>

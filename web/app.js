@@ -3,7 +3,7 @@
 // for the plots and naming the equilibrium the end state is at.
 'use strict';
 
-const EQUILIBRIA = { A: [0, 1], B: [-0.6, -0.8] };  // SCIENCE.md 5.5, default W_V, sphere
+const EQUILIBRIA = { A: [0, 1], B: [-0.6, -0.8] };  // docs/science/model-spec.md 5.5, default W_V, sphere
 
 let engine = null;
 

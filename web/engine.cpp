@@ -44,7 +44,7 @@ bool make_web_mask(int code, int n, int window, MaskMatrix& out) {
 
 extern "C" {
 
-// Figure 1 of SCIENCE.md 5.5: N = d = 2, causal mask, W_Q = W_K = 0 (uniform attention over the
+// Figure 1 of docs/science/model-spec.md 5.5: N = d = 2, causal mask, W_Q = W_K = 0 (uniform attention over the
 // allowed tokens), W_V given row-major in wv[4], X(0) = x0[4] (token 0 then token 1). Iterates
 // `steps` layers with normalisation `norm` and writes X(0), ..., X(steps) row-major into
 // out[(steps + 1) * 4]. Returns 0, or -1 for bad arguments.

@@ -1,13 +1,30 @@
 """rcsim's Python side: readers of run files, sweep indexes and analysis files (`files`: h5py
 dicts with load_*, labelled xarray objects with open_run/open_sweep), and
 what the figure scripts share (`figures`), and runs in this process (`simulate`: the compiled
-engine rcsim._engine, docs/python.md). `from rcsim import load_run` works from the figure
-scripts (analysis/ is their directory) and from the repository root (the `rcsim` link there)."""
+engine rcsim._engine, docs/user/python.md). Installed with `pip install .` or `pip install -e .`
+(pyproject.toml), the engine and the executable are inside the package (`executable()`); from the
+build tree, PYTHONPATH=build/python. `from rcsim import load_run` also works from the figure
+scripts (analysis/ is their directory; the engine is then only there after `pip install -e .`)."""
+import os as _os
+
+
+def _read_version():
+    """The version: VERSION beside this package (installed, build tree) or at the root of the
+    source tree this package sits in (analysis/rcsim/../../VERSION): one file, also read by CMake."""
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    for path in (_os.path.join(here, "VERSION"), _os.path.join(here, "..", "..", "VERSION")):
+        if _os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                return f.read().strip()
+    return "unknown"
+
+
+__version__ = _read_version()
 from .files import (RcsimFileError, band, label, load_analysis, load_run, load_sweep, open_run,  # noqa: F401
                     open_sweep, run_paths, sweep_runs, sweep_table)
 from .figures import (MEASURES, figure_arguments, first_layer_below, measure_grid, plot_curves, rcsim,  # noqa: F401
                       run_config, save_figure, stored_config, write_summary)
-from .engine import resolved_config, simulate, simulate_image  # noqa: F401,E402
+from .engine import executable, resolved_config, simulate, simulate_image  # noqa: F401,E402
 
 
 def __getattr__(name):

@@ -4,8 +4,8 @@ sim/python/engine_module.cpp). The configuration is parsed and validated by the 
 (an HDF5 file image, nothing on disk) and open_run reads it, so the Dataset equals open_run of
 the file `rcsim run` writes for the same configuration, value for value (tests/python/check_simulate.py).
 """
-import glob
 import os
+import shutil
 
 from .files import open_run
 
@@ -14,37 +14,43 @@ _ENGINE = []
 
 
 def _engine():
-    """The compiled module: installed next to this package, or built into build/python/rcsim/
-    of the source tree this package sits in (cmake -S . -B build), or of $RCSIM_BUILD_DIR."""
+    """The compiled module rcsim._engine, beside this package's files: put there by
+    `pip install .` / `pip install -e .` (pyproject.toml), `cmake --install`, or the build tree's
+    copy of the package (PYTHONPATH=build/python). Nothing else is searched."""
     if not _ENGINE:
-        _ENGINE.append(_load_engine())
+        try:
+            from . import _engine as engine
+        except ImportError as e:
+            raise ImportError(
+                "rcsim.simulate needs the compiled engine rcsim._engine, which is not beside this package "
+                f"({os.path.dirname(os.path.abspath(__file__))}): install the package with `pip install .` or "
+                "`pip install -e .` from the repository, or use the build tree's package "
+                "(`bash scripts/setup.sh`, then PYTHONPATH=build/python; Debian: pybind11-dev, python3-dev)") from e
+        _ENGINE.append(engine)
     return _ENGINE[0]
 
 
-def _load_engine():
-    import sys
+def executable():
+    """The rcsim executable: bin/rcsim inside this package (pip install, the build tree's package),
+    else `rcsim` on PATH (cmake --install). Raises FileNotFoundError if neither exists."""
+    inside = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "rcsim")
+    if os.path.isfile(inside) and os.access(inside, os.X_OK):
+        return inside
+    on_path = shutil.which("rcsim")
+    if on_path and not _is_entry_point(on_path):
+        return on_path
+    raise FileNotFoundError("the rcsim executable is neither in the package (rcsim/bin/rcsim) nor on PATH: "
+                            "install with `pip install .` or `cmake --install build`")
+
+
+def _is_entry_point(path):
+    """True for the console script pip writes (a Python file that imports rcsim._cli), which
+    must not be taken for the executable (it would call itself)."""
     try:
-        from . import _engine as engine  # installed (cmake --install) or found on __path__
-        return engine
-    except ImportError:
-        pass
-    here = os.path.dirname(os.path.realpath(__file__))
-    candidates = [os.environ.get("RCSIM_BUILD_DIR", ""), os.path.join(here, "..", "..", "build"),
-                  os.path.join(os.getcwd(), "build")]
-    for build in candidates:
-        d = os.path.join(build, "python", "rcsim") if build else ""
-        if d and glob.glob(os.path.join(d, "_engine*.so")):
-            import importlib.util
-            path = sorted(glob.glob(os.path.join(d, "_engine*.so")))[0]
-            spec = importlib.util.spec_from_file_location("rcsim._engine", path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules["rcsim._engine"] = module
-            spec.loader.exec_module(module)
-            return module
-    raise ImportError("rcsim.simulate needs the compiled engine rcsim._engine: build it with "
-                      "`cmake -S . -B build && cmake --build build --target rcsim_engine` (Debian: "
-                      "pybind11-dev, python3-dev), or install with `cmake --install build`; "
-                      "RCSIM_BUILD_DIR names another build directory")
+        with open(path, "rb") as f:
+            return f.read(2) == b"#!" and b"rcsim._cli" in f.read(4096)
+    except OSError:
+        return False
 
 
 def _value_text(key, value):

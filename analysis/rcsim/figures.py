@@ -139,7 +139,7 @@ def write_summary(runs, label_of, path, at=(10, 100), measures=("mu", "mu_rel", 
     """A plain-text table, one line per run: median and 10-90% across trials of each measure at
     the layers `at` (the nearest recorded layer at or after) and at the last layer, the first
     layer where the median mu_rel is below `roundoff`, and the fraction of trials with mu_rel
-    below it at the last layer; `extra(run)` may add a line. docs/figures.md quotes these files."""
+    below it at the last layer; `extra(run)` may add a line. docs/science/figures.md quotes these files."""
     import numpy as np
     from .files import band
     lines = [f"# {len(runs)} runs; each entry: median [10%, 90%] over trials; mu_rel < {roundoff:g} = round-off"]

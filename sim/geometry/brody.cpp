@@ -1,6 +1,8 @@
 #include "geometry/brody.hpp"
 
+#ifdef RCSIM_WITH_GLPK
 #include <glpk.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -89,7 +91,9 @@ BrodyMap brody_map(const BrodyMapSpec& spec, const std::atomic<bool>* cancel,
   for (int w = 1; w < threads; ++w)
     pool.emplace_back([&worker] {
       worker();
+#ifdef RCSIM_WITH_GLPK
       glp_free_env();  // GLPK's environment is per thread: free it before the thread ends (LeakSanitizer)
+#endif
     });
   worker();
   for (auto& th : pool) th.join();

@@ -1,6 +1,8 @@
 #include "geometry/selectability.hpp"
 
+#ifdef RCSIM_WITH_GLPK
 #include <glpk.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -14,9 +16,22 @@ namespace rcsim {
 
 namespace {
 
+// Built without GLPK (-DRCSIM_GLPK=OFF, or libglpk-dev missing): the LP entry points refuse.
+[[maybe_unused]] constexpr const char* kNoGlpk =
+    "this rcsim was built without GLPK (GPL-3.0): the selectability LP needs it; install libglpk-dev and rebuild "
+    "with -DRCSIM_GLPK=ON";
+
+void require_glpk() {
+#ifndef RCSIM_WITH_GLPK
+  throw RuntimeError(kNoGlpk);
+#endif
+}
+
+#ifdef RCSIM_WITH_GLPK
 struct ProbDeleter {
   void operator()(glp_prob* p) const { glp_delete_prob(p); }
 };
+#endif
 
 struct KeyResult {
   bool selectable = true;
@@ -53,6 +68,10 @@ KeyResult solve_key(const Eigen::Ref<const Matrix>& K, Eigen::Index i, double rt
     }
   }
 
+#ifndef RCSIM_WITH_GLPK
+  (void)exact;
+  throw RuntimeError(kNoGlpk);
+#else
   glp_term_out(GLP_OFF);
   std::unique_ptr<glp_prob, ProbDeleter> lp(glp_create_prob());
   glp_prob* P = lp.get();
@@ -123,6 +142,7 @@ KeyResult solve_key(const Eigen::Ref<const Matrix>& K, Eigen::Index i, double rt
     }
   }
   return r;
+#endif
 }
 
 void check_finite(const Eigen::Ref<const Matrix>& K) {
@@ -172,12 +192,14 @@ double KeySelectability::unselectable_fraction() const {
 }
 
 bool key_is_selectable(const Eigen::Ref<const Matrix>& keys, Eigen::Index i, double rtol) {
+  require_glpk();
   check_finite(keys);
   const int e = scale_exponent(keys);
   return solve_scaled(keys, scaled_keys(keys, e), e, i, rtol, false, false).selectable;
 }
 
 KeySelectability analyse_keys(const Eigen::Ref<const Matrix>& keys, double rtol, bool screen, bool exact) {
+  require_glpk();
   check_finite(keys);
   const Eigen::Index n = keys.rows(), d = keys.cols();
   KeySelectability out;

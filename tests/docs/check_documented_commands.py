@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Run the commands that README.md and docs/*.md document, so that a documented command cannot rot.
+"""Run the commands that README.md and docs/**/*.md document, so that a documented command cannot rot.
 
 Usage: check_documented_commands.py [--repo DIR] [--build DIR] [--only FILE] [--list] [--self-test]
 
-The rule (README.md, "Documented commands"): every code block (indented by 4 spaces or fenced
+The rule (docs/dev/testing.md, "Documented commands"): every code block (indented by 4 spaces or fenced
 with ```) that contains a command (a line starting with ./build/, rcsim, bash, cmake, mpirun,
 /usr/bin/python3 or python3) carries an HTML comment on the line before it (blank lines
 between are allowed):
@@ -21,10 +21,14 @@ between are allowed):
 A block without any of these that contains a command is an error, so a new command cannot be
 added without being run or explicitly excused. Blocks run in a temporary copy of the repository
 (the files git tracks, as they are in the working tree) whose `build` is a link to the build
-directory, with `build/sim` first on PATH (so a bare `rcsim` is the built one) and the copy's
-root on PYTHONPATH: `data/...` outputs go into the copy. All blocks of one file share the copy,
-in document order (a later block may read what an earlier one wrote). A failing command fails
-the check with the file, its line and the command. Exit 0 when every command ran, 1 otherwise.
+directory, with `build/sim` first on PATH (so a bare `rcsim` is the built one) and the build
+tree's Python package on PYTHONPATH (build/python: the package with its engine): `data/...`
+outputs go into the copy. All blocks of one file share the copy, in document order (a later
+block may read what an earlier one wrote). A failing command fails the check with the file, its
+line and the command. The copy is a git repository: a documented command must write only to
+temporary or git-ignored places (data/, build*/, /tmp), so the check also fails when `git status
+--porcelain` in the copy shows any change after a file's blocks (a committed figure
+overwritten, a file dropped in the repository root). Exit 0 when every command ran, 1 otherwise.
 """
 import argparse
 import os
@@ -148,6 +152,19 @@ def prepare_copy(repo, build, where):
         elif os.path.isfile(src):
             shutil.copy2(src, dst)
     os.symlink(os.path.abspath(build), os.path.join(where, "build"))
+    # A repository of its own, so that what the commands change shows in `git status`.
+    git = ["git", "-C", where, "-c", "user.name=check", "-c", "user.email=check@localhost"]
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-q", "--no-verify", "-m", "documented commands: before"], check=True)
+
+
+def changed_files(where):
+    """`git status --porcelain` of the copy: the files the commands changed or left behind
+    outside git-ignored places."""
+    out = subprocess.run(["git", "-C", where, "status", "--porcelain", "--untracked-files=all"],
+                         capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if line.strip()]
 
 
 def run_file(md, repo, build, only_list=False):
@@ -162,7 +179,7 @@ def run_file(md, repo, build, only_list=False):
             prepare_copy(repo, build, work)
         env = dict(os.environ, MPLBACKEND="Agg", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                    PATH=os.path.join(work, "build", "sim") + os.pathsep + os.environ.get("PATH", ""),
-                   PYTHONPATH=work + os.pathsep + os.environ.get("PYTHONPATH", ""))
+                   PYTHONPATH=os.path.join(work, "build", "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
         for line_no, note, body in blocks:
             has_command = any(COMMAND.match(line) for line in body)
             if note is None:
@@ -205,6 +222,12 @@ def run_file(md, repo, build, only_list=False):
                 what = failed[0] if failed else f"the block (exit {r.returncode})"
                 failures.append(f"{rel}:{line_no}: `{what}` failed:\n"
                                 + "\n".join("    " + x for x in (r.stdout + r.stderr).strip().splitlines()[-12:]))
+        if not only_list:
+            changed = changed_files(work)
+            if changed:
+                failures.append(f"{rel}: the documented commands changed the repository (write to data/ or a "
+                                f"temporary directory instead; `git status --porcelain`):\n"
+                                + "\n".join("    " + x for x in changed[:20]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return failures
@@ -221,7 +244,36 @@ def self_test():
     assert tiny(cmd) == "./build/sim/rcsim run --output.file=x.h5 --model.layers=4 --run.trials=2", tiny(cmd)
     assert tiny("/usr/bin/python3 analysis/figure2.py   # mu") == "/usr/bin/python3 analysis/figure2.py --tiny"
     assert strip_comment("echo 'a # b' # c") == "echo 'a # b'"
-    print("self-test: annotations, continuation lines, comments and the tiny rule behave")
+    # docs/**/*.md is scanned recursively, and a command that writes into the repository fails.
+    with tempfile.TemporaryDirectory() as repo:
+        for rel in ("README.md", "docs/a.md", "docs/user/b.md", "docs/dev/deep/c.md", "docs/x.txt"):
+            os.makedirs(os.path.dirname(os.path.join(repo, rel)), exist_ok=True)
+            with open(os.path.join(repo, rel), "w") as f:
+                f.write("# t\n")
+        with open(os.path.join(repo, ".gitignore"), "w") as f:
+            f.write("/data/\n/build\n")
+        assert markdown_files(repo, "docs") == ["docs/a.md", "docs/dev/deep/c.md", "docs/user/b.md"], \
+            markdown_files(repo, "docs")
+        subprocess.run(["git", "-C", repo, "init", "-q"], check=True)
+        subprocess.run(["git", "-C", repo, "add", "-A"], check=True)
+        with open(os.path.join(repo, "docs", "bad.md"), "w") as f:
+            f.write("<!-- ci: run -->\n\n    bash -c 'mkdir -p data && echo ok > data/fine.txt'\n\n"
+                    "<!-- ci: run -->\n\n    bash -c 'echo x > my.h5; echo changed > README.md'\n")
+        os.makedirs(os.path.join(repo, "build"))
+        problems = run_file(os.path.join(repo, "docs", "bad.md"), repo, os.path.join(repo, "build"))
+        assert len(problems) == 1 and "changed the repository" in problems[0], problems
+        assert "my.h5" in problems[0] and "README.md" in problems[0] and "fine.txt" not in problems[0], problems[0]
+    print("self-test: annotations, continuation lines, comments, the tiny rule, the recursive scan and "
+          "the git-status rule behave")
+
+
+def markdown_files(repo, folder):
+    """Every .md file under REPO/FOLDER, recursively, as paths relative to REPO, sorted."""
+    found = []
+    for d, dirs, names in os.walk(os.path.join(repo, folder)):
+        dirs.sort()
+        found += [os.path.relpath(os.path.join(d, n), repo) for n in names if n.endswith(".md")]
+    return sorted(found)
 
 
 def main():
@@ -237,8 +289,7 @@ def main():
         self_test()
         return 0
     build = args.build or os.path.join(args.repo, "build")
-    docs = args.only or (["README.md"] + sorted(os.path.join("docs", f) for f in os.listdir(os.path.join(args.repo, "docs"))
-                                                if f.endswith(".md")))
+    docs = args.only or (["README.md"] + markdown_files(args.repo, "docs"))
     failures = []
     for md in docs:
         failures += run_file(os.path.join(args.repo, md), args.repo, build, args.list)

@@ -25,9 +25,12 @@ import numpy as np
 rcsim_exe, build, work = sys.argv[1:4]
 here = os.path.dirname(os.path.abspath(__file__))
 repo = os.path.normpath(os.path.join(here, "..", ".."))
-sys.path.insert(0, os.path.join(repo, "analysis"))
-os.environ["RCSIM_BUILD_DIR"] = build
+# The build tree's package (build/python/rcsim: the sources linked beside the engine), as in
+# `PYTHONPATH=build/python`; the package searches nowhere else for its engine.
+sys.path.insert(0, os.path.join(build, "python"))
 import rcsim  # noqa: E402
+if not os.path.samefile(os.path.dirname(rcsim.__file__), os.path.join(build, "python", "rcsim")):
+    sys.exit(f"check_simulate: imported {rcsim.__file__}, expected the build tree's package")
 from rcsim.engine import configuration_arguments  # noqa: E402
 
 os.makedirs(work, exist_ok=True)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent check of rcsim against a NumPy implementation of SCIENCE.md sections 1 and 4.
+"""Independent check of rcsim against a NumPy implementation of docs/science/model-spec.md sections 1 and 4.
 
 Random inputs and weights are written to an HDF5 file, `rcsim run` is run on them for a grid of
 masks, normalisations, head counts, temperatures and residuals, and every stored measure is

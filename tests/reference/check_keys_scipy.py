@@ -77,7 +77,7 @@ def main():
             if abs(frac - got[norm][0]) > 1e-12 or abs(anyf - got[norm][1]) > 1e-12:
                 failures.append(f"map cell n={n} d={d} {norm}: rcsim {got[norm]}, scipy ({frac}, {anyf})")
             print(f"cell n={n} d={d} {norm:9s}: unselectable fraction {frac:.4f}, draws with >= 1: {anyf:.3f}")
-    # rcsim ln-geometry against numpy.linalg.eigh of P2 G^-2 P2 for random gains (SCIENCE.md 5.7).
+    # rcsim ln-geometry against numpy.linalg.eigh of P2 G^-2 P2 for random gains (docs/science/model-spec.md 5.7).
     rng = np.random.default_rng(5)
     for d in (3, 5, 8):
         g = rng.uniform(0.2, 3.0, d) * rng.choice([-1, 1], d)

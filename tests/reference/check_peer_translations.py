@@ -2,9 +2,9 @@
 """The public peer codes' update rules, transcribed in their own conventions, against rcsim.
 
 Each transcription below is written for this test from the update rule of a public research code
-as documented in docs/peers.md (column or row vectors, step eta, inverse temperature beta,
+as documented in docs/science/peers.md (column or row vectors, step eta, inverse temperature beta,
 bilinear form B, value matrix V); it is not the peers' code. The same initial tokens and weights
-are given to rcsim through HDF5 files with the translated configuration of docs/peers.md, and
+are given to rcsim through HDF5 files with the translated configuration of docs/science/peers.md, and
 the token trajectories (output.tokens = all) are compared layer by layer: largest relative
 Frobenius difference ||X_rcsim(t) - X_peer(t)||_F / ||X_peer(t)||_F over layers and trials must be
 below 1e-12. The peers' measures (pair density, "dim", cluster count, Dong's residual) are

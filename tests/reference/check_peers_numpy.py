@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Independent check of rcsim's peer dynamics and measures (docs/peers.md) against NumPy.
+"""Independent check of rcsim's peer dynamics and measures (docs/science/peers.md) against NumPy.
 
-Written for this test from the formulas of docs/peers.md (not from rcsim's code): unnormalised
+Written for this test from the formulas of docs/science/peers.md (not from rcsim's code): unnormalised
 attention (attention.kind = usa), heads averaged (model.head_mix = mean), the tangent-projected
 residual (residual.project = tangent), W_V tied to the bilinear form (weights.v = tied_qk),
 weights redrawn every K layers (weights.redraw_every), and the measures pair_density, clusters,

@@ -23,7 +23,7 @@ if (!fs.existsSync(executablePath)) {
   process.exit(2);
 }
 
-// SCIENCE.md 5.5: with W_V = [[0.5, 1], [0, 1]] and the sphere, token 1 ends at A or B.
+// docs/science/model-spec.md 5.5: with W_V = [[0.5, 1], [0, 1]] and the sphere, token 1 ends at A or B.
 const A = [0, 1], B = [-0.6, -0.8];
 
 const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rcsim-chromium-'));
@@ -52,7 +52,7 @@ try {
   await page.goto(pathToFileURL(path.join(web, 'index.html')).href);
   await page.waitForSelector('#status[data-ready="1"]', { timeout: 30000 });
 
-  // Brody's four keys against docs/geometry.md section 3 (the table of `rcsim brody-example`):
+  // Brody's four keys against docs/user/geometry.md section 3 (the table of `rcsim brody-example`):
   // key 2 unselectable from m* = 2.318 on without scaling, selectable with scaling; key 2's best
   // weight over the query angles 0.64 (m = 1), 0.38 (m = 2), 0.29 (m = 3), 0.25 (m = 4).
   const brody = async (m, proj, scale) => {
@@ -68,7 +68,7 @@ try {
     assert.equal((await brody(2.3, false, false)).selectable, '1111');
     assert.equal((await brody(2.34, false, false)).selectable, '1011');
   });
-  await check('Brody: key 2 best weights 0.64, 0.38, 0.29, 0.25 for m = 1..4 (docs/geometry.md)', async () => {
+  await check('Brody: key 2 best weights 0.64, 0.38, 0.29, 0.25 for m = 1..4 (docs/user/geometry.md)', async () => {
     const expected = { 1: 0.64, 2: 0.38, 3: 0.29, 4: 0.25 };
     for (const [m, w] of Object.entries(expected)) {
       const r = await brody(Number(m), false, false);
@@ -125,7 +125,7 @@ try {
     assert.ok(near(s, B), `token 1 ended at (${s.x}, ${s.y}), expected B = (${B})`);
     assert.equal(s.at, 'B');
   });
-  await check('basins on a 1-degree grid: B exactly on the open third-quadrant arc (SCIENCE.md 5.5)', async () => {
+  await check('basins on a 1-degree grid: B exactly on the open third-quadrant arc (docs/science/model-spec.md 5.5)', async () => {
     const basins = await page.locator('#fig1-result').getAttribute('data-basins');
     assert.equal(basins.length, 360);
     const wrong = [];
