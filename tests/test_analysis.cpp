@@ -1,5 +1,5 @@
-// Collapse rates, windows, collapse depth, theory bound and `rcsim analyze` (sim/measure/decay_fit.hpp,
-// sim/study/analysis.hpp). Reference values are worked by hand in the comments.
+// Collapse rates, windows, collapse depth, theory bound and `rcsim analyze` (sim/kernel/decay_fit.hpp,
+// sim/app/analysis.hpp). Reference values are worked by hand in the comments.
 #include <catch2/catch.hpp>
 
 #include "cli_support.hpp"

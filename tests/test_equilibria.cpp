@@ -1,4 +1,4 @@
-// `rcsim equilibria` (sim/study/equilibria.hpp): classification of states, the N = d = 2 equilibria
+// `rcsim equilibria` (sim/app/equilibria.hpp): classification of states, the N = d = 2 equilibria
 // of docs/science/model-spec.md 5.5, and bad inputs.
 #include <catch2/catch.hpp>
 
@@ -182,7 +182,7 @@ Config shipped_config(const std::string& name) {
   return make_config(p.values);
 }
 
-// One layer of the star-mask model written out independently of sim/model/layer.cpp:
+// One layer of the star-mask model written out independently of sim/kernel/layer.cpp:
 // x_0 <- x_0 W / ||x_0 W||,  x_i <- (x_0 + x_i) W / ||(x_0 + x_i) W||.
 Matrix star_layer(const Matrix& X, const Matrix& W) {
   Matrix Y(X.rows(), X.cols());
