@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/memory.hpp"
+#include "core/threads.hpp"
 #include "measure/attention_products.hpp"
 #include "measure/clusters.hpp"
 #include "measure/collapse_norms.hpp"
@@ -314,10 +315,8 @@ void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vec
   };
   if (n_threads == 1) {
     worker();
-  } else {
-    std::vector<std::thread> pool;
-    for (int i = 0; i < n_threads; ++i) pool.emplace_back(worker);
-    for (auto& th : pool) th.join();
+  } else {  // a thread the system refuses: one error naming run.threads, never std::terminate
+    run_workers(n_threads, false, worker, [&] { next.store(total); }, "run.threads", n_threads);
   }
   if (error) std::rethrow_exception(error);
   if (ctl.cancel && ctl.cancel->load()) throw Interrupted();

@@ -1,0 +1,237 @@
+#!/usr/bin/python3
+"""Mutated rcsim files (issue 22, class 1): every attribute and dataset rcsim reads is checked
+(type, rank, shape) before use.
+
+    fuzz_files.py RCSIM WORKDIR [-k SUBSTRING] [--max-per-file N]
+
+Makes one file of every kind rcsim writes (run file, analysed run file, sweep index, sweep
+analysis table, checkpoint, equilibria file, keys file, ln-geometry file), then for each attribute
+(of every object) and each dataset of each file applies the mutations that fit its type:
+scalar -> 1-D array, scalar -> 2-D array, string -> int, int -> string, float -> string,
+int -> float, variable -> fixed-length string, empty (null dataspace); datasets: scalar,
+2-D, string, empty, one entry short. Runs the commands that read that kind of file on a fresh copy
+and asserts, per run:
+  - the exit code is 0, 1 or 2 (never a signal, 134 or 139);
+  - on failure, stderr is one line, it names the file, and it names the mutated object.
+Exit 0 iff every run passes; prints the number of mutated files and runs and the exit codes seen.
+"""
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import numpy as np
+
+SMALL = "[model]\ntokens = 6\ndim = 4\nlayers = 20\n[run]\ntrials = 4\nthreads = 1\n"
+SWEEP = SMALL + "[output]\nfile = sw/p.h5\n[sweep]\nmask.type = complete, causal\n"
+EQ = ("[model]\ntokens = 3\ndim = 2\nlayers = 200\n[norm]\ntype = sphere\n[weights]\nq = zero\nk = zero\n"
+      "v = identity\n[init]\ntype = sphere\n[run]\ntrials = 4\n[output]\nfile = eq.h5\n")
+CKPT = "[model]\ntokens = 12\ndim = 6\nlayers = 300\n[run]\ntrials = 400\nthreads = 1\n[output]\nfile = cp.h5\n"
+
+
+def run(rcsim, d, args, timeout=120):
+    return subprocess.run([rcsim] + args, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          errors="surrogateescape", timeout=timeout)
+
+
+def make_base(rcsim, base):
+    """The files of every kind, in `base`. Returns {kind: (file, [commands that read it])}."""
+    shutil.rmtree(base, ignore_errors=True)
+    os.makedirs(base)
+    for name, text in (("small.ini", SMALL), ("sweep.ini", SWEEP), ("eq.ini", EQ), ("ck.ini", CKPT)):
+        with open(os.path.join(base, name), "w") as f:
+            f.write(text)
+
+    def ok(args):
+        r = run(rcsim, base, args)
+        if r.returncode != 0:
+            raise RuntimeError(f"setup failed ({r.returncode}): {args}\n{r.stderr}")
+
+    ok(["run", "-q", "--config", "small.ini", "--output.file=run.h5"])
+    ok(["run", "-q", "--config", "small.ini", "--output.file=analysed.h5"])
+    ok(["analyze", "analysed.h5"])
+    ok(["sweep", "-q", "--config", "sweep.ini"])
+    ok(["analyze", "sw/p"])
+    ok(["equilibria", "-q", "--config", "eq.ini"])
+    ok(["keys", "-q", "--output.file=keys.h5"])
+    ok(["ln-geometry", "-q", "--output.file=ln.h5", "--ln.samples=10"])
+    # A checkpoint: a run interrupted (SIGINT) after some trials.
+    for _ in range(5):
+        a = subprocess.Popen([rcsim, "run", "-q", "--config", "ck.ini"], cwd=base, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        time.sleep(0.6)
+        a.send_signal(signal.SIGINT)
+        a.wait(timeout=120)
+        if os.path.exists(os.path.join(base, "cp.h5.partial")):
+            break
+    else:
+        raise RuntimeError("no checkpoint after SIGINT")
+    tables = [n for n in os.listdir(os.path.join(base, "sw", "p")) if n.endswith(".h5") and
+              n != "index.h5" and not n.startswith("mask.type=")]
+    if not tables:
+        raise RuntimeError(f"no sweep analysis table in sw/p: {os.listdir(os.path.join(base, 'sw', 'p'))}")
+    small = ["--config", "small.ini"]
+    return {
+        "run": ("run.h5", [["run", "--output.file=run.h5"] + small, ["analyze", "--no-write", "run.h5"]]),
+        "analysed_run": ("analysed.h5", [["run", "--output.file=analysed.h5"] + small,
+                                         ["analyze", "analysed.h5"]]),
+        "sweep_index": ("sw/p/index.h5", [["sweep", "--config", "sweep.ini"], ["analyze", "--no-write", "sw/p"]]),
+        "sweep_table": ("sw/p/" + tables[0], [["analyze", "sw/p"]]),
+        "sweep_point": ("sw/p/mask.type=causal.h5", [["sweep", "--config", "sweep.ini"], ["analyze", "sw/p"]]),
+        "checkpoint": ("cp.h5.partial", [["run", "--config", "ck.ini", "--run.trials=402"],
+                                         ["run", "--config", "ck.ini"]]),
+        "equilibria": ("eq.h5", [["equilibria", "--config", "eq.ini"]]),
+        "keys": ("keys.h5", [["keys", "--output.file=keys.h5"]]),
+        "ln_geometry": ("ln.h5", [["ln-geometry", "--output.file=ln.h5", "--ln.samples=10"]]),
+    }
+
+
+def value_mutations(value):
+    """(label, new value) pairs for an attribute value of this type."""
+    v = np.asarray(value) if not isinstance(value, (str, bytes)) else value
+    out = []
+    if isinstance(v, (str, bytes)) or (isinstance(v, np.ndarray) and v.dtype.kind in "OSU"):
+        s = v if isinstance(v, str) else (v.decode() if isinstance(v, bytes) else str(v))
+        out += [("string->1-D array", np.array([s, s], dtype=h5py.string_dtype())),
+                ("string->2-D array", np.array([[s, s], [s, s]], dtype=h5py.string_dtype())),
+                ("string->int", np.int64(7)),
+                ("string->fixed-length string", np.bytes_(s.encode()[:50] or b"x")),
+                ("string->fixed-length array", np.array([s.encode()[:20] or b"x"] * 3, dtype="S20")),
+                ("string->empty", h5py.Empty(h5py.string_dtype())),
+                ("string->empty array", np.array([], dtype=h5py.string_dtype()))]
+    elif v.dtype.kind in "iu":
+        x = v.ravel()[0] if v.size else 1
+        if v.ndim == 0:
+            out += [("int->1-D array", np.array([x, x], dtype=v.dtype)), ("int->2-D array", np.full((2, 2), x, v.dtype))]
+        else:
+            out += [("int array->scalar", np.int64(x)), ("int array->2-D", np.full((2, 2), x, v.dtype))]
+        out += [("int->string", str(x)), ("int->float", np.float64(x) + 0.5), ("int->empty", h5py.Empty("i8")),
+                ("int->empty array", np.array([], dtype="i8"))]
+    elif v.dtype.kind == "f":
+        x = v.ravel()[0] if v.size else 1.0
+        out += [("float->1-D array", np.array([x, x])), ("float->2-D array", np.full((2, 2), x)),
+                ("float->string", str(x)), ("float->empty", h5py.Empty("f8"))]
+    else:
+        out += [("other->string", "x"), ("other->empty", h5py.Empty("f8"))]
+    return out
+
+
+def dataset_mutations(ds):
+    out = [("dataset->scalar", np.float64(1.0)), ("dataset->2-D", np.ones((2, 3))),
+           ("dataset->string", "x"), ("dataset->empty", h5py.Empty("f8"))]
+    if ds.shape and ds.shape[0] > 0:
+        data = ds[()]
+        out.append(("dataset->one entry short", data[:-1]))
+        if ds.ndim >= 2:
+            out.append(("dataset->1-D", data.ravel()[:3]))
+    if ds.dtype.kind in "OSU":
+        out.append(("strings->numbers", np.arange(max(int(np.prod(ds.shape)) if ds.shape else 1, 1), dtype="f8")))
+        out.append(("strings->fixed-length", np.array([b"x"] * (ds.shape[0] if ds.shape else 1), dtype="S4")))
+    else:
+        out.append(("numbers->strings", np.array(["x"] * max(ds.shape[0] if ds.shape else 1, 1),
+                                                 dtype=h5py.string_dtype())))
+    return out
+
+
+def targets(path, max_datasets):
+    """(kind, object path, name) of every attribute on every object, and up to max_datasets datasets."""
+    out, datasets = [], []
+    with h5py.File(path, "r") as f:
+        objs = [("/", f)]
+        f.visititems(lambda n, o: objs.append(("/" + n, o)))
+        for p, o in objs:
+            for a in o.attrs:
+                if a in ("DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME", "_Netcdf4Dimid"):
+                    continue
+                out.append(("attr", p, a))
+            if isinstance(o, h5py.Dataset) and o.attrs.get("CLASS") != b"DIMENSION_SCALE":
+                datasets.append(("dataset", p, None))
+    return out + datasets[:max_datasets]
+
+
+def mutate(path, target, label_value):
+    kind, obj, name = target
+    _, value = label_value
+    with h5py.File(path, "r+") as f:
+        if kind == "attr":
+            o = f[obj]
+            del o.attrs[name]
+            o.attrs[name] = value
+        else:
+            attrs = {k: v for k, v in f[obj].attrs.items() if k not in ("DIMENSION_LIST", "REFERENCE_LIST")}
+            del f[obj]
+            f[obj] = value
+            for k, v in attrs.items():
+                try:
+                    f[obj].attrs[k] = v
+                except Exception:
+                    pass
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("rcsim")
+    ap.add_argument("work")
+    ap.add_argument("-k", default="", help="only file kinds whose name contains this")
+    ap.add_argument("--max-datasets", type=int, default=12, help="datasets mutated per file")
+    a = ap.parse_args()
+    rcsim = os.path.abspath(a.rcsim)
+    base = os.path.join(a.work, "base")
+    kinds = make_base(rcsim, base)
+    files = runs = 0
+    codes, problems = {}, []
+    for kind, (rel, commands) in kinds.items():
+        if a.k not in kind:
+            continue
+        for target in targets(os.path.join(base, rel), a.max_datasets):
+            if target[0] == "attr":
+                with h5py.File(os.path.join(base, rel), "r") as f:
+                    muts = value_mutations(f[target[1]].attrs[target[2]])
+            else:
+                with h5py.File(os.path.join(base, rel), "r") as f:
+                    muts = dataset_mutations(f[target[1]])
+            for m in muts:
+                d = os.path.join(a.work, "case")
+                shutil.rmtree(d, ignore_errors=True)
+                shutil.copytree(base, d, symlinks=True)
+                try:
+                    mutate(os.path.join(d, rel), target, m)
+                except Exception as e:  # h5py cannot store this mutation: nothing to test
+                    continue
+                files += 1
+                what = f"{kind} {rel}:{target[1]}" + (f" attribute '{target[2]}'" if target[2] else "") + f" ({m[0]})"
+                object_name = target[2] if target[2] else target[1].rsplit("/", 1)[-1]
+                for cmd in commands:
+                    runs += 1
+                    r = run(rcsim, d, cmd)
+                    codes[r.returncode] = codes.get(r.returncode, 0) + 1
+                    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+                    bad = []
+                    if r.returncode not in (0, 1, 2):
+                        bad.append(f"exit {r.returncode}")
+                    elif r.returncode != 0:
+                        if len(lines) != 1:
+                            bad.append(f"{len(lines)} stderr lines")
+                        elif os.path.basename(rel) not in lines[0] and "sw/p" not in lines[0]:
+                            bad.append("the error does not name the file")
+                        elif object_name not in lines[0]:
+                            bad.append(f"the error does not name '{object_name}'")
+                    if bad:
+                        problems.append(f"{what}: rcsim {' '.join(cmd)}: {', '.join(bad)}\n      "
+                                        + r.stderr.strip().replace("\n", "\n      ")[:800])
+    signals = sum(n for c, n in codes.items() if c not in (0, 1, 2))
+    for p in problems[:40]:
+        print("[FAIL]", p)
+    if len(problems) > 40:
+        print(f"... and {len(problems) - 40} more")
+    print(f"fuzz_files: {files} mutated files, {runs} runs, exit codes {dict(sorted(codes.items()))}, "
+          f"{signals} signals/aborts, {len(problems)} failures")
+    return 0 if not problems and files > 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
