@@ -91,10 +91,14 @@ void remove_stale_temporaries(const std::string& target) {
   const fs::path t(target);
   const fs::path dir = t.parent_path().empty() ? fs::path(".") : t.parent_path();
   const std::string prefix = "." + t.filename().string() + ".", suffix = ".tmp";
-  // "Stale" means older than this call (made under the target's lock, by a process now gone).
+  // "Stale" means older than the target's lock (written when this process took it), or than
+  // this call where there is no lock file.
   struct stat lock_st {};
-  const std::time_t lock_time =
-      stat(lock_path_for(target).c_str(), &lock_st) == 0 ? lock_st.st_mtime : std::time(nullptr);
+  struct timespec lock_time {};
+  if (stat(lock_path_for(target).c_str(), &lock_st) == 0)
+    lock_time = lock_st.st_mtim;
+  else
+    clock_gettime(CLOCK_REALTIME, &lock_time);
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -114,10 +118,11 @@ void remove_stale_temporaries(const std::string& target) {
   }
 }
 
-bool is_stale_rcsim_temporary(const std::string& path, std::time_t before) {
+bool is_stale_rcsim_temporary(const std::string& path, const struct timespec& before) {
   struct stat st {};
-  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != geteuid() ||
-      st.st_mtime >= before)
+  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != geteuid())
+    return false;
+  if (!(st.st_mtim.tv_sec < before.tv_sec || (st.st_mtim.tv_sec == before.tv_sec && st.st_mtim.tv_nsec < before.tv_nsec)))
     return false;
   // Empty: made by create_temporary (mkstemp) and never written (the process died computing).
   if (st.st_size == 0) return true;
@@ -213,6 +218,10 @@ ExclusiveLock::ExclusiveLock(std::string lock_path, const std::string& what) : p
     // Never write through a link someone planted at the lock's name (a hard link to another file
     // would have that file truncated): the lock file is a regular file with exactly one name.
     struct stat opened {};
+    if (fstat(fd, &opened) == 0 && S_ISREG(opened.st_mode) && opened.st_nlink == 0) {
+      close(fd);  // removed by the holder before us as we opened it: open the name again
+      continue;
+    }
     if (fstat(fd, &opened) != 0 || !S_ISREG(opened.st_mode) || opened.st_nlink != 1) {
       const auto links = static_cast<unsigned long long>(opened.st_nlink);
       close(fd);

@@ -27,7 +27,7 @@ void remove_stale_temporaries(const std::string& target);
 // True if `path` is a regular file with one name, owned by this user, last modified before
 // `before`, and either empty (made by create_temporary, never written) or a file rcsim wrote
 // (the test given to set_rcsim_file_test: the HDF5 layer checks the root's filetype).
-bool is_stale_rcsim_temporary(const std::string& path, std::time_t before);
+bool is_stale_rcsim_temporary(const std::string& path, const struct timespec& before);
 void set_rcsim_file_test(bool (*test)(const std::string&));
 
 // Rename a complete, verified-closed temporary onto `target` (atomic on POSIX); throws

@@ -28,7 +28,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hostile import CONFIGS, EQ, SMALL, SWEEP, Ctx, edit_run, snapshot  # noqa: E402
 
-CKPT = "[model]\ntokens = 12\ndim = 6\nlayers = 300\n[run]\ntrials = 400\nthreads = 1\n[output]\nfile = cp.h5\n"
+CKPT = "[model]\ntokens = 12\ndim = 6\nlayers = 300\n[run]\ntrials = 100\nthreads = 1\n[output]\nfile = cp.h5\n"
 OLD = time.time() - 3600  # an hour ago: older than any lock taken now
 
 
@@ -68,19 +68,16 @@ def checkpoint(c, edit=None):
     """cp.h5.partial: a run of ck.ini interrupted (SIGINT) after some trials; then edited."""
     with open(c.p("ck.ini"), "w") as f:
         f.write(CKPT)
-    for _ in range(5):
+    for delay in (0.2, 0.1, 0.05, 0.03, 0.02, 0.01):  # shorter each time the run finished first
         a = subprocess.Popen([c.rcsim, "run", "-q", "--config", "ck.ini"], cwd=c.d, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
-        time.sleep(0.6)
+        time.sleep(delay)
         a.send_signal(signal.SIGINT)
         a.wait(timeout=120)
         if os.path.exists(c.p("cp.h5.partial")):
             break
     else:
         raise RuntimeError("no checkpoint after SIGINT")
-    os.remove(c.p("ck.ini"))
-    with open(c.p("ck.ini"), "w") as f:  # the same configuration, fewer trials: the resume is quick
-        f.write(CKPT)
     if edit:
         edited(c, "cp.h5.partial", edit)
 
@@ -176,8 +173,6 @@ def cases():
         ("run_refuses_hard_link_at_lock", lambda c: hardlink(c, "victim.txt", "run.h5.lock"),
          ["run", "--output.file=run.h5"] + SMALL, 1, "lock file 'run.h5.lock' for output 'run.h5' is not rcsim's (it has 2 hard links)",
          [], [], [], None),
-        ("keys_refuses_hard_link_at_lock", lambda c: hardlink(c, "victim.txt", "keys.h5.lock"),
-         ["keys", "--output.file=keys.h5"], 1, "is not rcsim's (it has 2 hard links)", [], [], [], None),
         ("run_keeps_foreign_stale_temporary", lambda c: old_file(c, ".run.h5.AbC123.tmp", b"precious, not rcsim's"),
          ["run", "--output.file=run.h5"] + SMALL, 0, "", [], ["run.h5"], [], None),
         ("run_keeps_hard_linked_stale_temporary", lambda c: hardlink(c, "victim.txt", ".run.h5.AbC123.tmp", ""),
@@ -224,8 +219,6 @@ def cases():
          "wrote a\\e]0;pwned\\x07.h5", [], [BAD_NAME], [], None),
         ("run_info_escapes_invalid_utf8", lambda c: None, ["run", "--output.file=" + BAD_UTF8] + SMALL, 0,
          "wrote b\\xFF\\xFE.h5", [], [BAD_UTF8], [], None),
-        ("run_skip_info_escapes_output_name", lambda c: c.good_run(BAD_NAME),
-         ["run", "--output.file=" + BAD_NAME] + SMALL, 0, "a\\e]0;pwned\\x07.h5", [], [], [], None),
         ("equilibria_info_escapes_output_name", lambda c: None, ["equilibria", "--output.file=" + BAD_NAME] + EQ, 0,
          "wrote a\\e]0;pwned\\x07.h5", [], [BAD_NAME], [], None),
         ("analyze_info_escapes_index_name",
@@ -235,8 +228,8 @@ def cases():
         ("run_threads_refused", lambda c: None, ["run", "--output.file=o.h5", "--run.threads=4"] + SMALL, 1,
          "key 'run.threads' = 4: the system refused to start worker thread", [], [], [], STACK),
         ("brody_map_threads_refused", lambda c: None,
-         ["brody-map", "--output.file=map.h5", "--map.count_max=4", "--map.dim_max=3", "--map.draws=1", "--map.threads=3"],
-         1, "key 'map.threads' = 3: the system refused to start worker thread", [], [], [], STACK),
+         ["brody-map", "--output.file=map.h5", "--map.count_max=4", "--map.dim_max=3", "--map.draws=1", "--map.threads=2"],
+         1, "key 'map.threads' = 2: the system refused to start worker thread", [], [], [], STACK),
     ]
 
 
