@@ -2,11 +2,12 @@
 """Mutated rcsim files (issue 22, class 1): every attribute and dataset rcsim reads is checked
 (type, rank, shape) before use.
 
-    fuzz_files.py RCSIM WORKDIR [-k SUBSTRING] [--max-per-file N]
+    fuzz_files.py RCSIM WORKDIR [-k KIND] [--max-datasets N] [--max-inner-attrs N] [--stride K]
 
 Makes one file of every kind rcsim writes (run file, analysed run file, sweep index, sweep
-analysis table, checkpoint, equilibria file, keys file, ln-geometry file), then for each attribute
-(of every object) and each dataset of each file applies the mutations that fit its type:
+analysis table, sweep point, checkpoint, equilibria file, keys file, ln-geometry file), then for
+every root attribute, up to N attributes of other objects and up to N datasets of each file
+(those rcsim reads first) applies the mutations that fit its type (ctest: every third pair):
 scalar -> 1-D array, scalar -> 2-D array, string -> int, int -> string, float -> string,
 int -> float, variable -> fixed-length string, empty (null dataspace); datasets: scalar,
 2-D, string, empty, one entry short. Runs the commands that read that kind of file on a fresh copy
@@ -100,7 +101,6 @@ def value_mutations(value):
                 ("string->2-D array", np.array([[s, s], [s, s]], dtype=h5py.string_dtype())),
                 ("string->int", np.int64(7)),
                 ("string->fixed-length string", np.bytes_(s.encode()[:50] or b"x")),
-                ("string->fixed-length array", np.array([s.encode()[:20] or b"x"] * 3, dtype="S20")),
                 ("string->empty", h5py.Empty(h5py.string_dtype())),
                 ("string->empty array", np.array([], dtype=h5py.string_dtype()))]
     elif v.dtype.kind in "iu":
@@ -109,8 +109,7 @@ def value_mutations(value):
             out += [("int->1-D array", np.array([x, x], dtype=v.dtype)), ("int->2-D array", np.full((2, 2), x, v.dtype))]
         else:
             out += [("int array->scalar", np.int64(x)), ("int array->2-D", np.full((2, 2), x, v.dtype))]
-        out += [("int->string", str(x)), ("int->float", np.float64(x) + 0.5), ("int->empty", h5py.Empty("i8")),
-                ("int->empty array", np.array([], dtype="i8"))]
+        out += [("int->string", str(x)), ("int->float", np.float64(x) + 0.5), ("int->empty", h5py.Empty("i8"))]
     elif v.dtype.kind == "f":
         x = v.ravel()[0] if v.size else 1.0
         out += [("float->1-D array", np.array([x, x])), ("float->2-D array", np.full((2, 2), x)),
@@ -137,9 +136,16 @@ def dataset_mutations(ds):
     return out
 
 
-def targets(path, max_datasets):
-    """(kind, object path, name) of every attribute on every object, and up to max_datasets datasets."""
-    out, datasets = [], []
+# What rcsim reads first: these datasets and attributes are mutated before the rest.
+READ_FIRST = ("config", "layer", "metrics/mu", "metrics/mu_rel", "metrics/rank_one_residual", "metrics/attn_min",
+              "mask", "tokens", "tokens_layer", "definition", "keys", "name", "file", "status", "trial_0/token",
+              "trial_0/attention", "trial_0/diagnostics", "radius")
+
+
+def targets(path, max_datasets, max_inner_attrs):
+    """(kind, object path, name): every attribute of the root, up to max_inner_attrs attributes of
+    other objects and up to max_datasets datasets (those rcsim reads first; None: all)."""
+    root, inner, datasets = [], [], []
     with h5py.File(path, "r") as f:
         objs = [("/", f)]
         f.visititems(lambda n, o: objs.append(("/" + n, o)))
@@ -147,10 +153,16 @@ def targets(path, max_datasets):
             for a in o.attrs:
                 if a in ("DIMENSION_LIST", "REFERENCE_LIST", "CLASS", "NAME", "_Netcdf4Dimid"):
                     continue
-                out.append(("attr", p, a))
+                (root if p == "/" else inner).append(("attr", p, a))
             if isinstance(o, h5py.Dataset) and o.attrs.get("CLASS") != b"DIMENSION_SCALE":
                 datasets.append(("dataset", p, None))
-    return out + datasets[:max_datasets]
+
+    def first(t):
+        key = t[2] if t[0] == "attr" else t[1].lstrip("/")
+        return (0 if key in READ_FIRST or t[1].lstrip("/") in READ_FIRST else 1, t[1], t[2] or "")
+    inner.sort(key=first)
+    datasets.sort(key=first)
+    return root + inner[:max_inner_attrs] + datasets[:max_datasets]
 
 
 def mutate(path, target, label_value):
@@ -177,17 +189,20 @@ def main():
     ap.add_argument("rcsim")
     ap.add_argument("work")
     ap.add_argument("-k", default="", help="only file kinds whose name contains this")
-    ap.add_argument("--max-datasets", type=int, default=12, help="datasets mutated per file")
+    ap.add_argument("--max-datasets", type=int, default=6, help="datasets mutated per file")
+    ap.add_argument("--max-inner-attrs", type=int, default=4, help="attributes below the root mutated per file")
+    ap.add_argument("--stride", type=int, default=1, help="apply every stride-th (target, mutation) pair only")
     a = ap.parse_args()
     rcsim = os.path.abspath(a.rcsim)
     base = os.path.join(a.work, "base")
     kinds = make_base(rcsim, base)
-    files = runs = failures = named = 0
+    files = runs = failures = named = counter = 0
     codes, problems = {}, []
     for kind, (rel, commands) in kinds.items():
         if a.k not in kind:
             continue
-        for target in targets(os.path.join(base, rel), 5 if kind == "checkpoint" else a.max_datasets):
+        print(f"{kind}: {rel}, commands: {'; '.join(' '.join(c) for c in commands)}", flush=True)
+        for target in targets(os.path.join(base, rel), 5 if kind == "checkpoint" else a.max_datasets, a.max_inner_attrs):
             if target[0] == "attr":
                 with h5py.File(os.path.join(base, rel), "r") as f:
                     muts = value_mutations(f[target[1]].attrs[target[2]])
@@ -195,6 +210,9 @@ def main():
                 with h5py.File(os.path.join(base, rel), "r") as f:
                     muts = dataset_mutations(f[target[1]])
             for m in muts:
+                counter += 1
+                if counter % a.stride:  # every stride-th (target, mutation) pair: each kind of mutation still met
+                    continue
                 d = os.path.join(a.work, "case")
                 shutil.rmtree(d, ignore_errors=True)
                 shutil.copytree(base, d, symlinks=True)
