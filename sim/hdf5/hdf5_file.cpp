@@ -161,6 +161,7 @@ std::string Object::attr_string(const std::string& name) const {
   Handle ftype(H5Aget_type(attr.id()), H5Tclose);
   if (H5Tis_variable_str(ftype.id()) > 0) {
     Handle t = utf8_string_type();
+    H5Tset_cset(t.id(), H5Tget_cset(ftype.id()));  // ASCII or UTF-8 as stored: HDF5 converts neither into the other
     char* p = nullptr;
     check(H5Aread(attr.id(), t.id(), &p), "", "cannot read attribute '" + name + "' on " + path_);
     std::string s = p ? p : "";

@@ -40,6 +40,27 @@ def run(rcsim, d, args, timeout=120):
                           errors="surrogateescape", timeout=timeout)
 
 
+def make_checkpoint(rcsim, d, config, output):
+    """OUTPUT.partial in `d`: `rcsim run --config CONFIG` interrupted (SIGINT) after some trials,
+    before the last. The moment is found by trial: later if nothing was done yet, earlier if the
+    run had finished (the machine may be loaded)."""
+    delay = 0.15
+    for _ in range(20):
+        a = subprocess.Popen([rcsim, "run", "-q", "--config", config], cwd=d, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        a.send_signal(signal.SIGINT)
+        a.wait(timeout=300)
+        if os.path.exists(os.path.join(d, output + ".partial")):
+            return
+        if os.path.exists(os.path.join(d, output)):  # finished first
+            os.remove(os.path.join(d, output))
+            delay *= 0.6
+        else:  # interrupted before any trial was done
+            delay *= 1.6
+    raise RuntimeError(f"no checkpoint {output}.partial after 20 interrupted runs")
+
+
 def make_base(rcsim, base):
     """The files of every kind, in `base`. Returns {kind: (file, [commands that read it])}."""
     shutil.rmtree(base, ignore_errors=True)
@@ -62,16 +83,7 @@ def make_base(rcsim, base):
     ok(["keys", "-q", "--output.file=keys.h5"])
     ok(["ln-geometry", "-q", "--output.file=ln.h5", "--ln.samples=10"])
     # A checkpoint: a run interrupted (SIGINT) after some trials.
-    for delay in (0.2, 0.1, 0.05, 0.03, 0.02, 0.01):  # shorter each time the run finished first
-        a = subprocess.Popen([rcsim, "run", "-q", "--config", "ck.ini"], cwd=base, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-        time.sleep(delay)
-        a.send_signal(signal.SIGINT)
-        a.wait(timeout=120)
-        if os.path.exists(os.path.join(base, "cp.h5.partial")):
-            break
-    else:
-        raise RuntimeError("no checkpoint after SIGINT")
+    make_checkpoint(rcsim, base, "ck.ini", "cp.h5")
     tables = [n for n in os.listdir(os.path.join(base, "sw", "p")) if n.endswith(".h5") and
               n != "index.h5" and not n.startswith("mask.type=")]
     if not tables:

@@ -26,6 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fuzz_files import make_checkpoint  # noqa: E402
 from hostile import CONFIGS, EQ, SMALL, SWEEP, Ctx, edit_run, snapshot  # noqa: E402
 
 CKPT = "[model]\ntokens = 12\ndim = 6\nlayers = 300\n[run]\ntrials = 100\nthreads = 1\n[output]\nfile = cp.h5\n"
@@ -68,16 +69,7 @@ def checkpoint(c, edit=None):
     """cp.h5.partial: a run of ck.ini interrupted (SIGINT) after some trials; then edited."""
     with open(c.p("ck.ini"), "w") as f:
         f.write(CKPT)
-    for delay in (0.2, 0.1, 0.05, 0.03, 0.02, 0.01):  # shorter each time the run finished first
-        a = subprocess.Popen([c.rcsim, "run", "-q", "--config", "ck.ini"], cwd=c.d, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
-        time.sleep(delay)
-        a.send_signal(signal.SIGINT)
-        a.wait(timeout=120)
-        if os.path.exists(c.p("cp.h5.partial")):
-            break
-    else:
-        raise RuntimeError("no checkpoint after SIGINT")
+    make_checkpoint(c.rcsim, c.d, "ck.ini", "cp.h5")
     if edit:
         edited(c, "cp.h5.partial", edit)
 

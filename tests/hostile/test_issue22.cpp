@@ -60,7 +60,7 @@ TEST_CASE("the checked reader: every stored type and shape of an attribute, agai
   const std::int64_t ints[4] = {1, 1, 1, 1};
   const double doubles[2] = {0.5, 0.5};
   const char* strs[3] = {"rcsim-run", "rcsim-run", "rcsim-run"};
-  const hid_t vstr = H5Tcopy(H5T_C_S1);
+  const hid_t vstr = H5Tcopy(H5T_C_S1);  // ASCII: as HDF5 tools write it
   H5Tset_size(vstr, H5T_VARIABLE);
   const hid_t fstr = H5Tcopy(H5T_C_S1);
   H5Tset_size(fstr, 9);
