@@ -51,7 +51,11 @@ int rename_no_replace(const std::string& tmp, const std::string& target) {
     unlink(tmp.c_str());
     return 0;
   }
-  return errno;
+  if (errno != EPERM && errno != ENOTSUP && errno != ENOSYS) return errno;
+  // A filesystem with neither (no hard links, e.g. FAT): the check and the rename are two steps.
+  struct stat st {};
+  if (lstat(target.c_str(), &st) == 0) return EEXIST;
+  return std::rename(tmp.c_str(), target.c_str()) == 0 ? 0 : errno;
 }
 
 }  // namespace
