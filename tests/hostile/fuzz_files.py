@@ -109,7 +109,8 @@ def value_mutations(value):
     out = []
     if isinstance(v, (str, bytes)) or (isinstance(v, np.ndarray) and v.dtype.kind in "OSU"):
         s = v if isinstance(v, str) else (v.decode() if isinstance(v, bytes) else str(v))
-        out += [("string->1-D array", np.array([s, s], dtype=h5py.string_dtype())),
+        # 64 entries: read as one value (no check), they overrun the reader's buffer by 504 bytes
+        out += [("string->1-D array", np.array([s] * 64, dtype=h5py.string_dtype())),
                 ("string->2-D array", np.array([[s, s], [s, s]], dtype=h5py.string_dtype())),
                 ("string->int", np.int64(7)),
                 ("string->fixed-length string", np.bytes_(s.encode()[:50] or b"x")),
@@ -118,13 +119,13 @@ def value_mutations(value):
     elif v.dtype.kind in "iu":
         x = v.ravel()[0] if v.size else 1
         if v.ndim == 0:
-            out += [("int->1-D array", np.array([x, x], dtype=v.dtype)), ("int->2-D array", np.full((2, 2), x, v.dtype))]
+            out += [("int->1-D array", np.full(64, x, v.dtype)), ("int->2-D array", np.full((2, 2), x, v.dtype))]
         else:
             out += [("int array->scalar", np.int64(x)), ("int array->2-D", np.full((2, 2), x, v.dtype))]
         out += [("int->string", str(x)), ("int->float", np.float64(x) + 0.5), ("int->empty", h5py.Empty("i8"))]
     elif v.dtype.kind == "f":
         x = v.ravel()[0] if v.size else 1.0
-        out += [("float->1-D array", np.array([x, x])), ("float->2-D array", np.full((2, 2), x)),
+        out += [("float->1-D array", np.full(64, x)), ("float->2-D array", np.full((2, 2), x)),
                 ("float->string", str(x)), ("float->empty", h5py.Empty("f8"))]
     else:
         out += [("other->string", "x"), ("other->empty", h5py.Empty("f8"))]
