@@ -58,14 +58,18 @@ def read_safetensors(path):
     except ValueError as e:
         raise BadInput(f"'{path}': header is not JSON ({e})")
     data = raw[8 + n:]
+    if not isinstance(header, dict):
+        raise BadInput(f"'{path}': header is a JSON {type(header).__name__}, expected an object of tensors")
     out = {}
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        dtype, shape, (b, e) = info["dtype"], info["shape"], info["data_offsets"]
+        dtype, shape, (b, e) = tensor_entry(path, name, info)
         if e > len(data) or b > e:
             raise BadInput(f"'{path}': tensor {name} lies outside the data")
         buf = data[b:e]
+        if dtype in DTYPES and len(buf) % np.dtype(DTYPES[dtype]).itemsize or dtype == "BF16" and len(buf) % 2:
+            raise BadInput(f"'{path}': tensor {name} has {len(buf)} bytes, not a whole number of {dtype} values")
         if dtype == "BF16":  # the upper half of a float32
             a = (np.frombuffer(buf, "<u2").astype(np.uint32) << 16).view(np.float32)
         elif dtype in DTYPES:
@@ -76,6 +80,33 @@ def read_safetensors(path):
             raise BadInput(f"'{path}': tensor {name} has {a.size} values for shape {shape}")
         out[name] = a.reshape(shape).astype(np.float64)
     return out
+
+
+def tensor_entry(path, name, info):
+    """(dtype, shape, (begin, end)) of one header entry, each checked: an object with a string
+    dtype, a list of whole numbers >= 0 as shape and two whole numbers 0 <= begin <= end."""
+    def whole(x):
+        return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+    if not isinstance(info, dict):
+        raise BadInput(f"'{path}': tensor {name}: header entry is a JSON {type(info).__name__}, expected an object "
+                       "with dtype, shape and data_offsets")
+    for key in ("dtype", "shape", "data_offsets"):
+        if key not in info:
+            raise BadInput(f"'{path}': tensor {name}: header entry has no '{key}'")
+    dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+    if not isinstance(dtype, str):
+        raise BadInput(f"'{path}': tensor {name}: dtype {dtype!r}, expected a string such as F32")
+    if not isinstance(shape, list) or not all(whole(x) for x in shape):
+        raise BadInput(f"'{path}': tensor {name}: shape {shape!r}, expected a list of whole numbers >= 0")
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(whole(x) for x in offsets):
+        raise BadInput(f"'{path}': tensor {name}: data_offsets {offsets!r}, expected [begin, end], whole numbers >= 0")
+    return dtype, shape, tuple(offsets)
+
+
+def require_rank(name, a, rank):
+    if a.ndim != rank:
+        raise BadInput(f"tensor {name}: shape {list(a.shape)}, expected {rank} axes")
+    return a
 
 
 def find(tensors, pattern):
@@ -103,10 +134,13 @@ def attention_weights(tensors, kind):
         proj = find(tensors, r"h\.(\d+)\.attn\.c_proj\.weight")
         if qkv and proj and len(qkv) == len(proj):
             out = []
-            for w, o in zip(qkv, proj):
+            for layer, (w, o) in enumerate(zip(qkv, proj)):
+                require_rank(f"h.{layer}.attn.c_attn.weight", w, 2)
+                require_rank(f"h.{layer}.attn.c_proj.weight", o, 2)
                 d = w.shape[0]
-                if w.shape != (d, 3 * d) or o.shape != (d, d):
-                    raise BadInput(f"GPT-2 c_attn must be [d, 3d] and c_proj [d, d], got {w.shape} and {o.shape}")
+                if w.shape != (d, 3 * d) or o.shape != (d, d) or d != qkv[0].shape[0]:
+                    raise BadInput(f"tensors h.{layer}.attn.c_attn.weight and c_proj.weight: shapes {list(w.shape)} and "
+                                   f"{list(o.shape)}, expected [d, 3d] and [d, d] (d = {qkv[0].shape[0]} as in layer 0)")
                 out.append((w[:, :d], w[:, d:2 * d], w[:, 2 * d:], o))
             biases = [b for p in (r"h\.(\d+)\.attn\.c_attn\.bias", r"h\.(\d+)\.attn\.c_proj\.bias")
                       for b in (find(tensors, p) or [])]
@@ -117,6 +151,13 @@ def attention_weights(tensors, kind):
         if all(parts) and dense and len({len(p) for p in parts} | {len(dense)}) == 1:
             biases = [b for p in [r"layer\.(\d+)\.attention\.self\.%s\.bias" % n for n in ("query", "key", "value")]
                       + [r"layer\.(\d+)\.attention\.output\.dense\.bias"] for b in (find(tensors, p) or [])]
+            d = require_rank("layer.0.attention.self.query.weight", parts[0][0], 2).shape[0]
+            for layer, group in enumerate(zip(*parts, dense)):
+                for what, a in zip(("attention.self.query", "attention.self.key", "attention.self.value",
+                                    "attention.output.dense"), group):
+                    if require_rank(f"layer.{layer}.{what}.weight", a, 2).shape != (d, d):
+                        raise BadInput(f"tensor layer.{layer}.{what}.weight: shape {list(a.shape)}, expected "
+                                       f"[{d}, {d}] (d as in layer 0's query)")
             return "bert", [(q.T, k.T, v.T, o.T) for q, k, v, o in zip(*parts, dense)], biases
     raise BadInput(f"no complete set of {'GPT-2 or BERT' if kind == 'auto' else kind} attention tensors "
                    "(h.L.attn.c_attn/c_proj.weight or layer.L.attention.self.query/key/value.weight and "
@@ -147,6 +188,12 @@ def mlp_and_norms(tensors, kind, layers, d):
             continue
         if len(found) != layers:
             raise BadInput(f"{key}: {len(found)} layers of '{pattern}', the attention has {layers}")
+        rank = 2 if key in ("W_in", "W_out") else 1
+        for layer, a in enumerate(found):
+            if a.ndim != rank or a.shape != found[0].shape:
+                readable = pattern.replace("\\.", ".").replace("(\\d+)", str(layer))
+                raise BadInput(f"tensor {readable} ({key}): shape {list(a.shape)}, expected "
+                               f"{rank} axes and the shape of layer 0, {list(found[0].shape)}")
         out[key] = np.array([a.T if transpose else a for a in found])
     if ("W_in" in out) != ("W_out" in out):
         raise BadInput("the MLP needs both its input and output weights (c_fc and c_proj, or intermediate.dense "
@@ -205,7 +252,9 @@ def rcsim_keys(data, arch, fold, out):
         keys += [f"--mlp.width={data['W_in'].shape[2]}", "--weights.mlp=file",
                  "--mlp.activation=" + ("gelu_tanh" if arch == "gpt2" else "gelu"),
                  "--mlp.bias=" + ("true" if "b_in" in data and "b_out" in data else "false")]
-    if all(f"norm_{s}_{p}" in data for s in ("attn", "mlp") for p in ("gain", "bias")) and "W_in" in data:
+    # norm.params = file reads the attention sub-block's LayerNorm, and the MLP's if there is an MLP.
+    sub_blocks = ("attn", "mlp") if "W_in" in data else ("attn",)
+    if all(f"norm_{s}_{p}" in data for s in sub_blocks for p in ("gain", "bias")):
         keys += ["--norm.params=file"]
     return keys
 
@@ -238,6 +287,9 @@ def main(argv=None):
         data, arch, largest_bias = convert(read_safetensors(a.checkpoint), a.heads, a.kind, a.fold)
     except (BadInput, OSError) as e:
         print(f"convert_checkpoint: {e}", file=sys.stderr)
+        return 2
+    except (ValueError, IndexError, KeyError, TypeError) as e:  # a malformation the checks above missed
+        print(f"convert_checkpoint: '{a.checkpoint}': malformed checkpoint ({type(e).__name__}: {e})", file=sys.stderr)
         return 2
     keys = rcsim_keys(data, arch, a.fold, a.out)
     note = ("W_V[l, h] = W_V,h W_O,h folded" if a.fold else "unfolded W_V, W_O") + \

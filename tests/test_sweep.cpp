@@ -305,7 +305,7 @@ TEST_CASE("a changed configuration on rerun is refused with exit 2 unless --forc
     REQUIRE(cli_main(args) == 0);
     const auto stamp = fs::last_write_time(out);
     auto changed = args;
-    changed.push_back("--model.layers=4");
+    changed[4] = "--model.layers=4";  // replaced: a key given twice is itself a usage error
     CHECK(cli_main(changed) == 2);
     CHECK(fs::last_write_time(out) == stamp);
     CHECK(h5::File::open_read(out).read_string("config").find("layers = 3") != std::string::npos);

@@ -553,6 +553,26 @@ int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
   inv.keys = keys;
   ParsedArgs p = resolve_sources(inv);
   if (!p.sweep.empty()) throw UsageError("equilibria: a [sweep] section is not supported (one configuration at a time)");
+  // Keys that change nothing in an equilibrium search (one attention layer with fixed weights,
+  // iterated; no MLP, dropout, block structure, recorded layers or measures): refused on the
+  // command line, where they were asked for; in a configuration file shared with `rcsim run`
+  // they are ignored with a warning.
+  {
+    static const std::set<std::string> unused = {
+        "dropout.attention", "dropout.output", "mlp.width", "mlp.activation", "mlp.bias", "norm.position",
+        "norm.params", "weights.mlp", "weights.mlp_in_std", "weights.mlp_out_std", "weights.mlp_in_bias_std",
+        "weights.mlp_out_bias_std", "weights.redraw_every", "weights.across_trials", "weights.shared",
+        "run.threads", "run.precision", "output.tokens", "output.spectrum", "output.schedule", "output.measures",
+        "output.attention", "metrics.rank_rtol", "metrics.rank_atol", "metrics.pair_threshold", "metrics.cluster_tau"};
+    const ParsedArgs cli = parse_config_sources(inv.keys, std::nullopt);
+    for (const auto& [key, value] : cli.values)
+      if (unused.count(key))
+        throw UsageError("equilibria: key '" + key + "' is not used by rcsim equilibria (one attention layer with "
+                         "fixed weights, iterated); remove it (equilibria's options: --tol, --perturbation, --probes, "
+                         "--match-tol, --rank-rtol, --verbose)");
+    for (const auto& [key, value] : p.values)
+      if (unused.count(key)) spdlog::warn("equilibria: key '{}' of the configuration file is not used, ignored", key);
+  }
   const Config c = make_config(p.values);
   FixedLayerMap check(c);  // fixed weights, before anything is written
   (void)check;

@@ -18,6 +18,7 @@
 #include "kernel/errors.hpp"
 #include "io/safe_file.hpp"
 #include "io/hdf5_file.hpp"
+#include "kernel/printable.hpp"
 #include "geometry/layernorm_geometry.hpp"
 #include "kernel/normalization.hpp"
 #include "io/run_file.hpp"
@@ -119,6 +120,7 @@ const CommandSpec& command_spec(const std::string& name) {
 std::map<std::string, std::string> parse_keys(const CommandSpec& spec, const std::vector<std::string>& args) {
   std::map<std::string, std::string> v;
   for (const auto& k : spec.keys) v[k.key] = k.default_value;
+  std::map<std::string, std::string> given;  // a key given twice is refused, naming it
   for (const auto& a : args) {
     const auto eq = a.find('=');
     if (a.rfind("--", 0) != 0 || eq == std::string::npos)
@@ -129,6 +131,9 @@ std::map<std::string, std::string> parse_keys(const CommandSpec& spec, const std
       for (const auto& k : spec.keys) allowed += (allowed.empty() ? "" : ", ") + k.key;
       throw UsageError("rcsim " + spec.name + ": unknown key '" + key + "' (allowed: " + allowed + ")");
     }
+    if (const auto [it, fresh] = given.emplace(key, a.substr(eq + 1)); !fresh)
+      throw UsageError("rcsim " + spec.name + ": key '" + printable(key) + "' is given twice on the command line (--" +
+                       printable(key) + "=" + printable(it->second) + " and " + printable(a) + "); keep one of them");
     v[key] = a.substr(eq + 1);
   }
   return v;

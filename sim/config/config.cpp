@@ -831,6 +831,16 @@ ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
       if (opt.position_key >= 0 || opt.string_key.empty())
         throw UsageError("unexpected argument '" + printable(opt.original_tokens.empty() ? std::string() : opt.original_tokens.front()) +
                          "' (keys are given as --key=value)");
+    // A key given twice is refused naming it (as in a configuration file), never one kept silently.
+    std::map<std::string, std::string> given;
+    for (const auto& opt : parsed.options) {
+      const std::string value = opt.value.empty() ? std::string() : opt.value.front();
+      const auto [it, fresh] = given.emplace(opt.string_key, value);
+      if (!fresh)
+        throw UsageError("key '" + printable(opt.string_key) + "' is given twice on the command line (--" +
+                         printable(opt.string_key) + "=" + printable(it->second) + " and --" + printable(opt.string_key) +
+                         "=" + printable(value) + "); keep one of them");
+    }
     absorb(parsed, "on the command line");
   } catch (const po::error& e) {
     throw UsageError("command line: " + printable(e.what(), 2 * kEchoLimit));

@@ -13,6 +13,7 @@
 
 #include "kernel/attention.hpp"
 #include "kernel/random.hpp"
+#include "kernel/threads.hpp"
 #include "geometry/selectability.hpp"
 #include "kernel/simulation.hpp"
 
@@ -87,16 +88,19 @@ BrodyMap brody_map(const BrodyMapSpec& spec, const std::atomic<bool>* cancel,
   };
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   const int threads = std::max(1, std::min(spec.threads > 0 ? spec.threads : static_cast<int>(hw), total));
-  std::vector<std::thread> pool;
-  for (int w = 1; w < threads; ++w)
-    pool.emplace_back([&worker] {
-      worker();
+  // A thread the system refuses: one error naming map.threads, never std::terminate.
+  const std::thread::id main_thread = std::this_thread::get_id();
+  run_workers(
+      threads - 1, true,
+      [&worker, main_thread] {
+        worker();
 #ifdef RCSIM_WITH_GLPK
-      glp_free_env();  // GLPK's environment is per thread: free it before the thread ends (LeakSanitizer)
+        if (std::this_thread::get_id() != main_thread) glp_free_env();  // GLPK's environment is per thread (LeakSanitizer)
+#else
+        (void)main_thread;
 #endif
-    });
-  worker();
-  for (auto& th : pool) th.join();
+      },
+      [&] { next = total; }, "map.threads", threads);
   if (failure) std::rethrow_exception(failure);
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return m;

@@ -12,6 +12,7 @@
 #include "io/safe_file.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/run_file.hpp"
+#include "io/checked_read.hpp"
 
 namespace fs = std::filesystem;
 
@@ -58,7 +59,7 @@ void write_matrices(const h5::Group& g, const std::string& name, const std::vect
 }
 
 std::vector<Matrix> read_matrices(const h5::File& f, const std::string& name) {
-  const h5::Array a = f.read(name);
+  const h5::Array a = h5::read_shaped(f, name, {-1, -1, -1});
   std::vector<Matrix> out;
   const auto n = static_cast<Eigen::Index>(a.shape[1]), d = static_cast<Eigen::Index>(a.shape[2]);
   for (hsize_t k = 0; k < a.shape[0]; ++k) out.push_back(unflatten(a.data.data() + k * a.shape[1] * a.shape[2], n, d));
@@ -114,15 +115,18 @@ std::vector<char> Checkpoint::load(RunResults& r) {
       const std::string g = group_name(t);
       if (!f.exists(g + "/diagnostics")) continue;  // written last: the trial's group is whole
       const auto ti = static_cast<std::size_t>(t);
-      unstack_rows(f.read(g + "/token"), r.token, t);
-      unstack_rows(f.read(g + "/attention"), r.attention, t);
+      // Every array's shape checked against this run's before use (a hostile or damaged checkpoint).
+      const auto cols = [](const std::vector<Matrix>& ms) { return ms.empty() ? 0LL : static_cast<long long>(ms[0].cols()); };
+      unstack_rows(h5::read_shaped(f, g + "/token", {static_cast<long long>(r.token.size()), cols(r.token)}), r.token, t);
+      unstack_rows(h5::read_shaped(f, g + "/attention", {static_cast<long long>(r.attention.size()), cols(r.attention)}),
+                   r.attention, t);
       if (!r.spectrum.empty()) {
-        const h5::Array a = f.read(g + "/spectrum");
+        const h5::Array a = h5::read_shaped(f, g + "/spectrum", {static_cast<long long>(r.layer_index.size()), r.spectrum_size});
         r.spectrum[ti] = unflatten(a.data.data(), static_cast<Eigen::Index>(a.shape[0]), static_cast<Eigen::Index>(a.shape[1]));
       }
       if (!r.snapshots.empty()) r.snapshots[ti] = read_matrices(f, g + "/snapshots");
       if (!r.attention_matrices.empty()) r.attention_matrices[ti] = read_matrices(f, g + "/attention_matrices");
-      const h5::Array diag = f.read(g + "/diagnostics");
+      const h5::Array diag = h5::read_shaped(f, g + "/diagnostics", {3});
       r.underflow_layer[ti] = static_cast<int>(diag.data.at(0));
       r.nonfinite_layer[ti] = static_cast<int>(diag.data.at(1));
       r.degenerate_total[ti] = static_cast<int>(diag.data.at(2));

@@ -1,4 +1,5 @@
 #include "io/hdf5_file.hpp"
+#include "io/checked_read.hpp"
 
 #include <hdf5_hl.h>
 
@@ -166,37 +167,34 @@ void Object::set_attr(const std::string& name, const std::vector<std::int64_t>& 
 bool Object::has_attr(const std::string& name) const { return H5Aexists(id(), name.c_str()) > 0; }
 
 std::string Object::attr_string(const std::string& name) const {
-  Handle attr(check(H5Aopen(id(), name.c_str(), H5P_DEFAULT), "no attribute '" + name + "' on " + path_),
-              H5Aclose);
+  Handle attr = open_scalar_attr(id(), path_, name, Expect::string);
   Handle ftype(H5Aget_type(attr.id()), H5Tclose);
-  if (H5Tget_class(ftype.id()) != H5T_STRING) throw RuntimeError("attribute '" + name + "' on " + path_ + " is not a string");
   if (H5Tis_variable_str(ftype.id()) > 0) {
     Handle t = utf8_string_type();
+    H5Tset_cset(t.id(), H5Tget_cset(ftype.id()));  // ASCII or UTF-8 as stored: HDF5 converts neither into the other
     char* p = nullptr;
-    check(H5Aread(attr.id(), t.id(), &p), "", "cannot read attribute '" + name + "'");
+    check(H5Aread(attr.id(), t.id(), &p), "", "cannot read attribute '" + name + "' on " + path_);
     std::string s = p ? p : "";
     H5free_memory(p);
     return s;
   }
   const std::size_t size = H5Tget_size(ftype.id());
   std::string s(size, '\0');
-  check(H5Aread(attr.id(), ftype.id(), s.data()), "", "cannot read attribute '" + name + "'");
+  check(H5Aread(attr.id(), ftype.id(), s.data()), "", "cannot read attribute '" + name + "' on " + path_);
   return s.substr(0, s.find('\0'));
 }
 
 std::int64_t Object::attr_int(const std::string& name) const {
-  Handle attr(check(H5Aopen(id(), name.c_str(), H5P_DEFAULT), "no attribute '" + name + "' on " + path_),
-              H5Aclose);
+  Handle attr = open_scalar_attr(id(), path_, name, Expect::integer);
   std::int64_t v = 0;
-  check(H5Aread(attr.id(), H5T_NATIVE_INT64, &v), "", "cannot read attribute '" + name + "'");
+  check(H5Aread(attr.id(), H5T_NATIVE_INT64, &v), "", "cannot read attribute '" + name + "' on " + path_);
   return v;
 }
 
 double Object::attr_double(const std::string& name) const {
-  Handle attr(check(H5Aopen(id(), name.c_str(), H5P_DEFAULT), "no attribute '" + name + "' on " + path_),
-              H5Aclose);
+  Handle attr = open_scalar_attr(id(), path_, name, Expect::number);
   double v = 0;
-  check(H5Aread(attr.id(), H5T_NATIVE_DOUBLE, &v), "", "cannot read attribute '" + name + "'");
+  check(H5Aread(attr.id(), H5T_NATIVE_DOUBLE, &v), "", "cannot read attribute '" + name + "' on " + path_);
   return v;
 }
 
@@ -378,8 +376,7 @@ Dataset Group::write_strings(const std::string& name, const std::vector<std::str
 std::vector<std::string> Group::read_strings(const std::string& name) const {
   const Dataset ds = open_dataset(name);
   const hid_t d = ds.id();
-  Handle type(H5Dget_type(d), H5Tclose);
-  if (H5Tget_class(type.id()) != H5T_STRING) throw UsageError(path_ + name + ": expected a dataset of strings");
+  require_dataset_kind(d, path_ + name, Expect::string, false);
   Handle space(H5Dget_space(d), H5Sclose);
   const hssize_t n = H5Sget_simple_extent_npoints(space.id());
   if (n < 0) fail("cannot read the shape of " + path_ + name);
@@ -399,10 +396,7 @@ std::vector<std::string> Group::read_strings(const std::string& name) const {
 Array Group::read(const std::string& name) const {
   const Dataset ds = open_dataset(name);
   const hid_t d = ds.id();
-  Handle type(H5Dget_type(d), H5Tclose);
-  const H5T_class_t cls = H5Tget_class(type.id());
-  if (cls != H5T_FLOAT && cls != H5T_INTEGER)
-    throw UsageError(path_ + name + ": expected a numeric dataset");
+  require_dataset_kind(d, path_ + name, Expect::number, false);
   Handle space(H5Dget_space(d), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space.id());
   if (rank < 0) fail("cannot read the shape of " + path_ + name);
@@ -422,10 +416,7 @@ Array Group::read(const std::string& name) const {
 
 std::string Group::read_string(const std::string& name) const {
   const Dataset ds = open_dataset(name);
-  Handle type(H5Dget_type(ds.id()), H5Tclose);
-  if (H5Tget_class(type.id()) != H5T_STRING) throw UsageError(path_ + name + ": expected a string dataset");
-  Handle space(H5Dget_space(ds.id()), H5Sclose);
-  if (H5Sget_simple_extent_npoints(space.id()) != 1) throw UsageError(path_ + name + ": expected a single string");
+  require_dataset_kind(ds.id(), path_ + name, Expect::string, true);
   Handle t = utf8_string_type();
   char* p = nullptr;
   check(H5Dread(ds.id(), t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "", "cannot read dataset " + path_ + name);
@@ -559,27 +550,42 @@ std::vector<char> File::close_to_image() {
   return take_image();
 }
 
-bool is_complete(const std::string& path, const std::string& filetype) {
+namespace {
+// Empty if `path` is an HDF5 file whose root has filetype = `filetype` and complete = 1;
+// otherwise why not, for the refusal (every attribute read checked: an array, a string where a
+// number belongs, ... is a reason, never a crash).
+std::string incomplete_reason(const std::string& path, const std::string& filetype) {
   const ::rcsim::h5::QuietErrors quiet;
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     hdf5_message();
-    return false;
+    return "not an HDF5 file";
   }
   try {
     const File f = File::open_read(path);
-    return f.has_attr("filetype") && f.attr_string("filetype") == filetype && f.has_attr("complete") &&
-           f.attr_int("complete") == 1;
-  } catch (const std::exception&) {
-    return false;
+    if (!f.has_attr("filetype")) return "no attribute 'filetype'";
+    const std::string type = f.attr_string("filetype");
+    if (type != filetype) return "filetype '" + printable(type) + "'";
+    if (!f.has_attr("complete")) return "no attribute 'complete'";
+    if (f.attr_int("complete") != 1) return "attribute 'complete' != 1";
+    return "";
+  } catch (const std::exception& e) {
+    return printable(e.what(), 2 * kEchoLimit);
   }
+}
+}  // namespace
+
+bool is_complete(const std::string& path, const std::string& filetype) {
+  return incomplete_reason(path, filetype).empty();
 }
 
 void check_replaceable(const std::string& path, const std::string& key, const std::string& filetype, bool force) {
   require_regular_or_absent(path, key);
-  if (force || !path_exists(path) || is_complete(path, filetype)) return;
-  throw UsageError((key.empty() ? std::string() : "key '" + key + "': ") + "'" + path +
-                   "' exists and is not a complete " + filetype +
-                   " file; refusing to overwrite it (remove it, choose another name, or rerun with --force)");
+  if (force || !path_exists(path)) return;
+  const std::string reason = incomplete_reason(path, filetype);
+  if (reason.empty()) return;
+  throw UsageError((key.empty() ? std::string() : "key '" + key + "': ") + "'" + printable(path) +
+                   "' exists and is not a complete " + filetype + " file (" + reason +
+                   "); refusing to overwrite it (remove it, choose another name, or rerun with --force)");
 }
 
 namespace {

@@ -3,11 +3,15 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "kernel/errors.hpp"
@@ -19,6 +23,40 @@ namespace rcsim {
 namespace {
 
 std::string os_error(int err) { return std::strerror(err); }
+
+// What this process knows about the temporaries it created (issue 22): the state of the target
+// when the temporary was made, so that the final rename never replaces a file that appeared (or
+// was swapped in) during the run, and so that stale-temporary clean-up knows its own.
+struct TargetAtStart {
+  bool existed = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+std::mutex g_temporaries_mutex;
+std::map<std::string, TargetAtStart>& temporaries() {
+  static std::map<std::string, TargetAtStart> m;
+  return m;
+}
+bool (*g_rcsim_file_test)(const std::string&) = nullptr;
+
+// rename(tmp, target) that fails with EEXIST if target exists: renameat2(RENAME_NOREPLACE),
+// or link() + unlink() where the filesystem refuses renameat2. Returns 0 or an errno value.
+int rename_no_replace(const std::string& tmp, const std::string& target) {
+#if defined(SYS_renameat2)
+  constexpr unsigned kNoReplace = 1;  // RENAME_NOREPLACE
+  if (syscall(SYS_renameat2, AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), kNoReplace) == 0) return 0;
+  if (errno != EINVAL && errno != ENOSYS && errno != EPERM && errno != ENOTSUP) return errno;
+#endif
+  if (link(tmp.c_str(), target.c_str()) == 0) {
+    unlink(tmp.c_str());
+    return 0;
+  }
+  if (errno != EPERM && errno != ENOTSUP && errno != ENOSYS) return errno;
+  // A filesystem with neither (no hard links, e.g. FAT): the check and the rename are two steps.
+  struct stat st {};
+  if (lstat(target.c_str(), &st) == 0) return EEXIST;
+  return std::rename(tmp.c_str(), target.c_str()) == 0 ? 0 : errno;
+}
 
 }  // namespace
 
@@ -41,27 +79,90 @@ std::string create_temporary(const std::string& target) {
     unlink(buf.data());
     throw RuntimeError("cannot create a temporary file beside '" + target + "': " + os_error(err));
   }
+  TargetAtStart at;
+  struct stat st {};
+  if (lstat(target.c_str(), &st) == 0) at = {true, st.st_dev, st.st_ino};
+  {
+    const std::lock_guard<std::mutex> hold(g_temporaries_mutex);
+    temporaries()[std::string(buf.data())] = at;
+  }
   return std::string(buf.data());
 }
+
+void set_rcsim_file_test(bool (*test)(const std::string&)) { g_rcsim_file_test = test; }
 
 void remove_stale_temporaries(const std::string& target) {
   const fs::path t(target);
   const fs::path dir = t.parent_path().empty() ? fs::path(".") : t.parent_path();
   const std::string prefix = "." + t.filename().string() + ".", suffix = ".tmp";
+  // "Stale" means older than the target's lock (written when this process took it), or than
+  // this call where there is no lock file.
+  struct stat lock_st {};
+  struct timespec lock_time {};
+  if (stat(lock_path_for(target).c_str(), &lock_st) == 0)
+    lock_time = lock_st.st_mtim;
+  else
+    clock_gettime(CLOCK_REALTIME, &lock_time);
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.size() == prefix.size() + 6 + suffix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      unlink(it->path().c_str());
+    if (!(name.size() == prefix.size() + 6 + suffix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0))
+      continue;
+    const std::string path = it->path().string();
+    bool ours = false;
+    {
+      const std::lock_guard<std::mutex> hold(g_temporaries_mutex);
+      ours = temporaries().count(path) > 0;
+    }
+    if (!ours && !is_stale_rcsim_temporary(path, lock_time)) continue;  // not provably rcsim's: left alone
+    unlink(path.c_str());
+    const std::lock_guard<std::mutex> hold(g_temporaries_mutex);
+    temporaries().erase(path);
   }
 }
 
+bool is_stale_rcsim_temporary(const std::string& path, const struct timespec& before) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != geteuid())
+    return false;
+  if (!(st.st_mtim.tv_sec < before.tv_sec || (st.st_mtim.tv_sec == before.tv_sec && st.st_mtim.tv_nsec < before.tv_nsec)))
+    return false;
+  // Empty: made by create_temporary (mkstemp) and never written (the process died computing).
+  if (st.st_size == 0) return true;
+  return g_rcsim_file_test && g_rcsim_file_test(path);
+}
+
 void replace_with(const std::string& tmp, const std::string& target) {
-  if (std::rename(tmp.c_str(), target.c_str()) != 0) {
-    const int err = errno;
-    throw RuntimeError("cannot rename '" + tmp + "' to '" + target + "': " + os_error(err));
+  TargetAtStart at;
+  bool known = false;
+  {
+    const std::lock_guard<std::mutex> hold(g_temporaries_mutex);
+    const auto it = temporaries().find(tmp);
+    if (it != temporaries().end()) {
+      at = it->second;
+      known = true;
+    }
   }
+  // A target that is not the one rcsim checked when it started (absent then, or another file
+  // now) is not rcsim's: never replaced.
+  struct stat now {};
+  const bool exists_now = lstat(target.c_str(), &now) == 0;
+  const bool same = exists_now && at.existed && now.st_dev == at.dev && now.st_ino == at.ino;
+  int err = 0;
+  if (known && exists_now && !same) {
+    err = EEXIST;
+  } else if (known && !exists_now) {
+    err = rename_no_replace(tmp, target);
+  } else if (std::rename(tmp.c_str(), target.c_str()) != 0) {
+    err = errno;
+  }
+  if (err == EEXIST)
+    throw RuntimeError("'" + target + "' appeared or was replaced while rcsim was writing it (not by this run); "
+                       "refusing to replace it (its new result is discarded; move that file away and rerun)");
+  if (err != 0) throw RuntimeError("cannot rename '" + tmp + "' to '" + target + "': " + os_error(err));
+  const std::lock_guard<std::mutex> hold(g_temporaries_mutex);
+  temporaries().erase(tmp);
 }
 
 void remove_quietly(const std::string& path) { unlink(path.c_str()); }
@@ -118,6 +219,20 @@ ExclusiveLock::ExclusiveLock(std::string lock_path, const std::string& what) : p
       const int err = errno;
       throw RuntimeError("cannot create the lock file '" + path_ + "' for " + what + ": " + os_error(err));
     }
+    // Never write through a link someone planted at the lock's name (a hard link to another file
+    // would have that file truncated): the lock file is a regular file with exactly one name.
+    struct stat opened {};
+    if (fstat(fd, &opened) == 0 && S_ISREG(opened.st_mode) && opened.st_nlink == 0) {
+      close(fd);  // removed by the holder before us as we opened it: open the name again
+      continue;
+    }
+    if (fstat(fd, &opened) != 0 || !S_ISREG(opened.st_mode) || opened.st_nlink != 1) {
+      const auto links = static_cast<unsigned long long>(opened.st_nlink);
+      close(fd);
+      throw RuntimeError("lock file '" + path_ + "' for " + what + " is not rcsim's (" +
+                         (S_ISREG(opened.st_mode) ? "it has " + std::to_string(links) + " hard links" : std::string("not a regular file")) +
+                         "); it was left alone: remove it if no rcsim process uses it");
+    }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
       char buf[32] = {};
@@ -141,6 +256,8 @@ ExclusiveLock::ExclusiveLock(std::string lock_path, const std::string& what) : p
         throw RuntimeError("cannot write the lock file '" + path_ + "': " + os_error(err));
       }
       fd_ = fd;
+      dev_ = held.st_dev;
+      ino_ = held.st_ino;
       return;
     }
     close(fd);
@@ -150,7 +267,9 @@ ExclusiveLock::ExclusiveLock(std::string lock_path, const std::string& what) : p
 
 ExclusiveLock::~ExclusiveLock() {
   if (fd_ >= 0) {
-    unlink(path_.c_str());  // while still holding the lock
+    struct stat now {};  // only our own lock file, never one swapped in at its name
+    if (lstat(path_.c_str(), &now) == 0 && now.st_dev == dev_ && now.st_ino == ino_)
+      unlink(path_.c_str());  // while still holding the lock
     close(fd_);
   }
 }

@@ -4,7 +4,10 @@
 // HDF5 here); hdf5/hdf5_file.hpp adds the checked close of HDF5 files.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
+#include <ctime>
 #include <string>
 
 namespace rcsim {
@@ -17,10 +20,21 @@ std::string create_temporary(const std::string& target);
 
 // Remove the temporaries of `target` left by a killed process (".NAME.XXXXXX.tmp" beside it).
 // Call only while holding the target's ExclusiveLock: then no other process is writing them.
+// Only temporaries this process created, or provably rcsim's (is_stale_rcsim_temporary), are
+// removed; anything else with such a name is left alone.
 void remove_stale_temporaries(const std::string& target);
+
+// True if `path` is a regular file with one name, owned by this user, last modified before
+// `before`, and either empty (made by create_temporary, never written) or a file rcsim wrote
+// (the test given to set_rcsim_file_test: the HDF5 layer checks the root's filetype).
+bool is_stale_rcsim_temporary(const std::string& path, const struct timespec& before);
+void set_rcsim_file_test(bool (*test)(const std::string&));
 
 // Rename a complete, verified-closed temporary onto `target` (atomic on POSIX); throws
 // RuntimeError with the OS error. The caller removes `tmp` on failure (remove_quietly).
+// For a temporary made by create_temporary: a target absent then is never replaced (renameat2
+// RENAME_NOREPLACE, or link + unlink), and a target present then is replaced only if it is still
+// the same file (device and inode); otherwise RuntimeError "... appeared or was replaced ...".
 void replace_with(const std::string& tmp, const std::string& target);
 
 // Remove a file, ignoring errors (cleanup on a failure path).
@@ -51,6 +65,8 @@ class ExclusiveLock {
  private:
   std::string path_;
   int fd_ = -1;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
 };
 
 // The lock file of an output file: "OUTPUT.lock" beside it.

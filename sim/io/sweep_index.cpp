@@ -10,6 +10,8 @@
 #include "io/hdf5_file.hpp"
 #include "io/run_file.hpp"
 #include "kernel/version.hpp"
+#include "kernel/printable.hpp"
+#include "io/checked_read.hpp"
 
 namespace fs = std::filesystem;
 
@@ -159,6 +161,17 @@ SweepIndex read_sweep_index(const std::string& path) {
                                  status = f.read_strings("status");
   std::vector<std::vector<std::string>> values;
   for (const std::string& k : out.keys) values.push_back(f.read_strings("parameters/" + k));
+  // Every list has one entry per point; a point's file stays inside the sweep directory.
+  auto require_points = [&](const std::vector<std::string>& list, const std::string& what) {
+    if (list.size() != names.size())
+      throw UsageError("sweep index '" + printable(path) + "': /" + printable(what) + " has " +
+                       std::to_string(list.size()) + " entries, expected " + std::to_string(names.size()) +
+                       " (one per point, as /name)");
+  };
+  require_points(files, "file");
+  require_points(status, "status");
+  for (std::size_t k = 0; k < values.size(); ++k) require_points(values[k], "parameters/" + out.keys[k]);
+  for (const std::string& file : files) h5::require_inside_directory(file, path);
   for (std::size_t i = 0; i < names.size(); ++i) {
     SweepIndexPoint p;
     p.name = names[i];

@@ -18,6 +18,7 @@
 #include "kernel/metrics.hpp"
 #include "kernel/normalization.hpp"
 #include "kernel/random.hpp"
+#include "kernel/threads.hpp"
 
 namespace rcsim {
 
@@ -314,10 +315,8 @@ void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vec
   };
   if (n_threads == 1) {
     worker();
-  } else {
-    std::vector<std::thread> pool;
-    for (int i = 0; i < n_threads; ++i) pool.emplace_back(worker);
-    for (auto& th : pool) th.join();
+  } else {  // a thread the system refuses: one error naming run.threads, never std::terminate
+    run_workers(n_threads, false, worker, [&] { next.store(total); }, "run.threads", n_threads);
   }
   if (error) std::rethrow_exception(error);
   if (ctl.cancel && ctl.cancel->load()) throw Interrupted();
