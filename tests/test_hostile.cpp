@@ -30,15 +30,8 @@ namespace fs = std::filesystem;
 
 namespace {
 using test::fresh_dir;
+using test::message_of;
 void write_bytes(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 }  // namespace
 
 TEST_CASE("printable escapes control characters and invalid UTF-8, keeps valid UTF-8", "[hostile]") {

@@ -19,11 +19,8 @@ namespace fs = std::filesystem;
 
 namespace {
 using test::fresh_dir;
-void write_text(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using test::write_text;
+using test::read_text;
 }  // namespace
 
 TEST_CASE("temporaries are new, distinct, hidden files beside their target", "[io][safety]") {

@@ -26,19 +26,9 @@ namespace fs = std::filesystem;
 
 namespace {
 using test::fresh_dir;
-void write_text(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::write_text;
+using test::read_text;
+using test::message_of;
 
 // Attribute `name` on the root of a new file, written with the C API: `type`, `dims` (empty:
 // scalar; {0xFFFF}: a null dataspace) and the bytes at `data`.
