@@ -445,8 +445,19 @@ RowMajorMatrix Group::read_matrix(const std::string& name, const std::vector<lon
 
 namespace {
 
-Handle memory_access() {
+// File access without HDF5's own file locks (flock on the whole file, exclusive for RDWR): rcsim
+// reads a file whole and writes only new files (through its temporaries and its own output
+// locks), so a reader such as h5py holding the file open must not make rcsim fail (issue 22).
+Handle unlocked_access() {
   Handle fapl(check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate"), H5Pclose);
+#if H5_VERSION_GE(1, 10, 7)
+  check(H5Pset_file_locking(fapl.id(), false, true), "", "H5Pset_file_locking");
+#endif
+  return fapl;
+}
+
+Handle memory_access() {
+  Handle fapl = unlocked_access();
   check(H5Pset_fapl_core(fapl.id(), 1 << 20, 0), "", "H5Pset_fapl_core");  // no backing store
   return fapl;
 }
@@ -486,7 +497,8 @@ File File::open_read(const std::string& filename, const std::string& key) {
   hdf5_message();
   if (is_hdf5 < 0) throw UsageError(who + ": cannot read it (permission denied, or not a readable HDF5 file)");
   if (is_hdf5 == 0) throw UsageError(who + " is not an HDF5 file (no HDF5 signature)");
-  const hid_t id = H5Fopen(filename.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const Handle fapl = unlocked_access();
+  const hid_t id = H5Fopen(filename.c_str(), H5F_ACC_RDONLY, fapl.id());
   if (id < 0) {
     hdf5_message();
     throw UsageError(who + " is not a readable HDF5 file (truncated or corrupted)");

@@ -305,6 +305,36 @@ def target_appears_during_run(rcsim, work, sweep_point=False):
     return not problems
 
 
+def read_while_another_reader(rcsim, work):
+    """Another process (h5py here) has the run file open while rcsim reads it: `analyze` (which
+    reads it whole and writes a new file) and a rerun of `run` (which checks it) must not fail
+    for HDF5's file locks; before the fix `analyze` ended with "cannot open ... for modification"."""
+    import h5py
+    name = "read_while_another_reader"
+    d = os.path.join(work, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    Ctx(rcsim, d)  # writes small.ini
+    problems = []
+    args = ["run", "--output.file=run.h5", "--quiet"] + SMALL
+    r = subprocess.run([rcsim] + args, cwd=d, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        problems.append(f"setup run failed: {r.stderr.strip()}")
+    else:
+        with h5py.File(os.path.join(d, "run.h5"), "r") as held:  # a shared lock, held open
+            for cmd in (["analyze", "run.h5", "--quiet"], args):
+                r = subprocess.run([rcsim] + cmd, cwd=d, capture_output=True, text=True, timeout=300)
+                if r.returncode != 0:
+                    problems.append(f"rcsim {cmd[0]} exit {r.returncode}: {r.stderr.strip()}")
+            if "metrics" not in held:
+                problems.append("the held file lost its /metrics")
+        with h5py.File(os.path.join(d, "run.h5"), "r") as f:
+            if "analysis" not in f:
+                problems.append("analyze wrote no /analysis")
+    print(f"[{'ok' if not problems else 'FAIL'}] {name}" + ("" if not problems else "\n    " + "\n    ".join(problems)))
+    return not problems
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("rcsim")
@@ -321,6 +351,9 @@ def main():
     if a.k in "target_appears_during_run":
         n += 1
         ok &= target_appears_during_run(rcsim, a.work)
+    if a.k in "read_while_another_reader":
+        n += 1
+        ok &= read_while_another_reader(rcsim, a.work)
     print(f"issue22: {n} cases, {'all passed' if ok else 'FAILURES'}")
     return 0 if ok else 1
 
