@@ -520,11 +520,16 @@ def checkpoint_of_another_configuration(rcsim, work):
     problems = []
 
     def interrupted_run(seed):
-        a = subprocess.Popen([rcsim, "run", "--config", "c.ini", "-q", f"--run.seed={seed}"], cwd=d,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        time.sleep(0.4)
-        a.send_signal(signal.SIGINT)
-        a.communicate(timeout=120)
+        # SIGINT once some trial has completed: after 0.4 s, and longer on a loaded machine (no
+        # checkpoint yet means no trial was done), until one exists or the run ends by itself.
+        for delay in (0.4, 0.8, 1.6, 3.2):
+            a = subprocess.Popen([rcsim, "run", "--config", "c.ini", "-q", f"--run.seed={seed}"], cwd=d,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            time.sleep(delay)
+            a.send_signal(signal.SIGINT)
+            a.communicate(timeout=120)
+            if a.returncode != 130 or os.path.exists(os.path.join(d, "run.h5.partial")):
+                break
         if not os.path.exists(os.path.join(d, "run.h5.partial")):
             problems.append(f"no checkpoint after SIGINT (exit {a.returncode})")
 
