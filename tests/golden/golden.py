@@ -159,6 +159,13 @@ def main():
     mode, rcsim, manifest = sys.argv[1:]
     rcsim = os.path.abspath(rcsim)
     isa = isa_of(rcsim)
+    if mode == "check":  # the instruction set first: a mismatch skips before running anything
+        with open(manifest) as f:
+            want = json.load(f)
+        if want["instruction_set"] != isa:
+            print(f"golden: the manifest is for instruction set {want['instruction_set']}, this build is {isa}: "
+                  "build with -DRCSIM_NATIVE=OFF to check (skipped)", file=sys.stderr)
+            return 77
     got = run_set(rcsim)
     if mode == "record":
         with open(manifest + ".tmp", "w") as f:
@@ -166,12 +173,6 @@ def main():
         os.replace(manifest + ".tmp", manifest)
         print(f"golden: recorded {sum(len(v) for v in got.values())} digests of {len(got)} cases ({isa})")
         return 0
-    with open(manifest) as f:
-        want = json.load(f)
-    if want["instruction_set"] != isa:
-        print(f"golden: the manifest is for instruction set {want['instruction_set']}, this build is {isa}: "
-              "build with -DRCSIM_NATIVE=OFF to check (skipped)", file=sys.stderr)
-        return 77
     bad = []
     for case, digests in want["cases"].items():
         digests = {k: v for k, v in digests.items() if k.rsplit("@", 1)[-1] not in PROVENANCE or "@" not in k}
