@@ -80,25 +80,164 @@ def configuration_arguments(keys=None, **sections):
     return [f"--{k}={_value_text(k, v)}" for k, v in flat.items()]
 
 
-def simulate_image(config_file=None, keys=None, quiet=True, **sections):
+# The arrays simulate() takes, by argument: the dataset name the engine expects (as in the HDF5
+# files of init.file and weights.file) and the key whose type `file` makes the model take it.
+_WEIGHT_KEYS = {"W_Q": "weights.q", "W_K": "weights.k", "W_V": "weights.v", "W_O": "weights.o",
+                "W_in": "weights.mlp", "W_out": "weights.mlp", "b_in": "weights.mlp", "b_out": "weights.mlp"}
+_NORM_STEMS = ("norm_attn", "norm_attn_out", "norm_mlp", "norm_mlp_out")
+
+
+def _as_float_array(name, value):
+    import numpy as np
+    try:
+        a = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"rcsim.simulate: {name}: not an array of numbers ({e})") from None
+    return np.ascontiguousarray(a)
+
+
+def _as_mask(value):
+    """A 0/1 or bool mask (NumPy, torch, anything with __array__) as uint8 [N, N]."""
+    import numpy as np
+    a = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value)
+    if a.dtype != bool:
+        if a.dtype.kind not in "biuf" or not np.isin(a, (0, 1)).all():
+            raise _config_error()("rcsim.simulate mask: entries must be bool or 0/1 (1 = token i may attend to "
+                                  "token j)")
+    return np.ascontiguousarray(a.astype(np.uint8))
+
+
+def _host_inputs(x0, weights, mask, flat):
+    """The arrays by dataset name, and the keys their presence implies (unless given)."""
+    arrays, implied = {}, {}
+    if x0 is not None:
+        arrays["X0"] = _as_float_array("x0", x0)
+        implied.update({"init.type": "file", "init.file": "<array x0>"})
+    for name, value in (weights or {}).items():
+        if name not in _WEIGHT_KEYS and not any(name in (f"{s}_gain", f"{s}_bias") for s in _NORM_STEMS):
+            allowed = ", ".join(list(_WEIGHT_KEYS) + [f"{s}_gain/_bias" for s in _NORM_STEMS])
+            raise _config_error()(f"rcsim.simulate weights: unknown array '{name}' (allowed: {allowed})")
+        arrays[name] = _as_float_array(f"weights['{name}']", value)
+        implied["weights.file"] = "<arrays>"
+        implied[_WEIGHT_KEYS.get(name, "norm.params")] = "file"
+    if mask is not None:
+        implied.update({"mask.type": "custom", "mask.file": "<array mask>"})
+    keys = [f"--{k}={v}" for k, v in implied.items() if k not in flat]
+    return arrays, (None if mask is None else _as_mask(mask)), keys
+
+
+def _progress_callback(progress):
+    """None, a callable (done, total), or True: a tqdm bar if tqdm is installed, else a line on stderr."""
+    if progress is None or progress is False:
+        return None, None
+    if callable(progress):
+        return progress, None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        import sys
+
+        def line(done, total):
+            print(f"\rrcsim: {done}/{total} trials", end="\n" if done == total else "", file=sys.stderr, flush=True)
+        return line, None
+    bars = []  # made at the first report, when the total is known
+
+    def update(done, total):
+        if not bars:
+            bars.append(tqdm(total=total, unit="trial", desc="rcsim"))
+        bars[0].update(done - bars[0].n)
+    return update, bars
+
+
+def simulate_image(config_file=None, keys=None, quiet=True, x0=None, weights=None, mask=None, progress=None,
+                   **sections):
     """The bytes of the run file (HDF5) of one configuration, computed in this process."""
     args = configuration_arguments(keys, **sections)
-    call = "rcsim.simulate(" + ", ".join(([repr(config_file)] if config_file else []) + args) + ")"
-    return _engine().run_image(args, None if config_file is None else os.fspath(config_file), call, quiet)
+    flat = {a[2:].split("=", 1)[0] for a in args}
+    arrays, mask_array, implied = _host_inputs(x0, weights, mask, flat)
+    call = "rcsim.simulate(" + ", ".join(([repr(config_file)] if config_file else []) + args +
+                                         [f"{k}=<array>" for k, v in (("x0", x0), ("mask", mask)) if v is not None] +
+                                         [f"weights[{n!r}]=<array>" for n in (weights or {})]) + ")"
+    callback, bars = _progress_callback(progress)
+    try:
+        return _engine().run_image(implied + args, None if config_file is None else os.fspath(config_file), call,
+                                   quiet, arrays, mask_array, callback)
+    finally:
+        for bar in bars or []:
+            bar.close()
 
 
-def simulate(config_file=None, keys=None, group="metrics", quiet=True, **sections):
+GROUPS = ("metrics", "summary", "diagnostics", "/")
+
+
+def simulate(config_file=None, keys=None, group="metrics", quiet=True, x0=None, weights=None, mask=None,
+             progress=None, **sections):
     """Run one configuration in this process and return it as open_run would read its file.
 
     config_file: an INI file as for `rcsim run --config` (optional); keys: dotted keys
     {"model.dim": 16, "mask.type": "causal"}; sections as keyword dicts: model={"tokens": 32}.
     Precedence as on the command line: keys and sections > config_file > key defaults.
+    Arrays in place of files (NumPy, torch tensors, anything with __array__):
+      x0: X(0) as [N, d] (every trial) or [trials, N, d] (sets init.type = file);
+      weights: {"W_Q": ..., "W_K": ..., "W_V": ..., "W_O": ..., "W_in", "b_in", "W_out", "b_out",
+        "norm_attn_gain", ...} with the shapes of weights.file (docs/reference/files.md): [d, d_k]
+        or [L, d, d_k], [H, ...] with heads; each sets its key (weights.q = file, ...);
+      mask: bool or 0/1 [N, N] (sets mask.type = custom).
+      A wrong shape raises ConfigError naming the array and the shapes allowed.
     group: the run file's group ("metrics", "summary", "diagnostics", or "/" for the root:
-    mask, tokens, attention), as for open_run; quiet=False logs the run's information.
+    mask, tokens, attention), as for open_run; group="all": a dict of every group's Dataset.
+    progress: True for a progress bar (tqdm if installed), or a callable (done, total) of trials.
+    quiet=False logs the run's information.
     The GIL is released while the engine computes (run.threads worker threads); Ctrl-C stops it.
     Raises rcsim.ConfigError (a ValueError) naming the key for a bad configuration.
     """
-    return open_run(simulate_image(config_file, keys, quiet, **sections), group)
+    image = simulate_image(config_file, keys, quiet, x0, weights, mask, progress, **sections)
+    if group == "all":
+        return {g: open_run(image, g) for g in GROUPS}
+    return open_run(image, group)
+
+
+def layer(X, weights=None, mask=None, layers=1, all_layers=False, keys=None, **sections):
+    """The model of the keys applied to one token matrix X [N, d] (rows are tokens): X(layers), or
+    every X(t), t = 0..layers, as [layers + 1, N, d] with all_layers=True. N, d, the trial count
+    and the snapshots are set from X; everything else (mask.type, norm.type, residual.alpha,
+    model.heads, model.d_qk, ...) comes from `keys` and `sections` as in simulate(), and the
+    weights from `weights` (arrays as in simulate) or the random draws of the keys.
+    Example, one attention layer with given weights:
+        rcsim.layer(X, {"W_Q": Wq, "W_K": Wk, "W_V": Wv}, norm={"type": "none"})
+    """
+    x = _as_float_array("X", X)
+    if x.ndim != 2:
+        raise ValueError(f"rcsim.layer: X must be one token matrix [N, d], got shape {x.shape}")
+    fixed = {"model.tokens": x.shape[0], "model.dim": x.shape[1], "model.layers": int(layers), "run.trials": 1,
+             "output.tokens": "all"}
+    given = {a[2:].split("=", 1)[0] for a in configuration_arguments(keys, **sections)}
+    clash = sorted(given & set(fixed))
+    if clash:
+        raise ValueError(f"rcsim.layer: {', '.join(clash)} are set from X and `layers`; do not give them")
+    all_keys = dict(keys or {}, **fixed)
+    tokens = simulate(keys=all_keys, group="/", x0=x, weights=weights, mask=mask, **sections).tokens.values[0]
+    return tokens if all_layers else tokens[-1]
+
+
+def measures(X, rank_rtol=None, rank_atol=0.0):
+    """rcsim's token measures (SCIENCE.md section 4, the run file's /metrics) of token matrices X
+    of shape (..., N, d): rows are tokens, e.g. a real model's hidden states [batch, tokens, width].
+
+    Returns a dict of NumPy arrays of shape (...): mu, mu_rel, fro_norm, sigma_min, sigma_max, rank,
+    rank_one_residual, stable_rank, cos_abs_mean, sigma_at_max_rank (at rank min(N, d)), and
+    "sigma" (..., min(N, d)), the singular values in descending order. The same functions as the
+    engine's, value for value. rank_rtol: relative rank tolerance (default max(N, d) * machine
+    epsilon, as metrics.rank_rtol = auto); rank_atol: absolute tolerance.
+    """
+    import numpy as np
+    a = _as_float_array("X", X)
+    if a.ndim < 2:
+        raise ValueError(f"rcsim.measures: X must have shape (..., N, d), got {a.shape}")
+    lead, (n, d) = a.shape[:-2], a.shape[-2:]
+    out = _engine().token_measures(a.reshape((-1, n, d)), -1.0 if rank_rtol is None else float(rank_rtol),
+                                   float(rank_atol))
+    return {k: np.asarray(v).reshape(lead + np.asarray(v).shape[1:]) for k, v in out.items()}
 
 
 def resolved_config(config_file=None, keys=None, **sections):

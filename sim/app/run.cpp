@@ -94,12 +94,21 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
 }
 
 std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::atomic<bool>* cancel) {
+  return run_to_image(c, p, cancel, HostInputs{});
+}
+
+std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::atomic<bool>* cancel,
+                               const HostInputs& host) {
   require_run_memory(c);
-  const EngineSetup s = prepare(c);
+  if (host.mask && c.mask.type != MaskType::custom)
+    throw UsageError("a mask array was given but key 'mask.type' is not custom");
+  // make_mask (in prepare) checks the host's mask as it checks mask.file's: shape N x N, self-loops.
+  const MaskMatrix mask = host.mask ? *host.mask : load_mask(c);
+  const EngineSetup s = prepare(c, &mask, host.arrays ? *host.arrays : load_inputs(c));
   if (!s.graph.quasi_strongly_connected)
     spdlog::warn("mask is not quasi-strongly connected: the collapse theorem does not apply");
   const int threads = resolve_threads(c.run.threads, c.run.trials);
-  const RunResults r = run_simulation(s, threads, cancel);
+  const RunResults r = run_simulation(s, threads, cancel, host.progress);
   report_diagnostics(r);
   Provenance prov = p;
   prov.threads = threads;

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,5 +30,17 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
 // image). For the Python bindings (rcsim.simulate, docs/python.md). Throws Interrupted when
 // `cancel` is set.
 std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::atomic<bool>* cancel);
+
+// What a host program (Python) gives in place of files: the arrays of weights.file and init.file
+// (InputArrays, checked against the shapes the configuration allows, as when read from files),
+// the custom mask of mask.type = custom, and a progress callback (trials done, total; called
+// from the worker threads under one lock).
+struct HostInputs {
+  std::optional<InputArrays> arrays;  // replaces reading weights.file and init.file
+  std::optional<MaskMatrix> mask;     // replaces reading mask.file (mask.type = custom)
+  std::function<void(int done, int total)> progress;
+};
+std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::atomic<bool>* cancel,
+                               const HostInputs& host);
 
 }  // namespace rcsim

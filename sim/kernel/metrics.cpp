@@ -198,4 +198,9 @@ TokenMeasures measure_tokens(const Eigen::Ref<const Matrix>& X, const MeasureOpt
   return m;
 }
 
+std::array<double, 10> token_measure_values(const TokenMeasures& m) {
+  return {m.mu,   m.mu_rel,           m.fro_norm,    m.sigma_min,    m.sigma_max,
+          m.rank, m.rank_one_residual, m.stable_rank, m.cos_abs_mean, m.sigma_at_max_rank};
+}
+
 }  // namespace rcsim

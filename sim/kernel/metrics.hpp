@@ -1,6 +1,8 @@
 // Measures of a token matrix X (N x d), SCIENCE.md section 4.
 #pragma once
 
+#include <array>
+
 #include "kernel/types.hpp"
 
 namespace rcsim {
@@ -53,5 +55,9 @@ struct TokenMeasures {
          rank_one_residual = 0, stable_rank = 0, cos_abs_mean = 0, sigma_at_max_rank = 0;
 };
 TokenMeasures measure_tokens(const Eigen::Ref<const Matrix>& X, const MeasureOptions& opt, Vector& sigma);
+// The values of `m` in the order of token_measure_info() (kernel/simulation.hpp): mu, mu_rel,
+// fro_norm, sigma_min, sigma_max, rank, rank_one_residual, stable_rank, cos_abs_mean,
+// sigma_at_max_rank.
+std::array<double, 10> token_measure_values(const TokenMeasures& m);
 
 }  // namespace rcsim

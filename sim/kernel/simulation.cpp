@@ -148,9 +148,8 @@ RunResults allocate_results(const EngineSetup& s) {
 namespace {
 
 void record(const TokenMeasures& m, int trial, int layer, RunResults& r) {
-  const double values[] = {m.mu,   m.mu_rel,           m.fro_norm,    m.sigma_min,    m.sigma_max,
-                           m.rank, m.rank_one_residual, m.stable_rank, m.cos_abs_mean, m.sigma_at_max_rank};
-  for (std::size_t i = 0; i < std::size(values); ++i) r.token[i](trial, layer) = values[i];
+  const auto values = token_measure_values(m);
+  for (std::size_t i = 0; i < values.size(); ++i) r.token[i](trial, layer) = values[i];
 }
 
 // The token measures of output.measures (docs/peers.md), after the default ones.

@@ -4,6 +4,8 @@
 // run file the CLI would write (run_to_image: the same writer into an HDF5 file image).
 // analysis/rcsim/simulate.py opens those bytes with the package's reader (open_run), so the
 // Dataset of rcsim.simulate(...) is the Dataset of the CLI's file, value for value.
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -14,6 +16,8 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,7 +26,9 @@
 #include "app/logger.hpp"
 #include "config/config.hpp"
 #include "kernel/errors.hpp"
+#include "kernel/host_arrays.hpp"
 #include "kernel/layer.hpp"
+#include "kernel/metrics.hpp"
 #include "kernel/version.hpp"
 #include "io/run_file.hpp"
 #include "kernel/simulation.hpp"
@@ -47,17 +53,64 @@ rcsim::Config resolve(const std::vector<std::string>& keys, const std::optional<
   return rcsim::make_config(p.values);
 }
 
+using DoubleArray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+rcsim::NdArray to_nd(const DoubleArray& a) {
+  rcsim::NdArray out;
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) out.shape.push_back(static_cast<rcsim::Extent>(a.shape(i)));
+  out.data.assign(a.data(), a.data() + a.size());
+  return out;
+}
+
+// The host inputs of a run: arrays by dataset name (X0, W_Q, ...) and a 0/1 mask, as
+// analysis/rcsim/engine.py hands them over (already NumPy, float64 and uint8).
+rcsim::HostInputs host_inputs(const rcsim::Config& c, const std::map<std::string, DoubleArray>& arrays,
+                              const std::optional<py::array_t<std::uint8_t, py::array::c_style>>& mask) {
+  rcsim::HostInputs host;
+  if (!arrays.empty()) {
+    std::map<std::string, rcsim::NdArray> given;
+    for (const auto& [name, a] : arrays) given[name] = to_nd(a);
+    host.arrays = rcsim::input_arrays_from(c, std::move(given), "rcsim.simulate arrays");
+  }
+  if (mask) {
+    if (mask->ndim() != 2)
+      throw rcsim::UsageError("rcsim.simulate mask: a 2-d array [N, N] is needed, got " + std::to_string(mask->ndim()) +
+                              " dimensions");
+    rcsim::MaskMatrix m(mask->shape(0), mask->shape(1));
+    for (py::ssize_t i = 0; i < mask->shape(0); ++i)
+      for (py::ssize_t j = 0; j < mask->shape(1); ++j) m(i, j) = *mask->data(i, j) != 0;
+    host.mask = std::move(m);
+  }
+  return host;
+}
+
 py::bytes run_image(const std::vector<std::string>& keys, const std::optional<std::string>& config_file,
-                    const std::string& call, bool quiet) {
+                    const std::string& call, bool quiet, const std::map<std::string, DoubleArray>& arrays,
+                    const std::optional<py::array_t<std::uint8_t, py::array::c_style>>& mask,
+                    const std::optional<std::function<void(int, int)>>& progress) {
   spdlog::set_level(quiet ? spdlog::level::warn : spdlog::level::info);
   const rcsim::Config c = resolve(keys, config_file);
+  rcsim::HostInputs host = host_inputs(c, arrays, mask);
   rcsim::Provenance prov;
   prov.command_line = call;
   std::atomic<bool> cancel{false};
+  // Progress: the workers store (done, total); this thread reports it to Python between waits.
+  std::atomic<int> done{0}, total{c.run.trials};
+  host.progress = [&](int k, int n) {
+    done.store(k);
+    total.store(n);
+  };
+  int reported = -1;
+  const auto report = [&] {
+    if (progress && done.load() != reported) {
+      reported = done.load();
+      (*progress)(reported, total.load());
+    }
+  };
   // The run on a worker thread, without the GIL; this thread wakes every 0.1 s to let Python
   // handle signals (Ctrl-C sets `cancel`, the run stops between layers, KeyboardInterrupt).
   std::future<std::vector<char>> result =
-      std::async(std::launch::async, [&] { return rcsim::run_to_image(c, prov, &cancel); });
+      std::async(std::launch::async, [&] { return rcsim::run_to_image(c, prov, &cancel, host); });
   for (;;) {
     std::future_status st;
     {
@@ -65,8 +118,11 @@ py::bytes run_image(const std::vector<std::string>& keys, const std::optional<st
       st = result.wait_for(std::chrono::milliseconds(100));
     }
     if (st == std::future_status::ready) break;
-    if (PyErr_CheckSignals() != 0) {
-      cancel.store(true);
+    try {
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+      report();  // may raise (a progress bar's error, KeyboardInterrupt inside it)
+    } catch (...) {
+      cancel.store(true);  // stop the run between layers, wait for it, re-raise
       {
         py::gil_scoped_release no_gil;
         result.wait();
@@ -75,11 +131,41 @@ py::bytes run_image(const std::vector<std::string>& keys, const std::optional<st
         result.get();
       } catch (...) {
       }
-      throw py::error_already_set();
+      throw;
     }
   }
   std::vector<char> image = result.get();  // rethrows the run's exception
+  report();
   return py::bytes(image.data(), image.size());
+}
+
+// The token measures of each N x d matrix of a (B, N, d) array (SCIENCE.md section 4, the
+// functions of the run's /metrics): a dict name -> array [B], and "sigma" [B, min(N, d)].
+py::dict token_measures(const DoubleArray& x, double rank_rtol, double rank_atol) {
+  if (x.ndim() != 3) throw rcsim::UsageError("rcsim.measures: expected an array (B, N, d)");
+  const auto B = x.shape(0), N = x.shape(1), d = x.shape(2);
+  if (N < 1 || d < 1) throw rcsim::UsageError("rcsim.measures: N and d must be at least 1");
+  const auto& info = rcsim::token_measure_info();
+  std::vector<py::array_t<double>> out;
+  for (std::size_t m = 0; m < info.size(); ++m) out.emplace_back(B);
+  py::array_t<double> sigma({B, std::min(N, d)});
+  {
+    py::gil_scoped_release no_gil;
+    const rcsim::MeasureOptions opt{rank_rtol < 0 ? static_cast<double>(std::max(N, d)) * 2.220446049250313e-16
+                                                  : rank_rtol,
+                                    rank_atol, static_cast<int>(std::min(N, d))};
+    rcsim::Vector s;
+    for (py::ssize_t b = 0; b < B; ++b) {
+      const Eigen::Map<const rcsim::RowMajorMatrix> X(x.data(b, 0, 0), N, d);
+      const auto values = rcsim::token_measure_values(rcsim::measure_tokens(X, opt, s));
+      for (std::size_t m = 0; m < values.size(); ++m) out[m].mutable_at(b) = values[m];
+      for (Eigen::Index i = 0; i < s.size(); ++i) sigma.mutable_at(b, i) = s(i);
+    }
+  }
+  py::dict result;
+  for (std::size_t m = 0; m < info.size(); ++m) result[info[m].name] = out[m];
+  result["sigma"] = sigma;
+  return result;
 }
 
 }  // namespace
@@ -104,12 +190,16 @@ PYBIND11_MODULE(_engine, m) {
   });
   m.def("run_image", &run_image, py::arg("keys"), py::arg("config_file") = std::nullopt,
         py::arg("call") = "rcsim.simulate()", py::arg("quiet") = true,
+        py::arg("arrays") = std::map<std::string, DoubleArray>{}, py::arg("mask") = std::nullopt,
+        py::arg("progress") = std::nullopt,
         "Run one configuration (keys as '--section.key=value', over config_file, over the key "
         "defaults) and return the bytes of its HDF5 run file.");
   m.def("resolved_config", [](const std::vector<std::string>& keys, const std::optional<std::string>& config_file) {
     return resolve(keys, config_file).to_ini();
   }, py::arg("keys"), py::arg("config_file") = std::nullopt,
         "The fully resolved configuration (INI text) that run_image would run.");
+  m.def("token_measures", &token_measures, py::arg("x"), py::arg("rank_rtol") = -1.0, py::arg("rank_atol") = 0.0,
+        "The token measures of each matrix of a (B, N, d) float64 array: dict name -> [B], sigma [B, min(N, d)].");
   m.def("keep_freed_memory", &rcsim::keep_freed_memory,
         "Tune glibc's allocator for repeated trials (process-wide; what rcsim's main() does).");
   m.attr("version") = rcsim::version();

@@ -1,0 +1,248 @@
+"""rcsim's plotting entry: curves of any measure against depth for runs and sweeps, and heat maps
+of two-axis sweeps, ready for a paper.
+
+    python3 -m rcsim.plot RUN.h5|SWEEP_DIR [...] -o OUT.png [-o OUT.pdf] [--measure mu mu_rel]
+        [--trials band|all|median] [--xscale log|linear] [--yscale log|linear] [--style paper|screen]
+    python3 -m rcsim.plot SWEEP_DIR --heatmap KEY_X KEY_Y --measure mu_rel [--layer L] -o OUT.pdf
+
+Curves are labelled by the keys whose values differ between the runs (in words: "mask",
+"d_QK", "normalisation"), the title lists the settings every run shares (N, d, L, mask, ...),
+and each curve is the median over trials with the 10-90% band (--trials band), every trial
+(all) or the median alone. The output format follows the extension (PNG, PDF, SVG).
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+from .files import band, load_run, run_paths
+
+# Configuration keys in words, for legends, titles and axes.
+WORDS = {
+    "model.tokens": "N", "model.dim": "d", "model.layers": "L", "model.heads": "heads", "model.d_qk": "d_QK",
+    "model.beta": "beta", "model.key_dim": "d_k", "model.value_dim": "d_v", "mask.type": "mask",
+    "mask.window": "window", "norm.type": "normalisation", "norm.position": "norm position",
+    "norm.eps": "LayerNorm eps", "residual.alpha": "residual alpha", "attention.kind": "attention",
+    "weights.v": "W_V", "weights.q": "W_Q", "weights.k": "W_K", "weights.std": "weight std", "init.type": "X(0)",
+    "mlp.width": "MLP width", "run.trials": "trials", "run.precision": "precision", "run.seed": "seed",
+}
+# The settings a title names when every run shares them (in this order).
+TITLE_KEYS = ["model.tokens", "model.dim", "model.layers", "model.heads", "mask.type", "mask.window", "norm.type",
+              "model.d_qk", "residual.alpha", "run.trials"]
+# Measures in words, for axes.
+MEASURE_WORDS = {
+    "mu": "token similarity mu(X)", "mu_rel": "relative similarity mu(X) / ||X||_F", "fro_norm": "||X||_F",
+    "sigma_min": "smallest singular value", "sigma_max": "largest singular value", "rank": "numerical rank",
+    "rank_one_residual": "distance to rank one (relative)", "stable_rank": "stable rank",
+    "cos_abs_mean": "mean |cos| between tokens", "attn_min": "smallest attention weight",
+    "attn_entropy": "attention entropy (nat)",
+}
+
+
+def config_values(run):
+    """The run's resolved configuration as {"section.key": value} (from /config)."""
+    out, section = {}, ""
+    for line in run["config"].splitlines():
+        line = line.strip()
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+        elif "=" in line and not line.startswith(("#", ";")):
+            k, v = line.split("=", 1)
+            out[f"{section}.{k.strip()}"] = v.strip()
+    return out
+
+
+def words(key):
+    return WORDS.get(key, key)
+
+
+def _setting(key, value):
+    value = value.replace("_", " ") if isinstance(value, str) and not key.startswith("output.") else value
+    return f"{words(key)} = {value}" if len(words(key)) <= 2 or words(key) in ("d_QK", "beta") else \
+        f"{words(key)} {value}"
+
+
+def varying_keys(values):
+    """The keys whose values differ between runs (the swept keys), output.file aside; in the order
+    of TITLE_KEYS (N, d, L, ...), then alphabetical."""
+    keys = {k for v in values for k in v if not k.startswith("output.") and len({w.get(k) for w in values}) > 1}
+    return sorted(keys, key=lambda k: (TITLE_KEYS.index(k) if k in TITLE_KEYS else len(TITLE_KEYS), k))
+
+
+def curve_labels(runs):
+    """One label per run: the differing keys in words ("mask causal, d_QK = 1/64")."""
+    values = [config_values(r) for r in runs]
+    keys = varying_keys(values)
+    if not keys:
+        return [""] * len(runs)
+    return [", ".join(_setting(k, v.get(k)) for k in keys) for v in values]
+
+
+def title(runs, extra=""):
+    """The settings every run shares, in words; the layers plotted when L differs."""
+    values = [config_values(r) for r in runs]
+    shared = [k for k in TITLE_KEYS if len({v.get(k) for v in values}) == 1 and values[0].get(k) is not None]
+    if not any("sliding" in v.get("mask.type", "") for v in values):
+        shared = [k for k in shared if k != "mask.window"]  # the window means nothing to these masks
+    text = ", ".join(_setting(k, values[0][k]) for k in shared)
+    return text + (f" ({extra})" if extra else "")
+
+
+def _style(name):
+    import matplotlib as mpl
+    if name == "paper":  # single-column journal figure: serif, 8-9 pt, thin lines, no top/right spines
+        mpl.rcParams.update({"font.family": "serif", "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8,
+                             "legend.fontsize": 7, "xtick.labelsize": 7, "ytick.labelsize": 7, "lines.linewidth": 1.0,
+                             "axes.spines.top": False, "axes.spines.right": False, "savefig.bbox": "tight",
+                             "pdf.fonttype": 42, "svg.fonttype": "none"})
+        return 3.4  # inches per panel
+    return 5.5
+
+
+def _positive(values, log):
+    return np.maximum(values, np.finfo(float).tiny) if log else values
+
+
+def plot_curves_figure(runs, measures, trials="band", xscale="log", yscale="log", style="paper"):
+    """A figure with one panel per measure, one curve per run."""
+    import matplotlib.pyplot as plt
+    width = _style(style)
+    fig, axes = plt.subplots(1, len(measures), figsize=(width * len(measures), width * 0.8), squeeze=False)
+    names = curve_labels(runs)
+    colours = plt.get_cmap("tab10" if len(runs) <= 10 else "tab20").colors
+    for ax, m in zip(axes[0], measures):
+        for i, run in enumerate(runs):
+            if m not in run["metrics"]:
+                raise SystemExit(f"rcsim.plot: measure '{m}' is not in the run (it has: "
+                                 f"{', '.join(sorted(k for k in run['metrics'] if not k.endswith('layer')))})")
+            values = np.asarray(run["metrics"][m], dtype=float)
+            layers = run["layer"] if values.shape[1] == len(run["layer"]) else run["attention_layer"]
+            x = layers + 1 if xscale == "log" else layers
+            colour = colours[i % len(colours)]
+            values = _positive(values, yscale == "log")
+            if trials == "all":
+                for j, row in enumerate(values):
+                    ax.plot(x, row, color=colour, alpha=0.35, lw=0.6, label=names[i] if j == 0 else None)
+            else:
+                med, lo, hi = band(values)
+                ax.plot(x, med, color=colour, label=names[i] or None)
+                if trials == "band":
+                    ax.fill_between(x, lo, hi, color=colour, alpha=0.18, linewidth=0)
+        ax.set_xscale(xscale)
+        ax.set_yscale(yscale)
+        ax.set_xlabel("layer t + 1" if xscale == "log" else "layer t")
+        ax.set_ylabel(MEASURE_WORDS.get(m, m))
+        ax.grid(True, which="major", alpha=0.3)
+    statistic = {"band": "median and 10-90% band over trials", "all": "every trial",
+                 "median": "median over trials"}[trials]
+    fig.suptitle(title(runs, statistic), fontsize=plt.rcParams["axes.titlesize"])
+    if any(names):
+        handles, texts = axes[0][0].get_legend_handles_labels()
+        fig.tight_layout()
+        fig.legend(handles, texts, loc="upper center", ncol=min(3, len(texts)), frameon=False,
+                   bbox_to_anchor=(0.5, 0.0))  # below the panels, never over the curves
+    else:
+        fig.tight_layout()
+    return fig
+
+
+def plot_heatmap_figure(runs, key_x, key_y, measure, layer=None, style="paper"):
+    """The median of `measure` at `layer` (default: the last recorded) over a two-key sweep."""
+    import matplotlib.pyplot as plt
+    width = _style(style)
+    values = [config_values(r) for r in runs]
+    for k in (key_x, key_y):
+        if len({v.get(k) for v in values}) < 2:
+            raise SystemExit(f"rcsim.plot --heatmap: key '{k}' takes fewer than two values in these runs "
+                             f"(the keys that vary: {', '.join(varying_keys(values)) or 'none'})")
+
+    def order(k):
+        vals = sorted({v[k] for v in values}, key=_number_or_text)
+        return vals, {v: i for i, v in enumerate(vals)}
+    xs, xi = order(key_x)
+    ys, yi = order(key_y)
+    grid = np.full((len(ys), len(xs)), np.nan)
+    for run, v in zip(runs, values):
+        layers = list(run["layer"])
+        t = layers[-1] if layer is None else layer
+        if t not in layers:
+            raise SystemExit(f"rcsim.plot: layer {t} was not recorded (output.schedule); recorded: {layers}")
+        grid[yi[v[key_y]], xi[v[key_x]]] = np.nanmedian(run["metrics"][measure][:, layers.index(t)])
+    import textwrap
+    fig, ax = plt.subplots(figsize=(width * 1.2, width))
+    finite = grid[np.isfinite(grid)]
+    log = finite.size > 0 and np.all(finite > 0) and finite.max() / finite.min() > 100
+    from matplotlib.colors import LogNorm
+    im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis", norm=LogNorm() if log else None)
+    for (i, j), value in np.ndenumerate(grid):  # the value in each cell, in the colour's contrast
+        if np.isfinite(value):
+            dark = im.norm(value) < 0.5
+            ax.text(j, i, f"{value:.2g}", ha="center", va="center", fontsize=6, color="white" if dark else "black")
+    pretty = lambda vals: ["\n".join(textwrap.wrap(str(v).replace("_", " "), 14, break_long_words=False)) for v in vals]
+    ax.set_xticks(range(len(xs)), pretty(xs))
+    ax.set_yticks(range(len(ys)), pretty(ys))
+    ax.set_xlabel(words(key_x))
+    ax.set_ylabel(words(key_y))
+    t = "the last layer" if layer is None else f"layer {layer}"
+    fig.colorbar(im, ax=ax, label=f"{measure}, median over trials")
+    others = [k for k in TITLE_KEYS if k not in (key_x, key_y)]
+    shared = [k for k in others if len({v.get(k) for v in values}) == 1 and values[0].get(k) is not None]
+    text = f"{MEASURE_WORDS.get(measure, measure)} at {t}; " + ", ".join(_setting(k, values[0][k]) for k in shared)
+    ax.set_title("\n".join(textwrap.wrap(text, 60)))
+    fig.tight_layout()
+    return fig
+
+
+def _number_or_text(text):
+    from fractions import Fraction
+    try:
+        return (0, float(Fraction(text)), text)
+    except (ValueError, ZeroDivisionError):
+        return (1, 0.0, text)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python3 -m rcsim.plot", description=__doc__.splitlines()[0],
+                                epilog="Examples: python3 -m rcsim.plot data/run.h5 -o mu.pdf; "
+                                       "python3 -m rcsim.plot data/default --measure mu_rel rank -o sweep.png")
+    p.add_argument("runs", nargs="+", help="rcsim run files (HDF5), or sweep directories (their complete points)")
+    p.add_argument("-o", "--output", action="append", required=True,
+                   help="output image; the extension chooses the format (.png, .pdf, .svg); repeat for several")
+    p.add_argument("--measure", nargs="+", default=None, help="measures to plot (default: mu mu_rel)")
+    p.add_argument("--trials", choices=["band", "all", "median"], default="band",
+                   help="median with the 10-90%% band (default), every trial, or the median alone")
+    p.add_argument("--xscale", choices=["log", "linear"], default="log")
+    p.add_argument("--yscale", choices=["log", "linear"], default="log")
+    p.add_argument("--style", choices=["paper", "screen"], default="paper",
+                   help="paper: serif 8 pt, 3.4 in per panel, embedded TrueType fonts (default); screen: larger")
+    p.add_argument("--heatmap", nargs=2, metavar=("KEY_X", "KEY_Y"),
+                   help="a heat map of the median of one measure over a two-key sweep")
+    p.add_argument("--layer", type=int, default=None, help="--heatmap: the layer (default: the last recorded)")
+    a = p.parse_args(argv)
+    for out in a.output:
+        if os.path.splitext(out)[1].lower() not in (".png", ".pdf", ".svg"):
+            p.error(f"output '{out}': the extension must be .png, .pdf or .svg")
+    for path in a.runs:
+        if not os.path.exists(path):
+            p.error(f"no such file or directory: {path}")
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    runs = [load_run(path) for path in run_paths(a.runs)]
+    if not runs:
+        p.error("no complete run files in " + " ".join(a.runs))
+    if a.heatmap:
+        measures = a.measure or ["mu_rel"]
+        if len(measures) != 1:
+            p.error("--heatmap plots one measure (--measure NAME)")
+        fig = plot_heatmap_figure(runs, *a.heatmap, measures[0], a.layer, a.style)
+    else:
+        fig = plot_curves_figure(runs, a.measure or ["mu", "mu_rel"], a.trials, a.xscale, a.yscale, a.style)
+    for out in a.output:
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        fig.savefig(out, dpi=200, bbox_inches="tight")
+        print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

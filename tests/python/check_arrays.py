@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""NumPy in and out of rcsim.simulate, and rcsim.measures on arrays (issue 21).
+
+Usage: check_arrays.py BUILD_DIR WORK_DIR
+
+- x0, weights and mask given as arrays give the same run, value for value, as the same arrays
+  written to the HDF5 files of init.file, weights.file and mask.file (the file route is the
+  reference: it is the one the CLI and the existing tests pin);
+- a torch tensor and a bool mask are taken; a wrong shape, an unused array, a non-finite value
+  and a mask that is not 0/1 raise ConfigError naming the array and what is allowed;
+- rcsim.measures on the stored token snapshots equals the run's /metrics (the same functions),
+  and on hand-worked matrices gives the textbook values (identical rows: mu = 0, rank 1;
+  diag(3, 2, 1): singular values 3, 2, 1, stable rank 14/9);
+- progress callbacks see (done, total) ending at (T, T); group="all" returns every group;
+- one multi-head attention layer with torch.nn.MultiheadAttention's weights (no bias, value and
+  output projections) gives torch's output (float64, 1e-12), if torch is installed.
+"""
+import os
+import sys
+
+import h5py
+import numpy as np
+
+build, work = sys.argv[1:3]
+sys.path.insert(0, os.path.join(build, "python"))
+import rcsim  # noqa: E402
+
+os.makedirs(work, exist_ok=True)
+failures = []
+
+
+def check(cond, what):
+    print("ok  " if cond else "FAIL", what)
+    if not cond:
+        failures.append(what)
+
+
+def raises(fn, *needles):
+    try:
+        fn()
+    except rcsim.ConfigError as e:
+        return all(n in str(e) for n in needles) or print("    message:", e)
+    return False
+
+
+def equal(x, y):
+    x, y = np.asarray(x), np.asarray(y)
+    return np.array_equal(x, y, equal_nan=x.dtype.kind == "f" and y.dtype.kind == "f")
+
+
+def same(a, b):
+    """Every variable equal (NaN where NaN); the stored configuration's file names aside."""
+    return set(a.data_vars) == set(b.data_vars) and all(equal(a[v].values, b[v].values) for v in a.data_vars
+                                                        if v != "config")
+
+
+N, d, L, T = 6, 4, 5, 3
+rng = np.random.default_rng(7)
+base = {"model.tokens": N, "model.dim": d, "model.layers": L, "run.trials": T, "norm.type": "layernorm",
+        "residual.alpha": 0.5, "output.tokens": "all", "output.file": os.path.join(work, "unused.h5")}
+
+# 1. X(0) per trial, weights per layer, a custom mask: arrays against files.
+x0 = rng.standard_normal((T, N, d))
+w = {"W_Q": rng.standard_normal((L, d, d)) / 2, "W_K": rng.standard_normal((L, d, d)) / 2,
+     "W_V": rng.standard_normal((d, d)) / 2}
+mask = np.tril(np.ones((N, N), dtype=bool)) | np.eye(N, k=1, dtype=bool)
+files = os.path.join(work, "inputs.h5")
+with h5py.File(files, "w") as f:
+    f["X0"] = x0
+    for k, v in w.items():
+        f[k] = v
+    f["mask"] = mask.astype(np.uint8)
+by_file = dict(base, **{"init.type": "file", "init.file": files, "weights.file": files, "weights.q": "file",
+                        "weights.k": "file", "weights.v": "file", "mask.type": "custom", "mask.file": files})
+ref = rcsim.simulate(keys=by_file, group="all")
+got = rcsim.simulate(keys=base, x0=x0, weights=w, mask=mask, group="all")
+check(set(got) == {"metrics", "summary", "diagnostics", "/"}, "group='all' returns every group")
+for g in ref:
+    check(same(ref[g], got[g]), f"arrays = files, group {g}")
+
+# 2. A shared X(0) [N, d] as a torch tensor, a 0/1 integer mask.
+try:
+    import torch
+except ImportError:
+    torch = None
+x_shared = rng.standard_normal((N, d))
+with h5py.File(files, "a") as f:
+    f["X0_shared"] = x_shared
+    f.move("X0", "X0_trials")
+    f.move("X0_shared", "X0")
+ref = rcsim.simulate(keys=dict(by_file), group="/")
+x_in = torch.tensor(x_shared) if torch is not None else x_shared
+got = rcsim.simulate(keys=base, x0=x_in, weights=w, mask=mask.astype(np.int64), group="/")
+check(np.array_equal(ref.tokens.values, got.tokens.values), "shared X(0) (torch tensor if torch), 0/1 int mask")
+
+# 3. Errors name the array and what is allowed.
+check(raises(lambda: rcsim.simulate(keys=base, weights={"W_Q": np.ones((d, d + 1)), "W_K": w["W_K"],
+                                                        "W_V": w["W_V"]}),
+             "W_Q", "[4, 5]", "expected [4, 4] or [5, 4, 4]"), "wrong shape names W_Q, its shape and the allowed ones")
+check(raises(lambda: rcsim.simulate(keys=dict(base, **{"weights.q": "gaussian"}), weights=w), "W_Q", "not used"),
+      "an array the configuration does not use is refused")
+check(raises(lambda: rcsim.simulate(keys=base, x0=np.full((N, d), np.nan)), "X0", "non-finite"),
+      "a non-finite X(0) is refused")
+check(raises(lambda: rcsim.simulate(keys=base, mask=np.full((N, N), 2)), "mask", "0/1"), "mask of 2s is refused")
+check(raises(lambda: rcsim.simulate(keys=base, mask=np.ones((N - 1, N - 1))), "mask", "expected 6 x 6"),
+      "mask of the wrong size names both sizes")
+check(raises(lambda: rcsim.simulate(keys=base, weights={"W_X": np.ones((d, d))}), "W_X", "allowed"),
+      "unknown weight name lists the allowed ones")
+
+# 4. measures on arrays: the run's own numbers, and hand-worked cases.
+run = rcsim.simulate(keys=base, group="all")
+tokens = run["/"].tokens.values  # [trial, layer, N, d]
+m = rcsim.measures(tokens)
+for name in ("mu", "mu_rel", "fro_norm", "sigma_min", "sigma_max", "rank", "rank_one_residual", "stable_rank",
+             "cos_abs_mean"):
+    check(m[name].shape == (T, L + 1) and np.array_equal(m[name], run["metrics"][name].values, equal_nan=True),
+          f"measures(tokens).{name} = the run's /metrics/{name}")
+rows = np.tile(rng.standard_normal(d), (N, 1))
+m1 = rcsim.measures(rows)
+check(m1["mu"] < 1e-12 * np.linalg.norm(rows) and m1["rank"] == 1, "identical rows: mu = 0, rank 1")
+m2 = rcsim.measures(np.diag([3.0, 2.0, 1.0]))
+check(np.allclose(m2["sigma"], [3, 2, 1], rtol=1e-14) and abs(m2["stable_rank"] - 14 / 9) < 1e-14,
+      "diag(3, 2, 1): sigma = (3, 2, 1), stable rank 14/9")
+check(m["sigma"].shape == (T, L + 1, min(N, d)), "sigma has shape (..., min(N, d))")
+
+# 5. Progress.
+seen = []
+rcsim.simulate(keys=dict(base, **{"run.trials": 5}), progress=lambda k, n: seen.append((k, n)))
+check(seen and seen[-1] == (5, 5) and all(b == 5 for _, b in seen), f"progress callback ends at (5, 5): {seen}")
+
+# 6. torch.nn.MultiheadAttention's weights in rcsim: the same layer output.
+if torch is None:
+    print("skip torch.nn.MultiheadAttention comparison: torch not installed")
+else:
+    H, dm, n = 2, 8, 5
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(dm, H, bias=False, batch_first=True).double()
+    x = torch.randn(1, n, dm, dtype=torch.float64)
+    y_torch = mha(x, x, x, need_weights=False)[0][0].detach().numpy()
+    wq, wk, wv = mha.in_proj_weight.detach().numpy().reshape(3, dm, dm)  # y = x W^T, rows = output features
+    wo = mha.out_proj.weight.detach().numpy()
+    dh = dm // H
+    heads = lambda W: np.stack([W[h * dh:(h + 1) * dh].T for h in range(H)])  # [H, d, d_h]
+    weights = {"W_Q": heads(wq), "W_K": heads(wk), "W_V": heads(wv),
+               "W_O": np.stack([wo[:, h * dh:(h + 1) * dh].T for h in range(H)])}  # [H, d_h, d]
+    keys = {"model.tokens": n, "model.dim": dm, "model.heads": H, "model.key_dim": dh, "model.value_dim": dh,
+            "model.layers": 1, "run.trials": 1, "norm.type": "none", "output.tokens": "final"}
+    y = rcsim.simulate(keys=keys, x0=x[0].numpy(), weights=weights, group="/").tokens.values[0, -1]
+    err = np.abs(y - y_torch).max() / np.abs(y_torch).max()
+    check(err < 1e-12, f"torch.nn.MultiheadAttention (H = 2, d = 8) = rcsim's layer: max rel. difference {err:.1e}")
+    y2 = rcsim.layer(x[0], weights, model={"heads": H, "key_dim": dh, "value_dim": dh}, norm={"type": "none"})
+    check(np.array_equal(y, y2), "rcsim.layer gives the same X(1) as simulate")
+    stack = rcsim.layer(x[0], weights, layers=3, all_layers=True,
+                        model={"heads": H, "key_dim": dh, "value_dim": dh}, norm={"type": "none"})
+    y3 = x[0]
+    for _ in range(3):  # the same module applied three times (one array serves every layer)
+        y3 = mha(y3[None], y3[None], y3[None], need_weights=False)[0][0]
+    err3 = np.abs(stack[-1] - y3.detach().numpy()).max() / np.abs(y3.detach().numpy()).max()
+    check(stack.shape == (4, n, dm) and np.array_equal(stack[0], x[0].numpy()) and err3 < 1e-11,
+          f"rcsim.layer(layers=3, all_layers=True): [4, N, d], X(0) first, X(3) = torch's three layers ({err3:.1e})")
+
+if failures:
+    sys.exit(f"check_arrays: {len(failures)} failure(s)")
+print("check_arrays: all passed")

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""python3 -m rcsim.plot (analysis/rcsim/plot.py): legends and titles in words, the formats, the
+heat map's grid, and clear errors.
+
+Usage: check_plot.py RCSIM WORK_DIR
+A depth sweep (model.layers = 4, 8) crossed with two masks: the legend names the swept keys in
+words ("L = 4, mask causal"), the title lists the shared settings and not L (which varies);
+PNG, PDF and SVG files are written and are what their extension says; the heat map's cells are
+the medians of the runs at their last layer; a bad extension, a missing measure and a heat-map
+key that does not vary stop with a message naming them.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+rcsim_exe, work = sys.argv[1:3]
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "..", "analysis"))
+os.environ["MPLBACKEND"] = "Agg"
+from rcsim import load_run, run_paths  # noqa: E402
+from rcsim import plot  # noqa: E402
+
+os.makedirs(work, exist_ok=True)
+ini = os.path.join(work, "sweep.ini")
+with open(ini, "w") as f:
+    f.write("[model]\ntokens = 6\ndim = 4\n[run]\ntrials = 3\n[output]\nfile = %s/sweep.h5\n"
+            "[sweep]\nmodel.layers = 4, 8\nmask.type = complete, causal\n" % work)
+subprocess.run([rcsim_exe, "run", "--config", ini, "--quiet", "--force"], check=True)
+sweep = os.path.join(work, "sweep")
+failures = []
+
+
+def check(cond, what):
+    print("ok  " if cond else "FAIL", what)
+    if not cond:
+        failures.append(what)
+
+
+runs = [load_run(p) for p in run_paths([sweep])]
+fig = plot.plot_curves_figure(runs, ["mu", "rank"])
+texts = [t.get_text() for t in fig.legends[0].get_texts()]
+check(sorted(texts) == sorted(["L = 4, mask complete", "L = 4, mask causal", "L = 8, mask complete",
+                               "L = 8, mask causal"]), f"legend in words: {texts}")
+title = fig._suptitle.get_text()
+check("N = 6" in title and "d = 4" in title and "L =" not in title and "mask" not in title,
+      f"title lists the shared settings, not the swept ones: {title!r}")
+check([ax.get_ylabel() for ax in fig.axes] == ["token similarity mu(X)", "numerical rank"], "axes in words")
+
+outs = [os.path.join(work, "c." + e) for e in ("png", "pdf", "svg")]
+r = subprocess.run([sys.executable, "-m", "rcsim.plot", sweep] + sum([["-o", o] for o in outs], []),
+                   env=dict(os.environ, PYTHONPATH=os.path.join(here, "..", "..", "analysis")),
+                   capture_output=True, text=True)
+magic = {"png": b"\x89PNG", "pdf": b"%PDF", "svg": b"<?xml"}
+check(r.returncode == 0 and all(open(o, "rb").read(5).startswith(magic[o[-3:]]) for o in outs),
+      "PNG, PDF and SVG written in their formats")
+
+fig = plot.plot_heatmap_figure(runs, "model.layers", "mask.type", "mu_rel")
+grid = fig.axes[0].images[0].get_array()
+want = {}
+for run in runs:
+    v = plot.config_values(run)
+    want[(v["mask.type"], v["model.layers"])] = np.nanmedian(run["metrics"]["mu_rel"][:, -1])
+check(np.allclose(grid[0], [want[("causal", "4")], want[("causal", "8")]]) and
+      np.allclose(grid[1], [want[("complete", "4")], want[("complete", "8")]]),
+      "heat map cells are the medians at the last layer (rows: mask sorted, columns: L ascending)")
+
+
+def fails(args, *needles):
+    r = subprocess.run([sys.executable, "-m", "rcsim.plot"] + args, capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=os.path.join(here, "..", "..", "analysis")))
+    return r.returncode != 0 and all(n in r.stderr for n in needles) or print("    stderr:", r.stderr.strip())
+
+
+check(fails([sweep, "-o", os.path.join(work, "x.jpg")], "x.jpg", ".png, .pdf or .svg"), "bad extension named")
+check(fails([sweep, "--measure", "mu_typo", "-o", os.path.join(work, "x.png")], "mu_typo", "mu_rel"),
+      "unknown measure named, with the ones available")
+check(fails([sweep, "--heatmap", "model.layers", "model.dim", "-o", os.path.join(work, "x.png")],
+            "model.dim", "model.layers"), "heat-map key that does not vary is named")
+if failures:
+    sys.exit(f"check_plot: {len(failures)} failure(s)")
+print("check_plot: all passed")
