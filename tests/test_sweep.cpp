@@ -16,6 +16,7 @@
 
 #include "cli/cli.hpp"
 #include "config/config.hpp"
+#include "config/sweep.hpp"
 #include "kernel/errors.hpp"
 #include "io/hdf5_file.hpp"
 #include "app/parallel.hpp"
@@ -392,4 +393,36 @@ TEST_CASE("progress in a log: a line with done/total, rate and ETA", "[sweep]") 
   CHECK(text.find("100%") == std::string::npos);
   CHECK(text.find("progress:  60% 6/10 trials") != std::string::npos);  // after end_point
   CHECK(std::count(text.begin(), text.end(), '\n') == 3);               // two updates and end_point; nothing when off
+}
+
+TEST_CASE("a product sweep is counted before it is expanded, and an absurd one refused naming its size",
+          "[sweep][hostile]") {
+  using Axes = std::vector<std::pair<std::string, std::vector<std::string>>>;
+  const auto axes = [](int keys, int values) {
+    Axes a;
+    const char* names[] = {"run.seed", "model.dim", "model.tokens", "model.layers", "run.trials", "mask.window",
+                           "model.heads", "residual.alpha", "norm.eps"};
+    for (int k = 0; k < keys; ++k) {
+      std::vector<std::string> v;
+      for (int i = 1; i <= values; ++i) v.push_back(std::to_string(i));
+      a.emplace_back(names[k], v);
+    }
+    return a;
+  };
+  // 10^5 points: the limit itself is allowed (counted, not expanded here).
+  CHECK_NOTHROW(require_sweep_size(axes(5, 10)));
+  // 10^8 points (the audit's case; 6.1 GB when expanded): refused at once, before any expansion,
+  // with the count and each list's length in the message.
+  try {
+    const std::map<std::string, std::string> base = {{"output.file", "/tmp/rcsim_absurd_sweep.h5"}};
+    (void)expand_sweep(base, axes(8, 10), "product");
+    FAIL("an absurd sweep was expanded");
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("1e+08 points") != std::string::npos);
+    CHECK(m.find("10 (run.seed) x 10 (model.dim)") != std::string::npos);
+    CHECK(m.find("at most 100000") != std::string::npos);
+  }
+  // A product that overflows 64-bit integers is still counted (in double) and refused.
+  CHECK_THROWS_AS(require_sweep_size(axes(9, 200)), UsageError);
 }

@@ -112,7 +112,13 @@ std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::
   report_diagnostics(r);
   Provenance prov = p;
   prov.threads = threads;
-  return run_file_image(c.output.file.empty() ? "run.h5" : c.output.file, c.to_ini(), s, r, prov);
+  // HDF5's core driver refuses a second open file of the same name: each image gets its own, so
+  // that Python threads may call simulate() at once (the name labels messages only; it is not in
+  // the image).
+  static std::atomic<unsigned long> images{0};
+  const std::string name = (c.output.file.empty() ? std::string("run.h5") : c.output.file) + " (in memory, #" +
+                           std::to_string(++images) + ")";
+  return run_file_image(name, c.to_ini(), s, r, prov);
 }
 
 }  // namespace rcsim

@@ -648,6 +648,12 @@ int cmd_analyze(const Invocation& inv) {
   std::vector<std::string> runs;
   for (const auto& path : files) {
     std::error_code ec;
+    const auto st = std::filesystem::status(path, ec);
+    if (!std::filesystem::exists(st)) throw UsageError("analyze: '" + printable(path) + "': no such file or directory");
+    // A FIFO, device or socket would block or stream forever in the readers below.
+    if (!std::filesystem::is_directory(st) && !std::filesystem::is_regular_file(st))
+      throw UsageError("analyze: '" + printable(path) +
+                       "' is not a regular file (a FIFO, device or socket?); give run files or sweep directories");
     if (!std::filesystem::is_directory(path, ec))
       // First in a child process: libhdf5 can crash (not fail) reading a corrupted file's
       // metadata (e.g. a damaged variable-length attribute); then this is one error line.

@@ -1,5 +1,7 @@
 #include "config/sweep.hpp"
 
+#include <cstdio>
+
 #include <cctype>
 #include <set>
 
@@ -22,6 +24,23 @@ std::string sanitize(const std::string& s) {
 }
 }  // namespace
 
+void require_sweep_size(const std::vector<std::pair<std::string, std::vector<std::string>>>& axes) {
+  // Counted before anything is expanded (in double: a product of many lists overflows integers).
+  double points = 1.0;
+  std::string sizes;
+  for (const auto& [key, values] : axes) {
+    points *= static_cast<double>(values.size());
+    sizes += (sizes.empty() ? "" : " x ") + std::to_string(values.size()) + " (" + key + ")";
+  }
+  if (points > kMaxSweepPoints) {
+    char count[32];
+    std::snprintf(count, sizeof count, "%.4g", points);
+    throw UsageError(std::string("[sweep]: the product sweep has ") + count + " points, " + sizes +
+                     "; at most " + std::to_string(static_cast<long>(kMaxSweepPoints)) +
+                     " are allowed (split it into several sweeps, or use sweep.mode = zip)");
+  }
+}
+
 std::vector<SweepPoint> expand_sweep(const std::map<std::string, std::string>& base,
                                      const std::vector<std::pair<std::string, std::vector<std::string>>>& axes,
                                      const std::string& mode) {
@@ -39,6 +58,7 @@ std::vector<SweepPoint> expand_sweep(const std::map<std::string, std::string>& b
       combos.push_back(m);
     }
   } else {
+    require_sweep_size(axes);
     combos.emplace_back();
     for (const auto& [key, values] : axes) {
       std::vector<std::map<std::string, std::string>> next;

@@ -3,18 +3,7 @@
 #include <utility>
 #include <vector>
 
-#ifndef RCSIM_VERSION
-#define RCSIM_VERSION "0.0.0"
-#endif
-#ifndef RCSIM_GIT_SHA
-#define RCSIM_GIT_SHA "unknown"
-#endif
-#ifndef RCSIM_SOURCE_TREE
-#define RCSIM_SOURCE_TREE "unknown"
-#endif
-#ifndef RCSIM_BUILD_TYPE
-#define RCSIM_BUILD_TYPE "unknown"
-#endif
+#include "version_info.hpp"  // generated: RCSIM_VERSION, RCSIM_GIT_SHA, RCSIM_SOURCE_TREE, RCSIM_BUILD_TYPE
 
 namespace rcsim {
 const char* version() { return RCSIM_VERSION; }

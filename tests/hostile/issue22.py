@@ -8,7 +8,8 @@ file and the object; (2) nothing on disk that is not rcsim's is touched (a targe
 during the run, a hard link at the lock's name, foreign stale temporaries, sweep point paths
 that leave the sweep directory); (3) a key given twice on the command line, and keys that
 `equilibria` does not use, are usage errors naming the key; (4) info and warning lines escape
-what they quote; (5) worker threads the system refuses are one error naming run.threads.
+what they quote; (5) worker threads the system refuses are one error naming run.threads; (6) a FIFO given to
+`analyze` and a product sweep of 10^8 points are refused at once, naming them.
 
 Each case gets an empty directory, a setup, one rcsim command (optionally with resource limits)
 and asserts: the exit code; a stderr line holding the expected text; at most one error line,
@@ -222,6 +223,16 @@ def cases():
         ("brody_map_threads_refused", lambda c: None,
          ["brody-map", "--output.file=map.h5", "--map.count_max=4", "--map.dim_max=3", "--map.draws=1", "--map.threads=2"],
          1, "key 'map.threads' = 2: the system refused to start worker thread", [], [], [], STACK),
+        # ---- 6. special files and absurd sizes, refused before anything is read or expanded ----
+        ("analyze_refuses_fifo", lambda c: os.mkfifo(c.p("pipe.h5")), ["analyze", "pipe.h5"], 2,
+         "'pipe.h5' is not a regular file", [], [], [], None),
+        ("sweep_counted_before_expansion",
+         lambda c: c.text("big.ini", "[run]\ntrials = 1\n[output]\nfile = big.h5\n[sweep]\n" + "".join(
+             f"{k} = {', '.join(str(i) for i in range(1, 11))}\n" for k in
+             ("run.seed", "model.dim", "model.tokens", "model.layers", "run.trials", "mask.window", "model.heads",
+              "norm.eps"))),
+         ["run", "--config", "big.ini"], 2, "the product sweep has 1e+08 points, 10 (run.seed) x 10 (model.dim)",
+         [], [], [], None),
     ]
 
 

@@ -128,6 +128,29 @@ seen = []
 rcsim.simulate(keys=dict(base, **{"run.trials": 5}), progress=lambda k, n: seen.append((k, n)))
 check(seen and seen[-1] == (5, 5) and all(b == 5 for _, b in seen), f"progress callback ends at (5, 5): {seen}")
 
+# 5b. Concurrent calls from Python threads give what serial calls give (each call's in-memory file
+# has its own name; HDF5 is Debian's thread-safe build).
+import threading  # noqa: E402
+seeds = list(range(1, 9))
+serial = {s: rcsim.simulate(keys=dict(base, **{"run.seed": s})).mu.values for s in seeds}
+parallel, errors = {}, []
+
+
+def worker(s):
+    try:
+        parallel[s] = rcsim.simulate(keys=dict(base, **{"run.seed": s, "run.threads": 1})).mu.values
+    except Exception as e:  # noqa: BLE001
+        errors.append(repr(e))
+
+
+threads = [threading.Thread(target=worker, args=(s,)) for s in seeds]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+check(not errors and all(np.array_equal(serial[s], parallel[s]) for s in seeds),
+      f"8 concurrent simulate() calls = serial ones {errors[:1]}")
+
 # 6. torch.nn.MultiheadAttention's weights in rcsim: the same layer output.
 if torch is None:
     print("skip torch.nn.MultiheadAttention comparison: torch not installed")
