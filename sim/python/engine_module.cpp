@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <thread>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -84,6 +85,32 @@ rcsim::HostInputs host_inputs(const rcsim::Config& c, const std::map<std::string
   return host;
 }
 
+bool interpreter_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
+// Waits up to `timeout` for the run without holding the GIL. Once the interpreter is finalizing
+// (a daemon thread still running simulate() when the main thread ends), this thread must never
+// take the GIL back: CPython would end it with pthread_exit inside pybind11's GIL guard, whose
+// destructor then terminates the process ("terminate called without an active exception"). It
+// stops the run, waits for its threads, and parks until the process exits.
+std::future_status wait_without_gil(std::future<std::vector<char>>& result, std::atomic<bool>& cancel,
+                                    std::chrono::milliseconds timeout) {
+  PyThreadState* state = PyEval_SaveThread();
+  const std::future_status st = result.wait_for(timeout);
+  if (interpreter_finalizing()) {
+    cancel.store(true);
+    result.wait();
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+  PyEval_RestoreThread(state);
+  return st;
+}
+
 py::bytes run_image(const std::vector<std::string>& keys, const std::optional<std::string>& config_file,
                     const std::string& call, bool quiet, const std::map<std::string, DoubleArray>& arrays,
                     const std::optional<py::array_t<std::uint8_t, py::array::c_style>>& mask,
@@ -112,20 +139,14 @@ py::bytes run_image(const std::vector<std::string>& keys, const std::optional<st
   std::future<std::vector<char>> result =
       std::async(std::launch::async, [&] { return rcsim::run_to_image(c, prov, &cancel, host); });
   for (;;) {
-    std::future_status st;
-    {
-      py::gil_scoped_release no_gil;
-      st = result.wait_for(std::chrono::milliseconds(100));
-    }
+    const std::future_status st = wait_without_gil(result, cancel, std::chrono::milliseconds(100));
     if (st == std::future_status::ready) break;
     try {
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
       report();  // may raise (a progress bar's error, KeyboardInterrupt inside it)
     } catch (...) {
       cancel.store(true);  // stop the run between layers, wait for it, re-raise
-      {
-        py::gil_scoped_release no_gil;
-        result.wait();
+      while (wait_without_gil(result, cancel, std::chrono::milliseconds(100)) != std::future_status::ready) {
       }
       try {
         result.get();

@@ -151,6 +151,28 @@ for t in threads:
 check(not errors and all(np.array_equal(serial[s], parallel[s]) for s in seeds),
       f"8 concurrent simulate() calls = serial ones {errors[:1]}")
 
+# 5c. The main thread ends (or gets Ctrl-C) while a daemon thread is inside simulate(): the
+# interpreter finalizes and exits as Python does (before: abort, "terminate called without an active
+# exception", when the daemon thread took the GIL back during finalization).
+import subprocess  # noqa: E402
+script = f"""
+import sys, threading, time, os, signal
+sys.path.insert(0, {os.path.join(build, "python")!r})
+import rcsim
+def work():
+    rcsim.simulate(model={{"tokens": 96, "dim": 48, "layers": 400}}, run={{"trials": 64}})
+threading.Thread(target=work, daemon=True).start()
+time.sleep(0.5)
+if sys.argv[1] == "sigint":
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+sys.exit(0)
+"""
+for how, code in (("exit", 0), ("sigint", -2)):  # an uncaught KeyboardInterrupt ends Python by SIGINT
+    r = subprocess.run([sys.executable, "-c", script, how], capture_output=True, text=True, timeout=300)
+    check(r.returncode == code and "terminate" not in r.stderr,
+          f"daemon thread in simulate() when the main thread ends by {how}: exit {r.returncode} (want {code})")
+
 # 6. torch.nn.MultiheadAttention's weights in rcsim: the same layer output.
 if torch is None:
     print("skip torch.nn.MultiheadAttention comparison: torch not installed")
