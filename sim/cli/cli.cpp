@@ -760,8 +760,13 @@ int cli_main(const std::vector<std::string>& args) {
     if (inv.command == "equilibria") return cmd_equilibria(inv, args);
     if (is_geometry_command(inv.command)) {
       if (inv.config_file) throw UsageError("rcsim " + inv.command + " takes no --config file (give its keys as --key=value)");
-      std::signal(SIGINT, on_signal);
-      std::signal(SIGTERM, on_signal);
+      // brody-map polls the cancel flag between draws; the other geometry commands do not, so they
+      // keep the default action: SIGINT and SIGTERM end them at once (their output is written to
+      // an exclusive temporary and renamed when complete; a rerun removes a stale temporary).
+      if (inv.command == "brody-map") {
+        std::signal(SIGINT, on_signal);
+        std::signal(SIGTERM, on_signal);
+      }
       return run_geometry_command(inv.command, inv.keys, command_line_text(args), inv.quiet, inv.force, &g_cancel);
     }
     throw UsageError("unknown command '" + inv.command +

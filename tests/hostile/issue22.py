@@ -346,6 +346,43 @@ def read_while_another_reader(rcsim, work):
     return not problems
 
 
+def long_commands_stop_on_signals(rcsim, work):
+    """Every long-running command ends within seconds of SIGTERM and of SIGINT (keys ignored
+    SIGTERM: its handler only set a flag that the LP loop never read), leaving nothing behind."""
+    name = "long_commands_stop_on_signals"
+    problems = []
+    commands = {
+        "keys": ["keys", "--keys.count=1500", "--keys.dim=6", "--quiet", "--output.file=k.h5"],
+        "run": ["run", "--model.tokens=256", "--model.dim=64", "--model.layers=2000", "--run.trials=64",
+                "--run.threads=1", "--quiet", "--output.file=r.h5"],
+    }
+    for label, args in commands.items():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            d = os.path.join(work, f"{name}-{label}-{sig.name}")
+            shutil.rmtree(d, ignore_errors=True)
+            os.makedirs(d)
+            p = subprocess.Popen([rcsim] + args, cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            time.sleep(1.5)
+            if p.poll() is not None:
+                problems.append(f"{label}: finished in 1.5 s, before the signal (make it longer)")
+                continue
+            t0 = time.time()
+            p.send_signal(sig)
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                problems.append(f"{label}: still running 10 s after {sig.name}")
+                continue
+            took = time.time() - t0
+            left = [f for f in os.listdir(d) if not f.endswith(".partial")]  # run keeps its checkpoint
+            if left:
+                problems.append(f"{label} after {sig.name}: left {left}")
+            print(f"    {label}: {sig.name} -> exit {p.returncode} after {took:.2f} s")
+    print(f"[{'ok' if not problems else 'FAIL'}] {name}" + ("" if not problems else "\n    " + "\n    ".join(problems)))
+    return not problems
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("rcsim")
@@ -365,6 +402,9 @@ def main():
     if a.k in "read_while_another_reader":
         n += 1
         ok &= read_while_another_reader(rcsim, a.work)
+    if a.k in "long_commands_stop_on_signals":
+        n += 1
+        ok &= long_commands_stop_on_signals(rcsim, a.work)
     print(f"issue22: {n} cases, {'all passed' if ok else 'FAILURES'}")
     return 0 if ok else 1
 
