@@ -6,10 +6,17 @@
 
 #include <cmath>
 #include <functional>
+#include <iomanip>
+#include <map>
+#include <sstream>
 #include <limits>
 #include <string>
 
+#include "config/config.hpp"
+#include "io/inputs.hpp"
 #include "kernel/backward.hpp"
+#include "kernel/errors.hpp"
+#include "kernel/simulation.hpp"
 #include "kernel/block.hpp"
 #include "kernel/gradients.hpp"
 #include "kernel/random.hpp"
@@ -408,4 +415,99 @@ TEST_CASE("readout: the cotangent of L = 1^T X R, and a stream of its own", "[ba
   Matrix X = gaussian(4, 3, rng);
   const auto loss = [&] { return (X * R0).sum(); };
   CHECK(rel_err(readout_cotangent(4, R0), fd_gradient(X, loss)) < kTol);
+}
+
+namespace {
+
+std::string matrix_text(const Matrix& m) {
+  std::ostringstream out;
+  out << std::setprecision(17);
+  for (Eigen::Index i = 0; i < m.rows(); ++i) {
+    if (i) out << "; ";
+    for (Eigen::Index j = 0; j < m.cols(); ++j) out << (j ? " " : "") << m(i, j);
+  }
+  return out.str();
+}
+
+// A run of the engine on fixed X(0) and W_Q (other weights from the trial's stream).
+struct EngineRun {
+  std::map<std::string, std::string> keys;
+  Matrix X0, WQ;
+  RunResults run() const {
+    auto k = keys;
+    k["init.type"] = "fixed";
+    k["init.matrix"] = matrix_text(X0);
+    k["weights.q"] = "fixed";
+    k["weights.q_matrix"] = matrix_text(WQ);
+    return run_simulation(prepare(make_config(k)), 1);
+  }
+  // L = 1^T X(L) R, the readout loss of the gradient measures.
+  double loss() const {
+    const RunResults r = run();
+    return (r.snapshots[0].back() * readout(make_config(keys), 0)).sum();
+  }
+  static double value(const RunResults& r, const char* name, int column) {
+    for (std::size_t i = 0; i < r.token_info.size(); ++i)
+      if (std::string(r.token_info[i].name) == name) return r.token[i](0, column);
+    for (std::size_t i = 0; i < r.attention_info.size(); ++i)
+      if (std::string(r.attention_info[i].name) == name) return r.attention[i](0, column);
+    throw std::logic_error(name);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("engine: gradient measures against FD of the readout loss, forward measures against the snapshots",
+          "[backward]") {
+  RandomStream rng(21, 0);
+  EngineRun e;
+  e.X0 = gaussian(4, 3, rng);
+  e.WQ = gaussian(3, 3, rng, 0.7);
+  e.keys = {{"model.tokens", "4"},      {"model.dim", "3"},       {"model.layers", "1"},
+            {"norm.type", "layernorm"}, {"norm.position", "pre"}, {"residual.alpha", "1"},
+            {"mask.type", "causal"},    {"mlp.width", "5"},       {"run.trials", "1"},
+            {"output.tokens", "all"},
+            {"output.measures", "cos_mean,gram_q,gram_p,massive_ratio,update_size,grad_x_norm,grad_wq_norm,grad_wk_norm,"
+                                "grad_wv_norm"}};
+  SECTION("one block: ||dL/dX(0)||, ||dL/dW_Q|| against FD; dL/dX(L) = 1 R^T") {
+    const RunResults r = e.run();
+    const Matrix gx = fd_gradient(e.X0, [&] { return e.loss(); });
+    const Matrix gq = fd_gradient(e.WQ, [&] { return e.loss(); });
+    CHECK(std::abs(EngineRun::value(r, "grad_x_norm", 0) / gx.norm() - 1) < kTol);
+    CHECK(std::abs(EngineRun::value(r, "grad_wq_norm", 0) / gq.norm() - 1) < kTol);
+    const Vector R = readout(make_config(e.keys), 0);
+    CHECK(EngineRun::value(r, "grad_x_norm", 1) == Approx(2.0 * R.norm()).epsilon(1e-14));  // sqrt(N) ||R||
+    CHECK(EngineRun::value(r, "grad_wk_norm", 0) > 0);
+    CHECK(EngineRun::value(r, "grad_wv_norm", 0) > 0);
+  }
+  SECTION("three blocks: ||dL/dX(0)|| against FD; the forward measures are those of the snapshots") {
+    e.keys["model.layers"] = "3";
+    const RunResults r = e.run();
+    const Matrix gx = fd_gradient(e.X0, [&] { return e.loss(); });
+    CHECK(std::abs(EngineRun::value(r, "grad_x_norm", 0) / gx.norm() - 1) < kTol);
+    for (int t = 0; t <= 3; ++t) {
+      const Matrix& X = r.snapshots[0][static_cast<std::size_t>(t)];
+      CHECK(EngineRun::value(r, "cos_mean", t) == cos_mean(X));
+      CHECK(EngineRun::value(r, "gram_q", t) == gram_q(X));
+      CHECK(EngineRun::value(r, "gram_p", t) == gram_p(X));
+      CHECK(EngineRun::value(r, "massive_ratio", t) == massive_ratio(X));
+      if (t < 3)
+        CHECK(EngineRun::value(r, "update_size", t) ==
+              update_size(X, r.snapshots[0][static_cast<std::size_t>(t) + 1]));
+    }
+  }
+  SECTION("results do not depend on the thread count") {
+    e.keys["run.trials"] = "3";
+    e.keys["model.layers"] = "2";
+    auto k = e.keys;
+    k.erase("output.tokens");
+    const EngineSetup s = prepare(make_config(k));
+    const RunResults a = run_simulation(s, 1), b = run_simulation(s, 2);
+    for (std::size_t i = 0; i < a.token.size(); ++i) CHECK(a.token[i].cwiseEqual(b.token[i]).all());
+    for (std::size_t i = 0; i < a.attention.size(); ++i) CHECK(a.attention[i].cwiseEqual(b.attention[i]).all());
+  }
+  SECTION("what the reverse pass does not cover is refused") {
+    e.keys["dropout.attention"] = "0.1";
+    CHECK_THROWS_AS(prepare(make_config(e.keys)), UsageError);
+  }
 }

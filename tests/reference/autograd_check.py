@@ -5,8 +5,11 @@ For each configuration, tests/backward_dump draws a small stack of blocks and wr
 (mask, X(0), cotangent C, every weight, gain and bias) and rcsim's gradients of
 L = sum(C * X(L)). This script builds the same stack in torch float64 from those arrays, written
 from the definitions (docs/science/gradients.md, kernel/block.hpp) and not from rcsim's code, and
-compares every gradient: ||g_rcsim - g_torch||_F / ||g_torch||_F < 1e-10 (1e-12 absolute for
-gradients that are 0, e.g. the gains a placement does not use).
+compares every gradient: ||g_rcsim - g_torch||_F <= 1e-10 ||g_torch||_F + 1e-14 G, G the largest
+gradient norm of the configuration (gradients that vanish by cancellation, as W_Q's and W_K's in
+the last blocks of a stack whose tokens have collapsed, carry rounding errors of the size of the
+others; the gains a placement does not use have gradient 0 both ways). The relative figure
+printed per family is over the arrays whose norm exceeds 1e-6 G.
 
 Usage: autograd_check.py BACKWARD_DUMP WORKDIR. Exit 77 (skipped) without torch.
 """
@@ -139,17 +142,18 @@ def compare(dump, workdir, tag, cfg, perturb=None):
     fwd = float((arrays["XL"] - xl).norm() / xl.norm())
     if fwd > 1e-12:
         fails.append(f"forward X(L) rel {fwd:.2e}")
+    # Gradients that vanish by cancellation (tokens collapsed by pure attention: dS K with equal
+    # rows of K and rows of dS summing to 0) carry rounding errors of the size of the run's
+    # largest gradients: each array may also differ by 1e-14 times the largest gradient norm.
+    scale = max(float(g.norm()) for g in grads.values())
     for name, ref in grads.items():
         got = arrays[name]
         nr = float(ref.norm())
         err = float((got - ref).norm())
-        if nr > 1e-12:
-            rel = err / nr
-            worst = max(worst, rel)
-            if rel > TOL:
-                fails.append(f"{name} rel {rel:.2e}")
-        elif err > 1e-12:
-            fails.append(f"{name} abs {err:.2e} (torch 0)")
+        if err > TOL * nr + 1e-14 * scale:
+            fails.append(f"{name} rel {err / max(nr, 1e-300):.2e} (norm {nr:.2e}, largest gradient {scale:.2e})")
+        if nr > 1e-6 * scale:  # the relative figure reported: arrays not at the rounding level
+            worst = max(worst, err / nr)
     return worst, fails
 
 
