@@ -67,10 +67,10 @@ const PeerMeasureInfo& peer_measure_info(const std::string& name) {
       {{"gram_p", "Gram statistic p = mean off-diagonal of X X^T / d", "same as X squared"}, true},
       {{"massive_ratio", "massive activations: max |x_ij| / median |x_ij|", "1"}, true},
       {{"update_size", "relative update ||X(t+1) - X(t)||_F / ||X(t)||_F of the block t -> t+1", "1"}, false},
-      {{"grad_x_norm", "||dL/dX(t)||_F, L = 1^T X(L) R, R a Gaussian readout (stream 12)", "1 / X"}, true},
-      {{"grad_wq_norm", "||dL/dW_Q||_F of block t, over all heads, L = 1^T X(L) R", "1 / W"}, false},
-      {{"grad_wk_norm", "||dL/dW_K||_F of block t, over all heads, L = 1^T X(L) R", "1 / W"}, false},
-      {{"grad_wv_norm", "||dL/dW_V||_F of block t, over all heads, L = 1^T X(L) R", "1 / W"}, false},
+      {{"grad_x_norm", "||dL/dX(t)||_F, L = 1^T X(L) R, R a Gaussian readout (stream 12)", "L per unit of X(t)"}, true},
+      {{"grad_wq_norm", "||dL/dW_Q||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"}, false},
+      {{"grad_wk_norm", "||dL/dW_K||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"}, false},
+      {{"grad_wv_norm", "||dL/dW_V||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"}, false},
   };
   for (std::size_t i = 0; i < peer_measure_names().size(); ++i)
     if (peer_measure_names()[i] == name) return info[i];
