@@ -247,6 +247,29 @@ void record_gradients(const ModelSpec& c, const std::vector<Matrix>& inputs, con
     if (const int col = r.column_of_layer[t]; col >= 0) r.token[m](trial, col) = dX[t].norm();
 }
 
+// The signal-propagation measures of a trial (docs/science/gradients.md): update_size after each
+// block; for the gradient measures, the block inputs and weights kept for the reverse pass.
+struct SignalRecorder {
+  const ModelSpec& c;
+  const bool update = wants(c, "update_size"), gradients = wants_gradients(c);
+  std::vector<Matrix> inputs;
+  std::vector<LayerWeights> weights;
+  explicit SignalRecorder(const ModelSpec& spec) : c(spec) {}
+  void before_block(const Matrix& X, const LayerWeights& w) {
+    if (!gradients) return;
+    inputs.push_back(X);
+    weights.push_back(w);
+  }
+  void after_block(const Matrix& X, const Matrix& X_next, int t, int trial, RunResults& r) const {
+    if (!update) return;
+    if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0)
+      r.attention[info_index(r.attention_info, "update_size")](trial, acol) = update_size(X, X_next);
+  }
+  void finish(const BlockParams& params, int trial, RunResults& r) const {
+    if (gradients) record_gradients(c, inputs, weights, params, trial, r);
+  }
+};
+
 }  // namespace
 
 bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel) {
@@ -264,10 +287,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
     return std::find(c.output.measures.begin(), c.output.measures.end(), name) != c.output.measures.end();
   };
   const bool want_attn_rank = asked("attn_rank"), want_ergodicity = asked("ergodicity");
-  // Signal propagation (docs/science/gradients.md): the block inputs and weights for the reverse pass.
-  const bool want_update = asked("update_size"), want_grad = wants_gradients(c);
-  std::vector<Matrix> grad_inputs;
-  std::vector<LayerWeights> grad_weights;
+  SignalRecorder signal(c);  // docs/science/gradients.md
   Matrix product = want_ergodicity ? Matrix(Matrix::Identity(N, N)) : Matrix();
   BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position, c.mlp.activation};
   params.layer.keep_attention = want_attn_rank || want_ergodicity || c.output.attention;
@@ -317,10 +337,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
     }
     if (t == L) break;
     const LayerWeights& w = sampler.layer(t, rng);
-    if (want_grad) {
-      grad_inputs.push_back(X);
-      grad_weights.push_back(w);
-    }
+    signal.before_block(X, w);
     LayerReport rep;
     if (single) {
       cast_weights(w, w_float);
@@ -346,14 +363,12 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
         if (c.output.attention) r.attention_matrices[ti].push_back(attention_mean);
       }
     }
-    if (want_update)
-      if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0)
-        r.attention[info_index(r.attention_info, "update_size")](trial, acol) = update_size(X, X_next);
+    signal.after_block(X, X_next, t, trial, r);
     r.degenerate_total[ti] += rep.degenerate_rows;
     X.swap(X_next);
     opt.max_rank = s.max_rank;
   }
-  if (want_grad && r.nonfinite_layer[ti] < 0) record_gradients(c, grad_inputs, grad_weights, params, trial, r);
+  if (r.nonfinite_layer[ti] < 0) signal.finish(params, trial, r);
   // Snapshots of layers never reached (non-finite tokens) are stored as NaN.
   while (!r.snapshots.empty() && r.snapshots[ti].size() < snap_layers.size())
     r.snapshots[ti].push_back(Matrix::Constant(N, d, std::numeric_limits<double>::quiet_NaN()));
