@@ -483,7 +483,7 @@ TEST_CASE("engine: gradient measures against FD of the readout loss, forward mea
             {"mask.type", "causal"},    {"mlp.width", "5"},       {"run.trials", "1"},
             {"output.tokens", "all"},
             {"output.measures", "cos_mean,gram_q,gram_p,massive_ratio,update_size,grad_x_norm,grad_wq_norm,grad_wk_norm,"
-                                "grad_wv_norm"}};
+                                "grad_wv_norm,jacobian_log_fro2"}};
   SECTION("one block: ||dL/dX(0)||, ||dL/dW_Q|| against FD; dL/dX(L) = 1 R^T") {
     const RunResults r = e.run();
     const Matrix gx = fd_gradient(e.X0, [&] { return e.loss(); });
@@ -495,11 +495,18 @@ TEST_CASE("engine: gradient measures against FD of the readout loss, forward mea
     CHECK(EngineRun::value(r, "grad_wk_norm", 0) > 0);
     CHECK(EngineRun::value(r, "grad_wv_norm", 0) > 0);
   }
-  SECTION("three blocks: ||dL/dX(0)|| against FD; the forward measures are those of the snapshots") {
+  SECTION("three blocks: ||dL/dX(0)||, ||d(X(L) R)/dX(0)||_F^2 against FD; the forward measures") {
     e.keys["model.layers"] = "3";
     const RunResults r = e.run();
     const Matrix gx = fd_gradient(e.X0, [&] { return e.loss(); });
     CHECK(std::abs(EngineRun::value(r, "grad_x_norm", 0) / gx.norm() - 1) < kTol);
+    // The Jacobian of the N outputs (X(L) R)_i, one FD gradient per output i.
+    const Vector R = readout(make_config(e.keys), 0);
+    double fro2 = 0.0;
+    for (int i = 0; i < 4; ++i)
+      fro2 += fd_gradient(e.X0, [&] { return (e.run().snapshots[0].back() * R)(i); }).squaredNorm();
+    CHECK(std::abs(EngineRun::value(r, "jacobian_log_fro2", 0) - std::log(fro2)) < kTol);
+    CHECK(EngineRun::value(r, "jacobian_log_fro2", 3) == Approx(std::log(4 * R.squaredNorm())).epsilon(1e-14));  // N ||R||^2
     for (int t = 0; t <= 3; ++t) {
       const Matrix& X = r.snapshots[0][static_cast<std::size_t>(t)];
       CHECK(EngineRun::value(r, "cos_mean", t) == cos_mean(X));

@@ -71,6 +71,9 @@ const PeerMeasureInfo& peer_measure_info(const std::string& name) {
       {{"grad_wq_norm", "||dL/dW_Q||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"}, false},
       {{"grad_wk_norm", "||dL/dW_K||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"}, false},
       {{"grad_wv_norm", "||dL/dW_V||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"}, false},
+      {{"jacobian_log_fro2", "log ||d(X(L) R)/dX(t)||_F^2 (N reverse passes); lambda_g = value at t = 0 over L",
+        "1"},
+       true},
   };
   for (std::size_t i = 0; i < peer_measure_names().size(); ++i)
     if (peer_measure_names()[i] == name) return info[i];
@@ -83,7 +86,8 @@ bool wants(const ModelSpec& c, const char* name) {
 }
 
 bool wants_gradients(const ModelSpec& c) {
-  return wants(c, "grad_x_norm") || wants(c, "grad_wq_norm") || wants(c, "grad_wk_norm") || wants(c, "grad_wv_norm");
+  return wants(c, "grad_x_norm") || wants(c, "grad_wq_norm") || wants(c, "grad_wk_norm") || wants(c, "grad_wv_norm") ||
+         wants(c, "jacobian_log_fro2");
 }
 
 }  // namespace
@@ -211,7 +215,7 @@ void record_peer_tokens(const ModelSpec& c, const Matrix& X, const Vector& sigma
       value = gram_p(X);
     else if (name == "massive_ratio")
       value = massive_ratio(X);
-    else if (name == "grad_x_norm") {
+    else if (name == "grad_x_norm" || name == "jacobian_log_fro2") {
       ++i;  // filled by record_gradients after the reverse pass
       continue;
     } else
@@ -226,12 +230,30 @@ std::size_t info_index(const std::vector<MeasureInfo>& info, const char* name) {
   throw std::logic_error(std::string("measure not allocated: ") + name);
 }
 
+// log ||J_t||_F^2, J_t = d(X(L) R)/dX(t): ||J_t||_F^2 = sum_i ||J_t^T e_i||^2, one reverse pass per
+// output i with the cotangent e_i R^T (docs/science/gradients.md).
+void record_jacobian(const ModelSpec& c, const std::vector<Matrix>& inputs, const std::vector<LayerWeights>& weights,
+                     const BlockParams& params, const Vector& R, int trial, RunResults& r) {
+  const int N = c.model.tokens;
+  std::vector<double> sq(inputs.size() + 1, 0.0);
+  for (int i = 0; i < N; ++i) {
+    Matrix cot = Matrix::Zero(N, c.model.dim);
+    cot.row(i) = R.transpose();
+    const std::vector<Matrix> dX = stack_backward(inputs, weights, params, cot);
+    for (std::size_t t = 0; t < dX.size(); ++t) sq[t] += dX[t].squaredNorm();
+  }
+  const std::size_t m = info_index(r.token_info, "jacobian_log_fro2");
+  for (std::size_t t = 0; t < sq.size(); ++t)
+    if (const int col = r.column_of_layer[t]; col >= 0) r.token[m](trial, col) = std::log(sq[t]);
+}
+
 // The gradient measures (docs/science/gradients.md): the reverse pass from dL/dX(L) = 1 R^T over
 // the stored block inputs, ||dL/dX(t)||_F at the recorded layers, the weight gradients' norms at
 // the recorded attention layers.
 void record_gradients(const ModelSpec& c, const std::vector<Matrix>& inputs, const std::vector<LayerWeights>& weights,
                       const BlockParams& params, int trial, RunResults& r) {
-  const Matrix dXL = readout_cotangent(c.model.tokens, readout(c, trial));
+  const Vector R = readout(c, trial);
+  const Matrix dXL = readout_cotangent(c.model.tokens, R);
   const bool wq = wants(c, "grad_wq_norm"), wk = wants(c, "grad_wk_norm"), wv = wants(c, "grad_wv_norm");
   const auto on_block = [&](int t, const BlockGrads& g) {
     const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)];
@@ -241,10 +263,12 @@ void record_gradients(const ModelSpec& c, const std::vector<Matrix>& inputs, con
     if (wv) r.attention[info_index(r.attention_info, "grad_wv_norm")](trial, acol) = heads_norm(g.dv);
   };
   const std::vector<Matrix> dX = stack_backward(inputs, weights, params, dXL, on_block);
-  if (!wants(c, "grad_x_norm")) return;
-  const std::size_t m = info_index(r.token_info, "grad_x_norm");
-  for (std::size_t t = 0; t < dX.size(); ++t)
-    if (const int col = r.column_of_layer[t]; col >= 0) r.token[m](trial, col) = dX[t].norm();
+  if (wants(c, "grad_x_norm")) {
+    const std::size_t m = info_index(r.token_info, "grad_x_norm");
+    for (std::size_t t = 0; t < dX.size(); ++t)
+      if (const int col = r.column_of_layer[t]; col >= 0) r.token[m](trial, col) = dX[t].norm();
+  }
+  if (wants(c, "jacobian_log_fro2")) record_jacobian(c, inputs, weights, params, R, trial, r);
 }
 
 // The signal-propagation measures of a trial (docs/science/gradients.md): update_size after each
