@@ -119,7 +119,9 @@ const std::vector<KeyInfo> kKeys = {
     {"output.measures", "none",
      "extra measures (comma list, or none): pair_density | clusters | dong_residual | dong_residual_rel | "
      "effective_rank (of X) | "
-     "attn_rank | ergodicity (of the head-averaged attention matrix and of its products over layers)"},
+     "attn_rank | ergodicity (of the head-averaged attention matrix and of its products over layers) | "
+     "cos_mean | gram_q | gram_p | massive_ratio | update_size | grad_x_norm | grad_wq_norm | grad_wk_norm | "
+     "grad_wv_norm | jacobian_log_fro2 (signal propagation: docs/science/gradients.md)"},
     {"output.attention", "false",
      "store the head-averaged attention matrix (1/H) sum_h A_h of every recorded attention layer in /attention"},
     {"metrics.rank_rtol", "auto", "relative rank tolerance >= 0 (auto = max(N, d) * machine epsilon)"},

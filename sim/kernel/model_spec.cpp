@@ -6,7 +6,10 @@ namespace rcsim {
 
 const std::vector<std::string>& peer_measure_names() {
   static const std::vector<std::string> names = {"pair_density",   "clusters",  "dong_residual", "dong_residual_rel",
-                                                 "effective_rank", "attn_rank", "ergodicity"};
+                                                 "effective_rank", "attn_rank", "ergodicity",
+                                                 // signal propagation (docs/science/gradients.md)
+                                                 "cos_mean", "gram_q", "gram_p", "massive_ratio", "update_size",
+                                                 "grad_x_norm", "grad_wq_norm", "grad_wk_norm", "grad_wv_norm", "jacobian_log_fro2"};
   return names;
 }
 

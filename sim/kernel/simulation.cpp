@@ -14,10 +14,13 @@
 #include "kernel/collapse_norms.hpp"
 #include "kernel/block.hpp"
 #include "kernel/dropout.hpp"
+#include "kernel/errors.hpp"
+#include "kernel/gradients.hpp"
 #include "kernel/layer.hpp"
 #include "kernel/metrics.hpp"
 #include "kernel/normalization.hpp"
 #include "kernel/random.hpp"
+#include "kernel/signal_stats.hpp"
 #include "kernel/threads.hpp"
 
 namespace rcsim {
@@ -57,11 +60,37 @@ const PeerMeasureInfo& peer_measure_info(const std::string& name) {
       {{"attn_rank", "numerical rank of the head-averaged attention matrix (metrics.rank_rtol, rank_atol)", "1"}, false},
       {{"ergodicity", "ergodicity coefficient of the product A(t) ... A(0) of head-averaged attention matrices", "1"},
        false},
+      // Signal propagation (docs/science/gradients.md).
+      {{"cos_mean", "signed mean cosine similarity over token pairs i != j (NaN: fewer than 2 nonzero tokens)", "1"},
+       true},
+      {{"gram_q", "Gram statistic q = mean diagonal of X X^T / d", "same as X squared"}, true},
+      {{"gram_p", "Gram statistic p = mean off-diagonal of X X^T / d", "same as X squared"}, true},
+      {{"massive_ratio", "massive activations: max |x_ij| / median |x_ij|", "1"}, true},
+      {{"update_size", "relative update ||X(t+1) - X(t)||_F / ||X(t)||_F of the block t -> t+1", "1"}, false},
+      {{"grad_x_norm", "||dL/dX(t)||_F, L = 1^T X(L) R, R a Gaussian readout (stream 12)", "L per unit of X(t)"}, true},
+      {{"grad_wq_norm", "||dL/dW_Q||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"}, false},
+      {{"grad_wk_norm", "||dL/dW_K||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"}, false},
+      {{"grad_wv_norm", "||dL/dW_V||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"}, false},
+      {{"jacobian_log_fro2", "log ||d(X(L) R)/dX(t)||_F^2 (N reverse passes); lambda_g = value at t = 0 over L",
+        "1"},
+       true},
   };
   for (std::size_t i = 0; i < peer_measure_names().size(); ++i)
     if (peer_measure_names()[i] == name) return info[i];
   throw std::logic_error("unknown peer measure " + name);
 }
+
+namespace {
+bool wants(const ModelSpec& c, const char* name) {
+  return std::find(c.output.measures.begin(), c.output.measures.end(), name) != c.output.measures.end();
+}
+
+bool wants_gradients(const ModelSpec& c) {
+  return wants(c, "grad_x_norm") || wants(c, "grad_wq_norm") || wants(c, "grad_wk_norm") || wants(c, "grad_wv_norm") ||
+         wants(c, "jacobian_log_fro2");
+}
+
+}  // namespace
 
 EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays inputs) {
   EngineSetup s;
@@ -71,6 +100,14 @@ EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays in
   s.files = std::move(inputs);
   s.max_rank = max_rank_after_layer(c);
   s.max_rank_input = std::min(c.model.tokens, c.model.dim);
+  if (wants_gradients(c)) {  // what the reverse pass (kernel/backward.hpp) does not cover yet
+    if (c.dropout.attention > 0.0 || c.dropout.output > 0.0)
+      throw UsageError("output.measures: the gradient measures do not support dropout yet");
+    if (c.run.precision != Precision::float64)
+      throw UsageError("output.measures: the gradient measures need run.precision = float64");
+    if (c.residual_project != ResidualProject::none)
+      throw UsageError("output.measures: the gradient measures do not support residual.project = tangent");
+  }
   return s;
 }
 
@@ -93,7 +130,9 @@ double work_memory_bytes(const ModelSpec& c) {
   const double per_thread = N * N * (c.output.attention ? 2 : 1) + 12 * N * d + weights;
   const double threads = resolve_threads(c.run.threads, std::max(c.run.trials, 1));
   const double program = 16e6;  // the program and its libraries (peak RSS of a tiny run: 15-16 MiB)
-  return program + 2.0 * N * N + 8.0 * threads * per_thread;
+  // The gradient measures keep every block's input and weights for the reverse pass.
+  const double stored = wants_gradients(c) ? c.model.layers * (N * d + weights) + 20 * N * d + 4 * N * N : 0.0;
+  return program + 2.0 * N * N + 8.0 * threads * (per_thread + stored);
 }
 
 void require_run_memory(const ModelSpec& c) {
@@ -167,11 +206,92 @@ void record_peer_tokens(const ModelSpec& c, const Matrix& X, const Vector& sigma
       value = dong_residual(X) / composite_norm(X);
     else if (name == "effective_rank")
       value = effective_rank(sigma);
-    else
+    else if (name == "cos_mean")
+      value = cos_mean(X);
+    else if (name == "gram_q")
+      value = gram_q(X);
+    else if (name == "gram_p")
+      value = gram_p(X);
+    else if (name == "massive_ratio")
+      value = massive_ratio(X);
+    else if (name == "grad_x_norm" || name == "jacobian_log_fro2") {
+      ++i;  // filled by record_gradients after the reverse pass
+      continue;
+    } else
       continue;
     r.token[i++](trial, layer) = value;
   }
 }
+
+std::size_t info_index(const std::vector<MeasureInfo>& info, const char* name) {
+  for (std::size_t i = 0; i < info.size(); ++i)
+    if (std::string(info[i].name) == name) return i;
+  throw std::logic_error(std::string("measure not allocated: ") + name);
+}
+
+// log ||J_t||_F^2, J_t = d(X(L) R)/dX(t): ||J_t||_F^2 = sum_i ||J_t^T e_i||^2, one reverse pass per
+// output i with the cotangent e_i R^T (docs/science/gradients.md).
+void record_jacobian(const ModelSpec& c, const std::vector<Matrix>& inputs, const std::vector<LayerWeights>& weights,
+                     const BlockParams& params, const Vector& R, int trial, RunResults& r) {
+  const int N = c.model.tokens;
+  std::vector<double> sq(inputs.size() + 1, 0.0);
+  for (int i = 0; i < N; ++i) {
+    Matrix cot = Matrix::Zero(N, c.model.dim);
+    cot.row(i) = R.transpose();
+    const std::vector<Matrix> dX = stack_backward(inputs, weights, params, cot);
+    for (std::size_t t = 0; t < dX.size(); ++t) sq[t] += dX[t].squaredNorm();
+  }
+  const std::size_t m = info_index(r.token_info, "jacobian_log_fro2");
+  for (std::size_t t = 0; t < sq.size(); ++t)
+    if (const int col = r.column_of_layer[t]; col >= 0) r.token[m](trial, col) = std::log(sq[t]);
+}
+
+// The gradient measures (docs/science/gradients.md): the reverse pass from dL/dX(L) = 1 R^T over
+// the stored block inputs, ||dL/dX(t)||_F at the recorded layers, the weight gradients' norms at
+// the recorded attention layers.
+void record_gradients(const ModelSpec& c, const std::vector<Matrix>& inputs, const std::vector<LayerWeights>& weights,
+                      const BlockParams& params, int trial, RunResults& r) {
+  const Vector R = readout(c, trial);
+  const Matrix dXL = readout_cotangent(c.model.tokens, R);
+  const bool wq = wants(c, "grad_wq_norm"), wk = wants(c, "grad_wk_norm"), wv = wants(c, "grad_wv_norm");
+  const auto on_block = [&](int t, const BlockGrads& g) {
+    const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)];
+    if (acol < 0) return;
+    if (wq) r.attention[info_index(r.attention_info, "grad_wq_norm")](trial, acol) = heads_norm(g.dq);
+    if (wk) r.attention[info_index(r.attention_info, "grad_wk_norm")](trial, acol) = heads_norm(g.dk);
+    if (wv) r.attention[info_index(r.attention_info, "grad_wv_norm")](trial, acol) = heads_norm(g.dv);
+  };
+  const std::vector<Matrix> dX = stack_backward(inputs, weights, params, dXL, on_block);
+  if (wants(c, "grad_x_norm")) {
+    const std::size_t m = info_index(r.token_info, "grad_x_norm");
+    for (std::size_t t = 0; t < dX.size(); ++t)
+      if (const int col = r.column_of_layer[t]; col >= 0) r.token[m](trial, col) = dX[t].norm();
+  }
+  if (wants(c, "jacobian_log_fro2")) record_jacobian(c, inputs, weights, params, R, trial, r);
+}
+
+// The signal-propagation measures of a trial (docs/science/gradients.md): update_size after each
+// block; for the gradient measures, the block inputs and weights kept for the reverse pass.
+struct SignalRecorder {
+  const ModelSpec& c;
+  const bool update = wants(c, "update_size"), gradients = wants_gradients(c);
+  std::vector<Matrix> inputs;
+  std::vector<LayerWeights> weights;
+  explicit SignalRecorder(const ModelSpec& spec) : c(spec) {}
+  void before_block(const Matrix& X, const LayerWeights& w) {
+    if (!gradients) return;
+    inputs.push_back(X);
+    weights.push_back(w);
+  }
+  void after_block(const Matrix& X, const Matrix& X_next, int t, int trial, RunResults& r) const {
+    if (!update) return;
+    if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0)
+      r.attention[info_index(r.attention_info, "update_size")](trial, acol) = update_size(X, X_next);
+  }
+  void finish(const BlockParams& params, int trial, RunResults& r) const {
+    if (gradients) record_gradients(c, inputs, weights, params, trial, r);
+  }
+};
 
 }  // namespace
 
@@ -190,6 +310,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
     return std::find(c.output.measures.begin(), c.output.measures.end(), name) != c.output.measures.end();
   };
   const bool want_attn_rank = asked("attn_rank"), want_ergodicity = asked("ergodicity");
+  SignalRecorder signal(c);  // docs/science/gradients.md
   Matrix product = want_ergodicity ? Matrix(Matrix::Identity(N, N)) : Matrix();
   BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position, c.mlp.activation};
   params.layer.keep_attention = want_attn_rank || want_ergodicity || c.output.attention;
@@ -239,6 +360,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
     }
     if (t == L) break;
     const LayerWeights& w = sampler.layer(t, rng);
+    signal.before_block(X, w);
     LayerReport rep;
     if (single) {
       cast_weights(w, w_float);
@@ -264,10 +386,12 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
         if (c.output.attention) r.attention_matrices[ti].push_back(attention_mean);
       }
     }
+    signal.after_block(X, X_next, t, trial, r);
     r.degenerate_total[ti] += rep.degenerate_rows;
     X.swap(X_next);
     opt.max_rank = s.max_rank;
   }
+  if (r.nonfinite_layer[ti] < 0) signal.finish(params, trial, r);
   // Snapshots of layers never reached (non-finite tokens) are stored as NaN.
   while (!r.snapshots.empty() && r.snapshots[ti].size() < snap_layers.size())
     r.snapshots[ti].push_back(Matrix::Constant(N, d, std::numeric_limits<double>::quiet_NaN()));

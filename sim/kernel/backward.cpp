@@ -1,0 +1,314 @@
+#include "kernel/backward.hpp"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "kernel/attention.hpp"
+#include "kernel/errors.hpp"
+#include "kernel/mlp.hpp"
+#include "kernel/normalization.hpp"
+#include "kernel/unnormalised_attention.hpp"
+
+namespace rcsim {
+
+Matrix softmax_backward(const Matrix& A, const Matrix& dA, const MaskMatrix& mask) {
+  Matrix dS = Matrix::Zero(A.rows(), A.cols());
+  for (Eigen::Index i = 0; i < A.rows(); ++i) {
+    double dot = 0.0;  // sum_k A_ik dA_ik over the allowed entries
+    for (Eigen::Index k = 0; k < A.cols(); ++k)
+      if (mask(i, k)) dot += A(i, k) * dA(i, k);
+    for (Eigen::Index j = 0; j < A.cols(); ++j)
+      if (mask(i, j)) dS(i, j) = A(i, j) * (dA(i, j) - dot);
+  }
+  return dS;
+}
+
+Matrix usa_backward(const Matrix& A, const Matrix& dA, const MaskMatrix& mask) {
+  Matrix dS = Matrix::Zero(A.rows(), A.cols());
+  for (Eigen::Index j = 0; j < A.cols(); ++j)
+    for (Eigen::Index i = 0; i < A.rows(); ++i)
+      if (mask(i, j)) dS(i, j) = A(i, j) * dA(i, j);  // d exp(S)/N = exp(S)/N dS
+  return dS;
+}
+
+namespace {
+
+// 1 / sqrt(r^2 / d + eps) as normalization.cpp computes it (exact sqrt(d) / r for eps = 0).
+double inverse_rms(double r, double d, double eps) {
+  if (eps == 0.0) return std::sqrt(d) / r;
+  return 1.0 / std::sqrt(r * r / d + eps);
+}
+
+// Adjoint of xhat = c * inv(c), inv = (||c||^2 / d + eps)^(-1/2):
+//   dc = inv (dxhat - xhat (xhat . dxhat) / d).
+RowVector scaled_backward(const RowVector& xhat, double inv, const RowVector& dxhat) {
+  const double d = static_cast<double>(xhat.size());
+  return inv * (dxhat - xhat * (xhat.dot(dxhat) / d));
+}
+
+}  // namespace
+
+Matrix norm_backward(const Matrix& Y, const Matrix& dOut, const Normalization& norm, RowVector& dgain,
+                     RowVector& dbias) {
+  const Eigen::Index n = Y.rows(), dd = Y.cols();
+  const double d = static_cast<double>(dd), tiny = std::numeric_limits<double>::min();
+  if (dgain.size() != dd) dgain = RowVector::Zero(dd);
+  if (dbias.size() != dd) dbias = RowVector::Zero(dd);
+  if (norm.type == NormType::none) return dOut;
+  Matrix dY = Matrix::Zero(n, dd);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const RowVector y = Y.row(i), g = dOut.row(i);
+    switch (norm.type) {
+      case NormType::none: break;
+      case NormType::sphere: {  // out = y / ||y||: dy = (g - u (u . g)) / ||y||, u = y / ||y||
+        const double r = y.norm();
+        if (r < tiny) break;
+        const RowVector u = y / r;
+        dY.row(i) = (g - u * u.dot(g)) / r;
+        break;
+      }
+      case NormType::projection:  // out = y - mean(y): dy = g - mean(g)
+        dY.row(i) = g.array() - g.mean();
+        break;
+      case NormType::layernorm: {  // out = gain xhat + b, xhat = c inv, c = y - mean(y)
+        dbias += g;
+        const RowVector c = y.array() - y.mean();
+        const double r = c.norm();
+        if (r < tiny) break;
+        const double inv = inverse_rms(r, d, norm.eps);
+        const RowVector xhat = c * inv;
+        dgain += g.cwiseProduct(xhat);
+        const RowVector dc = scaled_backward(xhat, inv, g.cwiseProduct(norm.gain));
+        dY.row(i) = dc.array() - dc.mean();
+        break;
+      }
+      case NormType::rmsnorm: {  // out = gain xhat, xhat = y inv
+        const double r = y.norm();
+        if (r < tiny) break;
+        const double inv = inverse_rms(r, d, norm.eps);
+        const RowVector xhat = y * inv;
+        dgain += g.cwiseProduct(xhat);
+        dY.row(i) = scaled_backward(xhat, inv, g.cwiseProduct(norm.gain));
+        break;
+      }
+    }
+  }
+  return dY;
+}
+
+namespace {
+
+// act'(z) for the MLP activations (kernel/mlp.hpp).
+double activation_derivative(double z, MlpActivation a) {
+  switch (a) {
+    case MlpActivation::relu: return z > 0.0 ? 1.0 : 0.0;
+    case MlpActivation::gelu: {  // d/dz z Phi(z) = Phi(z) + z phi(z)
+      const double Phi = 0.5 * (1.0 + std::erf(z * 0.70710678118654752440));
+      const double phi = 0.39894228040143267794 * std::exp(-0.5 * z * z);
+      return Phi + z * phi;
+    }
+    case MlpActivation::gelu_tanh: {  // u = c (z + k z^3), f = z (1 + tanh u) / 2
+      const double c = 0.79788456080286535588, k = 0.044715;
+      const double t = std::tanh(c * (z + k * z * z * z));
+      return 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * c * (1.0 + 3.0 * k * z * z);
+    }
+  }
+  return 1.0;
+}
+
+}  // namespace
+
+Matrix mlp_backward(const Matrix& X, const LayerWeights& w, MlpActivation act, const Matrix& dOut, MlpGrads& g) {
+  // Forward: Z = X W_in + b_in, H = act(Z), M = H W_out + b_out.
+  Matrix Z = X * w.mlp_in;
+  if (w.mlp_in_bias.size()) Z.rowwise() += w.mlp_in_bias;
+  const Matrix Hact = Z.unaryExpr([act](double z) { return mlp_activation(z, act); });
+  g.d_out = Hact.transpose() * dOut;                           // dW_out = H^T dM
+  if (w.mlp_out_bias.size()) g.d_out_bias = dOut.colwise().sum();  // db_out = 1^T dM
+  const Matrix dZ = (dOut * w.mlp_out.transpose()).cwiseProduct(
+      Z.unaryExpr([act](double z) { return activation_derivative(z, act); }));  // dZ = (dM W_out^T) .* act'(Z)
+  g.d_in = X.transpose() * dZ;                                 // dW_in = X^T dZ
+  if (w.mlp_in_bias.size()) g.d_in_bias = dZ.colwise().sum();
+  return dZ * w.mlp_in.transpose();                            // dX = dZ W_in^T
+}
+
+Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerParams& p, const Matrix& dY,
+                          BlockGrads& g) {
+  const std::size_t H = w.q.size();
+  const double head_scale = (p.head_mean && H > 1) ? 1.0 / static_cast<double>(H) : 1.0;
+  const double s = 1.0 / std::sqrt(p.d_qk);
+  Matrix dX = Matrix::Zero(X.rows(), X.cols());
+  Matrix Q, K, A;
+  for (std::size_t h = 0; h < H; ++h) {
+    // Recompute A_h with the forward's functions: S = (X W_Q)(X W_K)^T / sqrt(d_QK), A = softmax(S).
+    attention_logits(X, w.q[h], w.k[h], p.d_qk, Q, K, A);
+    if (p.usa)
+      usa_weights(A, *p.mask);
+    else
+      masked_softmax(A, *p.mask);
+    const Matrix XV = X * w.v[h];
+    const bool has_o = !w.o.empty();
+    const Matrix V = has_o ? Matrix(XV * w.o[h]) : XV;
+    const Matrix dYh = head_scale * dY;                  // Y = c sum_h A_h V_h
+    const Matrix dA = dYh * V.transpose();               // dA_h = dY V_h^T
+    const Matrix dV = A.transpose() * dYh;               // dV_h = A_h^T dY
+    Matrix dXV = dV;
+    if (has_o) {
+      g.dout[h] += XV.transpose() * dV;                  // dW_O = (X W_V)^T dV
+      dXV = dV * w.o[h].transpose();
+    }
+    g.dv[h] += X.transpose() * dXV;                      // dW_V = X^T d(X W_V)
+    dX.noalias() += dXV * w.v[h].transpose();
+    Matrix dS = p.usa ? usa_backward(A, dA, *p.mask) : softmax_backward(A, dA, *p.mask);
+    dS *= s;                                             // through the 1 / sqrt(d_QK)
+    const Matrix dQ = dS * K, dK = dS.transpose() * Q;   // S' = Q K^T: dQ = dS' K, dK = dS'^T Q
+    g.dq[h] += X.transpose() * dQ;
+    g.dk[h] += X.transpose() * dK;
+    dX.noalias() += dQ * w.q[h].transpose() + dK * w.k[h].transpose();
+  }
+  return dX;
+}
+
+namespace {
+
+const Normalization& norm_at(const LayerWeights& w, const BlockParams& p, int slot) {
+  return w.norms_from_file ? w.norms[slot] : *p.layer.norm;
+}
+
+Matrix normalised(const Matrix& Y, const Normalization& n) {
+  Matrix Z = Y;
+  normalize_rows(Z, n);
+  return Z;
+}
+
+using Branch = std::function<Matrix(const Matrix&)>;                          // F(input)
+using BranchBackward = std::function<Matrix(const Matrix&, const Matrix&)>;  // (input, dF) -> d input
+
+// One sub-block (attention or MLP) around the branch F with the normalisations N (slot `main`)
+// and N_out (slot `out`) at placement `pos` (kernel/block.hpp). forward() keeps what backward() needs.
+struct SubBlock {
+  NormPosition pos;
+  double a;
+  const Normalization &n, &n_out;
+  int main, out;
+  Matrix Xn, Y, Yn, Z;  // N(X), F(.), N_out(Y), the sum before the last N
+
+  SubBlock(NormPosition pos_, double a_, const Normalization& n_, const Normalization& n_out_, int main_, int out_)
+      : pos(pos_), a(a_), n(n_), n_out(n_out_), main(main_), out(out_) {}
+
+  Matrix forward(const Matrix& X, const Branch& F) {
+    switch (pos) {
+      case NormPosition::post:  // N(X + a F(X))  (a = 0: N(F(X)))
+        Y = F(X);
+        Z = a != 0.0 ? Matrix(X + a * Y) : Y;
+        return normalised(Z, n);
+      case NormPosition::pre:  // X + a F(N(X))
+        Xn = normalised(X, n);
+        Y = F(Xn);
+        return a != 0.0 ? Matrix(X + a * Y) : Y;
+      case NormPosition::peri:  // X + a N_out(F(N(X)))
+        Xn = normalised(X, n);
+        Y = F(Xn);
+        Yn = normalised(Y, n_out);
+        return a != 0.0 ? Matrix(X + a * Yn) : Yn;
+      case NormPosition::ngpt:  // N(X + a (N_out(F(X)) - X))
+        Y = F(X);
+        Yn = normalised(Y, n_out);
+        Z = X + a * (Yn - X);
+        return normalised(Z, n);
+    }
+    return X;
+  }
+
+  Matrix backward(const Matrix& X, const Matrix& dOut, const BranchBackward& dF, BlockGrads& g) const {
+    switch (pos) {
+      case NormPosition::post: {
+        const Matrix dZ = norm_backward(Z, dOut, n, g.dgain[main], g.dbias[main]);
+        if (a == 0.0) return dF(X, dZ);
+        return dZ + dF(X, a * dZ);
+      }
+      case NormPosition::pre: {
+        const Matrix dXn = dF(Xn, a != 0.0 ? Matrix(a * dOut) : dOut);
+        Matrix dX = norm_backward(X, dXn, n, g.dgain[main], g.dbias[main]);
+        if (a != 0.0) dX += dOut;
+        return dX;
+      }
+      case NormPosition::peri: {
+        const Matrix dY = norm_backward(Y, a != 0.0 ? Matrix(a * dOut) : dOut, n_out, g.dgain[out], g.dbias[out]);
+        Matrix dX = norm_backward(X, dF(Xn, dY), n, g.dgain[main], g.dbias[main]);
+        if (a != 0.0) dX += dOut;
+        return dX;
+      }
+      case NormPosition::ngpt: {
+        const Matrix dZ = norm_backward(Z, dOut, n, g.dgain[main], g.dbias[main]);  // Z = (1 - a) X + a Yn
+        const Matrix dY = norm_backward(Y, a * dZ, n_out, g.dgain[out], g.dbias[out]);
+        return (1.0 - a) * dZ + dF(X, dY);
+      }
+    }
+    return dOut;
+  }
+};
+
+void size_grads(const LayerWeights& w, BlockGrads& g) {
+  const auto zeros = [](const std::vector<Matrix>& m, std::vector<Matrix>& out) {
+    out.clear();
+    for (const auto& x : m) out.push_back(Matrix::Zero(x.rows(), x.cols()));
+  };
+  zeros(w.q, g.dq);
+  zeros(w.k, g.dk);
+  zeros(w.v, g.dv);
+  zeros(w.o, g.dout);
+  g.mlp = MlpGrads{};
+  const Eigen::Index d = w.q.empty() ? 0 : w.q[0].rows();
+  for (int s = 0; s < 4; ++s) {
+    g.dgain[s] = RowVector::Zero(d);
+    g.dbias[s] = RowVector::Zero(d);
+  }
+}
+
+}  // namespace
+
+void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p, const Matrix& dX_next,
+                    BlockGrads& g) {
+  if (p.layer.dropout && (p.layer.dropout->attention > 0.0 || p.layer.dropout->output > 0.0))
+    throw UsageError("gradients: dropout is not supported by the backward pass");
+  if (p.layer.tangent) throw UsageError("gradients: residual.project = tangent is not supported by the backward pass");
+  size_grads(w, g);
+  static const Normalization identity;
+  LayerParams inner = p.layer;  // the attention branch alone: A(.) without residual or normalisation
+  inner.alpha = 0.0;
+  inner.norm = &identity;
+  inner.dropout = nullptr;
+  inner.keep_attention = false;
+  LayerWorkspace lws(static_cast<int>(X.rows()), static_cast<int>(X.cols()), 0);
+  const Branch attn = [&](const Matrix& in) {
+    Matrix out;
+    attention_layer(in, w, inner, lws, out);  // the forward's own function
+    return out;
+  };
+  const BranchBackward attn_back = [&](const Matrix& in, const Matrix& dY) {
+    return attention_backward(in, w, inner, dY, g);
+  };
+  const double a = p.layer.alpha;
+  SubBlock sa(p.position, a, norm_at(w, p, kNormAttn), norm_at(w, p, kNormAttnOut), kNormAttn, kNormAttnOut);
+  const Matrix middle = sa.forward(X, attn);
+  Matrix dMiddle = dX_next;
+  if (w.mlp_in.size() > 0) {
+    MlpWorkspace mws;
+    const Branch mlp = [&](const Matrix& in) {
+      Matrix out;
+      mlp_forward(in, w, p.activation, mws, out);
+      return out;
+    };
+    const BranchBackward mlp_back = [&](const Matrix& in, const Matrix& dM) {
+      return mlp_backward(in, w, p.activation, dM, g.mlp);
+    };
+    SubBlock sm(p.position, a, norm_at(w, p, kNormMlp), norm_at(w, p, kNormMlpOut), kNormMlp, kNormMlpOut);
+    sm.forward(middle, mlp);
+    dMiddle = sm.backward(middle, dX_next, mlp_back, g);
+  }
+  g.dX = sa.backward(X, dMiddle, attn_back, g);
+}
+
+}  // namespace rcsim

@@ -1,0 +1,62 @@
+// Reverse mode (hand-written adjoints, the way llm.c writes its backward pass) through one
+// transformer block (kernel/block.hpp), in float64. Notation of docs/science/gradients.md:
+// for a scalar loss L, dZ denotes dL/dZ (same shape as Z). Every backward function recomputes
+// the forward activations it needs from the block's input with the forward code's own functions
+// (attention_logits, masked_softmax, usa_weights, normalize_rows, mlp_activation); the engine
+// stores only each block's input X(t) (kernel/gradients.hpp).
+//
+// Covered: every mask (masked entries get weight 0 and gradient exactly 0), H heads, d_QK,
+// softmax and USA attention, head_mix sum and mean, W_O (model.value_dim), the normalisations
+// none, sphere, projection, layernorm, rmsnorm with gains and biases (norm.params = config or
+// file), the placements post, pre, peri, ngpt, the residual weight alpha, the MLP (relu, gelu,
+// gelu_tanh, biases). Not covered: dropout (the draws of the forward pass), residual.project =
+// tangent, float32 (block_backward refuses them: UsageError).
+#pragma once
+
+#include <vector>
+
+#include "kernel/block.hpp"
+#include "kernel/types.hpp"
+
+namespace rcsim {
+
+// Softmax adjoint, row by row over the entries the mask allows (A the softmax output):
+//   dS_ij = A_ij (dA_ij - sum_k A_ik dA_ik),   dS_ij = 0 exactly where mask_ij = 0.
+// Every row of dS sums to 0 (up to rounding).
+Matrix softmax_backward(const Matrix& A, const Matrix& dA, const MaskMatrix& mask);
+// USA adjoint (A = exp(S) / N on the mask): dS = A .* dA, 0 where the mask is 0.
+Matrix usa_backward(const Matrix& A, const Matrix& dA, const MaskMatrix& mask);
+
+// Normalisation adjoint: Y is the input of normalize_rows, dOut the gradient of its output.
+// Returns dY; adds dL/dg and dL/db (1 x d) into dgain, dbias (layernorm: both; rmsnorm: gain).
+// Degenerate rows (no direction: the forward's convention) pass no gradient.
+Matrix norm_backward(const Matrix& Y, const Matrix& dOut, const Normalization& norm, RowVector& dgain,
+                     RowVector& dbias);
+
+// MLP adjoint: X the MLP's input, dOut the gradient of M(X). Returns dX, fills the weight grads.
+struct MlpGrads {
+  Matrix d_in, d_out;          // dL/dW_in (d x m), dL/dW_out (m x d)
+  RowVector d_in_bias, d_out_bias;  // dL/db_in (m), dL/db_out (d); empty without biases
+};
+Matrix mlp_backward(const Matrix& X, const LayerWeights& w, MlpActivation act, const Matrix& dOut, MlpGrads& g);
+
+// The gradients of one block: w.r.t. its input and every parameter (shapes as LayerWeights).
+// norm gains/biases per slot (NormSlot); with norm.params = config all slots share one N, and
+// the gradient w.r.t. that shared gain is the sum over the slots the placement uses.
+struct BlockGrads {
+  Matrix dX;
+  std::vector<Matrix> dq, dk, dv, dout;  // per head; dout (W_O) empty without model.value_dim
+  MlpGrads mlp;                          // empty matrices without an MLP
+  RowVector dgain[4], dbias[4];          // zero for the slots the placement does not use
+};
+
+// Attention sub-layer alone (no residual, no normalisation): Y = sum_h A_h X W_V,h (W_O,h)
+// (divided by H for head_mix = mean). Adds into g.dq, dk, dv, dout; returns dX.
+Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerParams& p, const Matrix& dY,
+                          BlockGrads& g);
+
+// The whole block: given its input X and dL/dX_next, fill g (sized here).
+void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p, const Matrix& dX_next,
+                    BlockGrads& g);
+
+}  // namespace rcsim

@@ -1,0 +1,190 @@
+// Test helper of tests/reference/autograd_check.py: draws a small stack of blocks (weights, X(0)
+// and a cotangent C from a seed), runs rcsim's forward and reverse pass (kernel/gradients.hpp) for
+// the loss L = sum(C .* X(L)) and writes the inputs and the gradients as text arrays:
+//   NAME ROWS COLS
+//   values, row by row (17 significant digits)
+// Usage: backward_dump OUT key=value ...  (keys below, with their defaults).
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "kernel/block.hpp"
+#include "kernel/gradients.hpp"
+#include "kernel/random.hpp"
+
+using namespace rcsim;
+
+namespace {
+
+std::map<std::string, std::string> options(int argc, char** argv) {
+  std::map<std::string, std::string> o = {
+      {"N", "5"},   {"d", "4"},      {"dk", "3"},     {"H", "2"},          {"dv", "0"},         {"m", "0"},
+      {"L", "3"},   {"seed", "1"},   {"norm", "layernorm"}, {"pos", "pre"}, {"alpha", "0.7"}, {"dqk", "2"},
+      {"act", "gelu"}, {"usa", "0"}, {"head_mean", "0"}, {"mask", "complete"}, {"bias", "1"}};
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto eq = a.find('=');
+    if (eq == std::string::npos || !o.count(a.substr(0, eq))) {
+      std::cerr << "backward_dump: bad option " << a << "\n";
+      std::exit(2);
+    }
+    o[a.substr(0, eq)] = a.substr(eq + 1);
+  }
+  return o;
+}
+
+NormType norm_type(const std::string& s) {
+  if (s == "none") return NormType::none;
+  if (s == "sphere") return NormType::sphere;
+  if (s == "projection") return NormType::projection;
+  if (s == "rmsnorm") return NormType::rmsnorm;
+  return NormType::layernorm;
+}
+NormPosition position(const std::string& s) {
+  if (s == "post") return NormPosition::post;
+  if (s == "peri") return NormPosition::peri;
+  if (s == "ngpt") return NormPosition::ngpt;
+  return NormPosition::pre;
+}
+MlpActivation activation(const std::string& s) {
+  if (s == "relu") return MlpActivation::relu;
+  if (s == "gelu_tanh") return MlpActivation::gelu_tanh;
+  return MlpActivation::gelu;
+}
+
+MaskMatrix mask_of(const std::string& type, int n) {
+  MaskMatrix m = MaskMatrix::Zero(n, n);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      if (type == "complete") m(i, j) = 1;
+      if (type == "causal") m(i, j) = j <= i;
+      if (type == "window") m(i, j) = std::abs(i - j) <= 1;
+      if (type == "custom") m(i, j) = i == j || (i + 2 * j) % 3 == 0;
+    }
+  return m;
+}
+
+Matrix gaussian(Eigen::Index r, Eigen::Index c, RandomStream& rng, double std) {
+  Matrix m(r, c);
+  rng.fill_normal(m, std);
+  return m;
+}
+
+void put(std::ostream& out, const std::string& name, const Matrix& m) {
+  out << name << ' ' << m.rows() << ' ' << m.cols() << '\n';
+  for (Eigen::Index i = 0; i < m.rows(); ++i) {
+    for (Eigen::Index j = 0; j < m.cols(); ++j) out << (j ? " " : "") << m(i, j);
+    out << '\n';
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: backward_dump OUT key=value ...\n";
+    return 2;
+  }
+  auto o = options(argc, argv);
+  const int N = std::stoi(o["N"]), d = std::stoi(o["d"]), dk = std::stoi(o["dk"]), H = std::stoi(o["H"]);
+  const int dv = std::stoi(o["dv"]), m = std::stoi(o["m"]), L = std::stoi(o["L"]);
+  const bool bias = o["bias"] == "1";
+  RandomStream rng(std::stoull(o["seed"]), 0);
+  const MaskMatrix mask = mask_of(o["mask"], N);
+  static const Normalization unused;
+  BlockParams p;
+  p.layer = LayerParams{&mask, std::stod(o["dqk"]), std::stod(o["alpha"]), &unused};
+  p.layer.usa = o["usa"] == "1";
+  p.layer.head_mean = o["head_mean"] == "1";
+  p.position = position(o["pos"]);
+  p.activation = activation(o["act"]);
+  std::vector<LayerWeights> ws(static_cast<std::size_t>(L));
+  for (auto& w : ws) {
+    for (int h = 0; h < H; ++h) {
+      w.q.push_back(gaussian(d, dk, rng, 0.8));
+      w.k.push_back(gaussian(d, dk, rng, 0.8));
+      w.v.push_back(gaussian(d, dv > 0 ? dv : d, rng, 0.6));
+      if (dv > 0) w.o.push_back(gaussian(dv, d, rng, 0.6));
+    }
+    if (m > 0) {
+      w.mlp_in = gaussian(d, m, rng, 0.7);
+      w.mlp_out = gaussian(m, d, rng, 0.5);
+      if (bias) {
+        w.mlp_in_bias = gaussian(1, m, rng, 0.3);
+        w.mlp_out_bias = gaussian(1, d, rng, 0.3);
+      }
+    }
+    w.norms_from_file = true;  // per-slot gains and biases
+    for (int s = 0; s < 4; ++s) {
+      w.norms[s] = Normalization(norm_type(o["norm"]), d, 1e-5);
+      w.norms[s].gain = RowVector::Ones(d) + gaussian(1, d, rng, 0.3);
+      w.norms[s].bias = gaussian(1, d, rng, 0.3);
+    }
+  }
+  const Matrix X0 = gaussian(N, d, rng, 1.0), C = gaussian(N, d, rng, 1.0);
+  std::vector<Matrix> inputs;
+  Matrix X = X0, next;
+  BlockWorkspace bws(N, d, dk);
+  for (const auto& w : ws) {
+    inputs.push_back(X);
+    transformer_block(X, w, p, bws, next);
+    X = next;
+  }
+  std::ofstream out(argv[1]);
+  out << std::setprecision(17);
+  Matrix maskd = mask.cast<double>();
+  put(out, "mask", maskd);
+  put(out, "X0", X0);
+  put(out, "C", C);
+  put(out, "XL", X);
+  for (int t = 0; t < L; ++t) {
+    const auto& w = ws[static_cast<std::size_t>(t)];
+    const std::string pre = "l" + std::to_string(t) + ".";
+    for (int h = 0; h < H; ++h) {
+      put(out, pre + "q" + std::to_string(h), w.q[h]);
+      put(out, pre + "k" + std::to_string(h), w.k[h]);
+      put(out, pre + "v" + std::to_string(h), w.v[h]);
+      if (dv > 0) put(out, pre + "o" + std::to_string(h), w.o[h]);
+    }
+    if (m > 0) {
+      put(out, pre + "w_in", w.mlp_in);
+      put(out, pre + "w_out", w.mlp_out);
+      if (bias) {
+        put(out, pre + "b_in", w.mlp_in_bias);
+        put(out, pre + "b_out", w.mlp_out_bias);
+      }
+    }
+    for (int s = 0; s < 4; ++s) {
+      put(out, pre + "gain" + std::to_string(s), w.norms[s].gain);
+      put(out, pre + "bias" + std::to_string(s), w.norms[s].bias);
+    }
+  }
+  const auto on_block = [&](int t, const BlockGrads& g) {
+    const std::string pre = "grad.l" + std::to_string(t) + ".";
+    for (int h = 0; h < H; ++h) {
+      put(out, pre + "q" + std::to_string(h), g.dq[h]);
+      put(out, pre + "k" + std::to_string(h), g.dk[h]);
+      put(out, pre + "v" + std::to_string(h), g.dv[h]);
+      if (dv > 0) put(out, pre + "o" + std::to_string(h), g.dout[h]);
+    }
+    if (m > 0) {
+      put(out, pre + "w_in", g.mlp.d_in);
+      put(out, pre + "w_out", g.mlp.d_out);
+      if (bias) {
+        put(out, pre + "b_in", g.mlp.d_in_bias);
+        put(out, pre + "b_out", g.mlp.d_out_bias);
+      }
+    }
+    for (int s = 0; s < 4; ++s) {
+      put(out, pre + "gain" + std::to_string(s), g.dgain[s]);
+      put(out, pre + "bias" + std::to_string(s), g.dbias[s]);
+    }
+  };
+  const std::vector<Matrix> dX = stack_backward(inputs, ws, p, C, on_block);
+  put(out, "grad.X0", dX[0]);
+  return out.good() ? 0 : 1;
+}

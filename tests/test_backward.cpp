@@ -1,0 +1,540 @@
+// The hand-written reverse mode (kernel/backward.hpp, kernel/gradients.hpp) against central finite
+// differences of the forward pass (transformer_block), and the forward signal statistics
+// (kernel/signal_stats.hpp). The whole stack is also checked against PyTorch autograd by
+// tests/reference/autograd_check.py.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <functional>
+#include <iomanip>
+#include <map>
+#include <sstream>
+#include <limits>
+#include <string>
+
+#include "config/config.hpp"
+#include "io/inputs.hpp"
+#include "kernel/backward.hpp"
+#include "kernel/errors.hpp"
+#include "kernel/simulation.hpp"
+#include "kernel/block.hpp"
+#include "kernel/gradients.hpp"
+#include "kernel/random.hpp"
+#include "kernel/signal_stats.hpp"
+#include "kernel/unnormalised_attention.hpp"
+
+using namespace rcsim;
+
+namespace {
+
+constexpr double kTol = 1e-6;  // relative agreement with finite differences
+
+Matrix gaussian(int r, int c, RandomStream& rng, double std = 1.0) {
+  Matrix m(r, c);
+  rng.fill_normal(m, std);
+  return m;
+}
+
+// ||a - b||_F / ||b||_F (b the reference).
+double rel_err(const Matrix& a, const Matrix& b) {
+  const double nb = b.norm();
+  return nb > 0.0 ? (a - b).norm() / nb : a.norm();
+}
+
+struct Case {
+  int N = 5, d = 4, dk = 3, H = 2, dv = 0, m = 0;
+  bool mlp_bias = true;
+  bool norms_from_file = true;  // per-slot random gains and biases
+  NormType norm = NormType::layernorm;
+  NormPosition pos = NormPosition::pre;
+  MlpActivation act = MlpActivation::gelu;
+  double alpha = 0.7, d_qk = 2.0;
+  bool usa = false, head_mean = false;
+};
+
+LayerWeights random_weights(const Case& k, RandomStream& rng) {
+  LayerWeights w;
+  for (int h = 0; h < k.H; ++h) {
+    w.q.push_back(gaussian(k.d, k.dk, rng, 0.8));
+    w.k.push_back(gaussian(k.d, k.dk, rng, 0.8));
+    w.v.push_back(gaussian(k.d, k.dv > 0 ? k.dv : k.d, rng, 0.6));
+    if (k.dv > 0) w.o.push_back(gaussian(k.dv, k.d, rng, 0.6));
+  }
+  if (k.m > 0) {
+    w.mlp_in = gaussian(k.d, k.m, rng, 0.7);
+    w.mlp_out = gaussian(k.m, k.d, rng, 0.5);
+    if (k.mlp_bias) {
+      w.mlp_in_bias = gaussian(1, k.m, rng, 0.3);
+      w.mlp_out_bias = gaussian(1, k.d, rng, 0.3);
+    }
+  }
+  w.norms_from_file = k.norms_from_file;
+  for (int s = 0; s < 4; ++s) {
+    w.norms[s] = Normalization(k.norm, k.d, 1e-5);
+    w.norms[s].gain = RowVector::Ones(k.d) + gaussian(1, k.d, rng, 0.3);
+    w.norms[s].bias = gaussian(1, k.d, rng, 0.3);
+  }
+  return w;
+}
+
+struct Fixture {
+  Case k;
+  MaskMatrix mask;
+  Normalization shared;
+  BlockParams p;
+  Fixture(const Case& c, const MaskMatrix& m) : k(c), mask(m), shared(c.norm, c.d, 1e-5) {
+    shared.gain = RowVector::LinSpaced(c.d, 0.8, 1.3);
+    shared.bias = RowVector::LinSpaced(c.d, -0.2, 0.3);
+    p.layer = LayerParams{&mask, c.d_qk, c.alpha, &shared};
+    p.layer.usa = c.usa;
+    p.layer.head_mean = c.head_mean;
+    p.position = c.pos;
+    p.activation = c.act;
+  }
+  // X(t+1) = block(X(t)) for every block; returns X(L).
+  Matrix forward(const Matrix& X0, const std::vector<LayerWeights>& ws) const {
+    Matrix X = X0, next;
+    BlockWorkspace bws(k.N, k.d, k.dk);
+    for (const auto& w : ws) {
+      transformer_block(X, w, p, bws, next);
+      X = next;
+    }
+    return X;
+  }
+  std::vector<Matrix> inputs(const Matrix& X0, const std::vector<LayerWeights>& ws) const {
+    std::vector<Matrix> in;
+    Matrix X = X0, next;
+    BlockWorkspace bws(k.N, k.d, k.dk);
+    for (const auto& w : ws) {
+      in.push_back(X);
+      transformer_block(X, w, p, bws, next);
+      X = next;
+    }
+    return in;
+  }
+};
+
+MaskMatrix make_mask(const std::string& type, int n) {
+  MaskMatrix m = MaskMatrix::Zero(n, n);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      if (type == "complete") m(i, j) = 1;
+      if (type == "causal") m(i, j) = j <= i;
+      if (type == "window") m(i, j) = std::abs(i - j) <= 1;
+      if (type == "custom") m(i, j) = i == j || (i + 2 * j) % 3 == 0;  // rows of several ranges
+    }
+  return m;
+}
+
+// Central finite differences of fourth order, (-f(x + 2h) + 8 f(x + h) - 8 f(x - h) + f(x - 2h)) / 12h
+// (truncation O(h^4), rounding O(eps / h)), of f with respect to every entry of `x` (modified and
+// restored).
+Matrix fd_gradient(Matrix& x, const std::function<double()>& f, double h = 1e-4) {
+  Matrix g(x.rows(), x.cols());
+  const auto at = [&](Eigen::Index i, Eigen::Index j, double x0, double step) {
+    x(i, j) = x0 + step;
+    return f();
+  };
+  for (Eigen::Index i = 0; i < x.rows(); ++i)
+    for (Eigen::Index j = 0; j < x.cols(); ++j) {
+      const double x0 = x(i, j);
+      const double d1 = at(i, j, x0, h) - at(i, j, x0, -h), d2 = at(i, j, x0, 2 * h) - at(i, j, x0, -2 * h);
+      x(i, j) = x0;
+      g(i, j) = (8 * d1 - d2) / (12 * h);
+    }
+  return g;
+}
+Matrix fd_gradient_row(RowVector& x, const std::function<double()>& f) {
+  Matrix m = x;
+  const Matrix g = fd_gradient(m, [&] {
+    x = m.row(0);
+    return f();
+  });
+  x = m.row(0);
+  return g;
+}
+
+struct StackCheck {
+  double x = 0, q = 0, k = 0, v = 0, o = 0, gain = 0, bias = 0, w_in = 0, b_in = 0, w_out = 0, b_out = 0;
+  double worst() const { return std::max({x, q, k, v, o, gain, bias, w_in, b_in, w_out, b_out}); }
+};
+
+// Compares the reverse pass over `layers` blocks with finite differences of
+// L = sum(C .* X(L)) with respect to X(0) and every parameter of block 0.
+StackCheck check_stack(const Case& k, const std::string& mask_type, int layers, std::uint64_t seed) {
+  RandomStream rng(seed, 0);
+  Fixture f(k, make_mask(mask_type, k.N));
+  std::vector<LayerWeights> ws;
+  for (int t = 0; t < layers; ++t) ws.push_back(random_weights(k, rng));
+  Matrix X0 = gaussian(k.N, k.d, rng);
+  const Matrix C = gaussian(k.N, k.d, rng);
+  const auto loss = [&] { return f.forward(X0, ws).cwiseProduct(C).sum(); };
+  BlockGrads g0;
+  const std::vector<Matrix> dX =
+      stack_backward(f.inputs(X0, ws), ws, f.p, C, [&](int t, const BlockGrads& g) {
+        if (t == 0) g0 = g;
+      });
+  StackCheck r;
+  r.x = rel_err(dX[0], fd_gradient(X0, loss));
+  LayerWeights& w = ws[0];
+  for (int h = 0; h < k.H; ++h) {
+    r.q = std::max(r.q, rel_err(g0.dq[h], fd_gradient(w.q[h], loss)));
+    r.k = std::max(r.k, rel_err(g0.dk[h], fd_gradient(w.k[h], loss)));
+    r.v = std::max(r.v, rel_err(g0.dv[h], fd_gradient(w.v[h], loss)));
+    if (k.dv > 0) r.o = std::max(r.o, rel_err(g0.dout[h], fd_gradient(w.o[h], loss)));
+  }
+  if (k.m > 0) {
+    r.w_in = rel_err(g0.mlp.d_in, fd_gradient(w.mlp_in, loss));
+    r.w_out = rel_err(g0.mlp.d_out, fd_gradient(w.mlp_out, loss));
+    if (k.mlp_bias) {
+      r.b_in = rel_err(g0.mlp.d_in_bias, fd_gradient_row(w.mlp_in_bias, loss));
+      r.b_out = rel_err(g0.mlp.d_out_bias, fd_gradient_row(w.mlp_out_bias, loss));
+    }
+  }
+  if (k.norms_from_file) {
+    for (int s = 0; s < 4; ++s) {
+      const Matrix fg = fd_gradient_row(w.norms[s].gain, loss), fb = fd_gradient_row(w.norms[s].bias, loss);
+      // Slots the placement does not use (or parameters the norm ignores) have gradient 0 both ways.
+      r.gain = std::max(r.gain, fg.norm() > 0 ? rel_err(g0.dgain[s], fg) : g0.dgain[s].norm());
+      r.bias = std::max(r.bias, fb.norm() > 0 ? rel_err(g0.dbias[s], fb) : g0.dbias[s].norm());
+    }
+  }
+  return r;
+}
+
+const char* norm_name(NormType t) {
+  switch (t) {
+    case NormType::none: return "none";
+    case NormType::sphere: return "sphere";
+    case NormType::layernorm: return "layernorm";
+    case NormType::projection: return "projection";
+    case NormType::rmsnorm: return "rmsnorm";
+  }
+  return "?";
+}
+const char* pos_name(NormPosition p) {
+  switch (p) {
+    case NormPosition::post: return "post";
+    case NormPosition::pre: return "pre";
+    case NormPosition::peri: return "peri";
+    case NormPosition::ngpt: return "ngpt";
+  }
+  return "?";
+}
+
+}  // namespace
+
+TEST_CASE("softmax adjoint: FD, masked logits get exactly 0, rows of dS sum to 0", "[backward]") {
+  RandomStream rng(7, 0);
+  const int n = 5;
+  double worst = 0.0;
+  for (const std::string type : {"complete", "causal", "window", "custom"}) {
+    const MaskMatrix mask = make_mask(type, n);
+    Matrix S = gaussian(n, n, rng);
+    const Matrix C = gaussian(n, n, rng);  // L = sum(C .* softmax(S))
+    const auto loss = [&] {
+      Matrix A = S;
+      masked_softmax(A, mask);
+      return A.cwiseProduct(C).sum();
+    };
+    Matrix A = S;
+    masked_softmax(A, mask);
+    const Matrix dS = softmax_backward(A, C, mask);
+    const Matrix fd = fd_gradient(S, loss);
+    INFO("mask " << type);
+    CHECK(rel_err(dS, fd) < kTol);
+    worst = std::max(worst, rel_err(dS, fd));
+    for (int i = 0; i < n; ++i) {
+      CHECK(std::abs(dS.row(i).sum()) < 1e-14 * (1 + dS.row(i).cwiseAbs().sum()));
+      for (int j = 0; j < n; ++j)
+        if (!mask(i, j)) CHECK(dS(i, j) == 0.0);  // exactly, not to rounding
+    }
+    // The comparison can fail: a gradient off by 1e-4 in one entry is caught.
+    Matrix wrong = dS;
+    wrong(0, 0) += 1e-4 * (1 + std::abs(wrong(0, 0)));
+    CHECK(rel_err(wrong, fd) > kTol);
+  }
+  WARN("softmax adjoint: largest relative error against FD " << worst);
+}
+
+TEST_CASE("USA adjoint against FD", "[backward]") {
+  RandomStream rng(8, 0);
+  const MaskMatrix mask = make_mask("custom", 4);
+  Matrix S = gaussian(4, 4, rng);
+  const Matrix C = gaussian(4, 4, rng);
+  const auto loss = [&] {
+    Matrix A = S;
+    usa_weights(A, mask);
+    return A.cwiseProduct(C).sum();
+  };
+  Matrix A = S;
+  usa_weights(A, mask);
+  const Matrix dS = usa_backward(A, C, mask);
+  CHECK(rel_err(dS, fd_gradient(S, loss)) < kTol);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j)
+      if (!mask(i, j)) CHECK(dS(i, j) == 0.0);
+}
+
+TEST_CASE("normalisation adjoints against FD (input, gain, bias)", "[backward]") {
+  RandomStream rng(9, 0);
+  double worst = 0.0;
+  for (const NormType t : {NormType::none, NormType::sphere, NormType::projection, NormType::layernorm,
+                           NormType::rmsnorm}) {
+    Normalization n(t, 4, 1e-5);
+    n.gain = RowVector::Ones(4) + gaussian(1, 4, rng, 0.3);
+    n.bias = gaussian(1, 4, rng, 0.3);
+    Matrix Y = gaussian(6, 4, rng);
+    const Matrix C = gaussian(6, 4, rng);
+    const auto loss = [&] {
+      Matrix Z = Y;
+      normalize_rows(Z, n);
+      return Z.cwiseProduct(C).sum();
+    };
+    RowVector dg, db;
+    const Matrix dY = norm_backward(Y, C, n, dg, db);
+    INFO("norm " << norm_name(t));
+    const Matrix fd = fd_gradient(Y, loss);
+    CHECK(rel_err(dY, fd) < kTol);
+    const Matrix fg = fd_gradient_row(n.gain, loss), fb = fd_gradient_row(n.bias, loss);
+    worst = std::max({worst, rel_err(dY, fd), fg.norm() > 0 ? rel_err(dg, fg) : 0.0, fb.norm() > 0 ? rel_err(db, fb) : 0.0});
+    CHECK((fg.norm() > 0 ? rel_err(dg, fg) : dg.norm()) < kTol);
+    CHECK((fb.norm() > 0 ? rel_err(db, fb) : db.norm()) < kTol);
+    Matrix wrong = dY;
+    wrong(2, 1) += 1e-4 * (1 + dY.norm());
+    CHECK(rel_err(wrong, fd) > kTol);
+  }
+  WARN("normalisation adjoints: largest relative error against FD " << worst);
+}
+
+TEST_CASE("MLP adjoint against FD for relu, gelu, gelu_tanh", "[backward]") {
+  double worst = 0.0;
+  for (const MlpActivation a : {MlpActivation::relu, MlpActivation::gelu, MlpActivation::gelu_tanh}) {
+    Case k;
+    k.m = 6;
+    RandomStream rng(10, static_cast<std::uint64_t>(a));
+    LayerWeights w = random_weights(k, rng);
+    Matrix X = gaussian(k.N, k.d, rng);
+    const Matrix C = gaussian(k.N, k.d, rng);
+    MlpWorkspace mws;
+    const auto loss = [&] {
+      Matrix out;
+      mlp_forward(X, w, a, mws, out);
+      return out.cwiseProduct(C).sum();
+    };
+    MlpGrads g;
+    const Matrix dX = mlp_backward(X, w, a, C, g);
+    const double errs[] = {rel_err(dX, fd_gradient(X, loss)), rel_err(g.d_in, fd_gradient(w.mlp_in, loss)),
+                           rel_err(g.d_out, fd_gradient(w.mlp_out, loss)),
+                           rel_err(g.d_in_bias, fd_gradient_row(w.mlp_in_bias, loss)),
+                           rel_err(g.d_out_bias, fd_gradient_row(w.mlp_out_bias, loss))};
+    for (const double e : errs) CHECK(e < kTol);
+    worst = std::max(worst, *std::max_element(std::begin(errs), std::end(errs)));
+  }
+  WARN("MLP adjoints: largest relative error against FD " << worst);
+}
+
+TEST_CASE("attention block: masks, heads, d_QK, W_O, USA, head mean against FD", "[backward]") {
+  for (const std::string mask : {"complete", "causal", "window", "custom"}) {
+    Case k;
+    k.norm = NormType::none;
+    k.pos = NormPosition::post;
+    k.alpha = 0.0;
+    SECTION("softmax, 2 heads, mask " + mask) {
+      const StackCheck r = check_stack(k, mask, 1, 11);
+      CHECK(r.worst() < kTol);
+      WARN("attention block, mask " << mask << ": largest relative error against FD " << r.worst());
+    }
+    SECTION("W_O, head mean, d_QK = 0.25, mask " + mask) {
+      k.dv = 2;
+      k.head_mean = true;
+      k.d_qk = 0.25;
+      const StackCheck r = check_stack(k, mask, 1, 12);
+      CHECK(r.worst() < kTol);
+      WARN("attention block, mask " << mask << ": largest relative error against FD " << r.worst());
+      CHECK(r.o < kTol);
+    }
+    SECTION("USA, mask " + mask) {
+      k.usa = true;
+      k.d_qk = 8.0;  // smaller logits: exp(S) has large higher derivatives, which FD's truncation feels
+      const StackCheck r = check_stack(k, mask, 1, 13);
+      CHECK(r.worst() < kTol);
+      WARN("attention block, mask " << mask << ": largest relative error against FD " << r.worst());
+    }
+  }
+}
+
+TEST_CASE("3-block stack in every placement x normalisation against FD", "[backward]") {
+  double worst = 0.0;
+  for (const NormPosition pos : {NormPosition::post, NormPosition::pre, NormPosition::peri, NormPosition::ngpt})
+    for (const NormType t : {NormType::none, NormType::sphere, NormType::projection, NormType::layernorm,
+                             NormType::rmsnorm})
+      for (const double alpha : {0.0, 0.6}) {
+        Case k;
+        k.pos = pos;
+        k.norm = t;
+        k.alpha = alpha;
+        k.m = 5;
+        k.dv = 3;
+        k.act = pos == NormPosition::peri ? MlpActivation::gelu_tanh : MlpActivation::gelu;
+        const StackCheck r = check_stack(k, pos == NormPosition::pre ? "causal" : "complete", 3, 100);
+        INFO(pos_name(pos) << " x " << norm_name(t) << " alpha " << alpha << ": x " << r.x << " q " << r.q
+                           << " k " << r.k << " v " << r.v << " o " << r.o << " gain " << r.gain << " bias "
+                           << r.bias << " W_in " << r.w_in << " W_out " << r.w_out);
+        CHECK(r.worst() < kTol);
+        worst = std::max(worst, r.worst());
+      }
+  WARN("3-block stacks: largest relative error against FD " << worst);
+  CHECK(worst > 0.0);  // the comparison measured something
+}
+
+TEST_CASE("shared normalisation (norm.params = config): the gradient of the shared gain is the sum over slots",
+          "[backward]") {
+  Case k;
+  k.norms_from_file = false;
+  k.pos = NormPosition::peri;
+  k.m = 4;
+  RandomStream rng(14, 0);
+  Fixture f(k, make_mask("complete", k.N));
+  const LayerWeights w = random_weights(k, rng);
+  const Matrix X0 = gaussian(k.N, k.d, rng), C = gaussian(k.N, k.d, rng);
+  BlockGrads g;
+  block_backward(X0, w, f.p, C, g);
+  const auto loss = [&] { return f.forward(X0, {w}).cwiseProduct(C).sum(); };
+  const Matrix fg = fd_gradient_row(f.shared.gain, loss), fb = fd_gradient_row(f.shared.bias, loss);
+  CHECK(rel_err(g.dgain[0] + g.dgain[1] + g.dgain[2] + g.dgain[3], fg) < kTol);
+  CHECK(rel_err(g.dbias[0] + g.dbias[1] + g.dbias[2] + g.dbias[3], fb) < kTol);
+}
+
+TEST_CASE("signal statistics against hand-computed values", "[backward]") {
+  Matrix X(3, 2);
+  X << 1, 0, 0, 2, -3, 0;
+  // cosines: (0,1) 0, (0,2) -1, (1,2) 0: mean over 6 ordered pairs = -2/6
+  CHECK(cos_mean(X) == Approx(-1.0 / 3.0).epsilon(1e-15));
+  // q = (1 + 4 + 9) / (3 * 2); p: <x0,x1> 0, <x0,x2> -3, <x1,x2> 0 -> 2 * (-3) / (6 * 2)
+  CHECK(gram_q(X) == Approx(14.0 / 6.0).epsilon(1e-15));
+  CHECK(gram_p(X) == Approx(-0.5).epsilon(1e-15));
+  // |x| = 1, 0, 0, 2, 3, 0 -> sorted 0 0 0 1 2 3, median (0 + 1) / 2, max 3
+  CHECK(massive_ratio(X) == Approx(6.0).epsilon(1e-15));
+  Matrix Y = X;
+  Y(0, 0) = 4;  // ||Y - X|| = 3, ||X|| = sqrt(14)
+  CHECK(update_size(X, Y) == Approx(3.0 / std::sqrt(14.0)).epsilon(1e-15));
+  CHECK(std::isnan(cos_mean(X.topRows(1))));
+}
+
+TEST_CASE("readout: the cotangent of L = 1^T X R, and a stream of its own", "[backward]") {
+  ModelSpec c;
+  c.model.dim = 3;
+  const Vector R0 = readout(c, 0), R1 = readout(c, 1);
+  CHECK(R0.size() == 3);
+  CHECK((R0 - R1).norm() > 0);
+  CHECK((readout(c, 0) - R0).norm() == 0.0);
+  RandomStream rng(1, 2);
+  Matrix X = gaussian(4, 3, rng);
+  const auto loss = [&] { return (X * R0).sum(); };
+  CHECK(rel_err(readout_cotangent(4, R0), fd_gradient(X, loss)) < kTol);
+}
+
+namespace {
+
+std::string matrix_text(const Matrix& m) {
+  std::ostringstream out;
+  out << std::setprecision(17);
+  for (Eigen::Index i = 0; i < m.rows(); ++i) {
+    if (i) out << "; ";
+    for (Eigen::Index j = 0; j < m.cols(); ++j) out << (j ? " " : "") << m(i, j);
+  }
+  return out.str();
+}
+
+// A run of the engine on fixed X(0) and W_Q (other weights from the trial's stream).
+struct EngineRun {
+  std::map<std::string, std::string> keys;
+  Matrix X0, WQ;
+  RunResults run() const {
+    auto k = keys;
+    k["init.type"] = "fixed";
+    k["init.matrix"] = matrix_text(X0);
+    k["weights.q"] = "fixed";
+    k["weights.q_matrix"] = matrix_text(WQ);
+    return run_simulation(prepare(make_config(k)), 1);
+  }
+  // L = 1^T X(L) R, the readout loss of the gradient measures.
+  double loss() const {
+    const RunResults r = run();
+    return (r.snapshots[0].back() * readout(make_config(keys), 0)).sum();
+  }
+  static double value(const RunResults& r, const char* name, int column) {
+    for (std::size_t i = 0; i < r.token_info.size(); ++i)
+      if (std::string(r.token_info[i].name) == name) return r.token[i](0, column);
+    for (std::size_t i = 0; i < r.attention_info.size(); ++i)
+      if (std::string(r.attention_info[i].name) == name) return r.attention[i](0, column);
+    throw std::logic_error(name);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("engine: gradient measures against FD of the readout loss, forward measures against the snapshots",
+          "[backward]") {
+  RandomStream rng(21, 0);
+  EngineRun e;
+  e.X0 = gaussian(4, 3, rng);
+  e.WQ = gaussian(3, 3, rng, 0.7);
+  e.keys = {{"model.tokens", "4"},      {"model.dim", "3"},       {"model.layers", "1"},
+            {"norm.type", "layernorm"}, {"norm.position", "pre"}, {"residual.alpha", "1"},
+            {"mask.type", "causal"},    {"mlp.width", "5"},       {"run.trials", "1"},
+            {"output.tokens", "all"},
+            {"output.measures", "cos_mean,gram_q,gram_p,massive_ratio,update_size,grad_x_norm,grad_wq_norm,grad_wk_norm,"
+                                "grad_wv_norm,jacobian_log_fro2"}};
+  SECTION("one block: ||dL/dX(0)||, ||dL/dW_Q|| against FD; dL/dX(L) = 1 R^T") {
+    const RunResults r = e.run();
+    const Matrix gx = fd_gradient(e.X0, [&] { return e.loss(); });
+    const Matrix gq = fd_gradient(e.WQ, [&] { return e.loss(); });
+    CHECK(std::abs(EngineRun::value(r, "grad_x_norm", 0) / gx.norm() - 1) < kTol);
+    CHECK(std::abs(EngineRun::value(r, "grad_wq_norm", 0) / gq.norm() - 1) < kTol);
+    const Vector R = readout(make_config(e.keys), 0);
+    CHECK(EngineRun::value(r, "grad_x_norm", 1) == Approx(2.0 * R.norm()).epsilon(1e-14));  // sqrt(N) ||R||
+    CHECK(EngineRun::value(r, "grad_wk_norm", 0) > 0);
+    CHECK(EngineRun::value(r, "grad_wv_norm", 0) > 0);
+  }
+  SECTION("three blocks: ||dL/dX(0)||, ||d(X(L) R)/dX(0)||_F^2 against FD; the forward measures") {
+    e.keys["model.layers"] = "3";
+    const RunResults r = e.run();
+    const Matrix gx = fd_gradient(e.X0, [&] { return e.loss(); });
+    CHECK(std::abs(EngineRun::value(r, "grad_x_norm", 0) / gx.norm() - 1) < kTol);
+    // The Jacobian of the N outputs (X(L) R)_i, one FD gradient per output i.
+    const Vector R = readout(make_config(e.keys), 0);
+    double fro2 = 0.0;
+    for (int i = 0; i < 4; ++i)
+      fro2 += fd_gradient(e.X0, [&] { return (e.run().snapshots[0].back() * R)(i); }).squaredNorm();
+    CHECK(std::abs(EngineRun::value(r, "jacobian_log_fro2", 0) - std::log(fro2)) < kTol);
+    CHECK(EngineRun::value(r, "jacobian_log_fro2", 3) == Approx(std::log(4 * R.squaredNorm())).epsilon(1e-14));  // N ||R||^2
+    for (int t = 0; t <= 3; ++t) {
+      const Matrix& X = r.snapshots[0][static_cast<std::size_t>(t)];
+      CHECK(EngineRun::value(r, "cos_mean", t) == cos_mean(X));
+      CHECK(EngineRun::value(r, "gram_q", t) == gram_q(X));
+      CHECK(EngineRun::value(r, "gram_p", t) == gram_p(X));
+      CHECK(EngineRun::value(r, "massive_ratio", t) == massive_ratio(X));
+      if (t < 3)
+        CHECK(EngineRun::value(r, "update_size", t) ==
+              update_size(X, r.snapshots[0][static_cast<std::size_t>(t) + 1]));
+    }
+  }
+  SECTION("results do not depend on the thread count") {
+    e.keys["run.trials"] = "3";
+    e.keys["model.layers"] = "2";
+    auto k = e.keys;
+    k.erase("output.tokens");
+    const EngineSetup s = prepare(make_config(k));
+    const RunResults a = run_simulation(s, 1), b = run_simulation(s, 2);
+    for (std::size_t i = 0; i < a.token.size(); ++i) CHECK(a.token[i].cwiseEqual(b.token[i]).all());
+    for (std::size_t i = 0; i < a.attention.size(); ++i) CHECK(a.attention[i].cwiseEqual(b.attention[i]).all());
+  }
+  SECTION("what the reverse pass does not cover is refused") {
+    e.keys["dropout.attention"] = "0.1";
+    CHECK_THROWS_AS(prepare(make_config(e.keys)), UsageError);
+  }
+}
