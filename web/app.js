@@ -649,14 +649,14 @@ function drawBrody(keys, selectable, weights, theta) {
 function drawBrodySide(along, proj) {
   const c = document.getElementById('brody-side'), g = c.getContext('2d');
   g.clearRect(0, 0, c.width, c.height);
-  const mid = 70, scale = 45 / 1.5;  // |component| up to 1.5 fits (the keys' offsets c_j sqrt 3 <= 1.22)
+  const mid = 68, scale = 40 / 1.8;  // |component| <= sqrt 3 (a scaled key has norm sqrt 3) fits
   g.strokeStyle = '#999';
   g.beginPath(); g.moveTo(10, mid); g.lineTo(c.width - 10, mid); g.stroke();
   g.font = '13px sans-serif';
   g.fillStyle = '#000';
   g.fillText(`component along 1 = (1,1,1)/√3 ${proj ? '(projection on: all 0)' : '(removed by projection)'}`, 10, 14);
   along.forEach((a, j) => {
-    const x = 40 + j * 85, y = mid - Math.max(-1.5, Math.min(1.5, a)) * scale;
+    const x = 40 + j * 85, y = mid - Math.max(-1.8, Math.min(1.8, a)) * scale;
     g.strokeStyle = KEY_COLOURS[j]; g.lineWidth = 3;
     g.beginPath(); g.moveTo(x, mid); g.lineTo(x, y); g.stroke();
     g.lineWidth = 1;
