@@ -258,7 +258,10 @@ try {
   const defaults = async () => {
     await page.selectOption('#col-mask', '2');  // window is disabled with the complete mask
     for (const [id, v] of [['col-n', '16'], ['col-d', '8'], ['col-dk', 'auto'], ['col-dqk', 'auto'], ['col-heads', '1'],
-      ['col-window', '2'], ['col-depth', '30'], ['col-trials', '4'], ['col-seed', '1']]) await page.fill(`#${id}`, v);
+      ['col-window', '2'], ['col-depth', '30'], ['col-trials', '4'], ['col-seed', '1']]) {
+      if (await page.locator(`#${id}`).count() === 0) continue;  // an older page without that field
+      await page.fill(`#${id}`, v);
+    }
     await page.selectOption('#col-mask', '0');
     await page.selectOption('#col-norm', '0');
     await page.setChecked('#col-logx', true);
