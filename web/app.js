@@ -376,7 +376,7 @@ const collapseRunner = {
 };
 
 // The drawn runs: kept ones, then the latest.
-const collapse = { kept: [], current: null, colour: 0, error: null };
+const collapse = { kept: [], current: null, error: null };
 
 function setCollapseState(state) {
   document.getElementById('col-result').dataset.state = state;
@@ -456,7 +456,10 @@ async function runCollapse() {
     }
   }
   collapse.error = null;
-  collapse.current = { mu, rel, depth, label, colour: RUN_COLOURS[collapse.colour++ % RUN_COLOURS.length] };
+  // The first colour no kept run has (blue when none is kept).
+  const colour = RUN_COLOURS.find((c) => !collapse.kept.some((k) => k.colour === c)) ||
+    RUN_COLOURS[collapse.kept.length % RUN_COLOURS.length];
+  collapse.current = { mu, rel, depth, label, colour };
   redrawCollapse();
   out.className = 'out';
   out.dataset.mu0 = mu[0][0];
