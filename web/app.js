@@ -376,7 +376,7 @@ const collapseRunner = {
 };
 
 // The drawn runs: kept ones, then the latest.
-const collapse = { kept: [], current: null, error: null };
+const collapse = { kept: [], current: null, error: null, generation: 0 };
 
 function setCollapseState(state) {
   document.getElementById('col-result').dataset.state = state;
@@ -407,6 +407,8 @@ function showCollapseError(message, field) {
 
 async function runCollapse() {
   const out = document.getElementById('col-result');
+  // A newer click makes this run stale: it then changes nothing when it ends or is cancelled.
+  const generation = ++collapse.generation;
   let inputs;
   try {
     inputs = collapseInputs();
@@ -437,8 +439,8 @@ async function runCollapse() {
   try {
     res = await collapseRunner.run(args, onProgress);
   } catch (e) {
+    if (generation !== collapse.generation) return;  // a newer run (or refused input) replaced this one
     if (e instanceof Cancelled) {
-      if (collapseRunner.job) return;  // a newer run replaced this one
       text.textContent = `cancelled after ${out.dataset.done} of ${trials * (depth + 1)} values`;
       setCollapseState('cancelled');
       return;
@@ -446,6 +448,7 @@ async function runCollapse() {
     showCollapseError(`the computation failed: ${e.message || e}`);
     return;
   }
+  if (generation !== collapse.generation) return;
   const ms = performance.now() - t0;
   const mu = [], rel = [];
   for (let t = 0; t < trials; ++t) {

@@ -426,6 +426,18 @@ try {
     const r = await collapse();
     assert.ok(r.muEnd < 1e-6 * r.mu0, r.text);
   });
+  await check('an invalid d_QK entered during a long run stops it and leaves the error (not "cancelled") on the page', async () => {
+    await longRun();
+    await page.click('#col-run');
+    await page.waitForFunction(() => Number(document.getElementById('col-result').dataset.done) > 0, null, { timeout: waitMs });
+    await page.fill('#col-dqk', 'abc');
+    await page.click('#col-run');
+    await page.waitForTimeout(500);
+    const d = await result();
+    assert.equal(d.state, 'error', `state ${d.state}: ${d.text}`);
+    assert.match(d.text, /col-dqk/);
+    assert.equal(await page.locator('#col-cancel').isDisabled(), true, 'Cancel still enabled');
+  });
   await check('the same mu with the computation on the page in slices (?worker=0), which also stays responsive', async () => {
     await defaults();
     await page.fill('#col-dqk', '1/64');
