@@ -281,6 +281,37 @@ try {
     assert.equal(frac.mu, dec.mu, '1/64 and 0.015625 give different mu');
     assert.notEqual(frac.mu, sixteen.mu, '1/64 and 16 give the same mu');
   });
+  // The page's mu against the native `rcsim run` with the same keys and seed (d_QK = 1/64 as
+  // model.d_qk): |page - native| <= 1e-9 native + 1e-14 mu(0). mu is a difference of nearly equal
+  // tokens once they collapse, so its round-off is relative to ||X|| ~ mu(0), not to mu; there the
+  // last bits, which -march changes, decide.
+  await check('mu with d_QK = 1/64 equals `rcsim run --model.d_qk=1/64` (native, same seed) to 1e-9 relative + round-off', async () => {
+    assert.ok(fs.existsSync(native), `no native rcsim at ${native} (build it, or set RCSIM_BIN)`);
+    await defaults();
+    await page.fill('#col-dqk', '1/64');
+    await page.fill('#col-trials', '2');
+    const r = await collapse();
+    const pageMu = r.mu.split(';').map((t) => t.split(',').map(Number));
+    const out = fs.mkdtempSync(path.join(os.tmpdir(), 'rcsim-run-'));
+    let nativeMu;
+    try {
+      const file = path.join(out, 'run.h5');
+      execFileSync(native, ['run', '--model.tokens=16', '--model.dim=8', '--model.d_qk=1/64', '--model.layers=30',
+        '--run.trials=2', '--run.seed=1', `--output.file=${file}`, '--quiet'], { encoding: 'utf8' });
+      nativeMu = JSON.parse(execFileSync('/usr/bin/python3', ['-c',
+        'import h5py, json, sys; print(json.dumps(h5py.File(sys.argv[1], "r")["metrics/mu"][()].tolist()))', file], { encoding: 'utf8' }));
+    } finally {
+      fs.rmSync(out, { recursive: true, force: true });
+    }
+    assert.equal(nativeMu.length, 2);
+    for (let t = 0; t < 2; ++t) {
+      assert.equal(nativeMu[t].length, 31);
+      for (let l = 0; l <= 30; ++l) {
+        const tol = 1e-9 * Math.abs(nativeMu[t][l]) + 1e-14 * nativeMu[t][0];
+        assert.ok(Math.abs(pageMu[t][l] - nativeMu[t][l]) <= tol, `trial ${t}, layer ${l}: page ${pageMu[t][l]}, rcsim run ${nativeMu[t][l]}`);
+      }
+    }
+  });
   await check('an invalid d_QK (1/0, -2, abc) is named next to the field, and the plot shows the error instead of the old curves', async () => {
     for (const bad of ['abc', '1/0', '-2', '0']) {
       await defaults();
