@@ -137,7 +137,7 @@ try {
     assert.equal(plain.selectable, '1111');
   });
   await brody(3, false, false);
-  await page.screenshot({ path: path.join(shots, 'brody-m3.png'), clip: await page.locator('#brody').boundingBox() });
+  await page.locator('#brody').screenshot({ path: path.join(shots, 'brody-m3.png') });
 
   const endState = async () => {
     const d = await page.locator('#fig1-result').evaluate((el) => ({ ...el.dataset }));
@@ -163,7 +163,7 @@ try {
     }
     assert.deepEqual(wrong, []);
   });
-  await page.screenshot({ path: path.join(shots, 'figure1-B.png'), clip: await page.locator('#figure1').boundingBox() });
+  await page.locator('#figure1').screenshot({ path: path.join(shots, 'figure1-B.png') });
 
   await check('typed start angle 20 degrees ends at A', async () => {
     await page.fill('#fig1-angle', '20');
