@@ -77,6 +77,7 @@ function runFigure1() {
     out.className = 'out error';
     out.dataset.equilibrium = 'error';
     out.textContent = String(e.message || e);
+    drawPlotError(fig1.canvas, out.textContent);
   }
 }
 
@@ -160,46 +161,350 @@ function placeToken1(ev) {
 }
 
 // ---------------- Collapse explorer ----------------
-function runCollapse() {
-  const out = document.getElementById('col-result');
+// A plot area that shows an error instead of what it drew before.
+function drawPlotError(canvas, message) {
+  const g = canvas.getContext('2d');
+  g.clearRect(0, 0, canvas.width, canvas.height);
+  g.fillStyle = '#b00';
+  g.font = '15px sans-serif';
+  const words = String(message).split(/\s+/);
+  let line = '', y = 40;
+  for (const w of words) {
+    if (g.measureText(`${line} ${w}`).width > canvas.width - 40 && line) {
+      g.fillText(line, 20, y); y += 20; line = w;
+    } else line = line ? `${line} ${w}` : w;
+  }
+  g.fillText(line, 20, y);
+}
+
+// An input error that names the field; shown next to it.
+class FieldError extends Error {
+  constructor(id, message) { super(`${id}: ${message}`); this.field = id; }
+}
+
+function intField(id, lo, hi) {
+  const el = document.getElementById(id);
+  const v = Number(el.value);
+  if (el.value.trim() === '' || !Number.isFinite(v)) throw new FieldError(id, `"${el.value}" is not a number`);
+  if (!Number.isInteger(v) || v < lo || v > hi) throw new FieldError(id, `${v} must be an integer in [${lo}, ${hi}]`);
+  return v;
+}
+
+// d_QK: a positive number (16, 0.015625, 1e-3), a fraction of two such numbers (1/64), or auto
+// (= d_k). A fraction is divided once, so 1/64 is exactly 0.015625.
+const DQK_ALLOWED = 'allowed: a positive number (16, 0.015625, 1e-3), a fraction (1/64) or auto (= d_k)';
+function parseDqk(text, dk) {
+  const t = text.trim();
+  if (t === 'auto') return dk;
+  const numberRe = '(\\d+(?:\\.\\d*)?|\\.\\d+)(?:[eE][+-]?\\d+)?';
+  const m = t.match(new RegExp(`^(${numberRe})(?:\\s*/\\s*(${numberRe}))?$`));
+  if (!m) throw new FieldError('col-dqk', `"${text}" is not a number; ${DQK_ALLOWED}`);
+  const v = m[4] === undefined ? Number(m[1]) : Number(m[1]) / Number(m[4]);
+  if (!(v > 0) || !Number.isFinite(v)) throw new FieldError('col-dqk', `"${text}" = ${v} is not positive and finite; ${DQK_ALLOWED}`);
+  return v;
+}
+
+const MASK_NAMES = ['complete', 'causal', 'sliding_window', 'unidirectional_sliding_window'];
+const NORM_NAMES = ['none', 'sphere', 'layernorm', 'projection', 'rmsnorm'];
+const RUN_COLOURS = ['#14c', '#c21', '#080', '#a50', '#73c', '#088', '#c0a', '#555'];
+const COLLAPSE_FIELDS = ['col-n', 'col-d', 'col-dk', 'col-dqk', 'col-heads', 'col-window', 'col-depth', 'col-trials', 'col-seed'];
+
+// Reads the inputs: the engine's arguments and a label naming the run's settings.
+function collapseInputs() {
+  const n = intField('col-n', 1, 256), d = intField('col-d', 1, 64);
+  const dkText = document.getElementById('col-dk').value.trim();
+  const dk = dkText === 'auto' ? d : intField('col-dk', 1, 64);
+  const dqkText = document.getElementById('col-dqk').value;
+  const dqk = parseDqk(dqkText, dk);
+  const heads = intField('col-heads', 1, 8), mask = Number(document.getElementById('col-mask').value);
+  const sliding = mask >= 2;
+  const window = sliding ? intField('col-window', 0, 256) : 0;
+  const norm = Number(document.getElementById('col-norm').value);
+  const depth = intField('col-depth', 0, 2000), trials = intField('col-trials', 1, 20);
+  const seed = intField('col-seed', 0, Number.MAX_SAFE_INTEGER);
+  const dqkLabel = dqkText.trim() === 'auto' ? String(dk) : dqkText.trim().replace(/\s+/g, '');
+  const label = `N ${n}, d ${d}, d_k ${dk}, d_QK ${dqkLabel}, ${heads} head${heads > 1 ? 's' : ''}, ` +
+    `mask ${MASK_NAMES[mask]}${sliding ? ` (window ${window})` : ''}, norm ${NORM_NAMES[norm]}, ` +
+    `${depth} layers, ${trials} trial${trials > 1 ? 's' : ''}, seed ${seed}`;
+  return { args: [n, d, dk, dqk, heads, mask, window, norm, depth, trials, seed], depth, trials, label };
+}
+
+// Computes a run with the engine's resumable interface, in slices of about `budgetMs`;
+// `pause` (may be null) is awaited between slices and may throw to stop. Returns mu and mu_rel
+// as the engine wrote them. Runs in the worker (its source is copied into it) and on the page.
+async function collapseSlices(engine, args, budgetMs, onProgress, pause) {
+  const depth = args[8], trials = args[9], total = trials * (depth + 1);
+  const rc = engine._rc_collapse_begin(...args);
+  if (rc !== 0) throw new Error(rc === -1 ? 'the engine refused the arguments' : 'the engine threw an exception');
+  const out = engine._malloc(8 * 2 * total);
   try {
-    const n = int('col-n', 1, 256), d = int('col-d', 1, 64), dqk = int('col-dqk', 1, 64);
-    const heads = int('col-heads', 1, 8), mask = int('col-mask', 0, 3), window = int('col-window', 0, 256);
-    const norm = int('col-norm', 0, 4), depth = int('col-depth', 0, 2000), trials = int('col-trials', 1, 20);
-    const seed = int('col-seed', 0, Number.MAX_SAFE_INTEGER);
-    const t0 = performance.now();
-    const res = callEngine(engine._rc_collapse, [], 2 * trials * (depth + 1),
-      (p, o) => [n, d, dqk, heads, mask, window, norm, depth, trials, seed, o]);
-    const ms = performance.now() - t0;
-    const mu = [], rel = [];
-    for (let t = 0; t < trials; ++t) {
-      mu.push([]); rel.push([]);
-      for (let l = 0; l <= depth; ++l) {
-        mu[t].push(res[2 * (t * (depth + 1) + l)]);
-        rel[t].push(res[2 * (t * (depth + 1) + l) + 1]);
-      }
+    let done = 0, chunk = 1;
+    while (done < total) {
+      const t0 = performance.now();
+      done = engine._rc_collapse_advance(chunk, out);
+      if (done < 0) throw new Error(`the engine failed (${done})`);
+      const ms = performance.now() - t0;
+      if (ms < budgetMs / 2) chunk *= 2;
+      else if (ms > budgetMs) chunk = Math.max(1, Math.floor(chunk / 2));
+      onProgress(done, total);
+      if (pause && done < total) await pause();
     }
-    drawCollapse(mu, rel, depth);
-    out.className = 'out';
-    out.dataset.mu0 = mu[0][0];
-    out.dataset.muEnd = mu[0][depth];
-    out.dataset.relEnd = rel[0][depth];
-    out.textContent = `${trials} trials, ${depth} layers in ${ms.toFixed(0)} ms\n` +
-      mu.map((m, t) => `trial ${t}: mu ${m[0].toExponential(3)} -> ${m[depth].toExponential(3)}, ` +
-        `mu_rel ${rel[t][0].toExponential(3)} -> ${rel[t][depth].toExponential(3)}`).join('\n');
-  } catch (e) {
-    out.className = 'out error';
-    out.textContent = String(e.message || e);
+    return Float64Array.from(engine.HEAPF64.subarray(out / 8, out / 8 + 2 * total));
+  } finally {
+    engine._free(out);
   }
 }
 
-function drawCollapse(mu, rel, depth) {
+// The worker's program (its source is put in a Blob after the engine's).
+function collapseWorkerMain(scope) {
+  const ready = createRcsimEngine();
+  ready.then(() => scope.postMessage({ type: 'ready' }), (e) => scope.postMessage({ type: 'failed', message: String(e) }));
+  scope.onmessage = async (ev) => {
+    const { id, args } = ev.data;
+    try {
+      const engine = await ready;
+      let last = 0;
+      const res = await collapseSlices(engine, args, 50, (done, total) => {
+        const now = performance.now();
+        if (now - last > 40 || done === total) { last = now; scope.postMessage({ type: 'progress', id, done, total }); }
+      }, null);
+      scope.postMessage({ type: 'result', id, res }, [res.buffer]);
+    } catch (e) {
+      scope.postMessage({ type: 'error', id, message: String(e.message || e) });
+    }
+  };
+}
+
+class Cancelled extends Error {}
+
+// Runs collapse computations in a Web Worker made from a Blob (engine.js's source, which a page
+// opened as file:// can neither fetch nor start as a Worker by URL), or, when the browser
+// refuses a worker (or with ?worker=0 in the URL), on the page in slices of about 15 ms, one
+// per macrotask.
+const collapseRunner = {
+  mode: 'starting', reason: '', worker: null, workerReady: null, job: null, nextId: 1,
+
+  startWorker() {
+    if (new URLSearchParams(location.search).get('worker') === '0') return this.useMainThread('?worker=0 in the URL');
+    let w;
+    try {
+      const src = `${rcsimEngineScope.toString()}\nvar createRcsimEngine = rcsimEngineScope();\n` +
+        `${collapseSlices.toString()}\n(${collapseWorkerMain.toString()})(self);\n`;
+      const url = URL.createObjectURL(new Blob([src], { type: 'text/javascript' }));
+      w = new Worker(url);
+      URL.revokeObjectURL(url);
+    } catch (e) {
+      return this.useMainThread(`the browser refused a Worker: ${e.message || e}`);
+    }
+    this.worker = w;
+    this.workerReady = new Promise((resolve, reject) => {
+      w.onerror = (e) => { e.preventDefault(); reject(new Error(e.message || 'worker error')); };
+      w.onmessage = (ev) => {
+        const m = ev.data;
+        if (m.type === 'ready') { this.setMode('worker', ''); resolve(); return; }
+        if (m.type === 'failed') { reject(new Error(m.message)); return; }
+        const job = this.job;
+        if (!job || job.id !== m.id) return;
+        if (m.type === 'progress') job.onProgress(m.done, m.total);
+        else if (m.type === 'result') { this.job = null; job.resolve(m.res); }
+        else if (m.type === 'error') { this.job = null; job.reject(new Error(m.message)); }
+      };
+    });
+    this.workerReady.catch((e) => {
+      if (this.worker !== w) return;
+      w.terminate();
+      this.worker = null;
+      this.useMainThread(`the worker did not start: ${e.message}`);
+      // A job sent to the failed worker is computed on the page instead.
+      const job = this.job;
+      if (job) { this.job = null; this.run(job.args, job.onProgress).then(job.resolve, job.reject); }
+    });
+  },
+
+  useMainThread(reason) {
+    this.worker = null;
+    this.setMode('main', reason);
+  },
+
+  setMode(mode, reason) {
+    this.mode = mode;
+    this.reason = reason;
+    document.body.dataset.collapseMode = mode;
+    const el = document.getElementById('col-mode');
+    if (el) el.textContent = mode === 'worker' ? 'computing in a Web Worker' : `computing on the page in slices (${reason})`;
+  },
+
+  // Resolves to mu and mu_rel, rejects with Cancelled when cancelled.
+  run(args, onProgress) {
+    this.cancel();
+    return new Promise((resolve, reject) => {
+      const job = { id: this.nextId++, args, onProgress, resolve, reject, cancelled: false };
+      this.job = job;
+      if (this.worker) {
+        this.worker.postMessage({ id: job.id, args });
+        return;
+      }
+      const pause = () => new Promise((res, rej) => {
+        const ch = new MessageChannel();
+        ch.port1.onmessage = () => (job.cancelled ? rej(new Cancelled('cancelled')) : res());
+        ch.port2.postMessage(0);
+      });
+      collapseSlices(engine, args, 15, onProgress, pause).then((res) => {
+        if (this.job === job) this.job = null;
+        if (job.cancelled) reject(new Cancelled('cancelled')); else resolve(res);
+      }, (e) => {
+        if (this.job === job) this.job = null;
+        reject(job.cancelled ? new Cancelled('cancelled') : e);
+      });
+    });
+  },
+
+  // Stops the running job (a worker is terminated and a fresh one started).
+  cancel() {
+    const job = this.job;
+    if (!job) return false;
+    this.job = null;
+    job.cancelled = true;
+    if (this.worker) {
+      this.worker.terminate();
+      this.worker = null;
+      this.startWorker();
+      job.reject(new Cancelled('cancelled'));
+    }
+    return true;
+  },
+};
+
+// The drawn runs: kept ones, then the latest.
+const collapse = { kept: [], current: null, error: null, generation: 0 };
+
+function setCollapseState(state) {
+  document.getElementById('col-result').dataset.state = state;
+  const running = state === 'running';
+  document.getElementById('col-cancel').disabled = !running;
+  document.getElementById('col-keep').disabled = running || !collapse.current;
+  document.getElementById('col-clear').disabled = collapse.kept.length === 0;
+}
+
+function showCollapseError(message, field) {
+  const out = document.getElementById('col-result');
+  for (const id of COLLAPSE_FIELDS) {
+    document.getElementById(`${id}-msg`).textContent = '';
+    document.getElementById(id).classList.remove('invalid');
+  }
+  if (field) {
+    document.getElementById(`${field}-msg`).textContent = message.replace(`${field}: `, '');
+    document.getElementById(field).classList.add('invalid');
+  }
+  collapse.error = message;
+  collapse.current = null;
+  out.className = 'out error';
+  out.textContent = message;
+  delete out.dataset.mu0; delete out.dataset.muEnd; delete out.dataset.relEnd;
+  redrawCollapse();
+  setCollapseState('error');
+}
+
+async function runCollapse() {
+  const out = document.getElementById('col-result');
+  // A newer click makes this run stale: it then changes nothing when it ends or is cancelled.
+  const generation = ++collapse.generation;
+  let inputs;
+  try {
+    inputs = collapseInputs();
+  } catch (e) {
+    collapseRunner.cancel();
+    showCollapseError(String(e.message || e), e.field);
+    return;
+  }
+  for (const id of COLLAPSE_FIELDS) {
+    document.getElementById(`${id}-msg`).textContent = '';
+    document.getElementById(id).classList.remove('invalid');
+  }
+  const { args, depth, trials, label } = inputs;
+  const bar = document.getElementById('col-progress'), text = document.getElementById('col-progress-text');
+  const onProgress = (done, total) => {
+    bar.value = done / total;
+    const trial = Math.min(trials, Math.floor(done / (depth + 1)) + 1);
+    text.textContent = done === total ? `${total} of ${total} values` :
+      `trial ${trial} of ${trials}, layer ${done % (depth + 1)} of ${depth} (${((100 * done) / total).toFixed(0)}%)`;
+    out.dataset.done = done;
+  };
+  bar.value = 0;
+  text.textContent = 'starting';
+  out.dataset.done = 0;
+  setCollapseState('running');
+  const t0 = performance.now();
+  let res;
+  try {
+    res = await collapseRunner.run(args, onProgress);
+  } catch (e) {
+    if (generation !== collapse.generation) return;  // a newer run (or refused input) replaced this one
+    if (e instanceof Cancelled) {
+      text.textContent = `cancelled after ${out.dataset.done} of ${trials * (depth + 1)} values`;
+      setCollapseState('cancelled');
+      return;
+    }
+    showCollapseError(`the computation failed: ${e.message || e}`);
+    return;
+  }
+  if (generation !== collapse.generation) return;
+  const ms = performance.now() - t0;
+  const mu = [], rel = [];
+  for (let t = 0; t < trials; ++t) {
+    mu.push([]); rel.push([]);
+    for (let l = 0; l <= depth; ++l) {
+      mu[t].push(res[2 * (t * (depth + 1) + l)]);
+      rel[t].push(res[2 * (t * (depth + 1) + l) + 1]);
+    }
+  }
+  collapse.error = null;
+  // The first colour no kept run has (blue when none is kept).
+  const colour = RUN_COLOURS.find((c) => !collapse.kept.some((k) => k.colour === c)) ||
+    RUN_COLOURS[collapse.kept.length % RUN_COLOURS.length];
+  collapse.current = { mu, rel, depth, label, colour };
+  redrawCollapse();
+  out.className = 'out';
+  out.dataset.mu0 = mu[0][0];
+  out.dataset.muEnd = mu[0][depth];
+  out.dataset.relEnd = rel[0][depth];
+  out.dataset.mu = mu.map((m) => m.join(',')).join(';');
+  out.textContent = `${trials} trials, ${depth} layers in ${ms.toFixed(0)} ms (${collapseRunner.mode === 'worker' ? 'Web Worker' : 'on the page'})\n` +
+    mu.map((m, t) => `trial ${t}: mu ${m[0].toExponential(3)} -> ${m[depth].toExponential(3)}, ` +
+      `mu_rel ${rel[t][0].toExponential(3)} -> ${rel[t][depth].toExponential(3)}`).join('\n');
+  setCollapseState('done');
+}
+
+function redrawCollapse() {
+  const c = document.getElementById('col-canvas');
+  const legend = document.getElementById('col-legend');
+  legend.textContent = '';
+  if (collapse.error) {
+    drawPlotError(c, collapse.error);
+    return;
+  }
+  const runs = collapse.current ? [...collapse.kept, collapse.current] : collapse.kept;
+  for (const r of runs) {
+    const li = document.createElement('li');
+    const sw = document.createElement('span');
+    sw.className = 'swatch';
+    sw.style.background = r.colour;
+    li.append(sw, `${r.label}${r === collapse.current ? '' : ' (kept)'}`);
+    legend.append(li);
+  }
+  drawCollapse(runs);
+}
+
+function drawCollapse(runs) {
   const c = document.getElementById('col-canvas'), g = c.getContext('2d');
   g.clearRect(0, 0, c.width, c.height);
+  if (runs.length === 0) return;
   const floor = 1e-300;
-  const logs = [...mu.flat(), ...rel.flat()].filter((v) => Number.isFinite(v)).map((v) => Math.log10(Math.max(v, floor)));
+  const logs = runs.flatMap((r) => [...r.mu.flat(), ...r.rel.flat()]).filter((v) => Number.isFinite(v)).map((v) => Math.log10(Math.max(v, floor)));
   let lo = Math.floor(Math.min(...logs)), hi = Math.ceil(Math.max(...logs));
+  if (!Number.isFinite(lo) || !Number.isFinite(hi)) { lo = 0; hi = 1; }
   if (hi === lo) hi = lo + 1;
+  const depth = Math.max(...runs.map((r) => r.depth));
   const L = 60, R = c.width - 20, T = 20, B = c.height - 40;
   // Layer axis: log(1 + l) when the box is ticked (collapse curves are read on log-log axes), else linear.
   const logX = document.getElementById('col-logx').checked;
@@ -219,18 +524,39 @@ function drawCollapse(mu, rel, depth) {
   const ticks = logX ? [0, ...[1, 10, 100, 1000].filter((t) => t < depth), depth] : [0, depth];
   for (const t of ticks) g.fillText(String(t), X(t) - (t === depth ? 20 : 0), B + 15);
   g.fillText(logX ? 'layer (axis: log(1 + layer))' : 'layer', (L + R) / 2 - 40, B + 30);
-  for (const [series, colour, dash] of [[mu, '#14c', []], [rel, '#c21', [5, 3]]]) {
-    g.strokeStyle = colour;
-    g.setLineDash(dash);
-    for (const s of series) {
-      g.beginPath();
-      s.forEach((v, l) => (l === 0 ? g.moveTo(X(l), Y(v)) : g.lineTo(X(l), Y(v))));
-      g.stroke();
+  for (const r of runs) {
+    g.strokeStyle = r.colour;
+    for (const [series, dash] of [[r.mu, []], [r.rel, [5, 3]]]) {
+      g.setLineDash(dash);
+      for (const s of series) {
+        g.beginPath();
+        s.forEach((v, l) => (l === 0 ? g.moveTo(X(l), Y(v)) : g.lineTo(X(l), Y(v))));
+        g.stroke();
+      }
     }
   }
   g.setLineDash([]);
-  g.fillStyle = '#14c'; g.fillText('mu (solid)', R - 160, T + 15);
-  g.fillStyle = '#c21'; g.fillText('mu_rel (dashed)', R - 160, T + 30);
+  g.fillStyle = '#000';
+  g.fillText('mu solid, mu_rel dashed; one colour per run (legend)', R - 330, T + 15);
+}
+
+function keepCollapse() {
+  if (!collapse.current) return;
+  collapse.kept.push(collapse.current);
+  collapse.current = null;
+  redrawCollapse();
+  setCollapseState(document.getElementById('col-result').dataset.state);
+}
+
+function clearKept() {
+  collapse.kept = [];
+  redrawCollapse();
+  setCollapseState(document.getElementById('col-result').dataset.state);
+}
+
+function updateWindowField() {
+  const sliding = Number(document.getElementById('col-mask').value) >= 2;
+  document.getElementById('col-window').disabled = !sliding;
 }
 
 // ---------------- Selectable keys ----------------
@@ -244,20 +570,24 @@ function runBrody() {
     const scale = document.getElementById('brody-scale').checked ? 1 : 0;
     document.getElementById('brody-m-value').textContent = m.toFixed(2);
     document.getElementById('brody-theta-value').textContent = String(theta);
-    const r = callEngine(engine._rc_brody, [], 20, (p, o) => [m, 360, 4, proj, scale, theta, o]);
+    const r = callEngine(engine._rc_brody, [], 24, (p, o) => [m, 360, 4, proj, scale, theta, o]);
     const keys = [0, 1, 2, 3].map((j) => [r[2 * j], r[2 * j + 1]]);
     const selectable = Array.from(r.slice(8, 12));
     const weights = Array.from(r.slice(12, 16)), best = Array.from(r.slice(16, 20));
+    const along = Array.from(r.slice(20, 24));
+    out.dataset.along = along.join(',');
     out.dataset.selectable = selectable.join('');
     out.dataset.weights = weights.join(',');
     out.dataset.best = best.join(',');
     out.className = 'out';
     out.textContent = keys.map((k, j) => `key ${j + 1}: ${selectable[j] ? 'selectable  ' : 'UNSELECTABLE'} ` +
-      `weight ${weights[j].toFixed(3)}, best over theta ${best[j].toFixed(3)}`).join('\n');
+      `weight ${weights[j].toFixed(3)}, best over theta ${best[j].toFixed(3)}, along 1 ${along[j].toFixed(3)}`).join('\n');
     drawBrody(keys, selectable, weights, theta);
+    drawBrodySide(along, proj);
   } catch (e) {
     out.className = 'out error';
     out.textContent = String(e.message || e);
+    for (const id of ['brody-canvas', 'brody-bars', 'brody-side']) drawPlotError(document.getElementById(id), out.textContent);
   }
 }
 
@@ -321,14 +651,42 @@ function drawBrody(keys, selectable, weights, theta) {
   });
 }
 
+// The keys' components along 1 = (1, 1, 1)/sqrt 3: what the projection removes.
+function drawBrodySide(along, proj) {
+  const c = document.getElementById('brody-side'), g = c.getContext('2d');
+  g.clearRect(0, 0, c.width, c.height);
+  const mid = 68, scale = 40 / 1.8;  // |component| <= sqrt 3 (a scaled key has norm sqrt 3) fits
+  g.strokeStyle = '#999';
+  g.beginPath(); g.moveTo(10, mid); g.lineTo(c.width - 10, mid); g.stroke();
+  g.font = '13px sans-serif';
+  g.fillStyle = '#000';
+  g.fillText(`component along 1 = (1,1,1)/√3 ${proj ? '(projection on: all 0)' : '(removed by projection)'}`, 10, 14);
+  along.forEach((a, j) => {
+    const x = 40 + j * 85, y = mid - Math.max(-1.8, Math.min(1.8, a)) * scale;
+    g.strokeStyle = KEY_COLOURS[j]; g.lineWidth = 3;
+    g.beginPath(); g.moveTo(x, mid); g.lineTo(x, y); g.stroke();
+    g.lineWidth = 1;
+    g.fillStyle = KEY_COLOURS[j];
+    g.beginPath(); g.arc(x, y, 6, 0, 2 * Math.PI); g.fill();
+    g.fillStyle = '#000';
+    g.fillText(`k${j + 1} ${a.toFixed(2)}`, x - 18, c.height - 4);
+  });
+}
+
 // ---------------- start ----------------
 createRcsimEngine().then((m) => {
   engine = m;
   fig1.canvas = document.getElementById('fig1-canvas');
   fig1.canvas.addEventListener('click', placeToken1);
   document.getElementById('fig1-run').addEventListener('click', runFigure1);
+  collapseRunner.startWorker();
   document.getElementById('col-run').addEventListener('click', runCollapse);
-  document.getElementById('col-logx').addEventListener('change', runCollapse);
+  document.getElementById('col-cancel').addEventListener('click', () => collapseRunner.cancel());
+  document.getElementById('col-keep').addEventListener('click', keepCollapse);
+  document.getElementById('col-clear').addEventListener('click', clearKept);
+  document.getElementById('col-logx').addEventListener('change', redrawCollapse);
+  document.getElementById('col-mask').addEventListener('change', updateWindowField);
+  updateWindowField();
   for (const id of ['wv00', 'wv01', 'wv10', 'wv11', 'fig1-norm', 'fig1-angle', 'fig1-steps']) {
     document.getElementById(id).addEventListener('change', runFigure1);
   }

@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <exception>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "kernel/random.hpp"
@@ -81,57 +83,119 @@ EMSCRIPTEN_KEEPALIVE int rc_figure1(const double* wv, const double* x0, int norm
 }
 
 // Collapse explorer: `trials` trials of N tokens in R^d through `depth` layers of `heads` heads
-// (W_Q, W_K: d x d_qk, W_V: d x d, Gaussian std 1/sqrt(d), drawn afresh per layer), mask `mask`
-// (window `window` for the sliding windows), normalisation `norm`. Trial t uses
-// RandomStream(seed, t): X(0) i.i.d. N(0, 1) first, then per layer W_Q of every head, W_K, W_V.
-// Writes mu and mu_rel of X(0), ..., X(depth): out[(t * (depth + 1) + l) * 2 + {0, 1}].
-// Returns 0, -1 for bad arguments, -2 if the engine threw.
-EMSCRIPTEN_KEEPALIVE int rc_collapse(int n, int d, int d_qk, int heads, int mask_code, int window, int norm,
-                                     int depth, int trials, double seed, double* out) {
-  NormType nt;
+// (W_Q, W_K: d x key_dim, W_V: d x d, Gaussian std 1/sqrt(d), drawn afresh per layer; logits
+// scaled by 1 / sqrt(d_qk), a double: rcsim's model.key_dim and model.d_qk), mask `mask` (window
+// `window` for the sliding windows), normalisation `norm`. Trial t uses RandomStream(seed, t):
+// X(0) i.i.d. N(0, 1) first, then per layer W_Q of every head, W_K, W_V.
+// Resumable, so that the page can show progress and stay responsive: rc_collapse_begin sets a run
+// up (one per module instance; a new begin replaces it), each rc_collapse_advance(steps, out)
+// computes up to `steps` more values, trial by trial and layer by layer in the order of a single
+// pass, writing mu and mu_rel of X(0), ..., X(depth): out[(t * (depth + 1) + l) * 2 + {0, 1}]
+// (the same `out` each call). The numbers do not depend on how the run is cut into calls.
+namespace {
+
+struct CollapseRun {
+  ModelSpec spec;
+  InputArrays no_files;
   MaskMatrix mask;
-  if (n < 1 || d < 1 || d_qk < 1 || heads < 1 || depth < 0 || trials < 1 || window < 0 || !norm_type(norm, nt) ||
-      !make_web_mask(mask_code, n, window, mask))
+  std::optional<Normalization> normalization;
+  LayerParams p;
+  std::optional<LayerWorkspace> ws;
+  std::optional<WeightSampler> sampler;
+  std::optional<RandomStream> rng;
+  Matrix X, X_next;
+  int depth = 0, trials = 0;
+  int trial = 0, layer = 0;  // the next value to write: X(layer) of `trial`
+  bool started = false;      // X(0) of `trial` drawn
+};
+
+std::unique_ptr<CollapseRun> collapse_run;
+
+}  // namespace
+
+// Returns 0, -1 for bad arguments, -2 if the engine threw.
+EMSCRIPTEN_KEEPALIVE int rc_collapse_begin(int n, int d, int key_dim, double d_qk, int heads, int mask_code, int window,
+                                           int norm, int depth, int trials, double seed) {
+  collapse_run.reset();
+  NormType nt;
+  auto run = std::make_unique<CollapseRun>();
+  if (n < 1 || d < 1 || key_dim < 1 || !(d_qk > 0.0) || !std::isfinite(d_qk) || heads < 1 || depth < 0 ||
+      trials < 1 || window < 0 || !norm_type(norm, nt) || !make_web_mask(mask_code, n, window, run->mask))
     return -1;
   try {
     // The model `rcsim run` builds from these keys (weights.*_std resolved to 1/sqrt(d)).
-    ModelSpec spec;
+    ModelSpec& spec = run->spec;
     spec.model.tokens = n;
     spec.model.dim = d;
     spec.model.layers = depth;
     spec.model.heads = heads;
-    spec.model.key_dim = d_qk;
+    spec.model.key_dim = key_dim;
     spec.model.d_qk = d_qk;
     spec.norm.type = nt;
     spec.run.trials = trials;
     spec.run.seed = static_cast<std::uint64_t>(seed);
     const double std = 1.0 / std::sqrt(static_cast<double>(d));
     spec.weights.q.std = spec.weights.k.std = spec.weights.v.std = std;
-    const Normalization normalization(nt, d);
-    const LayerParams p = layer_params(spec, &mask, &normalization);
-    LayerWorkspace ws(n, d, d_qk);
-    const InputArrays no_files;
-    WeightSampler sampler(spec, no_files);
-    Matrix X_next(n, d);
-    for (int trial = 0; trial < trials; ++trial) {
-      RandomStream rng(spec.run.seed, static_cast<std::uint64_t>(trial));
-      Matrix X = initial_tokens(spec, no_files, trial, rng);  // in run_trial's order
-      sampler.begin_trial(rng);
-      for (int l = 0; l <= depth; ++l) {
-        const double mu = token_similarity(X);
-        const double fro = X.norm();
-        double* o = out + 2 * (static_cast<long>(trial) * (depth + 1) + l);
-        o[0] = mu;
-        o[1] = fro > 0.0 ? mu / fro : 0.0;
-        if (l == depth) break;
-        attention_layer(X, sampler.layer(l, rng), p, ws, X_next);
-        X.swap(X_next);
-      }
-    }
+    run->normalization.emplace(nt, d);
+    run->p = layer_params(spec, &run->mask, &*run->normalization);
+    run->ws.emplace(n, d, key_dim);
+    run->sampler.emplace(spec, run->no_files);
+    run->X_next.resize(n, d);
+    run->depth = depth;
+    run->trials = trials;
+    collapse_run = std::move(run);
     return 0;
   } catch (const std::exception&) {
     return -2;
   }
+}
+
+// Computes up to `steps` (>= 1) more values into `out`. Returns how many values of the
+// trials * (depth + 1) are written in all (that total when the run is complete), -1 without a
+// run, -2 if the engine threw (the run is then dropped).
+EMSCRIPTEN_KEEPALIVE int rc_collapse_advance(int steps, double* out) {
+  CollapseRun* r = collapse_run.get();
+  if (!r || steps < 1) return -1;
+  try {
+    for (int s = 0; s < steps && r->trial < r->trials; ++s) {
+      if (!r->started) {
+        r->rng.emplace(r->spec.run.seed, static_cast<std::uint64_t>(r->trial));
+        r->X = initial_tokens(r->spec, r->no_files, r->trial, *r->rng);  // in run_trial's order
+        r->sampler->begin_trial(*r->rng);
+        r->layer = 0;
+        r->started = true;
+      }
+      const double mu = token_similarity(r->X);
+      const double fro = r->X.norm();
+      double* o = out + 2 * (static_cast<long>(r->trial) * (r->depth + 1) + r->layer);
+      o[0] = mu;
+      o[1] = fro > 0.0 ? mu / fro : 0.0;
+      if (r->layer == r->depth) {
+        ++r->trial;
+        r->started = false;
+        continue;
+      }
+      attention_layer(r->X, r->sampler->layer(r->layer, *r->rng), r->p, *r->ws, r->X_next);
+      r->X.swap(r->X_next);
+      ++r->layer;
+    }
+    return r->trial * (r->depth + 1) + (r->started ? r->layer : 0);
+  } catch (const std::exception&) {
+    collapse_run.reset();
+    return -2;
+  }
+}
+
+// The whole run in one call (rc_collapse_begin, then rc_collapse_advance to the end).
+// Returns 0, -1 for bad arguments, -2 if the engine threw.
+EMSCRIPTEN_KEEPALIVE int rc_collapse(int n, int d, int key_dim, double d_qk, int heads, int mask_code, int window,
+                                     int norm, int depth, int trials, double seed, double* out) {
+  const int rc = rc_collapse_begin(n, d, key_dim, d_qk, heads, mask_code, window, norm, depth, trials, seed);
+  if (rc != 0) return rc;
+  const long total = static_cast<long>(trials) * (depth + 1);
+  const int done = rc_collapse_advance(static_cast<int>(total), out);
+  collapse_run.reset();
+  return done == total ? 0 : (done < 0 ? done : -2);
 }
 
 // Brody's four-key example (sim/geometry/brody.hpp, as `rcsim brody-example`) for one magnitude m
@@ -140,7 +204,9 @@ EMSCRIPTEN_KEEPALIVE int rc_collapse(int n, int d, int d_qk, int heads, int mask
 //   out[0..7]   the keys' H coordinates after the normalisation, [4, 2] row-major;
 //   out[8..11]  selectable per key (1 / 0), decided by rcsim's LP (GLPK);
 //   out[12..15] the attention weights at angle index `angle`;
-//   out[16..19] each key's largest weight over all `angles` query angles.
+//   out[16..19] each key's largest weight over all `angles` query angles;
+//   out[20..23] each normalised key's component along 1 / sqrt(3) (what the projection removes;
+//               a query in H does not see it, so the other outputs ignore it).
 // Returns 0, -1 for bad arguments, -2 if the engine threw.
 EMSCRIPTEN_KEEPALIVE int rc_brody(double magnitude, int angles, double query_norm, int proj, int scale, int angle,
                                   double* out) {
@@ -154,6 +220,12 @@ EMSCRIPTEN_KEEPALIVE int rc_brody(double magnitude, int angles, double query_nor
     spec.query_norm = query_norm;
     const BrodyExample ex = brody_example(spec);
     const Matrix& keys = ex.plane_keys[proj][scale][0];
+    // The normalisation brody_example applies (brody.cpp), here to read the keys' offset along 1.
+    const NormType type =
+        proj ? (scale ? NormType::layernorm : NormType::projection) : (scale ? NormType::rmsnorm : NormType::none);
+    Matrix full = brody_example_keys(magnitude);
+    normalize_rows(full, Normalization(type, 3, 0.0));
+    const Vector along = full.rowwise().sum() / std::sqrt(3.0);
     const Matrix& weights = ex.weights[proj][scale][0];
     for (int j = 0; j < 4; ++j) {
       out[2 * j] = keys(j, 0);
@@ -161,6 +233,7 @@ EMSCRIPTEN_KEEPALIVE int rc_brody(double magnitude, int angles, double query_nor
       out[8 + j] = ex.selectable[proj][scale][0][j];
       out[12 + j] = weights(angle, j);
       out[16 + j] = weights.col(j).maxCoeff();
+      out[20 + j] = along(j);
     }
     return 0;
   } catch (const std::exception&) {

@@ -11,8 +11,10 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const web = path.resolve(here, '..');
-const shots = path.resolve(web, '..', 'docs', 'web');
+// RCSIM_WEB_DIR: test another copy of the page (e.g. an older one, to see a check fail);
+// RCSIM_SHOTS_DIR: where the screenshots go (default docs/web/).
+const web = process.env.RCSIM_WEB_DIR ? path.resolve(process.env.RCSIM_WEB_DIR) : path.resolve(here, '..');
+const shots = process.env.RCSIM_SHOTS_DIR ? path.resolve(process.env.RCSIM_SHOTS_DIR) : path.resolve(here, '..', '..', 'docs', 'web');
 const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
 if (!fs.existsSync(path.join(web, 'engine.js'))) {
   console.error('page.test.mjs: web/engine.js missing: run bash scripts/build-web.sh first');
@@ -25,6 +27,9 @@ if (!fs.existsSync(executablePath)) {
 
 // docs/science/model-spec.md 5.5: with W_V = [[0.5, 1], [0, 1]] and the sphere, token 1 ends at A or B.
 const A = [0, 1], B = [-0.6, -0.8];
+
+// How long to wait for a run to end (RCSIM_TEST_WAIT_MS: shorter to run the checks against an old page).
+const waitMs = Number(process.env.RCSIM_TEST_WAIT_MS || 60000);
 
 const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rcsim-chromium-'));
 let failures = 0;
@@ -47,6 +52,7 @@ const context = await chromium.launchPersistentContext(userDataDir, {
 });
 try {
   const page = await context.newPage();
+  if (process.env.RCSIM_TEST_WAIT_MS) page.setDefaultTimeout(waitMs);
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
   await page.goto(pathToFileURL(path.join(web, 'index.html')).href);
@@ -85,7 +91,7 @@ try {
   });
   // The same decision by the native binary: `rcsim brody-example` prints, per magnitude and
   // toggle, the unselectable keys; the page (the same C++ compiled to WebAssembly) must agree.
-  const native = process.env.RCSIM_BIN || path.resolve(web, '..', 'build', 'sim', 'rcsim');
+  const native = process.env.RCSIM_BIN || path.resolve(here, '..', '..', 'build', 'sim', 'rcsim');
   await check('Brody: the page\'s selectable keys equal `rcsim brody-example` (native) for 8 magnitudes x 4 toggles', async () => {
     assert.ok(fs.existsSync(native), `no native rcsim at ${native} (build it, or set RCSIM_BIN)`);
     const mags = [0.5, 1, 2, 2.3, 2.34, 3, 4, 6];
@@ -111,8 +117,27 @@ try {
       }
     }
   });
+  // The pixels of every canvas of a section, to tell whether a control changed the picture.
+  const pixels = (section) => page.locator(section).evaluate((el) =>
+    (el.tagName === 'CANVAS' ? [el] : Array.from(el.querySelectorAll('canvas'))).map((c) => c.toDataURL()).join('|'));
+  await check('Brody: the projection checkbox changes the drawn picture (alone: the keys\' component along 1 goes to 0)', async () => {
+    await brody(1, false, false);
+    const off = await pixels('#brody');
+    const r = await brody(1, true, false);
+    const on = await pixels('#brody');
+    assert.notEqual(on, off, 'ticking "projection" (m = 1, no scaling) left every canvas of the section unchanged');
+    const along = (await page.getAttribute('#brody-result', 'data-along') || '').split(',').map(Number);
+    assert.equal(along.length, 4, 'no data-along on #brody-result');
+    assert.ok(along.every((a) => Math.abs(a) < 1e-12), `with projection the components along 1 are ${along}`);
+    assert.equal(r.selectable, '1111');
+    const plain = await brody(1, false, false);
+    const alongOff = (await page.getAttribute('#brody-result', 'data-along')).split(',').map(Number);
+    // brody.hpp: offsets c = (0.6, -0.4, 0.3, -0.7) along 1 = (1, 1, 1), i.e. c sqrt 3 along 1 / sqrt 3.
+    [0.6, -0.4, 0.3, -0.7].forEach((c, j) => assert.ok(Math.abs(alongOff[j] - c * Math.sqrt(3)) < 1e-12, `key ${j + 1}: ${alongOff[j]}`));
+    assert.equal(plain.selectable, '1111');
+  });
   await brody(3, false, false);
-  await page.screenshot({ path: path.join(shots, 'brody-m3.png'), clip: await page.locator('#brody').boundingBox() });
+  await page.locator('#brody').screenshot({ path: path.join(shots, 'brody-m3.png') });
 
   const endState = async () => {
     const d = await page.locator('#fig1-result').evaluate((el) => ({ ...el.dataset }));
@@ -138,7 +163,7 @@ try {
     }
     assert.deepEqual(wrong, []);
   });
-  await page.screenshot({ path: path.join(shots, 'figure1-B.png'), clip: await page.locator('#figure1').boundingBox() });
+  await page.locator('#figure1').screenshot({ path: path.join(shots, 'figure1-B.png') });
 
   await check('typed start angle 20 degrees ends at A', async () => {
     await page.fill('#fig1-angle', '20');
@@ -181,11 +206,13 @@ try {
     assert.ok(Math.abs(s.x - 0.5) < 1e-15 && Math.abs(s.y - 0.5) < 1e-15, `got (${s.x}, ${s.y}), expected (0.5, 0.5)`);
   });
 
-  await check('bad W_V entry gives a message naming the input', async () => {
+  await check('bad W_V entry gives a message naming the input, and the plot shows it instead of the trajectories', async () => {
+    const before = await pixels('#figure1');
     await page.fill('#wv01', '');
     await page.click('#fig1-run');
     const text = await page.textContent('#fig1-result');
     assert.match(text, /wv01/);
+    assert.notEqual(await pixels('#figure1'), before, 'the old trajectories are still drawn under the error');
   });
 
   // Restore the default Figure 1 view for the full-page screenshot.
@@ -195,18 +222,23 @@ try {
   await page.selectOption('#fig1-norm', '1');
   await page.click('#fig1-run');
 
+  // Clicks Run and waits for the run to end (done, error or cancelled).
+  const finished = () => page.waitForSelector('#col-result[data-state="done"], #col-result[data-state="error"], #col-result[data-state="cancelled"]', { timeout: waitMs });
+  const result = () => page.locator('#col-result').evaluate((el) => ({ ...el.dataset, text: el.textContent, cls: el.className }));
   const collapse = async () => {
     await page.click('#col-run');
-    const d = await page.locator('#col-result').evaluate((el) => ({ ...el.dataset, text: el.textContent, cls: el.className }));
+    await finished();
+    const d = await result();
     assert.ok(!d.cls.includes('error'), d.text);
-    return { mu0: Number(d.muEnd !== undefined ? d.mu0 : NaN), muEnd: Number(d.muEnd), relEnd: Number(d.relEnd), text: d.text };
+    return { mu0: Number(d.muEnd !== undefined ? d.mu0 : NaN), muEnd: Number(d.muEnd), relEnd: Number(d.relEnd), text: d.text, mu: d.mu };
   };
+  await finished().catch(() => {});  // the run the page starts when it loads
   await check('complete mask, no normalisation: mu falls by more than 1e6 in 30 layers', async () => {
     const r = await collapse();
     assert.ok(r.mu0 > 1, `mu(0) = ${r.mu0}`);
     assert.ok(r.muEnd < 1e-6 * r.mu0, `mu: ${r.mu0} -> ${r.muEnd}`);
   });
-  await page.screenshot({ path: path.join(shots, 'collapse-complete.png'), clip: await page.locator('#collapse').boundingBox() });
+  await page.locator('#collapse').screenshot({ path: path.join(shots, 'collapse-complete.png') });
 
   await check('complete mask, sphere, d = 64, N = 32: mu_rel falls below 1e-6', async () => {
     await page.fill('#col-d', '64');
@@ -222,13 +254,306 @@ try {
     await page.fill('#col-d', '65');
     await page.click('#col-run');
     assert.match(await page.textContent('#col-result'), /col-d.*\[1, 64\]/);
-    await page.fill('#col-d', '8');
-    await page.fill('#col-dqk', '8');
-    await page.fill('#col-n', '16');
-    await page.selectOption('#col-norm', '0');
-    await page.fill('#col-depth', '30');
-    await page.click('#col-run');
   });
+  const defaults = async () => {
+    await page.selectOption('#col-mask', '2');  // window is disabled with the complete mask
+    for (const [id, v] of [['col-n', '16'], ['col-d', '8'], ['col-dk', 'auto'], ['col-dqk', 'auto'], ['col-heads', '1'],
+      ['col-window', '2'], ['col-depth', '30'], ['col-trials', '4'], ['col-seed', '1']]) {
+      if (await page.locator(`#${id}`).count() === 0) continue;  // an older page without that field
+      await page.fill(`#${id}`, v);
+    }
+    await page.selectOption('#col-mask', '0');
+    await page.selectOption('#col-norm', '0');
+    await page.setChecked('#col-logx', true);
+  };
+
+  // d_QK is a temperature (model.d_qk), a double: Wu et al.'s 1/64 as a fraction or a decimal.
+  await check('d_QK = 1/64 gives the same mu as 0.015625 (bit for bit) and differs from 16', async () => {
+    await defaults();
+    await page.fill('#col-dqk', '1/64');
+    const frac = await collapse();
+    assert.match(await page.textContent('#col-legend'), /d_QK 1\/64/);
+    await page.fill('#col-dqk', '0.015625');
+    const dec = await collapse();
+    await page.fill('#col-dqk', '16');
+    const sixteen = await collapse();
+    assert.ok(frac.mu && frac.mu.length > 0, 'no mu on #col-result');
+    assert.equal(frac.mu, dec.mu, '1/64 and 0.015625 give different mu');
+    assert.notEqual(frac.mu, sixteen.mu, '1/64 and 16 give the same mu');
+  });
+  // The page's mu against the native `rcsim run` with the same keys and seed (d_QK = 1/64 as
+  // model.d_qk): |page - native| <= 1e-9 native + 1e-14 mu(0). mu is a difference of nearly equal
+  // tokens once they collapse, so its round-off is relative to ||X|| ~ mu(0), not to mu; there the
+  // last bits, which -march changes, decide.
+  await check('mu with d_QK = 1/64 equals `rcsim run --model.d_qk=1/64` (native, same seed) to 1e-9 relative + round-off', async () => {
+    assert.ok(fs.existsSync(native), `no native rcsim at ${native} (build it, or set RCSIM_BIN)`);
+    await defaults();
+    await page.fill('#col-dqk', '1/64');
+    await page.fill('#col-trials', '2');
+    const r = await collapse();
+    const pageMu = r.mu.split(';').map((t) => t.split(',').map(Number));
+    const out = fs.mkdtempSync(path.join(os.tmpdir(), 'rcsim-run-'));
+    let nativeMu;
+    try {
+      const file = path.join(out, 'run.h5');
+      execFileSync(native, ['run', '--model.tokens=16', '--model.dim=8', '--model.d_qk=1/64', '--model.layers=30',
+        '--run.trials=2', '--run.seed=1', `--output.file=${file}`, '--quiet'], { encoding: 'utf8' });
+      nativeMu = JSON.parse(execFileSync('/usr/bin/python3', ['-c',
+        'import h5py, json, sys; print(json.dumps(h5py.File(sys.argv[1], "r")["metrics/mu"][()].tolist()))', file], { encoding: 'utf8' }));
+    } finally {
+      fs.rmSync(out, { recursive: true, force: true });
+    }
+    assert.equal(nativeMu.length, 2);
+    for (let t = 0; t < 2; ++t) {
+      assert.equal(nativeMu[t].length, 31);
+      for (let l = 0; l <= 30; ++l) {
+        const tol = 1e-9 * Math.abs(nativeMu[t][l]) + 1e-14 * nativeMu[t][0];
+        assert.ok(Math.abs(pageMu[t][l] - nativeMu[t][l]) <= tol, `trial ${t}, layer ${l}: page ${pageMu[t][l]}, rcsim run ${nativeMu[t][l]}`);
+      }
+    }
+  });
+  await check('an invalid d_QK (1/0, -2, abc) is named next to the field, and the plot shows the error instead of the old curves', async () => {
+    for (const bad of ['abc', '1/0', '-2', '0']) {
+      await defaults();
+      await collapse();
+      const before = await pixels('#collapse');
+      await page.fill('#col-dqk', bad);
+      await page.click('#col-run');
+      const d = await result();
+      assert.equal(d.state, 'error', `d_QK "${bad}": state ${d.state}`);
+      const msg = await page.textContent('#col-dqk-msg');
+      assert.match(msg, /allowed: .*1\/64/, `d_QK "${bad}": message next to the field: "${msg}"`);
+      assert.ok(await page.locator('#col-dqk-msg').isVisible(), 'the message next to d_QK is not visible');
+      assert.equal(await page.locator('#col-legend li').count(), 0, 'the legend still lists the old run');
+      const after = await pixels('#collapse');
+      assert.notEqual(after, before, 'the plot did not change');
+      // The canvas shows the error: red pixels, and none of the old run's blue curve.
+      const colours = await page.locator('#col-canvas').evaluate((c) => {
+        const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let red = 0, blue = 0;
+        for (let i = 0; i < px.length; i += 4) {
+          if (px[i + 3] < 128) continue;
+          if (px[i] > 150 && px[i + 1] < 60 && px[i + 2] < 60) red += 1;
+          if (px[i] < 60 && px[i + 1] < 100 && px[i + 2] > 150) blue += 1;
+        }
+        return { red, blue };
+      });
+      assert.ok(colours.red > 50 && colours.blue === 0, `canvas after the error: ${JSON.stringify(colours)}`);
+    }
+    await page.fill('#col-dqk', '1/64');
+    await collapse();
+    assert.equal(await page.textContent('#col-dqk-msg'), '', 'the message stays after a valid d_QK');
+  });
+  await check('a computation error (the engine refuses) replaces the plot too', async () => {
+    await defaults();
+    await collapse();
+    const before = await pixels('#collapse');
+    // The engine's own refusal (the page checks N, d, ... itself; force a bad call by hand).
+    const d = await page.evaluate(async () => {
+      const res = collapseRunner.run([0, 8, 8, 8, 1, 0, 0, 0, 3, 1, 1], () => {});
+      try { await res; return 'resolved'; } catch (e) { return String(e.message); }
+    });
+    assert.match(d, /refused/);
+    // The page path: an error thrown by the runner goes through showCollapseError.
+    await page.evaluate(() => showCollapseError('the computation failed: test'));
+    assert.notEqual(await pixels('#collapse'), before);
+    assert.equal(await page.locator('#col-legend li').count(), 0);
+  });
+
+  await check('overlay: Keep, then a second run: two legend entries naming each run\'s settings; Clear: one', async () => {
+    await defaults();
+    await page.fill('#col-dqk', '1/64');
+    await collapse();
+    const one = await pixels('#col-canvas');
+    await page.click('#col-keep');
+    await page.fill('#col-dqk', '16');
+    await page.fill('#col-n', '24');
+    await collapse();
+    const items = await page.locator('#col-legend li').allTextContents();
+    assert.equal(items.length, 2, `legend: ${JSON.stringify(items)}`);
+    assert.match(items[0], /N 16,.*d_QK 1\/64.*\(kept\)/);
+    assert.match(items[1], /N 24,.*d_QK 16,/);
+    const colours = await page.locator('#col-legend .swatch').evaluateAll((els) => els.map((e) => getComputedStyle(e).backgroundColor));
+    assert.notEqual(colours[0], colours[1], 'both runs have the same colour');
+    assert.notEqual(await pixels('#col-canvas'), one);
+    await page.locator('#collapse').screenshot({ path: path.join(shots, 'collapse-overlay.png') });
+    await page.click('#col-clear');
+    assert.equal(await page.locator('#col-legend li').count(), 1);
+  });
+
+  // Responsiveness: N = 256, d = 64, 300 layers (2.3 s in one call before the Worker). A timer
+  // every 10 ms records the longest gap between its ticks while the run lasts; a button of another
+  // section is clicked during the run and must answer before the run ends.
+  const longRun = async () => {
+    await defaults();
+    for (const [id, v] of [['col-n', '256'], ['col-d', '64'], ['col-depth', '300'], ['col-trials', '4']]) await page.fill(`#${id}`, v);
+  };
+  const startGapMeter = () => page.evaluate(() => {
+    window.gapMeter = { last: performance.now(), max: 0, ticks: 0 };
+    window.gapTimer = setInterval(() => {
+      const now = performance.now();
+      window.gapMeter.max = Math.max(window.gapMeter.max, now - window.gapMeter.last);
+      window.gapMeter.last = now;
+      window.gapMeter.ticks += 1;
+    }, 10);
+  });
+  const stopGapMeter = () => page.evaluate(() => { clearInterval(window.gapTimer); return window.gapMeter; });
+  const responsive = async (label) => {
+    await longRun();
+    await startGapMeter();
+    const t0 = Date.now();
+    await page.click('#col-run', { noWaitAfter: true, timeout: waitMs });
+    // While it computes: progress moves, and Figure 1's Run answers. Figure 1's own computation
+    // (360 starting angles on the page) is left out of the gaps: the meter restarts after it.
+    await page.waitForFunction(() => Number(document.getElementById('col-result').dataset.done) > 0, null, { timeout: waitMs });
+    const gapsBefore = await page.evaluate(() => ({ ...window.gapMeter }));
+    await page.fill('#fig1-angle', '20');
+    const tClick = Date.now();
+    await page.click('#fig1-run', { timeout: waitMs });
+    const clickMs = Date.now() - tClick;
+    await page.evaluate(() => { window.gapMeter.last = performance.now(); window.gapMeter.max = 0; });
+    const whileRunning = await page.evaluate(() => ({
+      state: document.getElementById('col-result').dataset.state,
+      at: document.getElementById('fig1-result').dataset.equilibrium,
+      progress: document.getElementById('col-progress-text').textContent,
+    }));
+    await finished();
+    const ms = Date.now() - t0;
+    const gapsAfter = await stopGapMeter();
+    const gaps = { max: Math.max(gapsBefore.max, gapsAfter.max), ticks: gapsAfter.ticks };
+    const r = await result();
+    console.log(`     ${label}: ${ms} ms, longest gap between 10 ms timer ticks ${gaps.max.toFixed(0)} ms ` +
+      `(${gapsBefore.max.toFixed(0)} ms before Figure 1's click; ${gaps.ticks} ticks), Figure 1's click ${clickMs} ms, ${r.text.split('\n')[0]}`);
+    await page.fill('#fig1-angle', '190');
+    await page.click('#fig1-run');
+    return { whileRunning, gaps, r };
+  };
+  await check('N = 256, d = 64, 300 layers: the page answers while it computes (timer gaps < 200 ms, a click in Figure 1)', async () => {
+    const { whileRunning, gaps, r } = await responsive(await page.evaluate(() => document.body.dataset.collapseMode));
+    assert.equal(r.state, 'done', r.text);
+    assert.equal(whileRunning.state, 'running', 'the run ended before the click was answered');
+    assert.equal(whileRunning.at, 'A', 'Figure 1 did not answer during the run');
+    assert.match(whileRunning.progress, /trial \d of 4, layer \d+ of 300/);
+    assert.ok(gaps.max < 200, `the main thread was blocked for ${gaps.max.toFixed(0)} ms`);
+  });
+  await check('the page uses a Web Worker when opened as file://', async () => {
+    assert.equal(await page.evaluate(() => document.body.dataset.collapseMode), 'worker');
+  });
+  await check('Cancel stops a long run at once; the next run works', async () => {
+    await longRun();
+    await page.click('#col-run');
+    await page.waitForFunction(() => Number(document.getElementById('col-result').dataset.done) > 0, null, { timeout: waitMs });
+    const t0 = Date.now();
+    await page.click('#col-cancel');
+    await page.waitForSelector('#col-result[data-state="cancelled"]', { timeout: 2000 });
+    const ms = Date.now() - t0;
+    const done = Number(await page.getAttribute('#col-result', 'data-done'));
+    assert.ok(done < 4 * 301, `cancelled after ${done} values of ${4 * 301}`);
+    assert.match(await page.textContent('#col-progress-text'), /cancelled after \d+ of 1204/);
+    await page.waitForTimeout(500);
+    assert.equal(Number(await page.getAttribute('#col-result', 'data-done')), done, 'progress moved after Cancel');
+    assert.ok(ms < 1000, `Cancel took ${ms} ms`);
+    await defaults();
+    const r = await collapse();
+    assert.ok(r.muEnd < 1e-6 * r.mu0, r.text);
+  });
+  await check('an invalid d_QK entered during a long run stops it and leaves the error (not "cancelled") on the page', async () => {
+    await longRun();
+    await page.click('#col-run');
+    await page.waitForFunction(() => Number(document.getElementById('col-result').dataset.done) > 0, null, { timeout: waitMs });
+    await page.fill('#col-dqk', 'abc');
+    await page.click('#col-run');
+    await page.waitForTimeout(500);
+    const d = await result();
+    assert.equal(d.state, 'error', `state ${d.state}: ${d.text}`);
+    assert.match(d.text, /col-dqk/);
+    assert.equal(await page.locator('#col-cancel').isDisabled(), true, 'Cancel still enabled');
+  });
+  await check('the same mu with the computation on the page in slices (?worker=0), which also stays responsive', async () => {
+    await defaults();
+    await page.fill('#col-dqk', '1/64');
+    const inWorker = await collapse();
+    const slow = await context.newPage();
+    try {
+      slow.on('pageerror', (e) => errors.push(String(e)));
+      await slow.goto(`${pathToFileURL(path.join(web, 'index.html')).href}?worker=0`);
+      await slow.waitForSelector('#status[data-ready="1"]', { timeout: 30000 });
+      assert.equal(await slow.evaluate(() => document.body.dataset.collapseMode), 'main');
+      await slow.fill('#col-dqk', '1/64');
+      await slow.click('#col-run');
+      await slow.waitForSelector('#col-result[data-state="done"]', { timeout: waitMs });
+      assert.equal(await slow.getAttribute('#col-result', 'data-mu'), inWorker.mu);
+      // responsiveness and cancel on the page itself
+      for (const [id, v] of [['col-n', '256'], ['col-d', '64'], ['col-depth', '300'], ['col-dqk', 'auto']]) await slow.fill(`#${id}`, v);
+      await slow.evaluate(() => {
+        window.gapMeter = { last: performance.now(), max: 0 };
+        window.gapTimer = setInterval(() => { const now = performance.now(); window.gapMeter.max = Math.max(window.gapMeter.max, now - window.gapMeter.last); window.gapMeter.last = now; }, 10);
+      });
+      await slow.click('#col-run');
+      await slow.waitForFunction(() => Number(document.getElementById('col-result').dataset.done) > 300, null, { timeout: waitMs });
+      await slow.click('#col-cancel');
+      await slow.waitForSelector('#col-result[data-state="cancelled"]', { timeout: 2000 });
+      const gap = await slow.evaluate(() => { clearInterval(window.gapTimer); return window.gapMeter.max; });
+      console.log(`     on the page in slices: longest gap between 10 ms timer ticks ${gap.toFixed(0)} ms before Cancel`);
+      assert.ok(gap < 200, `the main thread was blocked for ${gap.toFixed(0)} ms`);
+    } finally {
+      await slow.close();
+    }
+  });
+
+  // Every control of the collapse explorer changes what is drawn (from the defaults, one at a time).
+  await check('every collapse control changes the plot; window is disabled unless the mask is a sliding window', async () => {
+    const controls = [['col-n', '24'], ['col-d', '6'], ['col-dk', '3'], ['col-dqk', '1/8'], ['col-heads', '2'],
+      ['col-mask', '1'], ['col-norm', '3'], ['col-depth', '20'], ['col-trials', '2'], ['col-seed', '7']];
+    const unchanged = [];
+    for (const [id, v] of controls) {
+      await defaults();
+      await collapse();
+      const before = await pixels('#col-canvas');
+      if (id === 'col-mask' || id === 'col-norm') await page.selectOption(`#${id}`, v); else await page.fill(`#${id}`, v);
+      await collapse();
+      if ((await pixels('#col-canvas')) === before) unchanged.push(id);
+    }
+    await defaults();
+    assert.ok(await page.locator('#col-window').isDisabled(), 'window enabled with the complete mask');
+    await page.selectOption('#col-mask', '2');
+    assert.ok(!(await page.locator('#col-window').isDisabled()), 'window disabled with sliding_window');
+    await collapse();
+    const before = await pixels('#col-canvas');
+    await page.fill('#col-window', '5');
+    await collapse();
+    if ((await pixels('#col-canvas')) === before) unchanged.push('col-window (sliding_window)');
+    await defaults();
+    await collapse();
+    const lin = await pixels('#col-canvas');
+    await page.setChecked('#col-logx', false);
+    if ((await pixels('#col-canvas')) === lin) unchanged.push('col-logx');
+    assert.deepEqual(unchanged, []);
+  });
+  await check('every Selectable keys and Figure 1 control changes the picture', async () => {
+    const unchanged = [];
+    await brody(1, false, false);
+    for (const [id, set] of [['brody-m', () => page.locator('#brody-m').fill('2')],
+      ['brody-theta', () => page.locator('#brody-theta').fill('200')],
+      ['brody-proj', () => page.setChecked('#brody-proj', true)], ['brody-scale', () => page.setChecked('#brody-scale', true)]]) {
+      await brody(1, false, false);
+      await page.locator('#brody-theta').fill('75');
+      const before = await pixels('#brody');
+      await set();
+      if ((await pixels('#brody')) === before) unchanged.push(id);
+    }
+    await brody(3, false, false);
+    await page.locator('#brody-theta').fill('75');
+    for (const [id, v] of [['wv00', '0.7'], ['wv01', '0.8'], ['wv10', '0.2'], ['wv11', '0.9'], ['fig1-norm', '0'], ['fig1-angle', '100'], ['fig1-steps', '5']]) {
+      const before = await pixels('#figure1');
+      const old = await page.inputValue(`#${id}`);
+      if (id === 'fig1-norm') await page.selectOption('#fig1-norm', v); else { await page.fill(`#${id}`, v); await page.dispatchEvent(`#${id}`, 'change'); }
+      if ((await pixels('#figure1')) === before) unchanged.push(id);
+      if (id === 'fig1-norm') await page.selectOption('#fig1-norm', old); else { await page.fill(`#${id}`, old); await page.dispatchEvent(`#${id}`, 'change'); }
+    }
+    assert.deepEqual(unchanged, []);
+  });
+  await defaults().then(collapse).catch((e) => console.log(`     (could not restore the defaults: ${e.message.split('\n')[0]})`));
 
   await page.screenshot({ path: path.join(shots, 'page.png'), fullPage: true });
   await check('no JavaScript errors on the page', async () => {
