@@ -1,5 +1,5 @@
 // `rcsim analyze`: collapse rates, collapse depth and the theory overlay of a run file
-// (docs/analysis.md). The layer coordinate is always read from the file's /layer dataset (a run
+// (docs/user/analysis.md). The layer coordinate is always read from the file's /layer dataset (a run
 // may record measures at some layers only), never assumed to be 0..L.
 #pragma once
 

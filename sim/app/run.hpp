@@ -27,7 +27,7 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
 
 // Run `c` in memory and return the bytes of the run file that run_to_file would write (the
 // same writer, into an HDF5 file image; nothing touches the disk, output.file only names the
-// image). For the Python bindings (rcsim.simulate, docs/python.md). Throws Interrupted when
+// image). For the Python bindings (rcsim.simulate, docs/user/python.md). Throws Interrupted when
 // `cancel` is set.
 std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::atomic<bool>* cancel);
 

@@ -1,7 +1,7 @@
 // `rcsim analyze DIR`: one table for a whole sweep, a row per analysed point: its swept
 // parameters, the decay rates and fit quality of mu and rank_one_residual, the collapse depth
 // and the theory bound. Written next to the sweep's index as DIR/analysis.csv and DIR/analysis.h5
-// (docs/analysis.md, "Sweeps").
+// (docs/user/analysis.md, "Sweeps").
 #pragma once
 
 #include <string>

@@ -107,7 +107,7 @@ const char* kEquilibriaHelp = R"(usage: rcsim equilibria --config FILE [--key=va
   starting points (init.*) for at most model.layers layers until ||X(t+1) - X(t)||_F < --tol;
   classify each end state (rank, identical/antipodal/distinct tokens, stability under
   perturbations) and write end states, distinct equilibria and basin fractions to output.file
-  (docs/equilibria.md). Prints a summary (equilibria by rank and type, basin fractions) after
+  (docs/science/equilibria.md). Prints a summary (equilibria by rank and type, basin fractions) after
   the table of distinct equilibria, whose first 20 rows are shown unless --verbose.
 
 options:
@@ -128,7 +128,7 @@ const char* kAnalyzeHelp = R"(usage: rcsim analyze RUN.h5|SWEEP_DIR [...] [--thr
   table and writes /analysis into each run file (atomically). A sweep directory analyses each
   complete point of its index and writes one table, a row per point, next to the index:
   DIR/analysis.csv and DIR/analysis.h5. Among run files (a glob like data/depth/*.h5) the
-  sweep's index.h5 and analysis.h5 are skipped. Warns when a fit is poor (docs/analysis.md).
+  sweep's index.h5 and analysis.h5 are skipped. Warns when a fit is poor (docs/user/analysis.md).
 
 options:
   --threshold=X   collapse threshold on mu_rel, in (0, 1) (default 1e-3)

@@ -64,7 +64,7 @@ const std::vector<CommandSpec>& commands() {
            {"keys.dataset", "keys", "dataset [n, d] of the file (source file)"},
            {"keys.trial", "0", "trial of the run file (source run)"},
            {"keys.layer", "last", "layer of the run file's /tokens_layer (source run), or last"},
-           {"keys.rtol", "1e-9", "relative tolerance of the floating-point decision (docs/geometry.md)"},
+           {"keys.rtol", "1e-9", "relative tolerance of the floating-point decision (docs/user/geometry.md)"},
            {"keys.exact", "true", "re-check every key found unselectable with GLPK's exact (rational) simplex"},
            {"output.file", "", "optional HDF5 output (empty: table on stdout only)"},
        })},
@@ -635,7 +635,7 @@ int run_geometry_command(const std::string& command, const std::vector<std::stri
 
 std::string geometry_help_text() {
   std::ostringstream os;
-  os << "\ngeometry commands (docs/geometry.md), each with its own keys:\n";
+  os << "\ngeometry commands (docs/user/geometry.md), each with its own keys:\n";
   for (const auto& c : commands()) {
     os << "  rcsim " << c.name << " [--key=value ...]\n      " << c.summary << "\n";
     for (const auto& k : c.keys)
@@ -649,7 +649,7 @@ std::string geometry_command_help(const std::string& name) {
   const CommandSpec& c = command_spec(name);
   std::ostringstream os;
   os << "usage: rcsim " << c.name << " [--key=value ...] [--force] [--quiet]\n\n  " << c.summary
-     << " (docs/geometry.md)\n\nkeys (default; meaning):\n";
+     << " (docs/user/geometry.md)\n\nkeys (default; meaning):\n";
   for (const auto& k : c.keys)
     os << "  --" << k.key << "  (default: " << (k.default_value.empty() ? "\"\"" : k.default_value) << ")\n      "
        << k.help << "\n";

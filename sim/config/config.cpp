@@ -28,7 +28,7 @@ const std::vector<KeyInfo> kKeys = {
     {"model.heads", "1", "number of attention heads H, >= 1 (Y = sum_h A_h X W_V,h)"},
     {"model.key_dim", "auto", "query/key dimension d_k, >= 1 (auto = d)"},
     {"model.d_qk", "auto", "temperature d_QK > 0 in S = XW_Q (XW_K)^T / sqrt(d_QK) (auto = d_k)"},
-    // --- Peer dynamics (docs/peers.md) ---
+    // --- Peer dynamics (docs/science/peers.md) ---
     {"model.beta", "auto",
      "inverse temperature beta > 0 = 1/sqrt(d_QK): give model.beta or model.d_qk (both: they must agree)"},
     {"model.head_mix", "sum", "how heads combine: sum (Y = sum_h A_h X W_V,h) | mean (Y = sum_h ... / H)"},
@@ -126,7 +126,7 @@ const std::vector<KeyInfo> kKeys = {
      "store the head-averaged attention matrix (1/H) sum_h A_h of every recorded attention layer in /attention"},
     {"metrics.rank_rtol", "auto", "relative rank tolerance >= 0 (auto = max(N, d) * machine epsilon)"},
     {"metrics.rank_atol", "0", "absolute rank tolerance >= 0; tol = max(atol, rtol * sigma_max)"},
-    // --- Peer measures (docs/peers.md) ---
+    // --- Peer measures (docs/science/peers.md) ---
     {"metrics.pair_threshold", "0.999", "pair_density counts ordered pairs i != j with cos(x_i, x_j) > threshold"},
     {"metrics.cluster_tau", "0.999", "clusters: connected components of the graph cos(x_i, x_j) > tau"},
 };
@@ -280,7 +280,7 @@ const std::vector<std::pair<std::string, InitType>> kInitNames = {
     {"gaussian", InitType::gaussian}, {"sphere", InitType::sphere},
     {"positive", InitType::positive}, {"fixed", InitType::fixed},
     {"file", InitType::file},         {"uniform", InitType::uniform}};
-// --- Peer dynamics (docs/peers.md) ---
+// --- Peer dynamics (docs/science/peers.md) ---
 const std::vector<std::pair<std::string, AttentionKind>> kAttentionNames = {{"softmax", AttentionKind::softmax},
                                                                            {"usa", AttentionKind::usa}};
 const std::vector<std::pair<std::string, HeadMix>> kHeadMixNames = {{"sum", HeadMix::sum}, {"mean", HeadMix::mean}};
@@ -415,7 +415,7 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   c.model.key_dim = v["model.key_dim"] == "auto" ? d : parse_int_min("model.key_dim", v["model.key_dim"], 1);
   c.model.d_qk = v["model.d_qk"] == "auto" ? static_cast<double>(c.model.key_dim)
                                            : parse_double_min("model.d_qk", v["model.d_qk"], 0.0, true);
-  // --- Peer dynamics (docs/peers.md): model.beta = 1/sqrt(d_QK), one of the two given ---
+  // --- Peer dynamics (docs/science/peers.md): model.beta = 1/sqrt(d_QK), one of the two given ---
   if (v["model.beta"] == "auto") {
     c.model.beta = 1.0 / std::sqrt(c.model.d_qk);
   } else {
@@ -530,7 +530,7 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   if (c.norm.params_from_file && c.norm.type != NormType::layernorm && c.norm.type != NormType::rmsnorm)
     bad_value("norm.params", params, "file needs norm.type = layernorm or rmsnorm (the normalisations with a gain)");
   c.weights.shared = parse_bool("weights.shared", v["weights.shared"]);
-  // --- Peer dynamics (docs/peers.md) ---
+  // --- Peer dynamics (docs/science/peers.md) ---
   for (const char* w : {"weights.q", "weights.k"})
     if (v[w] == "wishart" || v[w] == "tied_qk")
       bad_value(w, v[w], "wishart and tied_qk are value matrices: allowed for weights.v only");
@@ -611,7 +611,7 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
                             : parse_double_min("metrics.rank_rtol", v["metrics.rank_rtol"], 0.0, false);
   v["metrics.rank_rtol"] = fmt_double(c.metrics.rank_rtol);
   c.metrics.rank_atol = parse_double_min("metrics.rank_atol", v["metrics.rank_atol"], 0.0, false);
-  // --- Peer measures (docs/peers.md) ---
+  // --- Peer measures (docs/science/peers.md) ---
   c.output.attention = parse_bool("output.attention", v["output.attention"]);
   c.metrics.pair_threshold = parse_double("metrics.pair_threshold", v["metrics.pair_threshold"]);
   c.metrics.cluster_tau = parse_double("metrics.cluster_tau", v["metrics.cluster_tau"]);

@@ -157,7 +157,7 @@ class File : public Group {
   void close();
   // Close a file made by create() and return its bytes (an HDF5 file image, as close() would
   // write them) instead of writing them anywhere: for results that stay in memory (the Python
-  // bindings, docs/python.md). h5py opens the image from an io.BytesIO.
+  // bindings, docs/user/python.md). h5py opens the image from an io.BytesIO.
   std::vector<char> close_to_image();
   // Give every axis that still has no dimension scale an index coordinate named
   // "<dataset>_dim<k>" in the dataset's group, so that every axis of every dataset is labelled

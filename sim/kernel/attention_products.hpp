@@ -1,4 +1,4 @@
-// Measures of the attention matrices themselves (peer measures, docs/peers.md): their rank and the
+// Measures of the attention matrices themselves (peer measures, docs/science/peers.md): their rank and the
 // ergodicity coefficient of their products, the quantity whose decay drives rank collapse in the
 // products-of-stochastic-matrices view.
 #pragma once

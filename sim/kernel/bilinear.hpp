@@ -1,4 +1,4 @@
-// Random bilinear forms and value matrices drawn directly (peer dynamics, docs/peers.md): the
+// Random bilinear forms and value matrices drawn directly (peer dynamics, docs/science/peers.md): the
 // attention logit <x_i W_Q, x_j W_K> = x_i B x_j^T with B = W_Q W_K^T d x d, as in the
 // interacting-particle codes that draw B rather than W_Q and W_K.
 #pragma once

@@ -1,4 +1,4 @@
-// Cluster measures of the interacting-particle literature (peer measures, docs/peers.md), on
+// Cluster measures of the interacting-particle literature (peer measures, docs/science/peers.md), on
 // the cosine similarities c_ij = <x_i, x_j> / (||x_i|| ||x_j||) of the tokens (= <x_i, x_j> for
 // unit tokens, the peers' setting).
 #pragma once

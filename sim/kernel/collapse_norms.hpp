@@ -1,4 +1,4 @@
-// Two collapse measures of the literature (peer measures, docs/peers.md).
+// Two collapse measures of the literature (peer measures, docs/science/peers.md).
 #pragma once
 
 #include "kernel/types.hpp"

@@ -27,7 +27,7 @@ template struct LayerWorkspaceT<float>;
 
 LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Normalization* norm) {
   LayerParams p{mask, c.model.d_qk, c.residual_alpha, norm};
-  p.usa = c.attention_kind == AttentionKind::usa;  // peer dynamics (docs/peers.md)
+  p.usa = c.attention_kind == AttentionKind::usa;  // peer dynamics (docs/science/peers.md)
   p.head_mean = c.model.head_mix == HeadMix::mean;
   p.tangent = c.residual_project == ResidualProject::tangent;
   return p;

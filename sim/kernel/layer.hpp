@@ -19,7 +19,7 @@ struct LayerParams {
   double alpha = 0.0;  // residual weight; 0 = none
   const Normalization* norm = nullptr;
   const Dropout* dropout = nullptr;  // training-mode dropout (model/dropout.hpp); nullptr = none
-  // --- Peer dynamics (docs/peers.md) ---
+  // --- Peer dynamics (docs/science/peers.md) ---
   bool usa = false;        // attention.kind = usa: A = exp(S) / N unnormalised (general path)
   bool head_mean = false;  // model.head_mix = mean: Y = (1/H) sum_h A_h X W_V,h
   bool tangent = false;    // residual.project = tangent: Y = X + alpha P(Y_attn)

@@ -24,7 +24,7 @@ Vector singular_values(const Eigen::Ref<const Matrix>& X);
 
 // Columns per panel of the blocked Householder QR inside singular_values for k = min(N, d):
 // 16 for k > 32 (30-35% faster than Eigen's default 48 from 128 x 64 to 1024 x 128, measured
-// in one process; docs/performance.md), Eigen's 48 (one panel: unblocked) for k <= 32.
+// in one process; docs/dev/performance.md), Eigen's 48 (one panel: unblocked) for k <= 32.
 int qr_block_size(Eigen::Index k);
 
 // Tolerance of the numerical rank: max(atol, rtol * sigma_max).

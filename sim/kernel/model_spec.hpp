@@ -16,7 +16,7 @@ enum class NormType { none, sphere, layernorm, projection, rmsnorm };
 enum class WeightType { gaussian, orthogonal, identity, zero, fixed, file, wishart, tied_qk };
 enum class InitType { gaussian, sphere, positive, fixed, file, uniform };
 
-// --- Peer dynamics (docs/peers.md) ---
+// --- Peer dynamics (docs/science/peers.md) ---
 enum class AttentionKind { softmax, usa };
 enum class HeadMix { sum, mean };
 enum class ResidualProject { none, tangent };
@@ -34,7 +34,7 @@ struct ModelConfig {
   int heads = 1;       // H
   int key_dim = 0;     // d_k (resolved: default d)
   double d_qk = 0.0;   // temperature (resolved: default d_k)
-  // --- Peer dynamics (docs/peers.md) ---
+  // --- Peer dynamics (docs/science/peers.md) ---
   double beta = 0.0;   // inverse temperature 1 / sqrt(d_QK) (resolved; model.beta or model.d_qk)
   HeadMix head_mix = HeadMix::sum;
   int value_dim = 0;   // d_v of W_V,h (d x d_v) and W_O,h (d_v x d); 0 = no output projection, W_V,h d x d
@@ -86,7 +86,7 @@ struct WeightsConfig {
   double mlp_in_bias_std = 0.0, mlp_out_bias_std = 0.0;
   bool shared = false;
   std::string file;
-  // --- Peer dynamics (docs/peers.md) ---
+  // --- Peer dynamics (docs/science/peers.md) ---
   BilinearType qk = BilinearType::none;  // not none: W_Q = B drawn directly, W_K = identity
   double v_sign = 1.0;                   // sign of W_V for weights.v = tied_qk (W_V = sign W_Q W_K^T)
   int redraw_every = 1;                  // fresh weights at layers 0, K, 2K, ...
@@ -113,7 +113,7 @@ struct OutputConfig {
   bool spectrum = false;
   std::string schedule = "all";      // all | every:K | log:K | list:a,b,...
   std::vector<int> measure_layers;   // resolved from `schedule`: ascending, always 0 and L
-  // --- Peer measures (docs/peers.md): extra measures, only when asked (output.measures) ---
+  // --- Peer measures (docs/science/peers.md): extra measures, only when asked (output.measures) ---
   std::vector<std::string> measures;  // subset of peer_measure_names(), in that order
   bool attention = false;             // store the head-averaged attention matrices
 };
@@ -121,12 +121,12 @@ struct OutputConfig {
 struct MetricsConfig {
   double rank_rtol = -1.0;  // resolved: max(N, d) * machine epsilon
   double rank_atol = 0.0;
-  // --- Peer measures (docs/peers.md) ---
+  // --- Peer measures (docs/science/peers.md) ---
   double pair_threshold = 0.999;  // pair_density: cos > threshold
   double cluster_tau = 0.999;     // clusters: edges where cos > tau
 };
 
-// The optional measures of output.measures (docs/peers.md), token measures first.
+// The optional measures of output.measures (docs/science/peers.md), token measures first.
 const std::vector<std::string>& peer_measure_names();
 
 // Everything the kernel needs to run trials: the model, its inputs and what is measured.
@@ -138,7 +138,7 @@ struct ModelSpec {
   double residual_alpha = 0.0;
   DropoutConfig dropout;
   MlpConfig mlp;
-  // --- Peer dynamics (docs/peers.md) ---
+  // --- Peer dynamics (docs/science/peers.md) ---
   AttentionKind attention_kind = AttentionKind::softmax;
   ResidualProject residual_project = ResidualProject::none;
   WeightsConfig weights;

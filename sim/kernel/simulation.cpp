@@ -191,7 +191,7 @@ void record(const TokenMeasures& m, int trial, int layer, RunResults& r) {
   for (std::size_t i = 0; i < values.size(); ++i) r.token[i](trial, layer) = values[i];
 }
 
-// The token measures of output.measures (docs/peers.md), after the default ones.
+// The token measures of output.measures (docs/science/peers.md), after the default ones.
 void record_peer_tokens(const ModelSpec& c, const Matrix& X, const Vector& sigma, int trial, int layer, RunResults& r) {
   std::size_t i = token_measure_info().size();
   for (const auto& name : c.output.measures) {
@@ -305,7 +305,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   WeightSampler sampler(c, s.files);
   sampler.begin_trial(rng);
   const Normalization norm = Normalization::from_config(c);
-  // Peer attention measures (docs/peers.md): the head-averaged attention and the product of them.
+  // Peer attention measures (docs/science/peers.md): the head-averaged attention and the product of them.
   const auto asked = [&](const char* name) {
     return std::find(c.output.measures.begin(), c.output.measures.end(), name) != c.output.measures.end();
   };

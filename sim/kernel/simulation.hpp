@@ -24,7 +24,7 @@ struct MeasureInfo {
 const std::vector<MeasureInfo>& token_measure_info();
 // Attention diagnostics, layers 0..L-1 (the layer t -> t+1 is reported at t).
 const std::vector<MeasureInfo>& attention_measure_info();
-// The optional measures of output.measures (docs/peers.md), by name (peer_measure_names()); `token`
+// The optional measures of output.measures (docs/science/peers.md), by name (peer_measure_names()); `token`
 // tells whether it is a token measure (layers 0..L) or an attention measure (layers 0..L-1).
 struct PeerMeasureInfo {
   MeasureInfo info;
@@ -39,7 +39,7 @@ struct RunResults {
   std::vector<int> layer_index, attention_layer_index;
   std::vector<int> column_of_layer, column_of_attention_layer;
   // token[m] is trials x layer_index.size(), for the m-th entry of token_info: token_measure_info()
-  // followed by the token measures of output.measures (docs/peers.md).
+  // followed by the token measures of output.measures (docs/science/peers.md).
   std::vector<Matrix> token;
   // attention[m] is trials x attention_layer_index.size(), for the m-th entry of attention_info:
   // attention_measure_info() (its last entry counts degenerate rows of the normalisation)

@@ -1,4 +1,4 @@
-// Tangent projection of the residual update (peer dynamics, docs/peers.md): the sphere codes step
+// Tangent projection of the residual update (peer dynamics, docs/science/peers.md): the sphere codes step
 //   x_i <- x_i + alpha P_i(v_i),  P_i(v) = v - (<v, x_i> / ||x_i||^2) x_i,
 // the projection of v onto the tangent space of the sphere through x_i (= v - <v, x_i> x_i for
 // unit tokens), and renormalise afterwards (norm.type = sphere).

@@ -1,4 +1,4 @@
-// Unnormalised self-attention "USA" (peer dynamics, docs/peers.md; Geshkovski et al.):
+// Unnormalised self-attention "USA" (peer dynamics, docs/science/peers.md; Geshkovski et al.):
 //   A_ij = exp(S_ij) / N on the entries the mask allows, 0 elsewhere,
 // S the logits beta <x_i W_Q, x_j W_K>; rows are not normalised (no softmax denominator).
 #pragma once

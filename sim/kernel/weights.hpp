@@ -76,7 +76,7 @@ void check_inputs_finite(const InputArrays& in);
 // of every head (model.value_dim > 0), then W_in, b_in, W_out, b_out (mlp.width > 0; a bias only
 // when its std is > 0)); with weights.shared one draw serves every layer. Without value_dim and
 // MLP the draws are exactly those of the attention-only model.
-// Peer dynamics (docs/peers.md): with weights.redraw_every = K the weights are drawn at layers 0, K,
+// Peer dynamics (docs/science/peers.md): with weights.redraw_every = K the weights are drawn at layers 0, K,
 // 2K, ... and kept in between; with weights.across_trials = shared they come from one stream
 // (seed, trial 0, stream 2) restarted for every trial, so all trials see the same weights; with
 // weights.qk a bilinear form B (bilinear.hpp) is drawn per head in place of W_Q (W_K = identity);

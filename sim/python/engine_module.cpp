@@ -192,7 +192,7 @@ py::dict token_measures(const DoubleArray& x, double rank_rtol, double rank_atol
 }  // namespace
 
 PYBIND11_MODULE(_engine, m) {
-  m.doc() = "rcsim's engine in this process (use rcsim.simulate; docs/python.md)";
+  m.doc() = "rcsim's engine in this process (use rcsim.simulate; docs/user/python.md)";
   // A -march=native engine imported on a CPU without its instruction sets: one clear ImportError.
   if (const std::string missing = rcsim::missing_instruction_sets(); !missing.empty())
     throw py::import_error("rcsim's engine was built for " + rcsim::instruction_set() + " but this CPU lacks " +
