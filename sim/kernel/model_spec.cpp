@@ -6,7 +6,9 @@ namespace rcsim {
 
 const std::vector<std::string>& peer_measure_names() {
   static const std::vector<std::string> names = {"pair_density",   "clusters",  "dong_residual", "dong_residual_rel",
-                                                 "effective_rank", "attn_rank", "ergodicity"};
+                                                 "effective_rank", "attn_rank", "ergodicity",
+                                                 // --- Particles (docs/science/particles.md) ---
+                                                 "energy", "clusters_90", "clusters_99", "clusters_999", "fourier_mode"};
   return names;
 }
 

@@ -17,6 +17,7 @@
 #include "kernel/layer.hpp"
 #include "kernel/metrics.hpp"
 #include "kernel/normalization.hpp"
+#include "kernel/particles.hpp"
 #include "kernel/random.hpp"
 #include "kernel/threads.hpp"
 
@@ -57,6 +58,14 @@ const PeerMeasureInfo& peer_measure_info(const std::string& name) {
       {{"attn_rank", "numerical rank of the head-averaged attention matrix (metrics.rank_rtol, rank_atol)", "1"}, false},
       {{"ergodicity", "ergodicity coefficient of the product A(t) ... A(0) of head-averaged attention matrices", "1"},
        false},
+      // --- Particles (docs/science/particles.md) ---
+      {{"energy", "interaction energy (1/(2 beta N^2)) sum_ij exp(beta (<x_i, x_j> - 1)) = exp(-beta) E_beta", "1"},
+       true},
+      {{"clusters_90", "connected components of the graph cos(x_i, x_j) > 0.9", "1"}, true},
+      {{"clusters_99", "connected components of the graph cos(x_i, x_j) > 0.99", "1"}, true},
+      {{"clusters_999", "connected components of the graph cos(x_i, x_j) > 0.999", "1"}, true},
+      {{"fourier_mode", "max over k = 1..4 of |mean_j exp(i k theta_j)| of the token angles (d = 2; NaN otherwise)", "1"},
+       true},
   };
   for (std::size_t i = 0; i < peer_measure_names().size(); ++i)
     if (peer_measure_names()[i] == name) return info[i];
@@ -168,6 +177,16 @@ void record_peer_tokens(const ModelSpec& c, const Matrix& X, const Vector& sigma
       value = dong_residual(X) / composite_norm(X);
     else if (name == "effective_rank")
       value = effective_rank(sigma);
+    else if (name == "energy")  // particles (docs/science/particles.md)
+      value = interaction_energy(X, c.model.beta);
+    else if (name == "clusters_90")
+      value = cluster_count(X, 0.9);
+    else if (name == "clusters_99")
+      value = cluster_count(X, 0.99);
+    else if (name == "clusters_999")
+      value = cluster_count(X, 0.999);
+    else if (name == "fourier_mode")
+      value = fourier_mode(X);
     else
       continue;
     r.token[i++](trial, layer) = value;
