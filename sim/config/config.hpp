@@ -31,9 +31,6 @@ struct KeyInfo {
   std::string key;
   std::string default_value;
   std::string help;
-  // Written by Config::to_ini only when its value is not the default (keys added after the golden
-  // set was recorded, so that a default run's /config text stays as it was).
-  bool omit_default = false;
 };
 
 // Every key rcsim knows, in the order of --help.
