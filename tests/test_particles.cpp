@@ -73,9 +73,9 @@ Matrix integrate(const Flow& f, double T, int steps, bool rk4) {
   return X;
 }
 
-// Observed orders log2(e(h) / e(h/2)) against a fine RK4 reference, for steps n0, 2 n0, 4 n0, 8 n0.
+// Observed orders log2(e(h) / e(h/2)) against a fine RK4 reference (16384 steps), for steps n0, 2 n0, 4 n0, 8 n0.
 std::vector<double> observed_orders(const Flow& f, double T, int n0, bool rk4) {
-  const Matrix ref = integrate(f, T, 4096, true);
+  const Matrix ref = integrate(f, T, 16384, true);
   std::vector<double> err, orders;
   for (int n = n0; n <= 8 * n0; n *= 2) err.push_back((integrate(f, T, n, rk4) - ref).norm());
   for (std::size_t k = 0; k + 1 < err.size(); ++k) orders.push_back(std::log2(err[k] / err[k + 1]));
@@ -99,9 +99,10 @@ TEST_CASE("RK4 converges with order 4 and Euler with order 1", "[particles][dyna
   SECTION("USA, tangent projection, sphere, beta = 2") {
     Flow f = make_flow(5, 3, 12, NormType::sphere);
     f.usa = true;
-    f.beta = 2.0;
-    for (double o : observed_orders(f, T, 8, true)) CHECK((o > 3.5 && o < 4.5));
-    for (double o : observed_orders(f, T, 16, false)) CHECK((o > 0.8 && o < 1.2));
+    f.beta = 2.0;  // a stiffer field (exp(2 <x_i, x_j>) / N): RK4 at dt = 1/8 is unstable and at 1/64 not yet in
+                   // its asymptotic regime (order 2.9): start at 1/256
+    for (double o : observed_orders(f, T, 256, true)) CHECK((o > 3.5 && o < 4.5));
+    for (double o : observed_orders(f, T, 64, false)) CHECK((o > 0.8 && o < 1.2));
   }
   SECTION("SA without projection or normalisation (the Euclidean flow), causal mask") {
     Flow f = make_flow(6, 4, 13, NormType::none);
