@@ -99,7 +99,8 @@ double work_memory_bytes(const ModelSpec& c) {
   const double N = c.model.tokens, d = c.model.dim, H = c.model.heads, dk = c.model.key_dim;
   const double dv = c.model.value_dim, w = c.mlp.width;
   const double weights = H * (2 * d * dk + (dv > 0 ? 2 * d * dv : d * d)) + (w > 0 ? 2 * d * w + w + d : 0) + 4 * d;
-  const double per_thread = N * N * (c.output.attention ? 2 : 1) + 12 * N * d + weights;
+  const double rk4 = c.integrator == Integrator::rk4 ? 5 * N * d : 0;  // the stages k1..k4 and their point
+  const double per_thread = N * N * (c.output.attention ? 2 : 1) + 12 * N * d + rk4 + weights;
   const double threads = resolve_threads(c.run.threads, std::max(c.run.trials, 1));
   const double program = 16e6;  // the program and its libraries (peak RSS of a tiny run: 15-16 MiB)
   return program + 2.0 * N * N + 8.0 * threads * per_thread;
