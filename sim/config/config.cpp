@@ -141,8 +141,9 @@ const std::vector<KeyInfo> kKeys = {
     {"metrics.cluster_tau", "0.999", "clusters: connected components of the graph cos(x_i, x_j) > tau"},
 };
 
-// Keys written by Config::to_ini only when their value is not the default: keys added after the
-// golden set (tests/golden/) was recorded, so that a default run's /config text stays as it was.
+// Keys kept in Config::values (so in to_ini and the sweep definition) only when their value is
+// not the default: keys added after the golden set (tests/golden/) was recorded, so that a
+// default run's /config text and a default sweep's definition stay as they were.
 const std::set<std::string> kOmittedAtDefault = {"dynamics.integrator", "init.rho"};
 
 std::string trim(const std::string& s) {
@@ -676,6 +677,11 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
       if (std::find(asked.begin(), asked.end(), name) != asked.end()) c.output.measures.push_back(name);
   }
 
+  // Keys added after the golden set, at their default, are not part of the resolved text (the
+  // stored /config, the sweep definition): default runs and sweeps stay bit for bit as they were.
+  for (const auto& key : kOmittedAtDefault)
+    if (v[key] == std::find_if(kKeys.begin(), kKeys.end(), [&](const KeyInfo& k) { return k.key == key; })->default_value)
+      v.erase(key);
   c.values = std::move(v);
   return c;
 }
@@ -685,7 +691,7 @@ std::string Config::to_ini() const {
   std::string section;
   // Keys in --help order, grouped by their section.
   for (const auto& k : kKeys) {
-    if (kOmittedAtDefault.count(k.key) && values.at(k.key) == k.default_value) continue;
+    if (!values.count(k.key)) continue;  // kOmittedAtDefault at its default
     const auto dot = k.key.find('.');
     const std::string sec = k.key.substr(0, dot);
     if (sec != section) {
