@@ -36,7 +36,9 @@ const std::vector<KeyInfo> kKeys = {
      "per-head value width d_v >= 0: W_V,h is d x d_v and head h adds A_h X W_V,h W_O,h (W_O,h d_v x d, "
      "weights.o); 0 = no output projection, W_V,h is d x d"},
     {"attention.kind", "softmax",
-     "softmax (rows normalised) | usa (unnormalised: A_ij = exp(beta <x_i W_Q, x_j W_K>) / N on allowed entries)"},
+     "softmax (rows normalised) | usa (unnormalised: A_ij = exp(beta <x_i W_Q, x_j W_K>) / N on allowed entries) | "
+     "hardmax (A_ij = 1/|S_i| on the maximisers S_i of <x_i W_Q, x_j W_K> over the allowed j, ties within a relative "
+     "1e-12)"},
     {"mask.type", "complete",
      "attention mask: complete | causal | sliding_window | unidirectional_sliding_window | custom"},
     {"mask.window", "1", "window width w >= 1 of the sliding-window masks"},
@@ -56,6 +58,11 @@ const std::vector<KeyInfo> kKeys = {
     {"residual.alpha", "0", "residual weight: Y = X + alpha * attention(X); 0 = no residual"},
     {"residual.project", "none",
      "none | tangent: Y = X + alpha P(attention(X)), P removes from each row its component along x_i"},
+    // --- Particles (docs/science/particles.md) ---
+    {"dynamics.integrator", "euler",
+     "euler (Y = X + alpha F(X), the layer as it is) | rk4 (one classical Runge-Kutta step of size dt = "
+     "residual.alpha of the flow dX/dt = F(X), F the attention output, P-projected with residual.project = tangent, "
+     "then the normalisation; time t = dt x layer in /time)"},
     {"dropout.attention", "0",
      "dropout probability 0 <= p < 1 on the attention weights (training mode, kept weights scaled by 1/(1-p))"},
     {"dropout.output", "0",
@@ -101,9 +108,12 @@ const std::vector<KeyInfo> kKeys = {
     {"weights.redraw_every", "1", "K >= 1: fresh weights at layers 0, K, 2K, ... (kept in between)"},
     {"weights.across_trials", "independent",
      "independent (each trial draws its weights) | shared (one weight draw, from a stream of its own, for all trials)"},
-    {"init.type", "gaussian", "X(0): gaussian | sphere | positive | fixed | file | uniform (entries uniform on (-1, 1))"},
+    {"init.type", "gaussian", "X(0): gaussian | sphere (uniform on the unit sphere) | positive | fixed | file | uniform (entries uniform on "
+     "(-1, 1)) | circle (theta_j = 2 pi j / N in the first two coordinates) | equiangular (unit tokens, <x_i, x_j> = "
+     "init.rho; N <= d) | isometric (X X^T = I; N <= d)"},
     {"init.matrix", "", "inline X(0) [N, d] for fixed, rows separated by ';'"},
     {"init.file", "", "HDF5 file with /X0 [N, d] or [trials, N, d] for type file"},
+    {"init.rho", "0.5", "pairwise correlation <x_i, x_j> of init.type = equiangular, -1/(N-1) <= rho <= 1"},
     {"run.trials", "16", "number of independent trials, >= 1"},
     {"run.seed", "20240527", "seed (unsigned 64-bit); trial t uses a stream that depends only on (seed, t)"},
     {"run.threads", "0", "worker threads, >= 0 (0 = all cores); results do not depend on it"},
@@ -121,7 +131,9 @@ const std::vector<KeyInfo> kKeys = {
      "effective_rank (of X) | "
      "attn_rank | ergodicity (of the head-averaged attention matrix and of its products over layers) | "
      "cos_mean | gram_q | gram_p | massive_ratio | update_size | grad_x_norm | grad_wq_norm | grad_wk_norm | "
-     "grad_wv_norm | jacobian_log_fro2 (signal propagation: docs/science/gradients.md)"},
+     "grad_wv_norm | jacobian_log_fro2 (signal propagation: docs/science/gradients.md) | "
+     "energy ((1/(2 beta N^2)) sum_ij exp(beta (<x_i, x_j> - 1))) | clusters_90 | clusters_99 | clusters_999 (clusters at "
+     "cos > 0.9, 0.99, 0.999) | fourier_mode (d = 2: max_k=1..4 |mean_j exp(i k theta_j)|)"},
     {"output.attention", "false",
      "store the head-averaged attention matrix (1/H) sum_h A_h of every recorded attention layer in /attention"},
     {"metrics.rank_rtol", "auto", "relative rank tolerance >= 0 (auto = max(N, d) * machine epsilon)"},
@@ -130,6 +142,11 @@ const std::vector<KeyInfo> kKeys = {
     {"metrics.pair_threshold", "0.999", "pair_density counts ordered pairs i != j with cos(x_i, x_j) > threshold"},
     {"metrics.cluster_tau", "0.999", "clusters: connected components of the graph cos(x_i, x_j) > tau"},
 };
+
+// Keys kept in Config::values (so in to_ini and the sweep definition) only when their value is
+// not the default: keys added after the golden set (tests/golden/) was recorded, so that a
+// default run's /config text and a default sweep's definition stay as they were.
+const std::set<std::string> kOmittedAtDefault = {"dynamics.integrator", "init.rho"};
 
 std::string trim(const std::string& s) {
   const auto b = s.find_first_not_of(" \t\r\n");
@@ -279,10 +296,15 @@ const std::vector<std::pair<std::string, WeightType>> kWeightNames = {
 const std::vector<std::pair<std::string, InitType>> kInitNames = {
     {"gaussian", InitType::gaussian}, {"sphere", InitType::sphere},
     {"positive", InitType::positive}, {"fixed", InitType::fixed},
-    {"file", InitType::file},         {"uniform", InitType::uniform}};
+    {"file", InitType::file},         {"uniform", InitType::uniform},
+    {"circle", InitType::circle},     {"equiangular", InitType::equiangular},
+    {"isometric", InitType::isometric}};
 // --- Peer dynamics (docs/science/peers.md) ---
 const std::vector<std::pair<std::string, AttentionKind>> kAttentionNames = {{"softmax", AttentionKind::softmax},
-                                                                           {"usa", AttentionKind::usa}};
+                                                                           {"usa", AttentionKind::usa},
+                                                                           {"hardmax", AttentionKind::hardmax}};
+const std::vector<std::pair<std::string, Integrator>> kIntegratorNames = {{"euler", Integrator::euler},
+                                                                         {"rk4", Integrator::rk4}};
 const std::vector<std::pair<std::string, HeadMix>> kHeadMixNames = {{"sum", HeadMix::sum}, {"mean", HeadMix::mean}};
 const std::vector<std::pair<std::string, ResidualProject>> kProjectNames = {{"none", ResidualProject::none},
                                                                            {"tangent", ResidualProject::tangent}};
@@ -345,6 +367,34 @@ std::vector<std::string> split_list(const std::string& text) {
 
 bool is_known_key(const std::string& key) {
   return std::any_of(kKeys.begin(), kKeys.end(), [&](const KeyInfo& k) { return k.key == key; });
+}
+
+// --- Particles (docs/science/particles.md) ---
+// dynamics.integrator: rk4 integrates the flow of the attention sub-block alone, with step
+// dt = residual.alpha, so it needs a residual, norm.position = post, no MLP and no dropout.
+void parse_integrator(std::map<std::string, std::string>& v, Config& c) {
+  c.integrator = parse_enum("dynamics.integrator", v["dynamics.integrator"], kIntegratorNames);
+  if (c.integrator != Integrator::rk4) return;
+  const auto refuse = [](const std::string& why) {
+    throw UsageError("key 'dynamics.integrator': rk4 needs " + why);
+  };
+  if (c.residual_alpha == 0.0) refuse("a step size dt = residual.alpha != 0");
+  if (c.norm.position != NormPosition::post) refuse("norm.position = post");
+  if (c.mlp.width > 0) refuse("mlp.width = 0 (the flow is the attention sub-block alone)");
+  if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) refuse("dropout.attention = dropout.output = 0");
+}
+
+// init.type = circle | equiangular | isometric and init.rho.
+void parse_particle_init(std::map<std::string, std::string>& v, Config& c) {
+  const int N = c.model.tokens, d = c.model.dim;
+  c.init.rho = parse_double("init.rho", v["init.rho"]);
+  const std::string type = v["init.type"];
+  if (c.init.type == InitType::circle && d < 2) bad_value("init.type", type, "circle needs model.dim >= 2");
+  if ((c.init.type == InitType::equiangular || c.init.type == InitType::isometric) && N > d)
+    bad_value("init.type", type, type + " needs model.tokens <= model.dim (N orthonormal directions)");
+  const double lowest = N > 1 ? -1.0 / (N - 1) : -1.0;  // G = (1 - rho) I + rho 1 1^T >= 0
+  if (c.init.type == InitType::equiangular && !(c.init.rho >= lowest && c.init.rho <= 1.0))
+    bad_value("init.rho", v["init.rho"], "the Gram matrix needs -1/(N-1) <= rho <= 1");
 }
 
 }  // namespace
@@ -523,6 +573,7 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
     throw UsageError("keys 'weights.mlp_in_bias_std' and 'weights.mlp_out_bias_std': biases need mlp.bias = true");
   if (c.mlp.width > 0 && c.residual_project == ResidualProject::tangent)
     throw UsageError("key 'mlp.width': the MLP sub-block is defined with residual.project = none only");
+  parse_integrator(v, c);
   // Normalisation parameters per layer from weights.file.
   const std::string params = trim(v["norm.params"]);
   if (params != "config" && params != "file") bad_value("norm.params", params, "allowed: config | file");
@@ -562,6 +613,7 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   }
   if (c.init.type == InitType::file && c.init.file.empty())
     throw UsageError("key 'init.file': required when init.type = file (an HDF5 file with /X0)");
+  parse_particle_init(v, c);
 
   c.run.trials = parse_int_min("run.trials", v["run.trials"], 1);
   c.run.seed = parse_seed_value("run.seed", v["run.seed"]);
@@ -627,6 +679,11 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
       if (std::find(asked.begin(), asked.end(), name) != asked.end()) c.output.measures.push_back(name);
   }
 
+  // Keys added after the golden set, at their default, are not part of the resolved text (the
+  // stored /config, the sweep definition): default runs and sweeps stay bit for bit as they were.
+  for (const auto& key : kOmittedAtDefault)
+    if (v[key] == std::find_if(kKeys.begin(), kKeys.end(), [&](const KeyInfo& k) { return k.key == key; })->default_value)
+      v.erase(key);
   c.values = std::move(v);
   return c;
 }
@@ -636,6 +693,7 @@ std::string Config::to_ini() const {
   std::string section;
   // Keys in --help order, grouped by their section.
   for (const auto& k : kKeys) {
+    if (!values.count(k.key)) continue;  // kOmittedAtDefault at its default
     const auto dot = k.key.find('.');
     const std::string sec = k.key.substr(0, dot);
     if (sec != section) {

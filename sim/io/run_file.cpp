@@ -82,6 +82,21 @@ h5::Dataset write_measure(const h5::Group& g, const MeasureInfo& info, const Eig
   return ds;
 }
 
+// The flow's time t = dt x layer on the layer axis (docs/science/particles.md), dt = residual.alpha:
+// written for the runs that integrate the particle flow (dynamics.integrator = rk4, or the Euler
+// step with residual.project = tangent), not for the others (whose files stay as they were).
+void write_time(const h5::File& f, const ModelSpec& c, const std::vector<std::int64_t>& layer_ids) {
+  if (c.integrator != Integrator::rk4 && c.residual_project != ResidualProject::tangent) return;
+  std::vector<double> time;
+  for (const std::int64_t t : layer_ids) time.push_back(c.residual_alpha * static_cast<double>(t));
+  const h5::Dataset ds = f.write("time", {static_cast<hsize_t>(time.size())}, time.data());
+  ds.set_attr("long_name", "time t = dt x layer of the particle flow (dt = residual.alpha) at each recorded layer");
+  ds.set_attr("units", "1");
+  ds.set_attr("dt", c.residual_alpha);
+  ds.set_attr("integrator", c.integrator == Integrator::rk4 ? "rk4" : "euler");
+  f.label_axes(ds, {"layer"});
+}
+
 }  // namespace
 
 namespace {
@@ -117,6 +132,7 @@ void write_run_contents(const h5::File& f, const std::string& config_ini, const 
                            c.output.schedule};
   const std::vector<std::int64_t>& layer_ids = coords.layer;
   coords.write(f);
+  write_time(f, c, layer_ids);
 
   // Mask and its graph.
   {

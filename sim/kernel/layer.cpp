@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernel/tangent.hpp"
+#include "kernel/particles.hpp"
 #include "kernel/unnormalised_attention.hpp"
 
 #if defined(__GLIBC__)
@@ -30,6 +31,8 @@ LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Norma
   p.usa = c.attention_kind == AttentionKind::usa;  // peer dynamics (docs/science/peers.md)
   p.head_mean = c.model.head_mix == HeadMix::mean;
   p.tangent = c.residual_project == ResidualProject::tangent;
+  p.hardmax = c.attention_kind == AttentionKind::hardmax;  // particles (docs/science/particles.md)
+  p.rk4 = c.integrator == Integrator::rk4;
   return p;
 }
 
@@ -44,7 +47,7 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
     ws.rows = analyse_rows(*p.mask);
     ws.analysed = p.mask;
   }
-  const bool fast = ws.rows.contiguous && !p.usa;
+  const bool fast = ws.rows.contiguous && !p.usa && !p.hardmax;
   const bool lower = ws.rows.lower_triangular;
   // One head without residual: the product goes straight into X_next.
   const bool direct = H == 1 && p.alpha == 0.0;
@@ -62,6 +65,8 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
       attention_logits(X, w.q[h], w.k[h], p.d_qk, ws.Q, ws.K, ws.S);
       if (p.usa)
         usa_weights(ws.S, *p.mask);
+      else if (p.hardmax)
+        hardmax_weights(ws.S, *p.mask);
       else
         masked_softmax(ws.S, *p.mask);
       s = attention_stats(ws.S, *p.mask);
@@ -119,14 +124,56 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
   return report;
 }
 
+// The vector field of the particle flow (docs/science/particles.md):
+//   F(Z)_i = P_{z_i}( sum_h (A_h(Z) Z W_V,h)_i )  with tangent,  sum_h (A_h(Z) Z W_V,h)_i  without,
+// evaluated by layer_impl without residual and normalisation. `f` is that layer's parameters.
+template <class T>
+AttentionStats flow_field(const MatrixT<T>& Z, const LayerWeightsT<T>& w, const LayerParams& f, bool tangent,
+                          LayerWorkspaceT<T>& ws, MatrixT<T>& out) {
+  const LayerReport r = layer_impl<T>(Z, w, f, ws, out);
+  if (tangent) project_tangent(Z, out);
+  return r.attention;
+}
+
+// One classical RK4 step of size dt = alpha (dynamics.integrator = rk4):
+//   k1 = F(X), k2 = F(X + dt/2 k1), k3 = F(X + dt/2 k2), k4 = F(X + dt k3),
+//   X_next = normalise(X + dt/6 (k1 + 2 k2 + 2 k3 + k4)).
+// The attention diagnostics (and attention_mean) are those of the first stage, at X.
+template <class T>
+LayerReport rk4_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
+                     LayerWorkspaceT<T>& ws, MatrixT<T>& X_next) {
+  static const Normalization identity;  // type none
+  LayerParams f = p;
+  f.rk4 = false;
+  f.alpha = 0.0;
+  f.tangent = false;
+  f.norm = &identity;
+  const T dt = static_cast<T>(p.alpha);
+  LayerReport report;
+  ws.Z = X;
+  report.attention = flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k1);
+  f.keep_attention = false;  // attention_mean stays the first stage's
+  ws.Z = X + (dt / T(2)) * ws.k1;
+  flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k2);
+  ws.Z = X + (dt / T(2)) * ws.k2;
+  flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k3);
+  ws.Z = X + dt * ws.k3;
+  flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k4);
+  X_next = X + (dt / T(6)) * (ws.k1 + T(2) * ws.k2 + T(2) * ws.k3 + ws.k4);
+  report.degenerate_rows = normalize_rows(X_next, *p.norm);
+  return report;
+}
+
 }  // namespace
 
 LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const LayerParams& p,
                             LayerWorkspace& ws, Matrix& X_next) {
+  if (p.rk4) return rk4_impl<double>(X, w, p, ws, X_next);
   return layer_impl<double>(X, w, p, ws, X_next);
 }
 LayerReport attention_layer(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, const LayerParams& p,
                             LayerWorkspaceT<float>& ws, MatrixF& X_next) {
+  if (p.rk4) return rk4_impl<float>(X, w, p, ws, X_next);
   return layer_impl<float>(X, w, p, ws, X_next);
 }
 

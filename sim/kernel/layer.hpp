@@ -24,6 +24,10 @@ struct LayerParams {
   bool head_mean = false;  // model.head_mix = mean: Y = (1/H) sum_h A_h X W_V,h
   bool tangent = false;    // residual.project = tangent: Y = X + alpha P(Y_attn)
   bool keep_attention = false;  // fill LayerWorkspace::attention_mean (peer measures)
+  // --- Particles (docs/science/particles.md) ---
+  bool hardmax = false;  // attention.kind = hardmax: A_ij = 1/|S_i| on the maximisers S_i (general path)
+  bool rk4 = false;      // dynamics.integrator = rk4: one classical RK4 step of size dt = alpha of the
+                         // field F(X) = sum_h A_h(X) X W_V,h (P-projected with tangent), then normalise
 };
 
 // The parameters of `c`'s layer for this mask and normalisation (which must outlive them).
@@ -49,6 +53,7 @@ struct LayerWorkspaceT {
   const MaskMatrix* analysed = nullptr;
   MaskRows rows;
   Matrix attention_mean;       // (1/H) sum_h A_h (in double), when LayerParams::keep_attention
+  MatrixT<T> k1, k2, k3, k4, Z;  // the RK4 stages and stage point (LayerParams::rk4)
   LayerWorkspaceT(int n, int d, int dk);
 };
 using LayerWorkspace = LayerWorkspaceT<double>;

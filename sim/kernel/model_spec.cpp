@@ -9,7 +9,9 @@ const std::vector<std::string>& peer_measure_names() {
                                                  "effective_rank", "attn_rank", "ergodicity",
                                                  // signal propagation (docs/science/gradients.md)
                                                  "cos_mean", "gram_q", "gram_p", "massive_ratio", "update_size",
-                                                 "grad_x_norm", "grad_wq_norm", "grad_wk_norm", "grad_wv_norm", "jacobian_log_fro2"};
+                                                 "grad_x_norm", "grad_wq_norm", "grad_wk_norm", "grad_wv_norm", "jacobian_log_fro2",
+                                                 // --- Particles (docs/science/particles.md) ---
+                                                 "energy", "clusters_90", "clusters_99", "clusters_999", "fourier_mode"};
   return names;
 }
 

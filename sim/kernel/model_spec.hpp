@@ -14,12 +14,16 @@ namespace rcsim {
 enum class MaskType { complete, causal, sliding_window, unidirectional_sliding_window, custom };
 enum class NormType { none, sphere, layernorm, projection, rmsnorm };
 enum class WeightType { gaussian, orthogonal, identity, zero, fixed, file, wishart, tied_qk };
-enum class InitType { gaussian, sphere, positive, fixed, file, uniform };
+enum class InitType { gaussian, sphere, positive, fixed, file, uniform,
+                      // --- Particles (docs/science/particles.md) ---
+                      circle, equiangular, isometric };
 
 // --- Peer dynamics (docs/science/peers.md) ---
-enum class AttentionKind { softmax, usa };
+enum class AttentionKind { softmax, usa, hardmax };  // hardmax: docs/science/particles.md
 enum class HeadMix { sum, mean };
 enum class ResidualProject { none, tangent };
+// --- Particles (docs/science/particles.md): how a layer integrates the flow ---
+enum class Integrator { euler, rk4 };
 enum class BilinearType { none, gaussian_product, symmetric, goe, wigner, identity };
 
 // Transformer-block structure: where the normalisation sits, and the arithmetic.
@@ -97,6 +101,7 @@ struct InitConfig {
   InitType type = InitType::gaussian;
   Matrix matrix;
   std::string file;
+  double rho = 0.5;  // init.rho: pairwise correlation <x_i, x_j> of init.type = equiangular
 };
 
 struct RunConfig {
@@ -141,6 +146,8 @@ struct ModelSpec {
   // --- Peer dynamics (docs/science/peers.md) ---
   AttentionKind attention_kind = AttentionKind::softmax;
   ResidualProject residual_project = ResidualProject::none;
+  // --- Particles (docs/science/particles.md) ---
+  Integrator integrator = Integrator::euler;  // dynamics.integrator: rk4 = one RK4 step of dt = alpha per layer
   WeightsConfig weights;
   InitConfig init;
   RunConfig run;

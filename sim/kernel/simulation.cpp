@@ -19,6 +19,7 @@
 #include "kernel/layer.hpp"
 #include "kernel/metrics.hpp"
 #include "kernel/normalization.hpp"
+#include "kernel/particles.hpp"
 #include "kernel/random.hpp"
 #include "kernel/signal_stats.hpp"
 #include "kernel/threads.hpp"
@@ -74,6 +75,14 @@ const PeerMeasureInfo& peer_measure_info(const std::string& name) {
       {{"jacobian_log_fro2", "log ||d(X(L) R)/dX(t)||_F^2 (N reverse passes); lambda_g = value at t = 0 over L",
         "1"},
        true},
+      // --- Particles (docs/science/particles.md) ---
+      {{"energy", "interaction energy (1/(2 beta N^2)) sum_ij exp(beta (<x_i, x_j> - 1)) = exp(-beta) E_beta", "1"},
+       true},
+      {{"clusters_90", "connected components of the graph cos(x_i, x_j) > 0.9", "1"}, true},
+      {{"clusters_99", "connected components of the graph cos(x_i, x_j) > 0.99", "1"}, true},
+      {{"clusters_999", "connected components of the graph cos(x_i, x_j) > 0.999", "1"}, true},
+      {{"fourier_mode", "max over k = 1..4 of |mean_j exp(i k theta_j)| of the token angles (d = 2; NaN otherwise)", "1"},
+       true},
   };
   for (std::size_t i = 0; i < peer_measure_names().size(); ++i)
     if (peer_measure_names()[i] == name) return info[i];
@@ -127,7 +136,8 @@ double work_memory_bytes(const ModelSpec& c) {
   const double N = c.model.tokens, d = c.model.dim, H = c.model.heads, dk = c.model.key_dim;
   const double dv = c.model.value_dim, w = c.mlp.width;
   const double weights = H * (2 * d * dk + (dv > 0 ? 2 * d * dv : d * d)) + (w > 0 ? 2 * d * w + w + d : 0) + 4 * d;
-  const double per_thread = N * N * (c.output.attention ? 2 : 1) + 12 * N * d + weights;
+  const double rk4 = c.integrator == Integrator::rk4 ? 5 * N * d : 0;  // the stages k1..k4 and their point
+  const double per_thread = N * N * (c.output.attention ? 2 : 1) + 12 * N * d + rk4 + weights;
   const double threads = resolve_threads(c.run.threads, std::max(c.run.trials, 1));
   const double program = 16e6;  // the program and its libraries (peak RSS of a tiny run: 15-16 MiB)
   // The gradient measures keep every block's input and weights for the reverse pass.
@@ -217,7 +227,17 @@ void record_peer_tokens(const ModelSpec& c, const Matrix& X, const Vector& sigma
     else if (name == "grad_x_norm" || name == "jacobian_log_fro2") {
       ++i;  // filled by record_gradients after the reverse pass
       continue;
-    } else
+    } else if (name == "energy")  // particles (docs/science/particles.md)
+      value = interaction_energy(X, c.model.beta);
+    else if (name == "clusters_90")
+      value = cluster_count(X, 0.9);
+    else if (name == "clusters_99")
+      value = cluster_count(X, 0.99);
+    else if (name == "clusters_999")
+      value = cluster_count(X, 0.999);
+    else if (name == "fourier_mode")
+      value = fourier_mode(X);
+    else
       continue;
     r.token[i++](trial, layer) = value;
   }

@@ -238,6 +238,36 @@ void WeightSampler::draw_one(const WeightSpec& spec, const std::optional<NdArray
   }
 }
 
+namespace {
+
+// Initial conditions of the particle literature (docs/science/particles.md), X(0) N x d.
+//   circle:      x_j = (cos theta_j, sin theta_j, 0, ...), theta_j = 2 pi j / N (equally spaced)
+//   equiangular: X = G^(1/2) O, G = (1 - rho) I + rho 1 1^T (so <x_i, x_j> = rho, |x_i| = 1),
+//                O (N x d) Haar with orthonormal rows (needs N <= d)
+//   isometric:   X = O, so X X^T = I (equiangular with rho = 0; needs N <= d)
+Matrix particle_tokens(const ModelSpec& c, RandomStream& rng) {
+  const int N = c.model.tokens, d = c.model.dim;
+  Matrix X = Matrix::Zero(N, d);
+  if (c.init.type == InitType::circle) {
+    const double pi = 3.14159265358979323846;
+    for (int j = 0; j < N; ++j) {
+      const double theta = 2.0 * pi * j / N;
+      X(j, 0) = std::cos(theta);
+      X(j, 1) = std::sin(theta);
+    }
+    return X;
+  }
+  const Matrix O = rng.haar_orthogonal(N, d);  // orthonormal rows (N <= d)
+  if (c.init.type == InitType::isometric) return O;
+  const double rho = c.init.rho;
+  const Matrix G = (1.0 - rho) * Matrix::Identity(N, N) + rho * Matrix::Ones(N, N);
+  const Eigen::SelfAdjointEigenSolver<Matrix> eig(G);
+  const Vector root = eig.eigenvalues().cwiseMax(0.0).cwiseSqrt();  // G^(1/2) = U diag(sqrt(lambda)) U^T
+  return eig.eigenvectors() * root.asDiagonal() * eig.eigenvectors().transpose() * O;
+}
+
+}  // namespace
+
 Matrix initial_tokens(const ModelSpec& c, const InputArrays& files, int trial, RandomStream& rng) {
   const int N = c.model.tokens, d = c.model.dim;
   Matrix X(N, d);
@@ -254,6 +284,9 @@ Matrix initial_tokens(const ModelSpec& c, const InputArrays& files, int trial, R
       for (int i = 0; i < N; ++i)
         for (int j = 0; j < d; ++j) X(i, j) = 2.0 * rng.uniform() - 1.0;
       break;
+    case InitType::circle:  // particles (docs/science/particles.md)
+    case InitType::equiangular:
+    case InitType::isometric: X = particle_tokens(c, rng); break;
     case InitType::file: {
       const NdArray& a = *files.x0;
       const std::size_t block = static_cast<std::size_t>(N) * static_cast<std::size_t>(d);

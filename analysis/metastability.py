@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Metastability of the particle flow (docs/science/particles.md): plateaus of a time series (the
+interaction energy, a cluster count) and the merge times between them.
+
+    metastability.py RUN.h5 [--measure energy] [--trial 0] [--rtol 0.002] [--min-duration 0]
+    metastability.py --self-test
+
+A plateau is a maximal run of samples k = s..e whose values all lie within rtol x (range of the
+series) of the plateau's running mean, lasting at least `min_duration` in time. Between two
+consecutive plateaus (values v1, v2) the merge time is where the series first crosses
+(v1 + v2) / 2, linearly interpolated; the transition itself lasts from the end of the first
+plateau to the start of the second. For an integer series (cluster counts) use rtol = 0: the
+plateaus are the runs of equal values and the merge time is the midpoint of the jump.
+
+Written in Python (not in sim/app/analysis*): it reads the /time and /metrics datasets the run
+file already holds, needs no recompilation to tune, and the figure scripts import it.
+"""
+import argparse
+import sys
+
+import numpy as np
+
+
+def plateaus(t, y, rtol=2e-3, min_duration=0.0):
+    """Plateaus of y(t): a list of dicts start, end (times), value (mean), first, last (indices)."""
+    t = np.asarray(t, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if t.shape != y.shape or t.ndim != 1 or len(t) == 0:
+        raise ValueError("t and y must be 1-D arrays of the same length > 0")
+    span = float(np.nanmax(y) - np.nanmin(y))
+    tol = rtol * span
+    out = []
+    s, total = 0, y[0]
+    for k in range(1, len(y) + 1):
+        mean = total / (k - s)
+        if k < len(y) and abs(y[k] - mean) <= tol:  # |y_k - mean of the plateau| <= rtol x range
+            total += y[k]
+            continue
+        if t[k - 1] - t[s] >= min_duration and k - 1 > s:
+            out.append({"start": float(t[s]), "end": float(t[k - 1]), "value": float(mean),
+                        "first": s, "last": k - 1})
+        if k < len(y):
+            s, total = k, y[k]
+    return out
+
+
+def merge_times(t, y, found):
+    """Times where y crosses the midpoint between consecutive plateaus (linear interpolation)."""
+    t = np.asarray(t, dtype=float)
+    y = np.asarray(y, dtype=float)
+    out = []
+    for a, b in zip(found, found[1:]):
+        mid = 0.5 * (a["value"] + b["value"])
+        sign = np.sign(b["value"] - a["value"])
+        k = a["last"]
+        while k < b["first"] and sign * (y[k + 1] - mid) < 0:
+            k += 1
+        k = min(k, b["first"] - 1) if b["first"] > a["last"] else a["last"]
+        y0, y1 = y[k], y[k + 1]
+        frac = 0.5 if y1 == y0 else min(max((mid - y0) / (y1 - y0), 0.0), 1.0)
+        out.append(float(t[k] + frac * (t[k + 1] - t[k])))
+    return out
+
+
+def staircase(t, levels, jumps, width):
+    """A smooth staircase: levels[0] + sum_k (levels[k+1] - levels[k]) (1 + tanh((t - jumps[k]) / width)) / 2."""
+    y = np.full_like(t, levels[0], dtype=float)
+    for k, tj in enumerate(jumps):
+        y += (levels[k + 1] - levels[k]) * 0.5 * (1.0 + np.tanh((t - tj) / width))
+    return y
+
+
+def self_test():
+    """Constructed staircases with known plateaus and merge times; exit 1 on a failed check."""
+    failures = []
+
+    def check(cond, what):
+        if not cond:
+            failures.append(what)
+
+    t = np.linspace(0.0, 100.0, 20001)
+    levels, jumps, width = [0.1, 0.4, 0.45, 1.0], [20.0, 50.0, 80.0], 0.5
+    rng = np.random.default_rng(1)
+    y = staircase(t, levels, jumps, width) + 1e-5 * rng.standard_normal(t.size)
+    found = plateaus(t, y, rtol=2e-3, min_duration=2.0)
+    check(len(found) == 4, f"4 plateaus, found {len(found)}")
+    if len(found) == 4:
+        for p, v in zip(found, levels):
+            check(abs(p["value"] - v) < 2e-3, f"plateau value {p['value']} vs {v}")
+        bounds = [0.0] + jumps + [100.0]
+        for k, p in enumerate(found):  # each plateau lies between its two jumps, within 5 widths
+            check(p["start"] >= bounds[k] - 1e-9 and p["start"] <= bounds[k] + 5 * width + 1e-9 or k == 0,
+                  f"plateau {k} starts at {p['start']}")
+            check(p["end"] <= bounds[k + 1] and p["end"] >= bounds[k + 1] - 5 * width or k == 3,
+                  f"plateau {k} ends at {p['end']}")
+        for m, j in zip(merge_times(t, y, found), jumps):
+            check(abs(m - j) < 0.05, f"merge time {m} vs {j}")
+    # An integer series (cluster count 5 -> 3 -> 2 -> 1) with rtol = 0.
+    ti = np.arange(0, 40, dtype=float)
+    yi = np.array([5] * 10 + [3] * 12 + [2] * 8 + [1] * 10, dtype=float)
+    fi = plateaus(ti, yi, rtol=0.0)
+    check([p["value"] for p in fi] == [5, 3, 2, 1], f"integer plateaus {[p['value'] for p in fi]}")
+    check(merge_times(ti, yi, fi) == [9.5, 21.5, 29.5], f"integer merge times {merge_times(ti, yi, fi)}")
+    # No plateau in a ramp.
+    check(plateaus(t, t, rtol=1e-4, min_duration=1.0) == [], "a ramp has no plateau")
+    for f in failures:
+        print("FAIL:", f)
+    print(f"metastability self-test: {'ok' if not failures else str(len(failures)) + ' failures'}")
+    return 1 if failures else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", nargs="?")
+    ap.add_argument("--measure", default="energy")
+    ap.add_argument("--trial", type=int, default=0)
+    ap.add_argument("--rtol", type=float, default=2e-3)
+    ap.add_argument("--min-duration", type=float, default=0.0)
+    ap.add_argument("--self-test", action="store_true")
+    a = ap.parse_args()
+    if a.self_test:
+        return self_test()
+    if not a.run:
+        ap.error("give a run file or --self-test")
+    import h5py
+    with h5py.File(a.run, "r") as f:
+        t = f["time"][()] if "time" in f else f["layer"][()].astype(float)
+        y = f["metrics/" + a.measure][a.trial]
+    found = plateaus(t, y, a.rtol, a.min_duration)
+    merges = merge_times(t, y, found)
+    print("plateau  start  end  duration  value")
+    for k, p in enumerate(found):
+        print(f"{k} {p['start']:.6g} {p['end']:.6g} {p['end'] - p['start']:.6g} {p['value']:.9g}")
+    print("merge times:", " ".join(f"{m:.6g}" for m in merges))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
