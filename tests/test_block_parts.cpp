@@ -155,7 +155,7 @@ TEST_CASE("MLP sub-block: the 2 x 2 block worked by hand", "[block][mlp]") {
   }
 }
 
-TEST_CASE("MLP keys: zero weights with a residual leave the attention run unchanged; bad values", "[block][mlp][config]") {
+TEST_CASE("MLP keys: zero weights with a residual leave the attention run unchanged, bad values", "[block][mlp][config]") {
   std::map<std::string, std::string> v = {{"model.tokens", "7"}, {"model.dim", "4"}, {"model.layers", "10"},
                                           {"residual.alpha", "1"}, {"run.trials", "2"}, {"output.tokens", "all"}};
   const RunResults plain = simulate(v);

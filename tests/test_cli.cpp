@@ -34,7 +34,7 @@ TEST_CASE("usage errors exit 2 and write nothing", "[cli]") {
   test::check_usage_errors(bad, {out, out + ".tmp"});
 }
 
-TEST_CASE("dry run writes nothing; run writes a complete file; rerun skips it", "[cli]") {
+TEST_CASE("dry run writes nothing, run writes a complete file, rerun skips it", "[cli]") {
   const std::string out = temp_path("rcsim_cli_ok.h5");
   fs::remove(out);
   const std::vector<std::string> args = {"run", "--config", temp_path("rcsim_cli.ini"), "--output.file=" + out, "--quiet"};
@@ -73,7 +73,7 @@ TEST_CASE("help and version exit 0", "[cli]") {
   CHECK(cli_main({"mask-info", "--mask.type=causal", "--model.tokens=4"}) == 0);
 }
 
-TEST_CASE("per-command help: short and specific; rcsim --help lists the commands", "[cli]") {
+TEST_CASE("per-command help: short and specific, rcsim --help lists the commands", "[cli]") {
   auto output_of = [](const std::vector<std::string>& args, int& status) {
     std::ostringstream out;
     std::streambuf* old = std::cout.rdbuf(out.rdbuf());

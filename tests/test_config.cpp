@@ -141,7 +141,7 @@ TEST_CASE("an unknown key is answered with the nearest known one", "[config]") {
   CHECK_THROWS_WITH(parse_config_sources({}, path), Contains("did you mean 'model.tokens'?"));
 }
 
-TEST_CASE("INI comment lines start with '#' or ';'", "[config]") {
+TEST_CASE("INI comment lines start with '#' or a semicolon", "[config]") {
   const std::string path = write_temp("rcsim_test_comments.ini",
                                       "; semicolon comment\n[model]\n  ; indented\ntokens = 8\n# hash\nlayers = 3\n"
                                       "[weights]\nv = fixed\nv_matrix = 1 0; 0 1\n[model]\ndim = 2\n");

@@ -75,7 +75,7 @@ RunResults simulate(const std::map<std::string, std::string>& values, int thread
 
 }  // namespace
 
-TEST_CASE("prediction 1: pure attention collapses exponentially; local masks slow it", "[theory]") {
+TEST_CASE("prediction 1: pure attention collapses exponentially, local masks slow it", "[theory]") {
   std::map<std::string, std::string> base = {
       {"model.tokens", "16"}, {"model.dim", "8"},        {"model.layers", "300"}, {"weights.v", "orthogonal"},
       {"weights.q_std", "1"}, {"weights.k_std", "1"},    {"run.trials", "8"},     {"model.d_qk", "8"},

@@ -82,7 +82,7 @@ TEST_CASE("initial tokens: sphere and positive rows are unit vectors", "[inputs]
   }
 }
 
-TEST_CASE("shared weights serve every layer; unshared are drawn afresh", "[inputs]") {
+TEST_CASE("shared weights serve every layer, unshared are drawn afresh", "[inputs]") {
   for (const bool shared : {true, false}) {
     const Config c = make_config({{"model.dim", "3"}, {"weights.shared", shared ? "true" : "false"},
                                   {"model.heads", "2"}});

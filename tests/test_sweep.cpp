@@ -81,7 +81,7 @@ TEST_CASE("schedules resolve to the layers worked out by hand", "[schedule]") {
   CHECK(deep.size() == 39);
 }
 
-TEST_CASE("log:K skips repeated layers and equals the plain loop; the size bound holds", "[schedule]") {
+TEST_CASE("log:K skips repeated layers and equals the plain loop, the size bound holds", "[schedule]") {
   // The plain definition: round(10^(i/K)) for i = 0, 1, ... while <= L, plus 0 and L.
   auto plain = [](long long K, int L) {
     std::set<int> out = {0, L};
@@ -335,15 +335,23 @@ TEST_CASE("a changed configuration on rerun is refused with exit 2 unless --forc
   }
 }
 
-TEST_CASE("a failing point is marked failed; the other points complete", "[sweep]") {
+TEST_CASE("a point whose input file is missing stops the sweep before any point runs, naming the key", "[sweep]") {
+  // Every point's inputs are read and checked before the first point is computed (cli.cpp): a
+  // missing file is a usage error (exit 2), not a failed point among completed ones.
   const Scratch scratch("failed");
   const std::string& dir = scratch.path;
   std::ofstream(dir + "/sweep.ini") << "[model]\ntokens = 3\ndim = 2\nlayers = 2\n[run]\ntrials = 1\n[mask]\nfile = "
                                     << dir << "/no_such_mask.h5\n[output]\nfile = " << dir
                                     << "/sweep.h5\n[sweep]\nmask.type = complete, custom, causal\n";
-  CHECK(cli_main({"sweep", "--config", dir + "/sweep.ini", "--quiet"}) == 2);  // the custom mask file is missing
-  CHECK(read_sweep_status(dir + "/sweep/index.h5") == std::vector<std::string>{"complete", "failed", "complete"});
-  CHECK_FALSE(fs::exists(dir + "/sweep/mask.type=custom.h5"));
+  std::ostringstream err;
+  auto* old = std::cerr.rdbuf(err.rdbuf());
+  const int code = cli_main({"sweep", "--config", dir + "/sweep.ini", "--quiet"});
+  std::cerr.rdbuf(old);
+  CHECK(code == 2);
+  CHECK(err.str().find("mask.file") != std::string::npos);
+  CHECK(err.str().find("no_such_mask.h5") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/sweep/index.h5"));
+  CHECK_FALSE(fs::exists(dir + "/sweep/mask.type=complete.h5"));  // not even the points before it
 }
 
 TEST_CASE("a sweep whose points would share a file is a usage error", "[sweep]") {

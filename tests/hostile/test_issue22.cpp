@@ -149,7 +149,7 @@ TEST_CASE("the final rename never replaces a target that is not the one rcsim st
   }
 }
 
-TEST_CASE("a lock never writes through a hard link; stale temporaries only if ours or provably rcsim's", "[hostile][safety]") {
+TEST_CASE("a lock never writes through a hard link, stale temporaries only if ours or provably rcsim's", "[hostile][safety]") {
   const fs::path d = fresh_dir("rcsim_issue22_lock");
   write_text(d / "victim", "precious");
   fs::create_hard_link(d / "victim", d / "out.h5.lock");
