@@ -107,6 +107,35 @@ def _as_mask(value):
     return np.ascontiguousarray(a.astype(np.uint8))
 
 
+def _is_array_name(name):
+    return name in _WEIGHT_KEYS or any(name in (f"{s}_gain", f"{s}_bias") for s in _NORM_STEMS)
+
+
+def _split_sections(sections):
+    """The section dicts, the weight arrays and the mask array of simulate()'s keywords: in
+    weights={...} the entries named like arrays (W_Q, ..., b_out, norm_attn_gain, ...) are arrays
+    and the others keys of [weights] (weights={"v": "orthogonal"}); mask= is the [mask] section
+    when it is a dict, else the mask array."""
+    sections = dict(sections)
+    arrays, mask = None, None
+    w = sections.get("weights")
+    for k, v in (w.items() if isinstance(w, dict) else ()):
+        if not _is_array_name(k) and (hasattr(v, "__array__") or hasattr(v, "detach")) and getattr(v, "ndim", 0) > 0:
+            allowed = ", ".join(list(_WEIGHT_KEYS) + [f"{s}_gain/_bias" for s in _NORM_STEMS])
+            raise _config_error()(f"rcsim.simulate weights: unknown array 'weights.{k}' (arrays: {allowed}; other "
+                                  "entries are keys of [weights])")
+    if isinstance(w, dict) and any(_is_array_name(k) for k in w):
+        arrays = {k: v for k, v in w.items() if _is_array_name(k)}
+        rest = {k: v for k, v in w.items() if not _is_array_name(k)}
+        if rest:
+            sections["weights"] = rest
+        else:
+            del sections["weights"]
+    if "mask" in sections and not isinstance(sections["mask"], dict):
+        mask = sections.pop("mask")
+    return sections, arrays, mask
+
+
 def _host_inputs(x0, weights, mask, flat):
     """The arrays by dataset name, and the keys their presence implies (unless given)."""
     arrays, implied = {}, {}
@@ -114,9 +143,6 @@ def _host_inputs(x0, weights, mask, flat):
         arrays["X0"] = _as_float_array("x0", x0)
         implied.update({"init.type": "file", "init.file": "<array x0>"})
     for name, value in (weights or {}).items():
-        if name not in _WEIGHT_KEYS and not any(name in (f"{s}_gain", f"{s}_bias") for s in _NORM_STEMS):
-            allowed = ", ".join(list(_WEIGHT_KEYS) + [f"{s}_gain/_bias" for s in _NORM_STEMS])
-            raise _config_error()(f"rcsim.simulate weights: unknown array '{name}' (allowed: {allowed})")
         arrays[name] = _as_float_array(f"weights['{name}']", value)
         implied["weights.file"] = "<arrays>"
         implied[_WEIGHT_KEYS.get(name, "norm.params")] = "file"
@@ -149,9 +175,9 @@ def _progress_callback(progress):
     return update, bars
 
 
-def simulate_image(config_file=None, keys=None, quiet=True, x0=None, weights=None, mask=None, progress=None,
-                   **sections):
+def simulate_image(config_file=None, keys=None, quiet=True, x0=None, progress=None, **sections):
     """The bytes of the run file (HDF5) of one configuration, computed in this process."""
+    sections, weights, mask = _split_sections(sections)
     args = configuration_arguments(keys, **sections)
     flat = {a[2:].split("=", 1)[0] for a in args}
     arrays, mask_array, implied = _host_inputs(x0, weights, mask, flat)
@@ -170,8 +196,7 @@ def simulate_image(config_file=None, keys=None, quiet=True, x0=None, weights=Non
 GROUPS = ("metrics", "summary", "diagnostics", "/")
 
 
-def simulate(config_file=None, keys=None, group="metrics", quiet=True, x0=None, weights=None, mask=None,
-             progress=None, **sections):
+def simulate(config_file=None, keys=None, group="metrics", quiet=True, x0=None, progress=None, **sections):
     """Run one configuration in this process and return it as open_run would read its file.
 
     config_file: an INI file as for `rcsim run --config` (optional); keys: dotted keys
@@ -179,10 +204,11 @@ def simulate(config_file=None, keys=None, group="metrics", quiet=True, x0=None, 
     Precedence as on the command line: keys and sections > config_file > key defaults.
     Arrays in place of files (NumPy, torch tensors, anything with __array__):
       x0: X(0) as [N, d] (every trial) or [trials, N, d] (sets init.type = file);
-      weights: {"W_Q": ..., "W_K": ..., "W_V": ..., "W_O": ..., "W_in", "b_in", "W_out", "b_out",
-        "norm_attn_gain", ...} with the shapes of weights.file (docs/reference/files.md): [d, d_k]
-        or [L, d, d_k], [H, ...] with heads; each sets its key (weights.q = file, ...);
-      mask: bool or 0/1 [N, N] (sets mask.type = custom).
+      weights={"W_Q": ..., "W_K": ..., "W_V": ..., "W_O": ..., "W_in", "b_in", "W_out", "b_out",
+        "norm_attn_gain", ...}: the entries named like arrays are arrays, with the shapes of
+        weights.file (docs/reference/file-formats.md): [d, d_k] or [L, d, d_k], [H, ...] with heads;
+        each sets its key (weights.q = file, ...); other entries are keys of [weights] as usual;
+      mask=: a bool or 0/1 array [N, N] (sets mask.type = custom); a dict is the [mask] section.
       A wrong shape raises ConfigError naming the array and the shapes allowed.
     group: the run file's group ("metrics", "summary", "diagnostics", or "/" for the root:
     mask, tokens, attention), as for open_run; group="all": a dict of every group's Dataset.
@@ -191,7 +217,7 @@ def simulate(config_file=None, keys=None, group="metrics", quiet=True, x0=None, 
     The GIL is released while the engine computes (run.threads worker threads); Ctrl-C stops it.
     Raises rcsim.ConfigError (a ValueError) naming the key for a bad configuration.
     """
-    image = simulate_image(config_file, keys, quiet, x0, weights, mask, progress, **sections)
+    image = simulate_image(config_file, keys, quiet, x0, progress, **sections)
     if group == "all":
         return {g: open_run(image, g) for g in GROUPS}
     return open_run(image, group)
@@ -216,7 +242,12 @@ def layer(X, weights=None, mask=None, layers=1, all_layers=False, keys=None, **s
     if clash:
         raise ValueError(f"rcsim.layer: {', '.join(clash)} are set from X and `layers`; do not give them")
     all_keys = dict(keys or {}, **fixed)
-    tokens = simulate(keys=all_keys, group="/", x0=x, weights=weights, mask=mask, **sections).tokens.values[0]
+    sections = dict(sections)
+    if weights is not None:
+        sections["weights"] = dict(sections.get("weights", {}), **weights)
+    if mask is not None:
+        sections["mask"] = mask
+    tokens = simulate(keys=all_keys, group="/", x0=x, **sections).tokens.values[0]
     return tokens if all_layers else tokens[-1]
 
 

@@ -248,8 +248,13 @@ def check_case(rcsim, work, case):
     def limits():
         if limit and limit[0] == "STACK":
             resource.setrlimit(resource.RLIMIT_STACK, (limit[1], limit[1]))
+    # With Debian's OpenBLAS as the system LAPACK (python3-torch pulls libopenblas0-pthread in and
+    # update-alternatives points liblapack.so.3 at it), OpenBLAS starts its own threads when the
+    # library loads, before rcsim's main(): under the stack limit that aborts inside OpenBLAS. One
+    # OpenBLAS thread (the variable OpenBLAS reads at load) keeps these cases about rcsim's threads.
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1") if limit else None
     r = subprocess.run([rcsim] + args, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       errors="surrogateescape", preexec_fn=limits, timeout=300)
+                       errors="surrogateescape", preexec_fn=limits, timeout=300, env=env)
     after = snapshot(d)
     problems = []
     if r.returncode != code:

@@ -104,8 +104,15 @@ check(raises(lambda: rcsim.simulate(keys=base, x0=np.full((N, d), np.nan)), "X0"
 check(raises(lambda: rcsim.simulate(keys=base, mask=np.full((N, N), 2)), "mask", "0/1"), "mask of 2s is refused")
 check(raises(lambda: rcsim.simulate(keys=base, mask=np.ones((N - 1, N - 1))), "mask", "expected 6 x 6"),
       "mask of the wrong size names both sizes")
-check(raises(lambda: rcsim.simulate(keys=base, weights={"W_X": np.ones((d, d))}), "W_X", "allowed"),
-      "unknown weight name lists the allowed ones")
+check(raises(lambda: rcsim.simulate(keys=base, weights={"W_X": np.ones((d, d))}), "weights.W_X"),
+      "an unknown name in weights= is an unknown key, named")
+ref = rcsim.simulate(keys=dict(by_file, **{"weights.v": "orthogonal"}))
+got = rcsim.simulate(keys=base, x0=x_shared, weights={"W_Q": w["W_Q"], "W_K": w["W_K"], "v": "orthogonal"},
+                     mask=mask)
+check(same(ref, got),
+      "weights= mixes arrays and [weights] keys (v = orthogonal); mask= as a section still works")
+check(rcsim.simulate(keys=base, mask={"type": "causal"}).attrs["mask_type"] == "causal",
+      "mask={'type': 'causal'} is the [mask] section")
 
 # 4. measures on arrays: the run's own numbers, and hand-worked cases.
 run = rcsim.simulate(keys=base, group="all")
