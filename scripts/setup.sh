@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Install the Debian packages listed in scripts/deps.txt that are missing, then configure and
+# Install the Debian packages listed in scripts/deps.txt (and RCSIM_EXTRA_PACKAGES) that are missing, then configure and
 # build rcsim into build/ (everything, or the targets in RCSIM_TARGETS). Safe to rerun:
 # installs nothing and rebuilds only what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mapfile -t wanted < <(grep -v '^\s*#' scripts/deps.txt | sed '/^\s*$/d')
+# RCSIM_EXTRA_PACKAGES: more packages for this call only (scripts/test.sh: the test-only ones).
+read -r -a extra <<< "${RCSIM_EXTRA_PACKAGES:-}"
+wanted+=("${extra[@]}")
 missing=()
 for p in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
