@@ -18,7 +18,6 @@
 #include <future>
 #include <thread>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
