@@ -15,6 +15,7 @@
 #include "kernel/block.hpp"
 #include "kernel/gradients.hpp"
 #include "kernel/random.hpp"
+#include "backward_masks.hpp"
 
 using namespace rcsim;
 
@@ -56,17 +57,6 @@ MlpActivation activation(const std::string& s) {
   return MlpActivation::gelu;
 }
 
-MaskMatrix mask_of(const std::string& type, int n) {
-  MaskMatrix m = MaskMatrix::Zero(n, n);
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j) {
-      if (type == "complete") m(i, j) = 1;
-      if (type == "causal") m(i, j) = j <= i;
-      if (type == "window") m(i, j) = std::abs(i - j) <= 1;
-      if (type == "custom") m(i, j) = i == j || (i + 2 * j) % 3 == 0;
-    }
-  return m;
-}
 
 Matrix gaussian(Eigen::Index r, Eigen::Index c, RandomStream& rng, double std) {
   Matrix m(r, c);
@@ -94,7 +84,7 @@ int main(int argc, char** argv) {
   const int dv = std::stoi(o["dv"]), m = std::stoi(o["m"]), L = std::stoi(o["L"]);
   const bool bias = o["bias"] == "1";
   RandomStream rng(std::stoull(o["seed"]), 0);
-  const MaskMatrix mask = mask_of(o["mask"], N);
+  const MaskMatrix mask = backward_test_mask(o["mask"], N);
   static const Normalization unused;
   BlockParams p;
   p.layer = LayerParams{&mask, std::stod(o["dqk"]), std::stod(o["alpha"]), &unused};

@@ -24,6 +24,7 @@
 #include "kernel/random.hpp"
 #include "kernel/signal_stats.hpp"
 #include "kernel/unnormalised_attention.hpp"
+#include "backward_masks.hpp"
 
 using namespace rcsim;
 
@@ -116,17 +117,6 @@ struct Fixture {
   }
 };
 
-MaskMatrix make_mask(const std::string& type, int n) {
-  MaskMatrix m = MaskMatrix::Zero(n, n);
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j) {
-      if (type == "complete") m(i, j) = 1;
-      if (type == "causal") m(i, j) = j <= i;
-      if (type == "window") m(i, j) = std::abs(i - j) <= 1;
-      if (type == "custom") m(i, j) = i == j || (i + 2 * j) % 3 == 0;  // rows of several ranges
-    }
-  return m;
-}
 
 // Central finite differences of fourth order, (-f(x + 2h) + 8 f(x + h) - 8 f(x - h) + f(x - 2h)) / 12h
 // (truncation O(h^4), rounding O(eps / h)), of f with respect to every entry of `x` (modified and
@@ -165,7 +155,7 @@ struct StackCheck {
 // L = sum(C .* X(L)) with respect to X(0) and every parameter of block 0.
 StackCheck check_stack(const Case& k, const std::string& mask_type, int layers, std::uint64_t seed) {
   RandomStream rng(seed, 0);
-  Fixture f(k, make_mask(mask_type, k.N));
+  Fixture f(k, backward_test_mask(mask_type, k.N));
   std::vector<LayerWeights> ws;
   for (int t = 0; t < layers; ++t) ws.push_back(random_weights(k, rng));
   Matrix X0 = gaussian(k.N, k.d, rng);
@@ -231,7 +221,7 @@ TEST_CASE("softmax adjoint: FD, masked logits get exactly 0, rows of dS sum to 0
   const int n = 5;
   double worst = 0.0;
   for (const std::string type : {"complete", "causal", "window", "custom"}) {
-    const MaskMatrix mask = make_mask(type, n);
+    const MaskMatrix mask = backward_test_mask(type, n);
     Matrix S = gaussian(n, n, rng);
     const Matrix C = gaussian(n, n, rng);  // L = sum(C .* softmax(S))
     const auto loss = [&] {
@@ -261,7 +251,7 @@ TEST_CASE("softmax adjoint: FD, masked logits get exactly 0, rows of dS sum to 0
 
 TEST_CASE("USA adjoint against FD", "[backward]") {
   RandomStream rng(8, 0);
-  const MaskMatrix mask = make_mask("custom", 4);
+  const MaskMatrix mask = backward_test_mask("custom", 4);
   Matrix S = gaussian(4, 4, rng);
   const Matrix C = gaussian(4, 4, rng);
   const auto loss = [&] {
@@ -397,7 +387,7 @@ TEST_CASE("shared normalisation (norm.params = config): the gradient of the shar
   k.pos = NormPosition::peri;
   k.m = 4;
   RandomStream rng(14, 0);
-  Fixture f(k, make_mask("complete", k.N));
+  Fixture f(k, backward_test_mask("complete", k.N));
   const LayerWeights w = random_weights(k, rng);
   const Matrix X0 = gaussian(k.N, k.d, rng), C = gaussian(k.N, k.d, rng);
   BlockGrads g;
