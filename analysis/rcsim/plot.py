@@ -202,6 +202,23 @@ def _number_or_text(text):
         return (1, 0.0, text)
 
 
+def _save(fig, out):
+    """Write the figure to an exclusive temporary beside `out`, closed by savefig, then rename it:
+    an interrupted or failed write never leaves a truncated figure under the name asked for."""
+    import tempfile
+    folder = os.path.dirname(os.path.abspath(out))
+    os.makedirs(folder, exist_ok=True)
+    ext = os.path.splitext(out)[1].lower()[1:]
+    fd, tmp = tempfile.mkstemp(prefix=".rcsim-plot-", suffix="." + ext, dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format=ext, dpi=200, bbox_inches="tight")
+        os.replace(tmp, out)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python3 -m rcsim.plot", description=__doc__.splitlines()[0],
                                 epilog="Examples: python3 -m rcsim.plot data/run.h5 -o mu.pdf; "
@@ -238,8 +255,11 @@ def main(argv=None):
     else:
         fig = plot_curves_figure(runs, a.measure or ["mu", "mu_rel"], a.trials, a.xscale, a.yscale, a.style)
     for out in a.output:
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        fig.savefig(out, dpi=200, bbox_inches="tight")
+        try:
+            _save(fig, out)
+        except OSError as e:
+            sys.stderr.write(f"rcsim.plot: cannot write '{out}': {e.strerror or e}\n")
+            return 1
         print(f"wrote {out}")
     return 0
 

@@ -78,6 +78,26 @@ check(fails([sweep, "--measure", "mu_typo", "-o", os.path.join(work, "x.png")], 
       "unknown measure named, with the ones available")
 check(fails([sweep, "--heatmap", "model.layers", "model.dim", "-o", os.path.join(work, "x.png")],
             "model.dim", "model.layers"), "heat-map key that does not vary is named")
+# A write that fails part-way (file size limit of 2 kB, SIGXFSZ ignored: the write returns EFBIG)
+# leaves the figure that was there untouched and no temporary behind.
+import resource  # noqa: E402
+import signal  # noqa: E402
+keep = os.path.join(work, "keep.png")
+with open(keep, "wb") as f:
+    f.write(b"the figure that was here\n")
+
+
+def small_files():
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+
+
+r = subprocess.run([sys.executable, "-m", "rcsim.plot", sweep, "-o", keep], capture_output=True, text=True,
+                   env=dict(os.environ, PYTHONPATH=os.path.join(here, "..", "..", "analysis")), preexec_fn=small_files)
+check(r.returncode == 1 and "cannot write" in r.stderr and "keep.png" in r.stderr and open(keep, "rb").read() == b"the figure that was here\n"
+      and not [n for n in os.listdir(work) if n.startswith(".rcsim-plot-")],
+      f"a failed write keeps the old figure and leaves no temporary (exit {r.returncode})")
+
 if failures:
     sys.exit(f"check_plot: {len(failures)} failure(s)")
 print("check_plot: all passed")
