@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include "io/checkpoint.hpp"
@@ -47,6 +49,10 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
   }
   require_regular_or_absent(out, "output.file");
   require_run_memory(c);
+  // The target as it was checked, before the lock: create_temporary records the target again
+  // (what the final rename may replace), so a file that appears between the two is caught here.
+  struct stat checked {};
+  const bool existed = lstat(out.c_str(), &checked) == 0;
   // One process per output: a second run on the same file stops here, before any computing.
   const ExclusiveLock lock(lock_path_for(out), "output '" + out + "'");
   remove_stale_temporaries(out);  // of a killed run (ours: we hold the lock)
@@ -54,6 +60,13 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
   // Fail fast on an unwritable destination, before any computing (the temporary is created
   // exclusively, with an unpredictable name, beside the output).
   const std::string tmp = create_temporary(out);
+  struct stat now {};
+  const bool exists = lstat(out.c_str(), &now) == 0;
+  if (exists != existed || (exists && (now.st_dev != checked.st_dev || now.st_ino != checked.st_ino))) {
+    remove_quietly(tmp);
+    throw RuntimeError("'" + out + "' appeared or was replaced while rcsim was writing it (not by this run); "
+                       "refusing to replace it (move that file away and rerun)");
+  }
   try {
     const EngineSetup s = prepare(c);
     if (!s.graph.quasi_strongly_connected)
