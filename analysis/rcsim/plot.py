@@ -213,6 +213,9 @@ def _save(fig, out):
     try:
         with os.fdopen(fd, "wb") as f:
             fig.savefig(f, format=ext, dpi=200, bbox_inches="tight")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 -> the mode a plain open() would give
         os.replace(tmp, out)
     except BaseException:
         os.unlink(tmp)

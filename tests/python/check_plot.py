@@ -55,6 +55,9 @@ r = subprocess.run([sys.executable, "-m", "rcsim.plot", sweep] + sum([["-o", o] 
 magic = {"png": b"\x89PNG", "pdf": b"%PDF", "svg": b"<?xml"}
 check(r.returncode == 0 and all(open(o, "rb").read(5).startswith(magic[o[-3:]]) for o in outs),
       "PNG, PDF and SVG written in their formats")
+umask = os.umask(0)
+os.umask(umask)
+check(all(os.stat(o).st_mode & 0o777 == 0o666 & ~umask for o in outs), "figures get the umask's mode, not 0600")
 
 fig = plot.plot_heatmap_figure(runs, "model.layers", "mask.type", "mu_rel")
 grid = fig.axes[0].images[0].get_array()
