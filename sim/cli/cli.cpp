@@ -168,14 +168,16 @@ std::string key_names_by_section() {
   return os.str();
 }
 
+// Every key of run, sweep, mask-info and equilibria, and the [sweep] section's mode.
+std::vector<KeyDecl> run_keys() {
+  std::vector<KeyDecl> keys = config_keys();
+  keys.push_back(sweep_mode_key());
+  return keys;
+}
+
 std::string keys_help_text() {
-  std::ostringstream os;
-  os << "configuration keys of run, sweep, mask-info and equilibria (default; meaning):\n";
-  for (const auto& k : config_keys())
-    os << "  --" << k.key << "  (default: " << (k.default_value.empty() ? "\"\"" : k.default_value) << ")\n      "
-       << k.help << "\n";
-  os << "  --sweep.mode  (default: product)\n      product | zip: how the lists of a [sweep] section combine\n";
-  return os.str();
+  return "configuration keys of run, sweep, mask-info and equilibria (default; meaning; allowed values):\n" +
+         keys_help_plain(run_keys());
 }
 
 std::string help_text() {
@@ -736,6 +738,10 @@ int cli_main(const std::vector<std::string>& args) {
     if (std::find(args.begin(), args.end(), "--version") != args.end()) {
       std::cout << "rcsim " << version() << " (git " << git_sha() << ", source " << source_tree()
                 << ", isa=" << instruction_set() << ", " << compiler() << ", " << build_type() << ")\n";
+      return 0;
+    }
+    if (std::find(args.begin(), args.end(), "--help-keys=markdown") != args.end()) {
+      std::cout << keys_table_markdown(run_keys());
       return 0;
     }
     if (std::find(args.begin(), args.end(), "--help-keys") != args.end()) {

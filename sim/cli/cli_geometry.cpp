@@ -35,18 +35,12 @@ namespace fs = std::filesystem;
 
 struct CommandSpec {
   std::string name, summary;
-  std::vector<KeyInfo> keys;
+  std::vector<KeyDecl> keys;
 };
 
-const std::vector<KeyInfo> kNormKeys = {
-    {"norm.type", "none", "normalisation of every key: none | sphere | layernorm | projection | rmsnorm"},
-    {"norm.eps", "1e-5", "epsilon >= 0 of layernorm and rmsnorm"},
-    {"norm.gain", "1", "gain g of layernorm/rmsnorm: one number or d numbers"},
-    {"norm.bias", "0", "bias b of layernorm: one number or d numbers"},
-};
-
-std::vector<KeyInfo> with_norm(std::vector<KeyInfo> keys) {
-  keys.insert(keys.end(), kNormKeys.begin(), kNormKeys.end());
+// The normalisation keys of the run vocabulary (config/keys.cpp), declared there once.
+std::vector<KeyDecl> with_norm(std::vector<KeyDecl> keys) {
+  for (const char* k : {"norm.type", "norm.eps", "norm.gain", "norm.bias"}) keys.push_back(key_decl(k));
   return keys;
 }
 
@@ -79,7 +73,7 @@ const std::vector<CommandSpec>& commands() {
            {"map.seed", "20240527", "seed (draw t of cell (n, d) = rcsim keys --keys.draw=t)"},
            {"map.norms", "none,layernorm",
             "comma list of normalisations (none | sphere | layernorm | projection | rmsnorm)"},
-           {"norm.eps", "1e-5", "epsilon >= 0 of layernorm and rmsnorm (gain 1, bias 0)"},
+           key_decl("norm.eps"),
            {"keys.rtol", "1e-9", "relative tolerance of the floating-point decision"},
            {"keys.exact", "false", "re-check unselectable keys with GLPK's exact simplex (slow for norm none)"},
            {"map.threads", "1", "worker threads >= 0 over cells (0 = all cores); the map does not depend on it"},
@@ -97,8 +91,8 @@ const std::vector<CommandSpec>& commands() {
        "the LayerNorm image: plane normal, principal axes, semi-axes, and a sampling check",
        {
            {"ln.dim", "3", "dimension d >= 2"},
-           {"norm.gain", "1", "gain g: one number or d numbers, all nonzero"},
-           {"norm.bias", "0", "bias b: one number or d numbers"},
+           key_decl("norm.gain"),
+           key_decl("norm.bias"),
            {"ln.eps", "1e-1,1e-3,1e-5", "comma list of epsilons >= 0 for the sampling check"},
            {"ln.samples", "100000", "random inputs per epsilon, >= 1"},
            {"ln.input_std", "1", "standard deviation > 0 of the i.i.d. normal inputs"},
@@ -143,8 +137,7 @@ NormType parse_norm_type(const std::string& key, const std::string& text) {
   try {
     return make_config({{"norm.type", text}}).norm.type;
   } catch (const UsageError&) {
-    throw UsageError("invalid value '" + text + "' for key '" + key +
-                     "': allowed: none | sphere | layernorm | projection | rmsnorm");
+    bad_value(key, text, "allowed: " + key_decl("norm.type").allowed());
   }
 }
 
@@ -638,9 +631,7 @@ std::string geometry_help_text() {
   os << "\ngeometry commands (docs/user/geometry.md), each with its own keys:\n";
   for (const auto& c : commands()) {
     os << "  rcsim " << c.name << " [--key=value ...]\n      " << c.summary << "\n";
-    for (const auto& k : c.keys)
-      os << "    --" << k.key << "  (default: " << (k.default_value.empty() ? "\"\"" : k.default_value) << ")\n        "
-         << k.help << "\n";
+    os << keys_help_plain(c.keys);
   }
   return os.str();
 }
@@ -650,9 +641,7 @@ std::string geometry_command_help(const std::string& name) {
   std::ostringstream os;
   os << "usage: rcsim " << c.name << " [--key=value ...] [--force] [--quiet]\n\n  " << c.summary
      << " (docs/user/geometry.md)\n\nkeys (default; meaning):\n";
-  for (const auto& k : c.keys)
-    os << "  --" << k.key << "  (default: " << (k.default_value.empty() ? "\"\"" : k.default_value) << ")\n      "
-       << k.help << "\n";
+  os << keys_help_plain(c.keys);
   return os.str();
 }
 

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "config/keys.hpp"
+#include "config/names.hpp"
+#include "config/values.hpp"
 #include "kernel/model_spec.hpp"
 #include "kernel/types.hpp"
 
@@ -26,16 +29,6 @@ struct Config : ModelSpec {
   std::string to_ini() const;
 };
 
-// One configuration key: its dotted name, default text, and meaning.
-struct KeyInfo {
-  std::string key;
-  std::string default_value;
-  std::string help;
-};
-
-// Every key rcsim knows, in the order of --help.
-const std::vector<KeyInfo>& config_keys();
-
 // Build a Config from key -> value text (missing keys take their defaults). Validates every
 // value; throws UsageError naming the key and what is allowed.
 Config make_config(const std::map<std::string, std::string>& overrides);
@@ -50,20 +43,6 @@ struct ParsedArgs {
 ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
                                 const std::optional<std::string>& config_file);
 
-// Parse an inline matrix "a b c; d e f" (rows separated by ';', entries by spaces or commas).
-// `key` names the configuration key in error messages.
-Matrix parse_inline_matrix(const std::string& key, const std::string& text);
-
-// Name <-> enum helpers used by the CLI, the HDF5 attributes and the tests.
-std::string to_string(MaskType t);
-std::string to_string(NormType t);
-std::string to_string(WeightType t);
-std::string to_string(InitType t);
-std::string to_string(BilinearType t);
-std::string to_string(NormPosition p);
-std::string to_string(Precision p);
-std::string to_string(MlpActivation a);
-
 // An upper bound on the number of layers parse_schedule(text, layers) records, without building
 // the list (for refusing a run that cannot fit in memory before allocating anything).
 double schedule_size_bound(const std::string& text, int layers);
@@ -71,13 +50,5 @@ double schedule_size_bound(const std::string& text, int layers);
 // The layers at which measures are recorded, from an `output.schedule` value (see --help):
 // ascending, unique, always containing 0 and L. Throws UsageError naming `output.schedule`.
 std::vector<int> parse_schedule(const std::string& text, int layers);
-// Value parsers of the vocabulary, for commands with keys of their own (rcsim keys,
-// ln-geometry, ...). Each throws UsageError naming the key and what is allowed.
-int parse_int_value(const std::string& key, const std::string& text, int min);
-double parse_double_value(const std::string& key, const std::string& text, double min, bool strict);
-std::uint64_t parse_seed_value(const std::string& key, const std::string& text);
-std::vector<double> parse_number_list_value(const std::string& key, const std::string& text);
-bool parse_bool_value(const std::string& key, const std::string& text);
-
 
 }  // namespace rcsim

@@ -1,0 +1,382 @@
+#include "config/keys.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+#include "config/names.hpp"
+#include "config/values.hpp"
+#include "kernel/errors.hpp"
+#include "kernel/model_spec.hpp"
+#include "kernel/printable.hpp"
+
+namespace rcsim {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Builders: one line per key in the table below.
+KeyDecl text(std::string key, std::string def, std::string allowed, std::string help) {
+  KeyDecl k{std::move(key), std::move(def), std::move(help)};
+  k.allowed_text = std::move(allowed);
+  return k;
+}
+KeyDecl file(std::string key, std::string def, std::string help) {
+  KeyDecl k{std::move(key), std::move(def), std::move(help)};
+  k.kind = KeyKind::file;
+  return k;
+}
+KeyDecl integer(std::string key, std::string def, double min, std::string help, std::string auto_means = "") {
+  KeyDecl k{std::move(key), std::move(def), std::move(help)};
+  k.kind = KeyKind::integer;
+  k.min = min;
+  k.auto_means = std::move(auto_means);
+  return k;
+}
+struct Range {
+  double min = -kInf;
+  bool min_strict = false;
+  double max = kInf;
+  bool max_strict = false;
+};
+const Range kAny{};
+const Range kNonNegative{0.0, false};
+const Range kPositive{0.0, true};
+const Range kProbability{0.0, false, 1.0, true};
+KeyDecl number(std::string key, std::string def, Range r, std::string help, std::string auto_means = "") {
+  KeyDecl k{std::move(key), std::move(def), std::move(help)};
+  k.kind = KeyKind::number;
+  k.min = r.min, k.min_strict = r.min_strict, k.max = r.max, k.max_strict = r.max_strict;
+  k.auto_means = std::move(auto_means);
+  return k;
+}
+KeyDecl boolean(std::string key, std::string def, std::string help) {
+  KeyDecl k{std::move(key), std::move(def), std::move(help)};
+  k.kind = KeyKind::boolean;
+  return k;
+}
+KeyDecl choice(std::string key, std::string def, std::vector<std::string> choices, std::string help) {
+  KeyDecl k{std::move(key), std::move(def), std::move(help)};
+  k.kind = KeyKind::choice;
+  k.choices = std::move(choices);
+  return k;
+}
+KeyDecl of_kind(KeyKind kind, std::string key, std::string def, std::string help) {
+  KeyDecl k{std::move(key), std::move(def), std::move(help)};
+  k.kind = kind;
+  return k;
+}
+// Keys added after the golden set (tests/golden/) was recorded: kept in the stored configuration
+// (and the sweep definition) only when not at their default, so that a default run's /config
+// text and a default sweep's definition stay as they were.
+KeyDecl omitted_at_default(KeyDecl k) {
+  k.stored_at_default = false;
+  return k;
+}
+
+std::string measure_list() {
+  std::string out;
+  for (const auto& name : peer_measure_names()) out += (out.empty() ? "" : " | ") + name;
+  return out;
+}
+
+const std::vector<WeightType> kQKWeights = {WeightType::gaussian, WeightType::orthogonal, WeightType::identity,
+                                            WeightType::zero,     WeightType::fixed,      WeightType::file};
+
+std::vector<KeyDecl> declare_keys() {
+  const std::string rows = " (rows separated by ';', e.g. 0.5 1; 0 1)";
+  return {
+      integer("model.tokens", "8", 1, "number of tokens N (rows of X)"),
+      integer("model.dim", "4", 1, "token dimension d (columns of X)"),
+      integer("model.layers", "16", 1, "depth L (number of attention layers)"),
+      integer("model.heads", "1", 1, "number of attention heads H (Y = sum_h A_h X W_V,h)"),
+      integer("model.key_dim", "auto", 1, "query/key dimension d_k", "d"),
+      number("model.d_qk", "auto", kPositive, "temperature d_QK in S = XW_Q (XW_K)^T / sqrt(d_QK); a fraction a/b is "
+             "allowed (1/64)", "d_k"),
+      // --- Peer dynamics (docs/science/peers.md) ---
+      number("model.beta", "auto", kPositive,
+             "inverse temperature beta = 1/sqrt(d_QK): give model.beta or model.d_qk (both: they must agree)",
+             "1/sqrt(d_QK)"),
+      choice("model.head_mix", "sum", names_of(head_mix_names()),
+             "how heads combine: sum (Y = sum_h A_h X W_V,h) | mean (Y = sum_h ... / H)"),
+      integer("model.value_dim", "0", 0,
+              "per-head value width d_v: W_V,h is d x d_v and head h adds A_h X W_V,h W_O,h (W_O,h d_v x d, "
+              "weights.o); 0 = no output projection, W_V,h is d x d"),
+      choice("attention.kind", "softmax", names_of(attention_names()),
+             "softmax (rows normalised) | usa (unnormalised: A_ij = exp(beta <x_i W_Q, x_j W_K>) / N on allowed "
+             "entries) | hardmax (A_ij = 1/|S_i| on the maximisers S_i of <x_i W_Q, x_j W_K> over the allowed j; ties "
+             "within a relative 1e-12, 1e-5 in float32; docs/science/particles.md)"),
+      choice("mask.type", "complete", names_of(mask_names()), "attention mask (docs/science/model-spec.md)"),
+      integer("mask.window", "1", 1, "window width w of the sliding-window masks"),
+      file("mask.file", "", "HDF5 file with dataset /mask [N, N] (nonzero = may attend), for custom"),
+      choice("norm.type", "none", names_of(norm_names()), "row normalisation after attention"),
+      number("norm.eps", "1e-5", kNonNegative, "epsilon of layernorm and rmsnorm"),
+      of_kind(KeyKind::numbers, "norm.gain", "1", "gain g of layernorm/rmsnorm"),
+      of_kind(KeyKind::numbers, "norm.bias", "0", "bias b of layernorm"),
+      choice("norm.position", "post", names_of(norm_position_names()),
+             "where the normalisation N sits, a = residual.alpha: post (N(X + a A(X)), or N(A(X)) without "
+             "residual; the paper's model) | pre (X + a A(N(X))) | peri (X + a N(A(N(X)))) | ngpt (N(X + a (N(A(X)) - "
+             "X)), nGPT, docs/science/peers.md); without residual (a = 0) pre gives A(N(X)) and peri N(A(N(X)))"),
+      choice("norm.params", "config", {"config", "file"},
+             "gains and biases of the normalisations: config (norm.gain, norm.bias for every one) | file (each "
+             "normalisation of each layer from weights.file: /norm_attn_gain, /norm_attn_bias, /norm_attn_out_*, "
+             "/norm_mlp_*, /norm_mlp_out_*; layernorm and rmsnorm only)"),
+      number("residual.alpha", "0", kAny, "residual weight: Y = X + alpha * attention(X); 0 = no residual"),
+      choice("residual.project", "none", names_of(project_names()),
+             "none | tangent: Y = X + alpha P(attention(X)), P removes from each row its component along x_i"),
+      // --- Particles (docs/science/particles.md) ---
+      omitted_at_default(choice(
+          "dynamics.integrator", "euler", names_of(integrator_names()),
+          "euler (Y = X + alpha F(X), the layer as it is) | rk4 (one classical Runge-Kutta step of size dt = "
+          "residual.alpha of the flow dX/dt = F(X), F the attention output, P-projected with residual.project = "
+          "tangent, then the normalisation; needs norm.position = post, no MLP, no dropout). Runs with rk4 or "
+          "tangent store /time = dt x layer (docs/science/particles.md)")),
+      number("dropout.attention", "0", kProbability,
+             "dropout probability p on every head's attention weights (training mode: kept weights scaled by "
+             "1/(1-p); /attention stores the weights before dropout; a stage with p = 0 draws nothing)"),
+      number("dropout.output", "0", kProbability,
+             "dropout probability p on the attention output (sum over heads) and on the MLP output, before the "
+             "residual (and before peri's output normalisation), scaled by 1/(1-p)"),
+      integer("mlp.width", "0", 0,
+              "hidden width m of the MLP sub-block after attention, MLP(X) = act(X W_in + b_in) W_out + b_out, placed "
+              "by norm.position with a normalisation of its own; 0 = no MLP"),
+      choice("mlp.activation", "gelu", names_of(mlp_activation_names()),
+             "relu | gelu (exact: x Phi(x) = x (1 + erf(x / sqrt 2)) / 2) | gelu_tanh (GPT-2's tanh approximation)"),
+      boolean("mlp.bias", "false", "true: the MLP has biases b_in, b_out (weights.mlp_*_bias_std, or from weights.file)"),
+      choice("weights.q", "gaussian", names_of(weight_names(), kQKWeights), "W_Q [d, d_k]"),
+      choice("weights.k", "gaussian", names_of(weight_names(), kQKWeights), "W_K [d, d_k]"),
+      choice("weights.v", "gaussian", names_of(weight_names()),
+             "W_V [d, d] ([d, d_v] with model.value_dim > 0): wishart (G G^T / sqrt(d)) | tied_qk (W_V = "
+             "weights.v_sign * W_Q W_K^T); identity, wishart and tied_qk need d_v = d (model.value_dim 0 or d)"),
+      number("weights.q_std", "auto", kNonNegative, "std of gaussian W_Q entries", "1/sqrt(d)"),
+      number("weights.k_std", "auto", kNonNegative, "std of gaussian W_K entries", "1/sqrt(d)"),
+      number("weights.v_std", "auto", kNonNegative, "std of gaussian W_V entries", "1/sqrt(d)"),
+      of_kind(KeyKind::matrix, "weights.q_matrix", "", "inline W_Q for fixed" + rows),
+      of_kind(KeyKind::matrix, "weights.k_matrix", "", "inline W_K for fixed"),
+      of_kind(KeyKind::matrix, "weights.v_matrix", "", "inline W_V for fixed"),
+      choice("weights.o", "gaussian", names_of(weight_names(), kQKWeights),
+             "W_O [d_v, d] (needs model.value_dim > 0); identity needs d_v = d"),
+      number("weights.o_std", "auto", kNonNegative, "std of gaussian W_O entries (fan-in as for W_V)", "1/sqrt(d_v)"),
+      of_kind(KeyKind::matrix, "weights.o_matrix", "", "inline W_O for fixed"),
+      choice("weights.mlp", "gaussian", names_of(weight_names(), {WeightType::gaussian, WeightType::zero, WeightType::file}),
+             "MLP weights W_in [d, m], W_out [m, d] and biases: gaussian (stds below) | zero | file (/W_in, /W_out, "
+             "/b_in, /b_out of weights.file)"),
+      number("weights.mlp_in_std", "auto", kNonNegative, "std of gaussian W_in entries", "1/sqrt(d)"),
+      number("weights.mlp_out_std", "auto", kNonNegative, "std of gaussian W_out entries", "1/sqrt(m)"),
+      number("weights.mlp_in_bias_std", "0", kNonNegative, "std of gaussian b_in entries (0 = zero biases)"),
+      number("weights.mlp_out_bias_std", "0", kNonNegative, "std of gaussian b_out entries (0 = zero biases)"),
+      boolean("weights.shared", "false", "true: one draw of the weights shared by all layers; false: fresh per layer"),
+      file("weights.file", "",
+           "HDF5 file with /W_Q, /W_K, /W_V (and /W_O, the MLP's /W_in, /b_in, /W_out, /b_out, the normalisations' "
+           "/norm_*_gain, /norm_*_bias) for type file"),
+      choice("weights.qk", "none", names_of(bilinear_names()),
+             "bilinear form B = W_Q W_K^T drawn directly (W_Q = B, W_K = I; needs d_k = d): none (use weights.q, "
+             "weights.k) | gaussian_product (G1 G2 / sqrt(d)) | symmetric ((G + G^T) / sqrt(2)) | goe "
+             "((G + G^T) / sqrt(2 d)) | wigner (symmetric, every entry N(0, 1)) | identity"),
+      text("weights.v_sign", "1", "1 | -1", "sign s of weights.v = tied_qk (W_V = s W_Q W_K^T)"),
+      integer("weights.redraw_every", "1", 1, "K: fresh weights at layers 0, K, 2K, ... (kept in between)"),
+      choice("weights.across_trials", "independent", {"independent", "shared"},
+             "independent (each trial draws its weights) | shared (one weight draw, from a stream of its own, for all "
+             "trials)"),
+      choice("init.type", "gaussian", names_of(init_names()),
+             "X(0): gaussian | sphere (uniform on the unit sphere) | positive | fixed | file | uniform (entries uniform "
+             "on (-1, 1)) | circle (theta_j = 2 pi j / N in the first two coordinates; d >= 2) | equiangular (unit tokens, "
+             "<x_i, x_j> = init.rho; N <= d) | isometric (X X^T = I; N <= d)"),
+      of_kind(KeyKind::matrix, "init.matrix", "", "inline X(0) [N, d] for fixed"),
+      file("init.file", "", "HDF5 file with /X0 [N, d] or [trials, N, d] for type file"),
+      omitted_at_default(text("init.rho", "0.5", "number; -1/(N-1) <= rho <= 1 for equiangular",
+                              "pairwise correlation <x_i, x_j> of init.type = equiangular")),
+      integer("run.trials", "16", 1, "number of independent trials"),
+      of_kind(KeyKind::seed, "run.seed", "20240527", "seed; trial t uses a stream that depends only on (seed, t)"),
+      integer("run.threads", "0", 0, "worker threads (0 = all cores); results do not depend on it"),
+      choice("run.precision", "float64", names_of(precision_names()),
+             "float32 computes every block in single precision (matrix products, softmax, normalisations, MLP; "
+             "weights, gains and X(0) rounded to float) and the measures in float64 from the float tokens; the "
+             "complete mask's float32 results depend on the summation order (docs/science/model-spec.md)"),
+      file("output.file", "data/run.h5",
+           "output HDF5 file (written to an exclusive temporary .NAME.XXXXXX.tmp, renamed when complete)"),
+      text("output.tokens", "none", "none | final | all | comma list of layers 0 .. L", "token snapshots"),
+      boolean("output.spectrum", "false", "store the whole singular spectrum per layer"),
+      text("output.schedule", "all", "all | every:K | log:K | list:a b c (K an integer >= 1, layers in 0 .. L)",
+           "layers at which measures are computed and stored (always 0 and L): every:K multiples of K, log:K K "
+           "log-spaced layers per decade, list: the layers given (spaces or commas); docs/user/sweeps.md"),
+      text("output.measures", "none", "none | comma list of: " + measure_list(),
+           "extra measures, opt-in (each described in /metrics attributes and docs/reference/file-formats.md)"),
+      boolean("output.attention", "false",
+              "store the head-averaged attention matrix (1/H) sum_h A_h of every recorded attention layer in /attention"),
+      number("metrics.rank_rtol", "auto", kNonNegative, "relative rank tolerance", "max(N, d) * machine epsilon"),
+      number("metrics.rank_atol", "0", kNonNegative, "absolute rank tolerance; tol = max(atol, rtol * sigma_max)"),
+      // --- Peer measures (docs/science/peers.md) ---
+      number("metrics.pair_threshold", "0.999", kAny,
+             "pair_density counts ordered pairs i != j with cos(x_i, x_j) > threshold"),
+      number("metrics.cluster_tau", "0.999", kAny, "clusters: connected components of the graph cos(x_i, x_j) > tau"),
+  };
+}
+
+std::string fmt_bound(double x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
+std::string range_text(const KeyDecl& k) {
+  std::string out;
+  if (k.min > -kInf) out += (k.min_strict ? " > " : " >= ") + fmt_bound(k.min);
+  if (k.max < kInf) out += (out.empty() ? " " : " and ") + std::string(k.max_strict ? "< " : "<= ") + fmt_bound(k.max);
+  return out;
+}
+
+}  // namespace
+
+std::string KeyDecl::allowed() const {
+  if (!allowed_text.empty()) return allowed_text;
+  const std::string a = allows_auto() ? "auto | " : "";
+  switch (kind) {
+    case KeyKind::text: return "text";
+    case KeyKind::file: return "file name" + std::string(default_value.empty() ? " (or empty)" : "");
+    case KeyKind::integer: return a + "integer" + range_text(*this);
+    case KeyKind::number: return a + "number" + range_text(*this);
+    case KeyKind::boolean: return "true | false";
+    case KeyKind::seed: return "unsigned 64-bit integer";
+    case KeyKind::numbers: return "one number, or d numbers (spaces or commas)";
+    case KeyKind::matrix: return "inline matrix, rows separated by ';'";
+    case KeyKind::choice: {
+      std::string out;
+      for (const auto& c : choices) out += (out.empty() ? "" : " | ") + c;
+      return out;
+    }
+  }
+  return "";
+}
+
+const std::vector<KeyDecl>& config_keys() {
+  static const std::vector<KeyDecl> keys = declare_keys();
+  return keys;
+}
+
+const KeyDecl& sweep_mode_key() {
+  static const KeyDecl k = choice("sweep.mode", "product", {"product", "zip"},
+                                  "how the lists of a [sweep] section combine: product (every combination) | zip "
+                                  "(element by element, lists of one length)");
+  return k;
+}
+
+bool is_known_key(const std::string& key) {
+  const auto& keys = config_keys();
+  return std::any_of(keys.begin(), keys.end(), [&](const KeyDecl& k) { return k.key == key; });
+}
+
+const KeyDecl& key_decl(const std::string& key) {
+  for (const auto& k : config_keys())
+    if (k.key == key) return k;
+  throw std::logic_error("undeclared configuration key " + key);
+}
+
+std::string unknown_key_message(const std::string& key, const std::string& where) {
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      std::size_t diag = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        const std::size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    return row[b.size()];
+  };
+  auto leaf = [](const std::string& k) { return k.substr(k.find('.') + 1); };
+  std::string best;
+  std::size_t best_d = 4;
+  for (const auto& k : config_keys()) {
+    if (key.size() > 64) break;  // no suggestion for a long key (the distance is quadratic)
+    const std::size_t d = leaf(k.key) == leaf(key) ? 1 : distance(k.key, key);
+    if (d < best_d) best_d = d, best = k.key;
+  }
+  return "unknown key '" + printable(key) + "'" + (where.empty() ? "" : " " + where) +
+         (best.empty() ? "" : " (did you mean '" + best + "'?)") + "; 'rcsim --help-keys' lists every key";
+}
+
+namespace {
+const std::string& text_of(const KeyValues& v, const KeyDecl& k) {
+  const auto it = v.find(k.key);
+  return it == v.end() ? k.default_value : it->second;
+}
+}  // namespace
+
+bool is_auto(const KeyValues& v, const std::string& key) {
+  const KeyDecl& k = key_decl(key);
+  return k.allows_auto() && trim(text_of(v, k)) == "auto";
+}
+
+int read_int(const KeyValues& v, const std::string& key) {
+  const KeyDecl& k = key_decl(key);
+  if (k.kind != KeyKind::integer) throw std::logic_error(key + " is not an integer key");
+  const std::string& text = text_of(v, k);
+  const int x = parse_int_value(key, text, static_cast<int>(k.min));
+  if (x > k.max) bad_value(key, text, "expected an integer" + range_text(k));
+  return x;
+}
+
+double read_number(const KeyValues& v, const std::string& key) {
+  const KeyDecl& k = key_decl(key);
+  if (k.kind != KeyKind::number && k.kind != KeyKind::text) throw std::logic_error(key + " is not a number key");
+  const std::string& text = text_of(v, k);
+  const double x = parse_double(key, text);
+  const bool below = k.min_strict ? !(x > k.min) : !(x >= k.min);
+  const bool above = k.max_strict ? !(x < k.max) : !(x <= k.max);
+  if (below || above) bad_value(key, text, "expected a number" + range_text(k));
+  return x;
+}
+
+bool read_bool(const KeyValues& v, const std::string& key) {
+  const KeyDecl& k = key_decl(key);
+  if (k.kind != KeyKind::boolean) throw std::logic_error(key + " is not a boolean key");
+  return parse_bool_value(key, text_of(v, k));
+}
+
+std::string read_choice(const KeyValues& v, const std::string& key) {
+  const KeyDecl& k = key_decl(key);
+  if (k.kind != KeyKind::choice) throw std::logic_error(key + " is not a choice key");
+  const std::string& text = text_of(v, k);
+  const std::string t = trim(text);
+  if (std::find(k.choices.begin(), k.choices.end(), t) == k.choices.end()) bad_value(key, text, "allowed: " + k.allowed());
+  return t;
+}
+
+namespace {
+std::string allowed_with_auto(const KeyDecl& k) {
+  return k.allowed() + (k.allows_auto() ? " (auto = " + k.auto_means + ")" : "");
+}
+}  // namespace
+
+std::string keys_help_plain(const std::vector<KeyDecl>& keys) {
+  std::ostringstream os;
+  for (const auto& k : keys) {
+    os << "  --" << k.key << "  (default: " << (k.default_value.empty() ? "\"\"" : k.default_value) << ")\n";
+    os << "      " << k.help << "\n";
+    if (k.kind != KeyKind::text || !k.allowed_text.empty())
+      os << "      allowed: " << allowed_with_auto(k) << "\n";
+  }
+  return os.str();
+}
+
+std::string keys_table_markdown(const std::vector<KeyDecl>& keys) {
+  auto cell = [](const std::string& s) {
+    std::string out;
+    for (const char ch : s) out += ch == '|' ? std::string("\\|") : std::string(1, ch);
+    return out;
+  };
+  std::ostringstream os;
+  os << "| key | default | allowed | meaning |\n|---|---|---|---|\n";
+  for (const auto& k : keys)
+    os << "| `" << k.key << "` | `" << (k.default_value.empty() ? "\"\"" : k.default_value) << "` | "
+       << cell(k.kind != KeyKind::text || !k.allowed_text.empty() ? allowed_with_auto(k) : "") << " | " << cell(k.help)
+       << " |\n";
+  return os.str();
+}
+
+}  // namespace rcsim

@@ -1,0 +1,74 @@
+// The declaration of every configuration key, in one place: its dotted name, default, kind of
+// value, allowed range or values, meaning, and whether the stored configuration (/config)
+// always holds it. Parsing (config/config.cpp), validation messages, `rcsim --help-keys`, the
+// stored INI text and the key table of docs/reference/configuration.md
+// (`rcsim --help-keys=markdown`, checked by ctest docs_key_table) all come from here.
+#pragma once
+
+#include <limits>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rcsim {
+
+enum class KeyKind {
+  text,     // free text; `allowed` says what (validated where it is used)
+  file,     // a file name
+  integer,  // an integer in [min, max]
+  number,   // a finite number (or a fraction a/b) in the range
+  boolean,  // true | false (also 1/0, yes/no, on/off)
+  choice,   // one of `choices`
+  seed,     // an unsigned 64-bit integer
+  numbers,  // one number or d numbers
+  matrix,   // an inline matrix, rows separated by ';'
+};
+
+struct KeyDecl {
+  KeyDecl(std::string key_, std::string default_, std::string help_)
+      : key(std::move(key_)), default_value(std::move(default_)), help(std::move(help_)) {}
+  std::string key;            // dotted: section.name
+  std::string default_value;  // text, as the stored configuration writes it
+  std::string help;           // meaning (what is allowed is generated from the fields below)
+  KeyKind kind = KeyKind::text;
+  std::string allowed_text;   // kind text: what is allowed, in words
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool min_strict = false, max_strict = false;
+  std::string auto_means;     // non-empty: "auto" is allowed and means this
+  std::vector<std::string> choices;
+  bool stored_at_default = true;  // false: /config holds the key only when it differs from the default
+
+  bool allows_auto() const { return !auto_means.empty(); }
+  // What the value may be, in words: "integer >= 1", "auto | number > 0", "complete | causal | ...".
+  std::string allowed() const;
+};
+
+// Every key of run, sweep, mask-info and equilibria, in the order of --help.
+const std::vector<KeyDecl>& config_keys();
+bool is_known_key(const std::string& key);
+// sweep.mode (a [sweep] section's key, not a model key): product | zip.
+const KeyDecl& sweep_mode_key();
+// The declaration of a known key (throws std::logic_error for an unknown one: a programming error).
+const KeyDecl& key_decl(const std::string& key);
+
+// "unknown key ..." with the nearest known key when one is close (edit distance <= 3, or the
+// same name in another section): "did you mean 'model.dim'?".
+std::string unknown_key_message(const std::string& key, const std::string& where);
+
+// Typed readers of a key's text in a key -> value map, validated against its declaration; each
+// throws UsageError naming the key and what is allowed.
+using KeyValues = std::map<std::string, std::string>;
+bool is_auto(const KeyValues& v, const std::string& key);
+int read_int(const KeyValues& v, const std::string& key);
+double read_number(const KeyValues& v, const std::string& key);
+bool read_bool(const KeyValues& v, const std::string& key);
+// The value of a choice key (one of its declared choices).
+std::string read_choice(const KeyValues& v, const std::string& key);
+
+// The keys as text: `--help-keys` (plain) and the reference table (markdown).
+std::string keys_help_plain(const std::vector<KeyDecl>& keys);
+std::string keys_table_markdown(const std::vector<KeyDecl>& keys);
+
+}  // namespace rcsim
