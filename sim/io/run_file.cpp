@@ -97,6 +97,14 @@ void write_time(const h5::File& f, const ModelSpec& c, const std::vector<std::in
   f.label_axes(ds, {"layer"});
 }
 
+// /config and, when the run read files, their digests (attribute input_sha256): the run's
+// identity (check_run_file). Without input files there is no attribute, so such files are as before.
+void write_config(const h5::File& f, const std::string& config_ini, const InputDigests& inputs) {
+  const h5::Dataset config = f.write_string("config", config_ini);
+  config.set_attr("long_name", "fully resolved configuration (INI); rcsim run --config reproduces the run");
+  if (!inputs.empty()) config.set_attr("input_sha256", digests_text(inputs));
+}
+
 }  // namespace
 
 namespace {
@@ -123,13 +131,7 @@ void write_run_contents(const h5::File& f, const std::string& config_ini, const 
   f.set_attr("max_rank_input", s.max_rank_input);
   f.set_attr("complete", 0);
 
-  {
-    const h5::Dataset config = f.write_string("config", config_ini);
-    config.set_attr("long_name", "fully resolved configuration (INI); rcsim run --config reproduces the run");
-    // Part of the run's identity (check_run_file): absent when the run read no file, so such
-    // files are as before.
-    if (!inputs.empty()) config.set_attr("input_sha256", digests_text(inputs));
-  }
+  write_config(f, config_ini, inputs);
 
   // Coordinates, as dimension scales: at the root and again in each group (Coordinates).
   const Coordinates coords{iota(T),
