@@ -157,6 +157,8 @@ def checkpoint_case(exe, work, key, keys, writer):
         return [f"rerun exit {r.returncode}: {r.stderr.strip()}"]
     if "resuming" in r.stderr:
         problems.append(f"resumed the old trials: {r.stderr.strip()!r}")
+    if f"checkpoint of other input files (the content of key '{key}' ('in.h5') changed" not in r.stderr:
+        problems.append(f"no warning naming {key} that the checkpoint was discarded: {r.stderr.strip()!r}")
     r = rcsim(exe, d, ["run", "-q", "--config", "ck.ini", "--output.file=fresh.h5"])
     if r.returncode != 0:
         return problems + [f"fresh run exit {r.returncode}: {r.stderr.strip()}"]
