@@ -577,6 +577,7 @@ int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
   const Config c = make_config(p.values);
   FixedLayerMap check(c);  // fixed weights, before anything is written
   (void)check;
+  const InputDigests inputs = input_digests(c);  // the identity: configuration and inputs' content
   if (inv.dry_run) {
     std::cout << c.to_ini() << "\n# output: " << c.output.file << "\n";
     return 0;
@@ -586,7 +587,10 @@ int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
   if (!inv.force && std::filesystem::exists(out)) {
     try {
       const h5::File f = h5::File::open_read(out);
-      if (f.has_attr("complete") && f.attr_int("complete") == 1 && f.read_string("config") == c.to_ini()) {
+      const h5::Dataset config = f.open_dataset("config");
+      const std::string digests = config.has_attr("input_sha256") ? config.attr_string("input_sha256") : "";
+      if (f.has_attr("complete") && f.attr_int("complete") == 1 && f.read_string("config") == c.to_ini() &&
+          digest_difference(digests, inputs).empty()) {
         spdlog::info("{} is complete with the same configuration: skipped (--force to recompute)", out);
         return 0;
       }
@@ -602,8 +606,9 @@ int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
   const std::string tmp = create_temporary(out);  // fails fast on an unwritable directory
   try {
     const EquilibriumSearch s = find_equilibria(c, o, &g_cancel);
+    check_inputs_unchanged(inputs);
     std::cout << equilibria_table(s, verbose) << std::flush;
-    write_equilibria_file(tmp, c, o, s, command_line_text(args));
+    write_equilibria_file(tmp, c, o, s, command_line_text(args), inputs);
     require_regular_or_absent(out, "output.file");
     replace_with(tmp, out);
   } catch (...) {

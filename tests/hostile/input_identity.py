@@ -168,6 +168,38 @@ def checkpoint_case(exe, work, key, keys, writer):
     return problems
 
 
+EQ_INI = ("[model]\ntokens = 3\ndim = 2\nlayers = 200\n[norm]\ntype = sphere\n[weights]\nq = zero\nk = zero\n"
+          "v = identity\n[init]\ntype = sphere\n[mask]\ntype = custom\nfile = in.h5\n[run]\ntrials = 4\n"
+          "[output]\nfile = eq.h5\n")
+
+
+def equilibria_case(exe, work, changed):
+    """`rcsim equilibria` with a custom mask: an unchanged mask.file skips the complete file; a
+    changed one recomputes it (as a changed configuration does for equilibria) and records the
+    new digest."""
+    d = fresh(work, f"equilibria_mask_{'changed' if changed else 'unchanged'}")
+    mask(os.path.join(d, "in.h5"), 1, 3)
+    with open(os.path.join(d, "eq.ini"), "w") as f:
+        f.write(EQ_INI)
+    r = rcsim(exe, d, ["equilibria", "-q", "--config", "eq.ini"])
+    if r.returncode != 0:
+        return [f"setup failed: {r.stderr.strip()}"]
+    before = sha(os.path.join(d, "eq.h5"))
+    if changed:
+        mask(os.path.join(d, "in.h5"), 2, 3)
+    r = rcsim(exe, d, ["equilibria", "--config", "eq.ini"])
+    problems = [] if r.returncode == 0 else [f"exit {r.returncode}: {r.stderr.strip()}"]
+    skipped = "complete with the same configuration: skipped" in r.stderr
+    if changed and (skipped or sha(os.path.join(d, "eq.h5")) == before):
+        problems.append("a complete file of the old mask.file content was kept (skipped)")
+    if not changed and (not skipped or sha(os.path.join(d, "eq.h5")) != before):
+        problems.append("an unchanged input's complete file was not skipped")
+    got = stored_digests(os.path.join(d, "eq.h5"))
+    if got != f"mask.file = {sha(os.path.join(d, 'in.h5'))}\n":
+        problems.append(f"/config@input_sha256 = {got!r}, expected the mask file's digest")
+    return problems
+
+
 def cases():
     out = []
     for key, keys, writer in INPUTS:
@@ -175,6 +207,8 @@ def cases():
             out.append((f"{key}_{mode}", lambda e, w, k=key, ks=keys, wr=writer, m=mode: rerun_case(e, w, k, ks, wr, m)))
         out.append((f"{key}_sweep_point", lambda e, w, k=key, ks=keys, wr=writer: sweep_case(e, w, k, ks, wr)))
         out.append((f"{key}_checkpoint", lambda e, w, k=key, ks=keys, wr=writer: checkpoint_case(e, w, k, ks, wr)))
+    out.append(("equilibria_mask_changed", lambda e, w: equilibria_case(e, w, True)))
+    out.append(("equilibria_mask_unchanged", lambda e, w: equilibria_case(e, w, False)))
     return out
 
 
