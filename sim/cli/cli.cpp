@@ -277,7 +277,8 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
     std::set<std::string> checked;
     for (std::size_t i = 0; i < n; ++i) {
       const Config& c = points[i].config;
-      if (!inv.force && check_run_file(c.output.file, c.to_ini(), input_digests(c)).state == RunFileState::matches) continue;
+      if (!inv.force && check_run_file(c.output.file, c.to_ini(), input_digests(c)).state == RunFileState::matches)
+        continue;
       std::ostringstream sig;
       sig << to_string(c.mask.type) << '\0' << c.mask.file << '\0' << to_string(c.init.type) << '\0' << c.init.file << '\0'
           << c.weights.file << '\0' << to_string(c.weights.q.type) << to_string(c.weights.k.type)
@@ -310,8 +311,10 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
   }
   std::vector<RunFileCheck> checks(n);
   if (root)
-    for (std::size_t i = 0; i < n; ++i)  // the identity: configuration and the inputs' content
-      checks[i] = check_run_file(points[i].config.output.file, points[i].config.to_ini(), input_digests(points[i].config));
+    for (std::size_t i = 0; i < n; ++i) {  // the identity: configuration and the inputs' content
+      const Config& c = points[i].config;
+      checks[i] = check_run_file(c.output.file, c.to_ini(), input_digests(c));
+    }
   bool definition_differs = stored_definition && *stored_definition != definition;
   if (!inv.dry_run) {
     std::vector<int> v;

@@ -145,7 +145,8 @@ def checkpoint_case(exe, work, key, keys, writer):
     for k in keys:
         name, value = k[2:].split("=")
         sections.setdefault(name.split(".")[0], []).append(f"{name.split('.')[1]} = {value}\n")
-    ini = f"[model]\ntokens = {n}\ndim = {dim}\nlayers = 300\n[run]\ntrials = 100\nthreads = 1\n[output]\nfile = cp.h5\n"
+    ini = (f"[model]\ntokens = {n}\ndim = {dim}\nlayers = 300\n"
+           "[run]\ntrials = 100\nthreads = 1\n[output]\nfile = cp.h5\n")
     ini += "".join(f"[{s}]\n" + "".join(v) for s, v in sections.items())
     with open(os.path.join(d, "ck.ini"), "w") as f:
         f.write(ini)
@@ -204,7 +205,8 @@ def cases():
     out = []
     for key, keys, writer in INPUTS:
         for mode in ("refused", "force", "unchanged"):
-            out.append((f"{key}_{mode}", lambda e, w, k=key, ks=keys, wr=writer, m=mode: rerun_case(e, w, k, ks, wr, m)))
+            out.append((f"{key}_{mode}",
+                        lambda e, w, k=key, ks=keys, wr=writer, m=mode: rerun_case(e, w, k, ks, wr, m)))
         out.append((f"{key}_sweep_point", lambda e, w, k=key, ks=keys, wr=writer: sweep_case(e, w, k, ks, wr)))
         out.append((f"{key}_checkpoint", lambda e, w, k=key, ks=keys, wr=writer: checkpoint_case(e, w, k, ks, wr)))
     out.append(("equilibria_mask_changed", lambda e, w: equilibria_case(e, w, True)))
