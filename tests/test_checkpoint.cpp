@@ -38,14 +38,14 @@ TEST_CASE("saved trials reload exactly and the rest completes the run", "[io][ch
   REQUIRE(s.config.output.attention);
   const RunResults full = run_simulation(s, 2);
   {
-    Checkpoint cp(path, c.to_ini(), 1e9);  // never flushes by itself
+    Checkpoint cp(path, c.to_ini(), {}, 1e9);  // never flushes by itself
     for (int t : {0, 3, 4, 8}) cp.completed(full, t);
     CHECK_FALSE(fs::exists(path));
     cp.flush(full);
     REQUIRE(fs::exists(path));
   }
   RunResults resumed = allocate_results(s);
-  Checkpoint cp(path, c.to_ini());
+  Checkpoint cp(path, c.to_ini(), {});
   const std::vector<char> done = cp.load(resumed);
   CHECK(done == std::vector<char>{1, 0, 0, 1, 1, 0, 0, 0, 1});
   int ran = 0;
@@ -59,7 +59,7 @@ TEST_CASE("saved trials reload exactly and the rest completes the run", "[io][ch
     const Config other = make_config({{"model.tokens", "6"}, {"model.dim", "4"}, {"model.layers", "7"},
                                       {"run.trials", "9"}, {"run.seed", "1"}});
     RunResults r = allocate_results(prepare(other));
-    Checkpoint cp2(path, other.to_ini());
+    Checkpoint cp2(path, other.to_ini(), {});
     const auto loaded = cp2.load(r);
     CHECK(std::count(loaded.begin(), loaded.end(), 1) == 0);
     CHECK_FALSE(fs::exists(path));
@@ -73,7 +73,7 @@ TEST_CASE("run_to_file resumes from a checkpoint and removes it", "[io][checkpoi
                                 {"run.trials", "6"}, {"output.file", out}});
   const RunResults full = run_simulation(prepare(c), 1);
   {
-    Checkpoint cp(out + ".partial", c.to_ini());
+    Checkpoint cp(out + ".partial", c.to_ini(), {});
     cp.completed(full, 2);
     cp.completed(full, 5);
     cp.flush(full);
@@ -93,7 +93,7 @@ TEST_CASE("a checkpoint resumes when only result-irrelevant keys differ (run.thr
   const Config c = make_config(base);
   const RunResults full = run_simulation(prepare(c), 1);
   {
-    Checkpoint cp(path, c.to_ini());
+    Checkpoint cp(path, c.to_ini(), {});
     cp.completed(full, 1);
     cp.flush(full);
   }
@@ -104,7 +104,7 @@ TEST_CASE("a checkpoint resumes when only result-irrelevant keys differ (run.thr
   REQUIRE(other.to_ini() != c.to_ini());
   CHECK(result_configuration(other.to_ini()) == result_configuration(c.to_ini()));
   RunResults r = allocate_results(prepare(other));
-  Checkpoint cp(path, other.to_ini());
+  Checkpoint cp(path, other.to_ini(), {});
   CHECK(cp.load(r) == std::vector<char>{0, 1, 0, 0});
   CHECK(r.token[0].row(1) == full.token[0].row(1));
   // The stored hash is FNV-1a of the result-relevant configuration.
@@ -129,7 +129,7 @@ TEST_CASE("a checkpoint that cannot be written is an error that names it, and th
   fs::remove_all(fs::temp_directory_path() / "rcsim_no_such_dir");
   const Config c = make_config({{"model.tokens", "4"}, {"model.dim", "2"}, {"model.layers", "2"}, {"run.trials", "2"}});
   const RunResults full = run_simulation(prepare(c), 1);
-  Checkpoint cp(path, c.to_ini());
+  Checkpoint cp(path, c.to_ini(), {});
   cp.completed(full, 0);
   try {
     cp.flush(full);

@@ -177,7 +177,8 @@ std::vector<double> stack(const std::vector<Matrix>& ms) {
 }  // namespace
 
 void write_equilibria_file(const std::string& path, const Config& c, const EquilibriumOptions& o,
-                           const EquilibriumSearch& s, const std::string& command_line) {
+                           const EquilibriumSearch& s, const std::string& command_line,
+                           const InputDigests& inputs) {
   const auto S = static_cast<hsize_t>(s.starts.size()), K = static_cast<hsize_t>(s.equilibria.size()),
              N = static_cast<hsize_t>(c.model.tokens), d = static_cast<hsize_t>(c.model.dim);
   h5::File f = h5::File::create(path);
@@ -200,7 +201,11 @@ void write_equilibria_file(const std::string& path, const Config& c, const Equil
   f.set_attr("unconverged", s.unconverged);
   f.set_attr("token_classes", "0 = identical, 1 = antipodal (all tokens +-one vector), 2 = distinct");
   f.set_attr("complete", 0);
-  f.write_string("config", c.to_ini()).set_attr("long_name", "fully resolved configuration (INI)");
+  {
+    const h5::Dataset config = f.write_string("config", c.to_ini());
+    config.set_attr("long_name", "fully resolved configuration (INI)");
+    if (!inputs.empty()) config.set_attr("input_sha256", digests_text(inputs));  // identity, as in run files
+  }
 
   std::vector<std::int64_t> ids(S), kid(K);
   for (hsize_t i = 0; i < S; ++i) ids[i] = static_cast<std::int64_t>(i);

@@ -4,6 +4,8 @@
 // equilibria with their basin fractions. Layout of the output file in docs/science/equilibria.md.
 #pragma once
 
+#include "io/input_digest.hpp"
+
 #include <atomic>
 #include <string>
 #include <vector>
@@ -94,7 +96,8 @@ EquilibriumSearch find_equilibria(const Config& c, const EquilibriumOptions& o,
 
 // Write the search to `path` (the caller writes to a temporary name and renames).
 void write_equilibria_file(const std::string& path, const Config& c, const EquilibriumOptions& o,
-                           const EquilibriumSearch& s, const std::string& command_line);
+                           const EquilibriumSearch& s, const std::string& command_line,
+                           const InputDigests& inputs);
 
 // The printed summary (one line per equilibrium).
 // The printed table of distinct equilibria (the first kTableRows rows, then "... N more rows",

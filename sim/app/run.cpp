@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "io/checkpoint.hpp"
+#include "io/input_digest.hpp"
 #include "io/inputs.hpp"
 #include "io/safe_file.hpp"
 #include "kernel/errors.hpp"
@@ -68,12 +69,16 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
                        "refusing to replace it (move that file away and rerun)");
   }
   try {
+    // The inputs' content is part of the run's identity: hashed before they are read, and
+    // checked unchanged after (io/input_digest.hpp).
+    const InputDigests inputs = input_digests(c);
     const EngineSetup s = prepare(c);
+    check_inputs_unchanged(inputs);
     if (!s.graph.quasi_strongly_connected)
       spdlog::warn("mask is not quasi-strongly connected: the collapse theorem does not apply");
     const int threads = resolve_threads(c.run.threads, c.run.trials);
     RunResults r = allocate_results(s);
-    Checkpoint checkpoint(out + ".partial", c.to_ini());
+    Checkpoint checkpoint(out + ".partial", c.to_ini(), inputs);
     const std::vector<char> done = checkpoint.load(r);
     RunControl ctl;
     ctl.cancel = cancel;
@@ -95,7 +100,7 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
     report_diagnostics(r);
     Provenance prov = p;
     prov.threads = threads;
-    write_run_file(tmp, c.to_ini(), s, r, prov);  // closed and checked before the rename
+    write_run_file(tmp, c.to_ini(), s, r, prov, inputs);  // closed and checked before the rename
     require_regular_or_absent(out, "output.file");
     replace_with(tmp, out);
     checkpoint.remove();
@@ -116,8 +121,11 @@ std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::
   if (host.mask && c.mask.type != MaskType::custom)
     throw UsageError("a mask array was given but key 'mask.type' is not custom");
   // make_mask (in prepare) checks the host's mask as it checks mask.file's: shape N x N, self-loops.
+  // The digests of the files read (not of the arrays the host gave): as run_to_file records them.
+  const InputDigests inputs = input_digests(c, !host.arrays, !host.mask);
   const MaskMatrix mask = host.mask ? *host.mask : load_mask(c);
   const EngineSetup s = prepare(c, &mask, host.arrays ? *host.arrays : load_inputs(c));
+  check_inputs_unchanged(inputs);
   if (!s.graph.quasi_strongly_connected)
     spdlog::warn("mask is not quasi-strongly connected: the collapse theorem does not apply");
   const int threads = resolve_threads(c.run.threads, c.run.trials);
@@ -131,7 +139,7 @@ std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::
   static std::atomic<unsigned long> images{0};
   const std::string name = (c.output.file.empty() ? std::string("run.h5") : c.output.file) + " (in memory, #" +
                            std::to_string(++images) + ")";
-  return run_file_image(name, c.to_ini(), s, r, prov);
+  return run_file_image(name, c.to_ini(), s, r, prov, inputs);
 }
 
 }  // namespace rcsim

@@ -279,7 +279,8 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
     std::set<std::string> checked;
     for (std::size_t i = 0; i < n; ++i) {
       const Config& c = points[i].config;
-      if (!inv.force && check_run_file(c.output.file, c.to_ini()).state == RunFileState::matches) continue;
+      if (!inv.force && check_run_file(c.output.file, c.to_ini(), input_digests(c)).state == RunFileState::matches)
+        continue;
       std::ostringstream sig;
       sig << to_string(c.mask.type) << '\0' << c.mask.file << '\0' << to_string(c.init.type) << '\0' << c.init.file << '\0'
           << c.weights.file << '\0' << to_string(c.weights.q.type) << to_string(c.weights.k.type)
@@ -312,7 +313,10 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
   }
   std::vector<RunFileCheck> checks(n);
   if (root)
-    for (std::size_t i = 0; i < n; ++i) checks[i] = check_run_file(points[i].config.output.file, points[i].config.to_ini());
+    for (std::size_t i = 0; i < n; ++i) {  // the identity: configuration and the inputs' content
+      const Config& c = points[i].config;
+      checks[i] = check_run_file(c.output.file, c.to_ini(), input_digests(c));
+    }
   bool definition_differs = stored_definition && *stored_definition != definition;
   if (!inv.dry_run) {
     std::vector<int> v;
@@ -578,6 +582,7 @@ int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
   const Config c = make_config(p.values);
   FixedLayerMap check(c);  // fixed weights, before anything is written
   (void)check;
+  const InputDigests inputs = input_digests(c);  // the identity: configuration and inputs' content
   if (inv.dry_run) {
     std::cout << c.to_ini() << "\n# output: " << c.output.file << "\n";
     return 0;
@@ -587,7 +592,10 @@ int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
   if (!inv.force && std::filesystem::exists(out)) {
     try {
       const h5::File f = h5::File::open_read(out);
-      if (f.has_attr("complete") && f.attr_int("complete") == 1 && f.read_string("config") == c.to_ini()) {
+      const h5::Dataset config = f.open_dataset("config");
+      const std::string digests = config.has_attr("input_sha256") ? config.attr_string("input_sha256") : "";
+      if (f.has_attr("complete") && f.attr_int("complete") == 1 && f.read_string("config") == c.to_ini() &&
+          digest_difference(digests, inputs).empty()) {
         spdlog::info("{} is complete with the same configuration: skipped (--force to recompute)", out);
         return 0;
       }
@@ -603,8 +611,9 @@ int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
   const std::string tmp = create_temporary(out);  // fails fast on an unwritable directory
   try {
     const EquilibriumSearch s = find_equilibria(c, o, &g_cancel);
+    check_inputs_unchanged(inputs);
     std::cout << equilibria_table(s, verbose) << std::flush;
-    write_equilibria_file(tmp, c, o, s, command_line_text(args));
+    write_equilibria_file(tmp, c, o, s, command_line_text(args), inputs);
     require_regular_or_absent(out, "output.file");
     replace_with(tmp, out);
   } catch (...) {

@@ -91,9 +91,9 @@ std::string text_hash(const std::string& text) {
   return buf;
 }
 
-Checkpoint::Checkpoint(std::string path, std::string config_ini, double interval_seconds)
+Checkpoint::Checkpoint(std::string path, std::string config_ini, InputDigests inputs, double interval_seconds)
     : path_(std::move(path)), config_(result_configuration(config_ini)), hash_(text_hash(config_)),
-      interval_(interval_seconds), last_(std::chrono::steady_clock::now()) {}
+      inputs_(std::move(inputs)), interval_(interval_seconds), last_(std::chrono::steady_clock::now()) {}
 
 std::vector<char> Checkpoint::load(RunResults& r) {
   std::vector<char> done(static_cast<std::size_t>(r.trials), 0);
@@ -107,6 +107,14 @@ std::vector<char> Checkpoint::load(RunResults& r) {
       const std::string diff = first_difference(stored, config_);
       spdlog::warn("{}: checkpoint of another configuration ({}), discarded", path_,
                    diff.empty() ? "configuration hash " + printable(stored_hash) + " != " + hash_ : diff);
+      fs::remove(path_, ec);
+      return done;
+    }
+    // The same configuration, but trials of other inputs' content are never mixed with this run's.
+    const std::string stored_inputs = f.has_attr("input_sha256") ? f.attr_string("input_sha256") : "";
+    const std::string inputs_differ = digest_difference(stored_inputs, inputs_);
+    if (!inputs_differ.empty()) {
+      spdlog::warn("{}: checkpoint of other input files ({}), discarded", path_, inputs_differ);
       fs::remove(path_, ec);
       return done;
     }
@@ -162,6 +170,7 @@ void Checkpoint::flush(const RunResults& r) {
         f.set_attr("filetype", "rcsim-checkpoint");
         f.set_attr("config", config_);
         f.set_attr("config_hash", hash_);
+        if (!inputs_.empty()) f.set_attr("input_sha256", digests_text(inputs_));
       }
       write_pending(f, r);
       f.close();

@@ -4,7 +4,10 @@
 // an exclusive temporary that replaces it when written and checked, so the checkpoint on disk is
 // always a whole one; an unreadable checkpoint (from elsewhere) is discarded.
 // The checkpoint records its configuration (the result-relevant part, see result_configuration)
-// and a hash of it; one of another configuration is discarded with a warning. A checkpoint that
+// and a hash of it, and the SHA-256 of each input file (attribute `input_sha256`, as in the run
+// file; absent when the run reads no file); one of another configuration or of other inputs'
+// content (or without digests while the run reads a file) is discarded with a warning, never
+// resumed. A checkpoint that
 // cannot be written (disk full) stops the run with an error that says so; the previous one stays.
 #pragma once
 
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "io/hdf5_file.hpp"
+#include "io/input_digest.hpp"
 #include "kernel/simulation.hpp"
 
 namespace rcsim {
@@ -25,7 +29,8 @@ std::string text_hash(const std::string& text);
 
 class Checkpoint {
  public:
-  Checkpoint(std::string path, std::string config_ini, double interval_seconds = 10.0);
+  // `inputs`: the digests of the files the run reads (input_digests(c); empty when none).
+  Checkpoint(std::string path, std::string config_ini, InputDigests inputs, double interval_seconds = 10.0);
 
   // Copy the trials saved under the same configuration into `r`; returns the mask of trials
   // loaded (1 = done). A checkpoint of another configuration or an unreadable one is removed.
@@ -44,6 +49,7 @@ class Checkpoint {
   void write_pending(const h5::File& f, const RunResults& r) const;
 
   std::string path_, config_, hash_;
+  InputDigests inputs_;
   bool broken_ = false;  // a write failed: no more writes
   double interval_;
   std::vector<int> pending_;

@@ -97,12 +97,20 @@ void write_time(const h5::File& f, const ModelSpec& c, const std::vector<std::in
   f.label_axes(ds, {"layer"});
 }
 
+// /config and, when the run read files, their digests (attribute input_sha256): the run's
+// identity (check_run_file). Without input files there is no attribute, so such files are as before.
+void write_config(const h5::File& f, const std::string& config_ini, const InputDigests& inputs) {
+  const h5::Dataset config = f.write_string("config", config_ini);
+  config.set_attr("long_name", "fully resolved configuration (INI); rcsim run --config reproduces the run");
+  if (!inputs.empty()) config.set_attr("input_sha256", digests_text(inputs));
+}
+
 }  // namespace
 
 namespace {
 
 void write_run_contents(const h5::File& f, const std::string& config_ini, const EngineSetup& s, const RunResults& r,
-                        const Provenance& p) {
+                        const Provenance& p, const InputDigests& inputs) {
   const ModelSpec& c = s.config;
   const int T = r.trials, L = r.layers, N = c.model.tokens, d = c.model.dim;
   f.set_attr("filetype", "rcsim-run");
@@ -123,7 +131,7 @@ void write_run_contents(const h5::File& f, const std::string& config_ini, const 
   f.set_attr("max_rank_input", s.max_rank_input);
   f.set_attr("complete", 0);
 
-  f.write_string("config", config_ini).set_attr("long_name", "fully resolved configuration (INI); rcsim run --config reproduces the run");
+  write_config(f, config_ini, inputs);
 
   // Coordinates, as dimension scales: at the root and again in each group (Coordinates).
   const Coordinates coords{iota(T),
@@ -264,29 +272,17 @@ void write_run_contents(const h5::File& f, const std::string& config_ini, const 
 }  // namespace
 
 void write_run_file(const std::string& path, const std::string& config_ini, const EngineSetup& s, const RunResults& r,
-                    const Provenance& p) {
+                    const Provenance& p, const InputDigests& inputs) {
   h5::File f = h5::File::create(path);
-  write_run_contents(f, config_ini, s, r, p);
+  write_run_contents(f, config_ini, s, r, p, inputs);
   f.close();  // checked: a file that did not fit is an error, never renamed
 }
 
 std::vector<char> run_file_image(const std::string& name, const std::string& config_ini, const EngineSetup& s,
-                                 const RunResults& r, const Provenance& p) {
+                                 const RunResults& r, const Provenance& p, const InputDigests& inputs) {
   h5::File f = h5::File::create(name);  // the name only labels messages
-  write_run_contents(f, config_ini, s, r, p);
+  write_run_contents(f, config_ini, s, r, p, inputs);
   return f.close_to_image();
-}
-
-bool run_file_matches(const std::string& path, const std::string& config_ini) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return false;
-  try {
-    const h5::File f = h5::File::open_read(path);
-    if (!f.has_attr("complete") || f.attr_int("complete") != 1) return false;
-    return result_configuration(f.read_string("config")) == result_configuration(config_ini);
-  } catch (const std::exception&) {
-    return false;
-  }
 }
 
 std::string first_difference(const std::string& ini_a, const std::string& ini_b) {
@@ -311,7 +307,7 @@ std::string first_difference(const std::string& ini_a, const std::string& ini_b)
   }
 }
 
-RunFileCheck check_run_file(const std::string& path, const std::string& config_ini) {
+RunFileCheck check_run_file(const std::string& path, const std::string& config_ini, const InputDigests& inputs) {
   RunFileCheck out;
   std::error_code ec;
   if (!fs::exists(path, ec)) return out;
@@ -320,12 +316,23 @@ RunFileCheck check_run_file(const std::string& path, const std::string& config_i
     if (!f.has_attr("complete") || f.attr_int("complete") != 1) return out;
     // Keys that do not change results (run.threads, output.file) do not count.
     const std::string stored = result_configuration(f.read_string("config")), wanted = result_configuration(config_ini);
-    if (stored == wanted) {
-      out.state = RunFileState::matches;
-    } else {
+    if (stored != wanted) {
       out.state = RunFileState::differs;
       out.difference = first_difference(stored, wanted);
+      return out;
     }
+    // The same configuration: the same inputs' content too (none recorded = unknown = differs).
+    std::string digests;
+    try {
+      const h5::Dataset config = f.open_dataset("config");
+      if (config.has_attr("input_sha256")) digests = config.attr_string("input_sha256");
+    } catch (const std::exception& e) {  // a damaged identity is not this run's identity
+      out.state = RunFileState::differs;
+      out.difference = printable(e.what(), 2 * kEchoLimit);
+      return out;
+    }
+    out.difference = digest_difference(digests, inputs);
+    out.state = out.difference.empty() ? RunFileState::matches : RunFileState::differs;
   } catch (const std::exception&) {
   }
   return out;

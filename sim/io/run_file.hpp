@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "io/input_digest.hpp"
 #include "kernel/simulation.hpp"
 
 namespace rcsim {
@@ -16,24 +17,27 @@ struct Provenance {
 };
 
 // Write the whole run to `path` (the caller writes to a temporary name and renames); `config_ini`
-// is the resolved configuration stored as /config (Config::to_ini()).
+// is the resolved configuration stored as /config (Config::to_ini()); `inputs` the digests of the
+// files the run read, stored as attribute `input_sha256` of /config (none when it read no file).
 void write_run_file(const std::string& path, const std::string& config_ini, const EngineSetup& s, const RunResults& r,
-                    const Provenance& p);
+                    const Provenance& p, const InputDigests& inputs);
 // The same file as the bytes of an HDF5 file image (nothing touches the disk; `name` labels messages).
 std::vector<char> run_file_image(const std::string& name, const std::string& config_ini, const EngineSetup& s,
-                                 const RunResults& r, const Provenance& p);
-
-// True iff `path` is a complete run file (complete = 1) whose /config equals `config_ini`.
-bool run_file_matches(const std::string& path, const std::string& config_ini);
+                                 const RunResults& r, const Provenance& p, const InputDigests& inputs);
 
 // What is at an output path: nothing (or an unreadable/incomplete file, recomputed), a complete
-// run file of this configuration, or a complete run file of another configuration.
+// run file of this configuration, or a complete run file of another configuration. The identity
+// compared is the result-relevant configuration and the content of the input files: `inputs`
+// (input_digests) against the file's `input_sha256`. A file without `input_sha256` (written
+// before rcsim recorded it) matches only a run that reads no input file; for a run that reads
+// one, its inputs' content is unknown and it counts as another configuration.
 enum class RunFileState { absent, matches, differs };
 struct RunFileCheck {
   RunFileState state = RunFileState::absent;
-  std::string difference;  // for `differs`: the first differing line, "KEY: FILE_VALUE -> NEW_VALUE"
+  std::string difference;  // for `differs`: the first differing line, "KEY: FILE_VALUE -> NEW_VALUE",
+                           // or the input whose content differs (digest_difference)
 };
-RunFileCheck check_run_file(const std::string& path, const std::string& config_ini);
+RunFileCheck check_run_file(const std::string& path, const std::string& config_ini, const InputDigests& inputs);
 
 // The first line where two INI texts differ, as "key: a -> b" ("" if equal).
 std::string first_difference(const std::string& ini_a, const std::string& ini_b);

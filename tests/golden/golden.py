@@ -35,6 +35,14 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 PROVENANCE = {"rcsim_version", "git_sha", "created_utc", "command_line", "instruction_set", "compiler",
               "build_type", "hdf5_version", "source_tree", "threads", "updated_utc"}
 
+# Identity attributes added after a manifest may have been recorded: `input_sha256` of /config
+# (the SHA-256 of the input files a run reads, issue 22; only in runs that read a file, here the
+# configs with a custom mask). Not provenance: it is compared whenever the manifest has it; a
+# manifest recorded before it existed (manifest-portable.json, fec13d0; none of its keys has it)
+# lacks it, and there it is reported as new but not counted as a difference. Every other extra
+# key still fails.
+ADDED_LATER = {"input_sha256"}
+
 TINY = ["--quiet", "--run.trials=2", "--model.layers=3", "--run.threads=1"]
 
 
@@ -173,16 +181,23 @@ def main():
         os.replace(manifest + ".tmp", manifest)
         print(f"golden: recorded {sum(len(v) for v in got.values())} digests of {len(got)} cases ({isa})")
         return 0
-    bad = []
+    bad, added = [], []
+    # Only a manifest older than the attributes (none of its keys has them) may lack them.
+    older = {a for a in ADDED_LATER if not any(k.endswith("@" + a) for c in want["cases"].values() for k in c)}
     for case, digests in want["cases"].items():
         digests = {k: v for k, v in digests.items() if k.rsplit("@", 1)[-1] not in PROVENANCE or "@" not in k}
         mine = got.get(case, {})
         for key in sorted(set(digests) | set(mine)):
+            if key not in digests and "@" in key and key.rsplit("@", 1)[-1] in older:
+                added.append(f"{case}: {key}")
+                continue
             if digests.get(key) != mine.get(key):
                 bad.append(f"{case}: {key}: {'missing' if key not in mine else 'extra' if key not in digests else 'differs'}")
     for case in sorted(set(got) - set(want["cases"])):
         bad.append(f"{case}: not in the manifest")
     n = sum(len(v) for v in want["cases"].values())
+    if added:
+        print(f"golden: {len(added)} identity attributes newer than the manifest (not compared):", *added, sep="\n  ")
     if bad:
         print(f"golden: {len(bad)} of {n} digests differ:", *bad[:40], sep="\n  ")
         return 1
