@@ -59,7 +59,7 @@ TEST_CASE("sha256 of bytes and of files: the FIPS 180-2 test vectors", "[io][ide
   CHECK(file_sha256(d / "abc.txt") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
-TEST_CASE("a run without input files has no digests; one with init.file has its file's", "[io][identity]") {
+TEST_CASE("a run without input files has no digests, one with init.file has its file's", "[io][identity]") {
   const fs::path d = fresh_dir("digests");
   CHECK(input_digests(make_config({})).empty());
   write_x0(d / "x0.h5", 4, 3, 1.0);

@@ -119,7 +119,7 @@ void read_model(KeyValues& v, Config& c) {
 
 // The mask, the normalisation, the residual and dropout.
 void read_block(KeyValues& v, Config& c) {
-  const int N = c.model.tokens, d = c.model.dim;
+  const int d = c.model.dim;
   c.mask.type = read_enum(v, "mask.type", mask_names());
   c.mask.window = read_int(v, "mask.window");
   c.mask.file = v["mask.file"];
