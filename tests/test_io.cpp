@@ -191,3 +191,44 @@ TEST_CASE("underflow of mu is reported with its layer", "[io]") {
   CHECK(r.underflow_layer[0] <= 2);
   CHECK(r.token[0].allFinite());
 }
+
+TEST_CASE("chunks stay bounded and never shrink to one value at any depth", "[io]") {
+  using V = std::vector<hsize_t>;
+  auto values = [](const V& c) {
+    hsize_t n = 1;
+    for (hsize_t x : c) n *= x;
+    return n;
+  };
+  // Small arrays: one chunk (the whole array), as before.
+  CHECK(h5::chunk_shape({64, 101}) == V{64, 101});
+  CHECK(h5::chunk_shape({16, 9, 8, 4}) == V{16, 9, 8, 4});
+  // A long last axis (a run of depth 10^5 and 10^6, 2 trials): chunks of 65536 values along it.
+  CHECK(h5::chunk_shape({2, 100001}) == V{1, 65536});
+  CHECK(h5::chunk_shape({2, 1000001}) == V{1, 65536});
+  // Tokens [trials, layers, N, d] of a large run: whole token matrices, as many as fit.
+  CHECK(h5::chunk_shape({4, 1000, 64, 32}) == V{1, 32, 64, 32});
+  // One token matrix larger than the target: rows of it.
+  CHECK(h5::chunk_shape({1, 1, 4096, 64}) == V{1, 1, 1024, 64});
+  for (const V& s : {V{3, 70000}, V{5, 7, 300000}, V{100, 100, 100}, V{1, 1}, V{65537}}) {
+    const V c = h5::chunk_shape(s);
+    INFO(s.size());
+    CHECK(values(c) <= 65536);
+    CHECK(values(c) >= std::min<hsize_t>(values(s), 32768));  // never a sliver
+    for (std::size_t i = 0; i < s.size(); ++i) CHECK((c[i] >= 1 && c[i] <= s[i]));
+  }
+  // Written and read back: a deep dataset (2 x 200000) keeps its values and its chunks are bounded.
+  const std::string file = temp_path("chunks.h5");
+  std::vector<double> data(400000);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<double>(i) * 0.5;
+  write_array(file, "deep", {2, 200000}, data);
+  const h5::File f = h5::File::open_read(file, file);
+  CHECK(f.read("deep").data == data);
+  hid_t ds = H5Dopen2(f.id(), "deep", H5P_DEFAULT);
+  hid_t plist = H5Dget_create_plist(ds);
+  hsize_t chunk[2] = {0, 0};
+  REQUIRE(H5Pget_chunk(plist, 2, chunk) == 2);
+  CHECK(chunk[0] == 1);
+  CHECK(chunk[1] == 65536);
+  H5Pclose(plist);
+  H5Dclose(ds);
+}

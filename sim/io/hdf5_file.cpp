@@ -3,6 +3,7 @@
 
 #include <hdf5_hl.h>
 
+#include <algorithm>
 #include <exception>
 #include <filesystem>
 #include <mutex>
@@ -310,6 +311,21 @@ bool Group::exists(const std::string& name) const {
   return true;
 }
 
+std::vector<hsize_t> chunk_shape(const std::vector<hsize_t>& shape, hsize_t target) {
+  // From the first axis on: as many slices of the axes after it as fit in `target` values (at
+  // least one, at most the axis), so that a long last axis (deep runs: one value per layer) is
+  // cut into chunks of about `target` values, not one value each.
+  std::vector<hsize_t> chunk(shape.size(), 1);
+  hsize_t after = 1;
+  for (hsize_t s : shape) after *= std::max<hsize_t>(s, 1);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    const hsize_t axis = std::max<hsize_t>(shape[i], 1);
+    after /= axis;  // values in one slice of the axes after i
+    chunk[i] = after > target ? 1 : std::min(axis, std::max<hsize_t>(1, target / after));
+  }
+  return chunk;
+}
+
 namespace {
 Handle create_dataset(hid_t loc, const std::string& path, const std::string& name, hid_t type,
                       const std::vector<hsize_t>& shape) {
@@ -319,14 +335,7 @@ Handle create_dataset(hid_t loc, const std::string& path, const std::string& nam
   hsize_t count = 1;
   for (hsize_t s : shape) count *= s;
   if (!shape.empty() && count >= 4096) {
-    std::vector<hsize_t> chunk(shape);
-    hsize_t chunk_count = count;
-    for (std::size_t i = 0; i < chunk.size() && chunk_count > 65536; ++i) {
-      chunk_count /= chunk[i];
-      chunk[i] = 1;
-      chunk_count *= 1;
-    }
-    H5Pset_chunk(plist.id(), static_cast<int>(chunk.size()), chunk.data());
+    H5Pset_chunk(plist.id(), static_cast<int>(shape.size()), chunk_shape(shape).data());
     H5Pset_shuffle(plist.id());
     H5Pset_deflate(plist.id(), 4);
   }

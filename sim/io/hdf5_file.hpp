@@ -185,4 +185,9 @@ void check_replaceable(const std::string& path, const std::string& key, const st
 // Format a shape as "[a, b, c]".
 std::string shape_string(const std::vector<hsize_t>& shape);
 
+// The chunk shape of a compressed dataset of this shape: at most `target` values (and at least
+// one slice of the last axis), whatever the depth: a dataset of 10^6 layers is cut into chunks of
+// `target` values (the old rule stored one value per chunk beyond 65536 layers).
+std::vector<hsize_t> chunk_shape(const std::vector<hsize_t>& shape, hsize_t target = 65536);
+
 }  // namespace rcsim::h5
