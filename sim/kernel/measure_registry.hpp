@@ -35,8 +35,8 @@ enum class MeasureAxis { token, attention };
 // What fills a measure's column.
 enum class MeasurePass {
   core,               // always recorded: a TokenMeasures member (core_token) or the layer's report (core_report)
-  state,      // optional token measure of X(t) and its singular values: state
-  attention,  // optional, of the head-averaged attention matrix A(t): of_matrix
+  state,              // optional token measure of X(t) and its singular values: state
+  attention,          // optional, of the head-averaged attention matrix A(t): of_matrix
   attention_product,  // optional, of the product A(t) ... A(0): of_matrix
   update,             // optional, of the block's input and output X(t), X(t+1): update
   gradients,          // optional, filled by the reverse pass after the trial (kernel/gradients.hpp)
