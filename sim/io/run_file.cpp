@@ -82,6 +82,21 @@ h5::Dataset write_measure(const h5::Group& g, const MeasureInfo& info, const Eig
   return ds;
 }
 
+// The measures of `defs` (token or attention measures), each with the extra attributes of its
+// registry entry (kernel/measure_registry.hpp).
+void write_measures(const h5::Group& metrics, const EngineSetup& s, const std::vector<const MeasureDef*>& defs,
+                    const std::vector<Matrix>& values, const std::string& layer_dim) {
+  for (std::size_t i = 0; i < defs.size(); ++i) {
+    const h5::Dataset ds = write_measure(metrics, defs[i]->info, values[i], layer_dim);
+    for (const MeasureAttribute& a : measure_attributes(*defs[i], s)) {
+      if (a.integer)
+        ds.set_attr(a.name, a.integer_value);
+      else
+        ds.set_attr(a.name, a.value);
+    }
+  }
+}
+
 // The flow's time t = dt x layer on the layer axis (docs/science/particles.md), dt = residual.alpha:
 // written for the runs that integrate the particle flow (dynamics.integrator = rk4, or the Euler
 // step with residual.project = tangent), not for the others (whose files stay as they were).
@@ -157,22 +172,8 @@ void write_run_contents(const h5::File& f, const std::string& config_ini, const 
   // Per-trial, per-layer measures.
   const h5::Group metrics = f.create_group("metrics");
   coords.write(metrics);
-  for (std::size_t i = 0; i < r.token_info.size(); ++i) {
-    const MeasureInfo& info = r.token_info[i];
-    const h5::Dataset ds = write_measure(metrics, info, r.token[i], "layer");
-    if (std::string(info.name) == "rank") {
-      ds.set_attr("rtol", c.metrics.rank_rtol);
-      ds.set_attr("atol", c.metrics.rank_atol);
-    }
-    if (std::string(info.name) == "pair_density") ds.set_attr("threshold", c.metrics.pair_threshold);
-    if (std::string(info.name) == "clusters") ds.set_attr("tau", c.metrics.cluster_tau);
-    if (std::string(info.name) == "sigma_at_max_rank") {
-      ds.set_attr("max_rank", s.max_rank);
-      ds.set_attr("max_rank_input", s.max_rank_input);
-    }
-  }
-  for (std::size_t i = 0; i < r.attention_info.size(); ++i)
-    write_measure(metrics, r.attention_info[i], r.attention[i], "attention_layer");
+  write_measures(metrics, s, r.token_defs, r.token, "layer");
+  write_measures(metrics, s, r.attention_defs, r.attention, "attention_layer");
   if (!r.spectrum.empty()) {
     const auto m = static_cast<std::size_t>(r.spectrum_size);
     std::vector<double> data;

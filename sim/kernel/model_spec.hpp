@@ -131,8 +131,11 @@ struct MetricsConfig {
   double cluster_tau = 0.999;     // clusters: edges where cos > tau
 };
 
-// The optional measures of output.measures (docs/science/peers.md), token measures first.
+// The optional measures of output.measures (docs/science/peers.md), in the order of the measure
+// registry, which defines this list (kernel/measure_registry.hpp: optional_measure_names()).
 const std::vector<std::string>& peer_measure_names();
+// The same joined with " | ": the list of `rcsim --help-keys` and of the validation message.
+std::string optional_measure_names_text();
 
 // Everything the kernel needs to run trials: the model, its inputs and what is measured.
 // config/config.hpp's Config extends it with the key -> text map and the sweep.

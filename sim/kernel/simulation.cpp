@@ -9,9 +9,6 @@
 #include <thread>
 
 #include "kernel/memory.hpp"
-#include "kernel/attention_products.hpp"
-#include "kernel/clusters.hpp"
-#include "kernel/collapse_norms.hpp"
 #include "kernel/block.hpp"
 #include "kernel/dropout.hpp"
 #include "kernel/errors.hpp"
@@ -19,74 +16,28 @@
 #include "kernel/layer.hpp"
 #include "kernel/metrics.hpp"
 #include "kernel/normalization.hpp"
-#include "kernel/particles.hpp"
 #include "kernel/random.hpp"
-#include "kernel/signal_stats.hpp"
 #include "kernel/threads.hpp"
 
 namespace rcsim {
 
+namespace {
+std::vector<MeasureInfo> core_info(MeasureAxis axis) {
+  std::vector<MeasureInfo> info;
+  for (const MeasureDef& d : measure_registry())
+    if (!d.optional() && d.axis == axis) info.push_back(d.info);
+  return info;
+}
+}  // namespace
+
 const std::vector<MeasureInfo>& token_measure_info() {
-  static const std::vector<MeasureInfo> info = {
-      {"mu", "token similarity ||X - 1 gamma||_F, gamma the mean token", "same as X"},
-      {"mu_rel", "relative token similarity mu / ||X||_F", "1"},
-      {"fro_norm", "Frobenius norm ||X||_F", "same as X"},
-      {"sigma_min", "smallest singular value sigma_min(N, d) of X", "same as X"},
-      {"sigma_max", "largest singular value of X", "same as X"},
-      {"rank", "numerical rank #{sigma_i > max(atol, rtol sigma_max)}", "1"},
-      {"rank_one_residual", "distance to rank one sqrt(sigma_2^2 + ... + sigma_m^2) / ||X||_F", "1"},
-      {"stable_rank", "stable rank ||X||_F^2 / sigma_max^2", "1"},
-      {"cos_abs_mean", "mean |cosine similarity| over token pairs i != j (NaN: fewer than 2 nonzero tokens)", "1"},
-      {"sigma_at_max_rank", "singular value at the largest rank the layer allows (attribute max_rank)", "same as X"},
-  };
+  static const std::vector<MeasureInfo> info = core_info(MeasureAxis::token);
   return info;
 }
 
 const std::vector<MeasureInfo>& attention_measure_info() {
-  static const std::vector<MeasureInfo> info = {
-      {"attn_min", "smallest attention weight over allowed entries and heads (eps of the collapse theorem)", "1"},
-      {"attn_entropy", "mean row entropy of the attention matrix, averaged over heads", "nat"},
-      {"degenerate_rows", "rows without direction in the normalisation (zero, or constant for layernorm)", "rows"},
-  };
+  static const std::vector<MeasureInfo> info = core_info(MeasureAxis::attention);
   return info;
-}
-
-const PeerMeasureInfo& peer_measure_info(const std::string& name) {
-  static const std::vector<PeerMeasureInfo> info = {
-      {{"pair_density", "fraction of ordered token pairs i != j with cos(x_i, x_j) > metrics.pair_threshold", "1"}, true},
-      {{"clusters", "connected components of the graph cos(x_i, x_j) > metrics.cluster_tau", "1"}, true},
-      {{"dong_residual", "Dong et al.'s residual sqrt(||R||_1 ||R||_inf), R = X - 1 gamma", "same as X"}, true},
-      {{"dong_residual_rel", "Dong et al.'s residual relative to the composite norm of X (their figures)", "1"}, true},
-      {{"effective_rank", "effective rank exp(-sum p_i ln p_i), p_i = sigma_i / sum sigma", "1"}, true},
-      {{"attn_rank", "numerical rank of the head-averaged attention matrix (metrics.rank_rtol, rank_atol)", "1"}, false},
-      {{"ergodicity", "ergodicity coefficient of the product A(t) ... A(0) of head-averaged attention matrices", "1"},
-       false},
-      // Signal propagation (docs/science/gradients.md).
-      {{"cos_mean", "signed mean cosine similarity over token pairs i != j (NaN: fewer than 2 nonzero tokens)", "1"},
-       true},
-      {{"gram_q", "Gram statistic q = mean diagonal of X X^T / d", "same as X squared"}, true},
-      {{"gram_p", "Gram statistic p = mean off-diagonal of X X^T / d", "same as X squared"}, true},
-      {{"massive_ratio", "massive activations: max |x_ij| / median |x_ij|", "1"}, true},
-      {{"update_size", "relative update ||X(t+1) - X(t)||_F / ||X(t)||_F of the block t -> t+1", "1"}, false},
-      {{"grad_x_norm", "||dL/dX(t)||_F, L = 1^T X(L) R, R a Gaussian readout (stream 12)", "L per unit of X(t)"}, true},
-      {{"grad_wq_norm", "||dL/dW_Q||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"}, false},
-      {{"grad_wk_norm", "||dL/dW_K||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"}, false},
-      {{"grad_wv_norm", "||dL/dW_V||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"}, false},
-      {{"jacobian_log_fro2", "log ||d(X(L) R)/dX(t)||_F^2 (N reverse passes); lambda_g = value at t = 0 over L",
-        "1"},
-       true},
-      // --- Particles (docs/science/particles.md) ---
-      {{"energy", "interaction energy (1/(2 beta N^2)) sum_ij exp(beta (<x_i, x_j> - 1)) = exp(-beta) E_beta", "1"},
-       true},
-      {{"clusters_90", "connected components of the graph cos(x_i, x_j) > 0.9", "1"}, true},
-      {{"clusters_99", "connected components of the graph cos(x_i, x_j) > 0.99", "1"}, true},
-      {{"clusters_999", "connected components of the graph cos(x_i, x_j) > 0.999", "1"}, true},
-      {{"fourier_mode", "max over k = 1..4 of |mean_j exp(i k theta_j)| of the token angles (d = 2; NaN otherwise)", "1"},
-       true},
-  };
-  for (std::size_t i = 0; i < peer_measure_names().size(); ++i)
-    if (peer_measure_names()[i] == name) return info[i];
-  throw std::logic_error("unknown peer measure " + name);
 }
 
 namespace {
@@ -94,10 +45,7 @@ bool wants(const ModelSpec& c, const char* name) {
   return std::find(c.output.measures.begin(), c.output.measures.end(), name) != c.output.measures.end();
 }
 
-bool wants_gradients(const ModelSpec& c) {
-  return wants(c, "grad_x_norm") || wants(c, "grad_wq_norm") || wants(c, "grad_wk_norm") || wants(c, "grad_wv_norm") ||
-         wants(c, "jacobian_log_fro2");
-}
+bool wants_gradients(const ModelSpec& c) { return wants_pass(c, MeasurePass::gradients); }
 
 }  // namespace
 
@@ -177,11 +125,14 @@ RunResults allocate_results(const EngineSetup& s) {
   const auto S = static_cast<Eigen::Index>(r.layer_index.size());
   const auto Sa = static_cast<Eigen::Index>(r.attention_layer_index.size());
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  r.token_info = token_measure_info();
-  r.attention_info = attention_measure_info();
-  for (const auto& name : c.output.measures) {
-    const PeerMeasureInfo& p = peer_measure_info(name);
-    (p.token ? r.token_info : r.attention_info).push_back(p.info);
+  for (const auto& name : c.output.measures)
+    if (const MeasureDef* d = find_measure(name); !d || !d->optional())
+      throw std::logic_error("unknown peer measure " + name);
+  for (const MeasureDef& d : measure_registry()) {
+    if (!measure_wanted(c, d)) continue;
+    const bool token = d.axis == MeasureAxis::token;
+    (token ? r.token_info : r.attention_info).push_back(d.info);
+    (token ? r.token_defs : r.attention_defs).push_back(&d);
   }
   r.token.assign(r.token_info.size(), Matrix::Constant(r.trials, S, nan));
   r.attention.assign(r.attention_info.size(), Matrix::Constant(r.trials, Sa, nan));
@@ -196,50 +147,31 @@ RunResults allocate_results(const EngineSetup& s) {
 
 namespace {
 
-void record(const TokenMeasures& m, int trial, int layer, RunResults& r) {
-  const auto values = token_measure_values(m);
-  for (std::size_t i = 0; i < values.size(); ++i) r.token[i](trial, layer) = values[i];
+// The token measures of X(t) at column `col`: the core ones from `m` (one SVD), the optional ones
+// of the state from their functions; the gradient measures are filled after the reverse pass.
+void record_tokens(const ModelSpec& c, const TokenMeasures& m, const Matrix& X, const Vector& sigma, int trial, int col,
+                   RunResults& r) {
+  for (std::size_t i = 0; i < r.token_defs.size(); ++i) {
+    const MeasureDef& d = *r.token_defs[i];
+    if (d.pass == MeasurePass::core)
+      r.token[i](trial, col) = m.*d.core_token;
+    else if (d.pass == MeasurePass::state)
+      r.token[i](trial, col) = d.state(c, X, sigma);
+  }
 }
 
-// The token measures of output.measures (docs/science/peers.md), after the default ones.
-void record_peer_tokens(const ModelSpec& c, const Matrix& X, const Vector& sigma, int trial, int layer, RunResults& r) {
-  std::size_t i = token_measure_info().size();
-  for (const auto& name : c.output.measures) {
-    double value;
-    if (name == "pair_density")
-      value = pair_density(X, c.metrics.pair_threshold);
-    else if (name == "clusters")
-      value = cluster_count(X, c.metrics.cluster_tau);
-    else if (name == "dong_residual")
-      value = dong_residual(X);
-    else if (name == "dong_residual_rel")
-      value = dong_residual(X) / composite_norm(X);
-    else if (name == "effective_rank")
-      value = effective_rank(sigma);
-    else if (name == "cos_mean")
-      value = cos_mean(X);
-    else if (name == "gram_q")
-      value = gram_q(X);
-    else if (name == "gram_p")
-      value = gram_p(X);
-    else if (name == "massive_ratio")
-      value = massive_ratio(X);
-    else if (name == "grad_x_norm" || name == "jacobian_log_fro2") {
-      ++i;  // filled by record_gradients after the reverse pass
-      continue;
-    } else if (name == "energy")  // particles (docs/science/particles.md)
-      value = interaction_energy(X, c.model.beta);
-    else if (name == "clusters_90")
-      value = cluster_count(X, 0.9);
-    else if (name == "clusters_99")
-      value = cluster_count(X, 0.99);
-    else if (name == "clusters_999")
-      value = cluster_count(X, 0.999);
-    else if (name == "fourier_mode")
-      value = fourier_mode(X);
-    else
-      continue;
-    r.token[i++](trial, layer) = value;
+// The attention measures of the block t -> t+1 at column `acol` filled during the forward pass:
+// the layer's report, and those of the head-averaged attention A(t) and of the product P.
+void record_attention(const ModelSpec& c, const LayerReport& rep, const Matrix& A, const Matrix& P, int trial, int acol,
+                      RunResults& r) {
+  for (std::size_t i = 0; i < r.attention_defs.size(); ++i) {
+    const MeasureDef& d = *r.attention_defs[i];
+    if (d.pass == MeasurePass::core)
+      r.attention[i](trial, acol) = d.core_report(rep);
+    else if (d.pass == MeasurePass::attention)
+      r.attention[i](trial, acol) = d.of_matrix(c, A);
+    else if (d.pass == MeasurePass::attention_product)
+      r.attention[i](trial, acol) = d.of_matrix(c, P);
   }
 }
 
@@ -294,7 +226,7 @@ void record_gradients(const ModelSpec& c, const std::vector<Matrix>& inputs, con
 // block; for the gradient measures, the block inputs and weights kept for the reverse pass.
 struct SignalRecorder {
   const ModelSpec& c;
-  const bool update = wants(c, "update_size"), gradients = wants_gradients(c);
+  const bool update = wants_pass(c, MeasurePass::update), gradients = wants_gradients(c);
   std::vector<Matrix> inputs;
   std::vector<LayerWeights> weights;
   explicit SignalRecorder(const ModelSpec& spec) : c(spec) {}
@@ -306,7 +238,9 @@ struct SignalRecorder {
   void after_block(const Matrix& X, const Matrix& X_next, int t, int trial, RunResults& r) const {
     if (!update) return;
     if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0)
-      r.attention[info_index(r.attention_info, "update_size")](trial, acol) = update_size(X, X_next);
+      for (std::size_t i = 0; i < r.attention_defs.size(); ++i)
+        if (const MeasureDef& d = *r.attention_defs[i]; d.pass == MeasurePass::update)
+          r.attention[i](trial, acol) = d.update(X, X_next);
   }
   void finish(const BlockParams& params, int trial, RunResults& r) const {
     if (gradients) record_gradients(c, inputs, weights, params, trial, r);
@@ -325,15 +259,13 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   WeightSampler sampler(c, s.files);
   sampler.begin_trial(rng);
   const Normalization norm = Normalization::from_config(c);
-  // Peer attention measures (docs/science/peers.md): the head-averaged attention and the product of them.
-  const auto asked = [&](const char* name) {
-    return std::find(c.output.measures.begin(), c.output.measures.end(), name) != c.output.measures.end();
-  };
-  const bool want_attn_rank = asked("attn_rank"), want_ergodicity = asked("ergodicity");
+  // Optional attention measures (docs/science/peers.md): of the head-averaged attention and of the product of them.
+  const bool want_product = wants_pass(c, MeasurePass::attention_product);
+  const bool want_attention = want_product || wants_pass(c, MeasurePass::attention);
   SignalRecorder signal(c);  // docs/science/gradients.md
-  Matrix product = want_ergodicity ? Matrix(Matrix::Identity(N, N)) : Matrix();
+  Matrix product = want_product ? Matrix(Matrix::Identity(N, N)) : Matrix();
   BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position, c.mlp.activation};
-  params.layer.keep_attention = want_attn_rank || want_ergodicity || c.output.attention;
+  params.layer.keep_attention = want_attention || c.output.attention;
   if (c.output.attention) r.attention_matrices[ti].clear();
   // Block structure, dropout and precision.
   RandomStream dropout_rng(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
@@ -367,8 +299,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
     const int col = r.column_of_layer[static_cast<std::size_t>(t)];  // output.schedule
     if (col >= 0) {
       const TokenMeasures m = measure_tokens(X, opt, sigma);
-      record(m, trial, col, r);
-      if (!c.output.measures.empty()) record_peer_tokens(c, X, sigma, trial, col, r);
+      record_tokens(c, m, X, sigma, trial, col, r);
       if (!r.spectrum.empty()) r.spectrum[ti].row(col) = sigma.transpose();
       if (r.underflow_layer[ti] < 0 && !(m.mu >= std::numeric_limits<double>::min())) r.underflow_layer[ti] = t;
     } else if (r.underflow_layer[ti] < 0 && !(token_similarity(X) >= std::numeric_limits<double>::min())) {
@@ -390,21 +321,10 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
     } else {
       rep = transformer_block(X, w, params, ws, X_next);
     }
+    if (want_product) product = attention_mean * product;
     if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0) {
-      r.attention[0](trial, acol) = rep.attention.min_weight;
-      r.attention[1](trial, acol) = rep.attention.mean_entropy;
-      r.attention[2](trial, acol) = rep.degenerate_rows;
-    }
-    if (params.layer.keep_attention) {
-      if (want_ergodicity) product = attention_mean * product;
-      if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0) {
-        std::size_t i = attention_measure_info().size();
-        if (want_attn_rank)
-          r.attention[i++](trial, acol) =
-              numerical_rank(singular_values(attention_mean), c.metrics.rank_rtol, c.metrics.rank_atol);
-        if (want_ergodicity) r.attention[i++](trial, acol) = ergodicity_coefficient(product);
-        if (c.output.attention) r.attention_matrices[ti].push_back(attention_mean);
-      }
+      record_attention(c, rep, attention_mean, product, trial, acol, r);
+      if (c.output.attention) r.attention_matrices[ti].push_back(attention_mean);
     }
     signal.after_block(X, X_next, t, trial, r);
     r.degenerate_total[ti] += rep.degenerate_rows;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel/measure_registry.hpp"
 #include "kernel/model_spec.hpp"
 #include "kernel/weights.hpp"
 #include "kernel/mask.hpp"
@@ -13,24 +14,11 @@
 
 namespace rcsim {
 
-// A per-layer measure as stored in /metrics: name, long_name and units attributes.
-struct MeasureInfo {
-  const char* name;
-  const char* long_name;
-  const char* units;
-};
-
-// Token measures, layers 0..L (layer 0 = the input), in the order of TokenMeasures.
+// The core measures of the registry (kernel/measure_registry.hpp), always recorded: the token
+// measures, layers 0..L (layer 0 = the input), in the order of TokenMeasures; the attention
+// diagnostics, layers 0..L-1 (the layer t -> t+1 is reported at t).
 const std::vector<MeasureInfo>& token_measure_info();
-// Attention diagnostics, layers 0..L-1 (the layer t -> t+1 is reported at t).
 const std::vector<MeasureInfo>& attention_measure_info();
-// The optional measures of output.measures (docs/science/peers.md), by name (peer_measure_names()); `token`
-// tells whether it is a token measure (layers 0..L) or an attention measure (layers 0..L-1).
-struct PeerMeasureInfo {
-  MeasureInfo info;
-  bool token;
-};
-const PeerMeasureInfo& peer_measure_info(const std::string& name);
 
 struct RunResults {
   int trials = 0, layers = 0, spectrum_size = 0;
@@ -38,14 +26,15 @@ struct RunResults {
   // attention layers (the same without L); column_of_layer[t] is t's column, -1 if not recorded.
   std::vector<int> layer_index, attention_layer_index;
   std::vector<int> column_of_layer, column_of_attention_layer;
-  // token[m] is trials x layer_index.size(), for the m-th entry of token_info: token_measure_info()
-  // followed by the token measures of output.measures (docs/science/peers.md).
+  // token[m] is trials x layer_index.size(), for the m-th entry of token_info (and token_defs):
+  // the registry's token measures that are recorded (the core ones and those of output.measures),
+  // in registry order (kernel/measure_registry.hpp).
   std::vector<Matrix> token;
-  // attention[m] is trials x attention_layer_index.size(), for the m-th entry of attention_info:
-  // attention_measure_info() (its last entry counts degenerate rows of the normalisation)
-  // followed by the attention measures of output.measures.
+  // attention[m] is trials x attention_layer_index.size(), for the m-th entry of attention_info
+  // (and attention_defs): the registry's recorded attention measures, in registry order.
   std::vector<Matrix> attention;
   std::vector<MeasureInfo> token_info, attention_info;
+  std::vector<const MeasureDef*> token_defs, attention_defs;
   std::vector<Matrix> spectrum;               // per trial: layer_index.size() x min(N, d), if requested
   std::vector<std::vector<Matrix>> snapshots; // per trial, per requested layer: N x d
   // per trial, per recorded attention layer: the head-averaged attention matrix N x N

@@ -1,0 +1,232 @@
+#include "kernel/measure_registry.hpp"
+
+#include <algorithm>
+
+#include "kernel/attention_products.hpp"
+#include "kernel/clusters.hpp"
+#include "kernel/collapse_norms.hpp"
+#include "kernel/layer.hpp"
+#include "kernel/metrics.hpp"
+#include "kernel/particles.hpp"
+#include "kernel/signal_stats.hpp"
+#include "kernel/simulation.hpp"
+
+namespace rcsim {
+
+namespace {
+
+using Axis = MeasureAxis;
+using Pass = MeasurePass;
+
+// One constructor per kind of entry, so that an entry names what computes it.
+MeasureDef core_token(MeasureInfo info, double TokenMeasures::*member, MeasureAttributesFn attributes = nullptr) {
+  MeasureDef d{info, Axis::token, Pass::core};
+  d.core_token = member;
+  d.attributes = attributes;
+  return d;
+}
+MeasureDef core_attention(MeasureInfo info, ReportMeasureFn fn) {
+  MeasureDef d{info, Axis::attention, Pass::core};
+  d.core_report = fn;
+  return d;
+}
+MeasureDef state(MeasureInfo info, StateMeasureFn fn, MeasureAttributesFn attributes = nullptr) {
+  MeasureDef d{info, Axis::token, Pass::state};
+  d.state = fn;
+  d.attributes = attributes;
+  return d;
+}
+MeasureDef of_attention(MeasureInfo info, Pass pass, MatrixMeasureFn fn) {
+  MeasureDef d{info, Axis::attention, pass};
+  d.of_matrix = fn;
+  return d;
+}
+MeasureDef of_update(MeasureInfo info, UpdateMeasureFn fn) {
+  MeasureDef d{info, Axis::attention, Pass::update};
+  d.update = fn;
+  return d;
+}
+MeasureDef gradient(MeasureInfo info, Axis axis) { return MeasureDef{info, axis, Pass::gradients}; }
+
+MeasureAttribute real(const char* name, double value) { return {name, value, 0, false}; }
+MeasureAttribute integer(const char* name, int value) { return {name, 0.0, value, true}; }
+
+// The measures' functions that are not kernel functions already.
+double dong_residual_rel(const Matrix& X) { return dong_residual(X) / composite_norm(X); }
+double attention_rank(const ModelSpec& c, const Matrix& A) {
+  return numerical_rank(singular_values(A), c.metrics.rank_rtol, c.metrics.rank_atol);
+}
+
+// The parameter types of the entries' functions.
+using S = const ModelSpec&;
+using X = const Matrix&;
+using V = const Vector&;
+
+// Always recorded, first the token measures (one SVD of X(t), kernel/metrics.hpp) in the order of
+// TokenMeasures, then the layer's report (kernel/layer.hpp).
+std::vector<MeasureDef> core_measures() {
+  return {
+      core_token({"mu", "token similarity ||X - 1 gamma||_F, gamma the mean token", "same as X"}, &TokenMeasures::mu),
+      core_token({"mu_rel", "relative token similarity mu / ||X||_F", "1"}, &TokenMeasures::mu_rel),
+      core_token({"fro_norm", "Frobenius norm ||X||_F", "same as X"}, &TokenMeasures::fro_norm),
+      core_token({"sigma_min", "smallest singular value sigma_min(N, d) of X", "same as X"}, &TokenMeasures::sigma_min),
+      core_token({"sigma_max", "largest singular value of X", "same as X"}, &TokenMeasures::sigma_max),
+      core_token({"rank", "numerical rank #{sigma_i > max(atol, rtol sigma_max)}", "1"}, &TokenMeasures::rank,
+                 [](const EngineSetup& s) -> std::vector<MeasureAttribute> {
+                   return {real("rtol", s.config.metrics.rank_rtol), real("atol", s.config.metrics.rank_atol)};
+                 }),
+      core_token({"rank_one_residual", "distance to rank one sqrt(sigma_2^2 + ... + sigma_m^2) / ||X||_F", "1"},
+                 &TokenMeasures::rank_one_residual),
+      core_token({"stable_rank", "stable rank ||X||_F^2 / sigma_max^2", "1"}, &TokenMeasures::stable_rank),
+      core_token(
+          {"cos_abs_mean", "mean |cosine similarity| over token pairs i != j (NaN: fewer than 2 nonzero tokens)", "1"},
+          &TokenMeasures::cos_abs_mean),
+      core_token({"sigma_at_max_rank", "singular value at the largest rank the layer allows (attribute max_rank)",
+                  "same as X"},
+                 &TokenMeasures::sigma_at_max_rank,
+                 [](const EngineSetup& s) -> std::vector<MeasureAttribute> {
+                   return {integer("max_rank", s.max_rank), integer("max_rank_input", s.max_rank_input)};
+                 }),
+      core_attention(
+          {"attn_min", "smallest attention weight over allowed entries and heads (eps of the collapse theorem)", "1"},
+          [](const LayerReport& r) { return r.attention.min_weight; }),
+      core_attention({"attn_entropy", "mean row entropy of the attention matrix, averaged over heads", "nat"},
+                     [](const LayerReport& r) { return r.attention.mean_entropy; }),
+      core_attention(
+          {"degenerate_rows", "rows without direction in the normalisation (zero, or constant for layernorm)", "rows"},
+          [](const LayerReport& r) { return static_cast<double>(r.degenerate_rows); }),
+  };
+}
+
+// The optional measures (output.measures) in their canonical order, by group: peers
+// (docs/science/peers.md), signal propagation (docs/science/gradients.md), particles
+// (docs/science/particles.md).
+std::vector<MeasureDef> peer_measures() {
+  return {
+      state(
+          {"pair_density", "fraction of ordered token pairs i != j with cos(x_i, x_j) > metrics.pair_threshold", "1"},
+          [](S c, X x, V) { return pair_density(x, c.metrics.pair_threshold); },
+          [](const EngineSetup& s) -> std::vector<MeasureAttribute> {
+            return {real("threshold", s.config.metrics.pair_threshold)};
+          }),
+      state(
+          {"clusters", "connected components of the graph cos(x_i, x_j) > metrics.cluster_tau", "1"},
+          [](S c, X x, V) { return static_cast<double>(cluster_count(x, c.metrics.cluster_tau)); },
+          [](const EngineSetup& s) -> std::vector<MeasureAttribute> {
+            return {real("tau", s.config.metrics.cluster_tau)};
+          }),
+      state({"dong_residual", "Dong et al.'s residual sqrt(||R||_1 ||R||_inf), R = X - 1 gamma", "same as X"},
+            [](S, X x, V) { return dong_residual(x); }),
+      state({"dong_residual_rel", "Dong et al.'s residual relative to the composite norm of X (their figures)", "1"},
+            [](S, X x, V) { return dong_residual_rel(x); }),
+      state({"effective_rank", "effective rank exp(-sum p_i ln p_i), p_i = sigma_i / sum sigma", "1"},
+            [](S, X, V sigma) { return effective_rank(sigma); }),
+      of_attention(
+          {"attn_rank", "numerical rank of the head-averaged attention matrix (metrics.rank_rtol, rank_atol)", "1"},
+          Pass::attention, attention_rank),
+      of_attention({"ergodicity",
+                    "ergodicity coefficient of the product A(t) ... A(0) of head-averaged attention matrices", "1"},
+                   Pass::attention_product, [](S, X P) { return ergodicity_coefficient(P); }),
+  };
+}
+
+std::vector<MeasureDef> signal_measures() {
+  return {
+      state(
+          {"cos_mean", "signed mean cosine similarity over token pairs i != j (NaN: fewer than 2 nonzero tokens)", "1"},
+          [](S, X x, V) { return cos_mean(x); }),
+      state({"gram_q", "Gram statistic q = mean diagonal of X X^T / d", "same as X squared"},
+            [](S, X x, V) { return gram_q(x); }),
+      state({"gram_p", "Gram statistic p = mean off-diagonal of X X^T / d", "same as X squared"},
+            [](S, X x, V) { return gram_p(x); }),
+      state({"massive_ratio", "massive activations: max |x_ij| / median |x_ij|", "1"},
+            [](S, X x, V) { return massive_ratio(x); }),
+      of_update({"update_size", "relative update ||X(t+1) - X(t)||_F / ||X(t)||_F of the block t -> t+1", "1"},
+                [](X x, X next) { return update_size(x, next); }),
+      gradient(
+          {"grad_x_norm", "||dL/dX(t)||_F, L = 1^T X(L) R, R a Gaussian readout (stream 12)", "L per unit of X(t)"},
+          Axis::token),
+      gradient({"grad_wq_norm", "||dL/dW_Q||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"},
+               Axis::attention),
+      gradient({"grad_wk_norm", "||dL/dW_K||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"},
+               Axis::attention),
+      gradient({"grad_wv_norm", "||dL/dW_V||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"},
+               Axis::attention),
+      gradient({"jacobian_log_fro2", "log ||d(X(L) R)/dX(t)||_F^2 (N reverse passes); lambda_g = value at t = 0 over L",
+                "1"},
+               Axis::token),
+  };
+}
+
+std::vector<MeasureDef> particle_measures() {
+  return {
+      state(
+          {"energy", "interaction energy (1/(2 beta N^2)) sum_ij exp(beta (<x_i, x_j> - 1)) = exp(-beta) E_beta", "1"},
+          [](S c, X x, V) { return interaction_energy(x, c.model.beta); }),
+      state({"clusters_90", "connected components of the graph cos(x_i, x_j) > 0.9", "1"},
+            [](S, X x, V) { return static_cast<double>(cluster_count(x, 0.9)); }),
+      state({"clusters_99", "connected components of the graph cos(x_i, x_j) > 0.99", "1"},
+            [](S, X x, V) { return static_cast<double>(cluster_count(x, 0.99)); }),
+      state({"clusters_999", "connected components of the graph cos(x_i, x_j) > 0.999", "1"},
+            [](S, X x, V) { return static_cast<double>(cluster_count(x, 0.999)); }),
+      state({"fourier_mode",
+             "max over k = 1..4 of |mean_j exp(i k theta_j)| of the token angles (d = 2; NaN otherwise)", "1"},
+            [](S, X x, V) { return fourier_mode(x); }),
+  };
+}
+
+std::vector<MeasureDef> build_registry() {
+  std::vector<MeasureDef> all;
+  for (auto group : {core_measures(), peer_measures(), signal_measures(), particle_measures()})
+    all.insert(all.end(), group.begin(), group.end());
+  return all;
+}
+
+}  // namespace
+
+const std::vector<MeasureDef>& measure_registry() {
+  static const std::vector<MeasureDef> registry = build_registry();
+  return registry;
+}
+
+const MeasureDef* find_measure(const std::string& name) {
+  for (const MeasureDef& d : measure_registry())
+    if (name == d.info.name) return &d;
+  return nullptr;
+}
+
+const std::vector<std::string>& optional_measure_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const MeasureDef& d : measure_registry())
+      if (d.optional()) v.emplace_back(d.info.name);
+    return v;
+  }();
+  return names;
+}
+
+// output.measures's names, defined here so that the registry is their one list.
+const std::vector<std::string>& peer_measure_names() { return optional_measure_names(); }
+
+std::string optional_measure_names_text() {
+  std::string text;
+  for (const auto& name : optional_measure_names()) text += (text.empty() ? "" : " | ") + name;
+  return text;
+}
+
+bool measure_wanted(const ModelSpec& c, const MeasureDef& def) {
+  return !def.optional() ||
+         std::find(c.output.measures.begin(), c.output.measures.end(), def.info.name) != c.output.measures.end();
+}
+
+bool wants_pass(const ModelSpec& c, MeasurePass pass) {
+  for (const auto& name : c.output.measures)
+    if (const MeasureDef* d = find_measure(name); d && d->pass == pass) return true;
+  return false;
+}
+
+std::vector<MeasureAttribute> measure_attributes(const MeasureDef& def, const EngineSetup& s) {
+  return def.attributes ? def.attributes(s) : std::vector<MeasureAttribute>{};
+}
+
+}  // namespace rcsim

@@ -1,0 +1,89 @@
+// The measure registry: every per-layer measure rcsim records, declared once (name, long name,
+// units, token or attention measure, what computes it, its extra /metrics attributes).
+//
+// The trial loop (kernel/simulation.cpp) allocates a result column per recorded measure and fills
+// it from the entry; output.measures is validated against the optional names; io writes /metrics
+// and /summary from the entries; `rcsim --help-keys` lists optional_measure_names_text().
+// Adding a measure: one entry in measure_registry() (measure_registry.cpp) plus its function
+// (docs/dev/kernel.md, "Adding a measure").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernel/model_spec.hpp"
+#include "kernel/types.hpp"
+
+namespace rcsim {
+
+struct EngineSetup;    // kernel/simulation.hpp
+struct LayerReport;    // kernel/layer.hpp
+struct TokenMeasures;  // kernel/metrics.hpp
+
+// A per-layer measure as stored in /metrics: name, long_name and units attributes.
+struct MeasureInfo {
+  const char* name;
+  const char* long_name;
+  const char* units;
+};
+
+// token: a measure of X(t), layers 0..L (layer 0 = the input). attention: a measure of the block
+// t -> t+1, layers 0..L-1 (reported at t).
+enum class MeasureAxis { token, attention };
+
+// What fills a measure's column.
+enum class MeasurePass {
+  core,               // always recorded: a TokenMeasures member (core_token) or the layer's report (core_report)
+  state,              // optional token measure of X(t) and its singular values: state
+  attention,          // optional, of the head-averaged attention matrix A(t): of_matrix
+  attention_product,  // optional, of the product A(t) ... A(0): of_matrix
+  update,             // optional, of the block's input and output X(t), X(t+1): update
+  gradients,          // optional, filled by the reverse pass after the trial (kernel/gradients.hpp)
+};
+
+// An extra attribute of the measure's /metrics dataset (a double, or an integer if `integer`).
+struct MeasureAttribute {
+  const char* name;
+  double value = 0.0;
+  std::int64_t integer_value = 0;
+  bool integer = false;
+};
+
+using StateMeasureFn = double (*)(const ModelSpec& c, const Matrix& X, const Vector& sigma);
+using ReportMeasureFn = double (*)(const LayerReport& report);
+using MatrixMeasureFn = double (*)(const ModelSpec& c, const Matrix& A);
+using UpdateMeasureFn = double (*)(const Matrix& X, const Matrix& X_next);
+using MeasureAttributesFn = std::vector<MeasureAttribute> (*)(const EngineSetup& s);
+
+struct MeasureDef {
+  MeasureInfo info;
+  MeasureAxis axis;
+  MeasurePass pass;
+  // Exactly the one member that belongs to `pass` is set (none for gradients):
+  double TokenMeasures::*core_token = nullptr;  // core token measures
+  ReportMeasureFn core_report = nullptr;        // core attention measures
+  StateMeasureFn state = nullptr;
+  MatrixMeasureFn of_matrix = nullptr;  // attention, attention_product
+  UpdateMeasureFn update = nullptr;
+  MeasureAttributesFn attributes = nullptr;  // optional: extra /metrics attributes
+  bool optional() const { return pass != MeasurePass::core; }
+};
+
+// Every measure: the core token measures (in the order of TokenMeasures), the core attention
+// measures, then the optional measures of output.measures in their canonical order.
+const std::vector<MeasureDef>& measure_registry();
+// The entry called `name`; nullptr if there is none.
+const MeasureDef* find_measure(const std::string& name);
+// The names of the optional measures (what output.measures allows), in registry order.
+const std::vector<std::string>& optional_measure_names();
+// Joined with " | " by optional_measure_names_text() (declared in kernel/model_spec.hpp, so that
+// config/config.cpp's key table can use it).
+// True if `c` asks for `def` (core measures: always).
+bool measure_wanted(const ModelSpec& c, const MeasureDef& def);
+// True if `c` asks for a measure filled by `pass`.
+bool wants_pass(const ModelSpec& c, MeasurePass pass);
+// The extra /metrics attributes of `def` in a run of `s` (empty if it has none).
+std::vector<MeasureAttribute> measure_attributes(const MeasureDef& def, const EngineSetup& s);
+
+}  // namespace rcsim
