@@ -75,17 +75,11 @@ KeyDecl omitted_at_default(KeyDecl k) {
   return k;
 }
 
-std::string measure_list() {
-  std::string out;
-  for (const auto& name : peer_measure_names()) out += (out.empty() ? "" : " | ") + name;
-  return out;
-}
-
 const std::vector<WeightType> kQKWeights = {WeightType::gaussian, WeightType::orthogonal, WeightType::identity,
                                             WeightType::zero,     WeightType::fixed,      WeightType::file};
 
-std::vector<KeyDecl> declare_keys() {
-  const std::string rows = " (rows separated by ';', e.g. 0.5 1; 0 1)";
+// The model: shape, attention, mask, normalisation, residual, dynamics, dropout, MLP.
+std::vector<KeyDecl> model_keys() {
   return {
       integer("model.tokens", "8", 1, "number of tokens N (rows of X)"),
       integer("model.dim", "4", 1, "token dimension d (columns of X)"),
@@ -144,6 +138,13 @@ std::vector<KeyDecl> declare_keys() {
       choice("mlp.activation", "gelu", names_of(mlp_activation_names()),
              "relu | gelu (exact: x Phi(x) = x (1 + erf(x / sqrt 2)) / 2) | gelu_tanh (GPT-2's tanh approximation)"),
       boolean("mlp.bias", "false", "true: the MLP has biases b_in, b_out (weights.mlp_*_bias_std, or from weights.file)"),
+  };
+}
+
+// The weights of every layer.
+std::vector<KeyDecl> weight_keys() {
+  const std::string rows = " (rows separated by ';', e.g. 0.5 1; 0 1)";
+  return {
       choice("weights.q", "gaussian", names_of(weight_names(), kQKWeights), "W_Q [d, d_k]"),
       choice("weights.k", "gaussian", names_of(weight_names(), kQKWeights), "W_K [d, d_k]"),
       choice("weights.v", "gaussian", names_of(weight_names()),
@@ -179,7 +180,13 @@ std::vector<KeyDecl> declare_keys() {
       choice("weights.across_trials", "independent", {"independent", "shared"},
              "independent (each trial draws its weights) | shared (one weight draw, from a stream of its own, for all "
              "trials)"),
-      choice("init.type", "gaussian", names_of(init_names()),
+  };
+}
+
+// X(0), the run, what is recorded.
+std::vector<KeyDecl> input_run_output_keys() {
+  return {
+choice("init.type", "gaussian", names_of(init_names()),
              "X(0): gaussian | sphere (uniform on the unit sphere) | positive | fixed | file | uniform (entries uniform "
              "on (-1, 1)) | circle (theta_j = 2 pi j / N in the first two coordinates; d >= 2) | equiangular (unit tokens, "
              "<x_i, x_j> = init.rho; N <= d) | isometric (X X^T = I; N <= d)"),
@@ -201,7 +208,7 @@ std::vector<KeyDecl> declare_keys() {
       text("output.schedule", "all", "all | every:K | log:K | list:a b c (K an integer >= 1, layers in 0 .. L)",
            "layers at which measures are computed and stored (always 0 and L): every:K multiples of K, log:K K "
            "log-spaced layers per decade, list: the layers given (spaces or commas); docs/user/sweeps.md"),
-      text("output.measures", "none", "none | comma list of: " + measure_list(),
+      text("output.measures", "none", "none | comma list of: " + optional_measure_names_text(),
            "extra measures, opt-in (each described in /metrics attributes and docs/reference/file-formats.md)"),
       boolean("output.attention", "false",
               "store the head-averaged attention matrix (1/H) sum_h A_h of every recorded attention layer in /attention"),
@@ -212,6 +219,12 @@ std::vector<KeyDecl> declare_keys() {
              "pair_density counts ordered pairs i != j with cos(x_i, x_j) > threshold"),
       number("metrics.cluster_tau", "0.999", kAny, "clusters: connected components of the graph cos(x_i, x_j) > tau"),
   };
+}
+
+std::vector<KeyDecl> declare_keys() {
+  std::vector<KeyDecl> keys = model_keys();
+  for (auto part : {weight_keys(), input_run_output_keys()}) keys.insert(keys.end(), part.begin(), part.end());
+  return keys;
 }
 
 std::string fmt_bound(double x) {
