@@ -53,6 +53,8 @@ struct Case {
   MlpActivation act = MlpActivation::gelu;
   double alpha = 0.7, d_qk = 2.0;
   bool usa = false, head_mean = false;
+  double skip = 1.0;     // residual.skip (variants)
+  AttentionShape shape;  // attention.shape_a/b/c (variants)
 };
 
 LayerWeights random_weights(const Case& k, RandomStream& rng) {
@@ -91,6 +93,8 @@ struct Fixture {
     p.layer = LayerParams{&mask, c.d_qk, c.alpha, &shared};
     p.layer.usa = c.usa;
     p.layer.head_mean = c.head_mean;
+    p.layer.skip = c.skip;
+    p.layer.shape = c.shape;
     p.position = c.pos;
     p.activation = c.act;
   }
@@ -152,10 +156,13 @@ struct StackCheck {
 };
 
 // Compares the reverse pass over `layers` blocks with finite differences of
-// L = sum(C .* X(L)) with respect to X(0) and every parameter of block 0.
-StackCheck check_stack(const Case& k, const std::string& mask_type, int layers, std::uint64_t seed) {
+// L = sum(C .* X(L)) with respect to X(0) and every parameter of block 0. With `adjoint`, the
+// reverse pass is run with that case's block parameters (a wrong adjoint: the check must fail).
+StackCheck check_stack(const Case& k, const std::string& mask_type, int layers, std::uint64_t seed,
+                       const Case* adjoint = nullptr) {
   RandomStream rng(seed, 0);
   Fixture f(k, backward_test_mask(mask_type, k.N));
+  const Fixture fa(adjoint ? *adjoint : k, f.mask);
   std::vector<LayerWeights> ws;
   for (int t = 0; t < layers; ++t) ws.push_back(random_weights(k, rng));
   Matrix X0 = gaussian(k.N, k.d, rng);
@@ -163,7 +170,7 @@ StackCheck check_stack(const Case& k, const std::string& mask_type, int layers, 
   const auto loss = [&] { return f.forward(X0, ws).cwiseProduct(C).sum(); };
   BlockGrads g0;
   const std::vector<Matrix> dX =
-      stack_backward(f.inputs(X0, ws), ws, f.p, C, [&](int t, const BlockGrads& g) {
+      stack_backward(f.inputs(X0, ws), ws, fa.p, C, [&](int t, const BlockGrads& g) {
         if (t == 0) g0 = g;
       });
   StackCheck r;
@@ -527,4 +534,157 @@ TEST_CASE("engine: gradient measures against FD of the readout loss, forward mea
     e.keys["dropout.attention"] = "0.1";
     CHECK_THROWS_AS(prepare(make_config(e.keys)), UsageError);
   }
+}
+
+// --- Variants (docs/science/gradients.md, "Variants") ---
+
+TEST_CASE("skip and branch gains a X + b F(X): 3-block stacks in post, pre, peri against FD", "[backward][variants]") {
+  double worst = 0.0;
+  for (const NormPosition pos : {NormPosition::post, NormPosition::pre, NormPosition::peri})
+    for (const NormType t : {NormType::none, NormType::layernorm, NormType::rmsnorm})
+      for (const double skip : {0.8, 1.7, 0.0}) {  // 0.8 = sqrt(1 - 0.6^2): Cowsik's mixing with b = 0.6
+        Case k;
+        k.pos = pos;
+        k.norm = t;
+        k.alpha = 0.6;
+        k.skip = skip;
+        k.m = 5;
+        k.dv = 3;
+        const StackCheck r = check_stack(k, pos == NormPosition::pre ? "causal" : "complete", 3, 200);
+        INFO(pos_name(pos) << " x " << norm_name(t) << " skip " << skip << ": x " << r.x << " q " << r.q << " v "
+                           << r.v << " gain " << r.gain << " W_in " << r.w_in);
+        CHECK(r.worst() < kTol);
+        worst = std::max(worst, r.worst());
+      }
+  WARN("skip gain stacks: largest relative error against FD " << worst);
+  // The comparison can fail: the adjoint of the plain residual (a = 1) against the skip forward.
+  Case k;
+  k.skip = 0.8;
+  k.alpha = 0.6;
+  k.m = 5;
+  Case wrong = k;
+  wrong.skip = 1.0;
+  CHECK(check_stack(k, "complete", 3, 200, &wrong).x > kTol);
+}
+
+TEST_CASE("shaped attention a softmax + b I - c C and gap removal A - C against FD", "[backward][variants]") {
+  double worst = 0.0;
+  for (const std::string mask : {"complete", "causal", "window", "custom"})
+    for (const AttentionShape shape : {AttentionShape{1.3, 0.4, 0.7}, AttentionShape{1.0, 0.0, 1.0}})
+      for (const bool usa : {false, true}) {
+        Case k;
+        k.norm = NormType::none;
+        k.pos = NormPosition::post;
+        k.alpha = 0.0;
+        k.dv = 2;
+        k.shape = shape;
+        k.usa = usa;
+        if (usa) k.d_qk = 8.0;
+        const StackCheck r = check_stack(k, mask, 1, 300);
+        INFO("mask " << mask << " shape " << shape.a << " " << shape.b << " " << shape.c << " usa " << usa);
+        CHECK(r.worst() < kTol);
+        worst = std::max(worst, r.worst());
+      }
+  for (const NormPosition pos : {NormPosition::post, NormPosition::pre, NormPosition::peri, NormPosition::ngpt}) {
+    Case k;  // 3 blocks with an MLP, layernorm, residual
+    k.pos = pos;
+    k.m = 5;
+    k.shape = AttentionShape{0.9, 0.5, 0.8};
+    const StackCheck r = check_stack(k, "causal", 3, 301);
+    INFO("stack " << pos_name(pos));
+    CHECK(r.worst() < kTol);
+    worst = std::max(worst, r.worst());
+  }
+  WARN("shaped attention: largest relative error against FD " << worst);
+  // The comparison can fail: the adjoint of softmax attention against the shaped forward.
+  Case k;
+  k.shape = AttentionShape{1.3, 0.4, 0.7};
+  Case wrong = k;
+  wrong.shape = AttentionShape{};
+  CHECK(check_stack(k, "causal", 1, 300, &wrong).worst() > kTol);
+}
+
+TEST_CASE("shaped attention: C is the uniform attention over the mask, masked entries stay 0", "[backward][variants]") {
+  const MaskMatrix mask = backward_test_mask("custom", 5);
+  Matrix A = Matrix::Zero(5, 5);  // A = 0: the result is b I - c C alone
+  shape_attention(A, mask, AttentionShape{2.0, 0.25, 1.0});
+  for (int i = 0; i < 5; ++i) {
+    const double n = static_cast<double>(mask.row(i).count());
+    for (int j = 0; j < 5; ++j) {
+      const double want = (mask(i, j) ? -1.0 / n : 0.0) + (i == j ? 0.25 : 0.0);
+      CHECK(A(i, j) == Approx(want).epsilon(1e-15));
+      if (!mask(i, j)) CHECK(A(i, j) == 0.0);
+    }
+    // Gap removal: rows of A - C sum to 0 for a row-stochastic A.
+  }
+  Matrix S = Matrix::Ones(5, 5);
+  masked_softmax(S, mask);
+  shape_attention(S, mask, AttentionShape{1.0, 0.0, 1.0});
+  CHECK(S.rowwise().sum().cwiseAbs().maxCoeff() < 1e-15);
+}
+
+TEST_CASE("engine: DeepNorm (residual.mixing = deepnorm) and Cowsik mixing, gradients against FD",
+          "[backward][variants]") {
+  RandomStream rng(22, 0);
+  EngineRun e;
+  e.X0 = gaussian(4, 3, rng);
+  e.WQ = gaussian(3, 3, rng, 0.7);
+  e.keys = {{"model.tokens", "4"},   {"model.dim", "3"},       {"model.layers", "3"}, {"norm.type", "layernorm"},
+            {"residual.alpha", "1"}, {"mlp.width", "5"},       {"run.trials", "1"},   {"output.tokens", "all"},
+            {"mask.type", "causal"}, {"output.measures", "grad_x_norm,grad_wq_norm"}};
+  SECTION("deepnorm: post-LN, a = (2L)^(1/4), branch weights scaled by (8L)^(-1/4)") {
+    e.keys["residual.mixing"] = "deepnorm";
+    const Config c = make_config(e.keys);
+    CHECK(c.residual_skip == std::pow(6.0, 0.25));
+    CHECK(c.weights.branch_gain == std::pow(24.0, -0.25));
+  }
+  SECTION("cowsik: pre-LN, a = sqrt(1 - alpha^2)") {
+    e.keys["residual.mixing"] = "cowsik";
+    e.keys["residual.alpha"] = "0.6";
+    e.keys["norm.position"] = "pre";
+    CHECK(make_config(e.keys).residual_skip == Approx(0.8).epsilon(1e-15));
+  }
+  SECTION("shaped attention, gap removal") {
+    e.keys["attention.shape_c"] = "1";
+    e.keys["norm.position"] = "peri";
+  }
+  const RunResults r = e.run();  // 3 blocks: dL/dX(0)
+  const Matrix gx = fd_gradient(e.X0, [&] { return e.loss(); });
+  CHECK(std::abs(EngineRun::value(r, "grad_x_norm", 0) / gx.norm() - 1) < kTol);
+  e.keys["model.layers"] = "1";  // one block: W_Q (fixed, the same in every block) is block 0's alone
+  const RunResults r1 = e.run();
+  const Matrix gq = fd_gradient(e.WQ, [&] { return e.loss(); });
+  CHECK(std::abs(EngineRun::value(r1, "grad_wq_norm", 0) / gq.norm() - 1) < kTol);
+}
+
+TEST_CASE("variant keys: resolved values, conflicts and refusals are usage errors naming the key", "[keys][variants]") {
+  using Keys = std::map<std::string, std::string>;
+  CHECK(make_config({}).residual_skip == 1.0);
+  CHECK(make_config({}).weights.branch_gain == 1.0);
+  CHECK(!make_config({}).attention_shape.active());
+  CHECK(make_config({}).to_ini().find("skip") == std::string::npos);  // not stored at the default
+  CHECK(make_config({{"residual.alpha", "1"}, {"residual.skip", "0.5"}}).to_ini().find("skip = 0.5") !=
+        std::string::npos);
+  CHECK(make_config({{"residual.alpha", "1"}, {"residual.skip", "0.5"}}).residual_skip == 0.5);
+  CHECK(make_config({{"residual.mixing", "deepnorm"}, {"residual.alpha", "1"}, {"weights.branch_gain", "0.5"}})
+            .weights.branch_gain == 0.5);
+  const auto refused = [](const Keys& k, const std::string& key) {
+    try {
+      make_config(k);
+    } catch (const UsageError& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(key) != std::string::npos);
+      return true;
+    }
+    return false;
+  };
+  CHECK(refused({{"residual.skip", "0.5"}}, "residual.skip"));  // no residual
+  CHECK(refused({{"residual.mixing", "cowsik"}}, "residual.mixing"));
+  CHECK(refused({{"residual.mixing", "cowsik"}, {"residual.alpha", "1.5"}}, "residual.mixing"));
+  CHECK(refused({{"residual.mixing", "cowsik"}, {"residual.alpha", "0.5"}, {"residual.skip", "1"}}, "residual.mixing"));
+  CHECK(refused({{"residual.mixing", "deepnorm"}, {"residual.alpha", "1"}, {"norm.position", "pre"}}, "deepnorm"));
+  CHECK(refused({{"residual.skip", "0.5"}, {"residual.alpha", "1"}, {"norm.position", "ngpt"}}, "residual.skip"));
+  CHECK(refused({{"residual.mixing", "sideways"}}, "residual.mixing"));
+  CHECK(refused({{"attention.shape_b", "x"}}, "attention.shape_b"));
+  CHECK(refused({{"weights.branch_gain", "-1"}}, "weights.branch_gain"));
 }

@@ -230,3 +230,86 @@ TEST_CASE("run.precision = float32 computes the layer in float: the round-off fl
     CHECK(late32[50] < 1e-5);
   }
 }
+
+// --- Variants (docs/science/gradients.md, "Variants") ---
+
+namespace {
+
+// One layer of the 2 x 2 case above (uniform attention, W_V = I, X(0) = [[3, 4], [0, 2]], A X =
+// [[1.5, 3], [1.5, 3]]) with extra keys; float64 or float32.
+Matrix one_variant_layer(std::map<std::string, std::string> extra, const std::string& precision = "float64") {
+  std::map<std::string, std::string> k = {{"model.tokens", "2"},   {"model.dim", "2"},      {"model.layers", "1"},
+                                          {"weights.q", "zero"},   {"weights.k", "zero"},   {"weights.v", "identity"},
+                                          {"init.type", "fixed"},  {"init.matrix", "3 4; 0 2"}, {"run.trials", "1"},
+                                          {"output.tokens", "final"}, {"run.precision", precision}};
+  for (const auto& [key, value] : extra) k[key] = value;
+  return simulate(k).snapshots[0][0];
+}
+
+void check_matrix_tol(const Matrix& got, const Matrix& want, double tol) {
+  for (Eigen::Index i = 0; i < got.rows(); ++i)
+    for (Eigen::Index j = 0; j < got.cols(); ++j) CHECK_THAT(got(i, j), WithinRel(want(i, j), tol));
+}
+
+}  // namespace
+
+TEST_CASE("skip and branch gains: the 2 x 2 case worked by hand, float64 and float32", "[block][variants]") {
+  Matrix want(2, 2);
+  for (const std::string precision : {"float64", "float32"}) {
+    const double tol = precision == "float64" ? 1e-14 : 1e-6;
+    SECTION("post, a = 0.5: 0.5 X + A X = [[3, 5], [1.5, 4]] (" + precision + ")") {
+      want << 3, 5, 1.5, 4;
+      check_matrix_tol(one_variant_layer({{"residual.alpha", "1"}, {"residual.skip", "0.5"}}, precision), want, tol);
+    }
+    SECTION("pre, sphere, a = 0.5: 0.5 X + A N(X) = [[1.8, 2.9], [0.3, 1.9]] (" + precision + ")") {
+      want << 1.8, 2.9, 0.3, 1.9;
+      check_matrix_tol(one_variant_layer({{"residual.alpha", "1"}, {"residual.skip", "0.5"}, {"norm.type", "sphere"},
+                                          {"norm.position", "pre"}}, precision), want, tol);
+    }
+    SECTION("peri, sphere, a = 0.5, b = 2: 0.5 X + 2 N(A N(X)), N(A N(X)) = [0.3, 0.9] / sqrt(0.9) (" + precision +
+            ")") {
+      const double r = std::sqrt(0.9);
+      want << 1.5 + 0.6 / r, 2 + 1.8 / r, 0.6 / r, 1 + 1.8 / r;
+      check_matrix_tol(one_variant_layer({{"residual.alpha", "2"}, {"residual.skip", "0.5"}, {"norm.type", "sphere"},
+                                          {"norm.position", "peri"}}, precision), want, tol);
+    }
+    SECTION("cowsik, alpha = 0.6: 0.8 X + 0.6 A X = [[3.3, 5], [0.9, 3.4]] (" + precision + ")") {
+      want << 3.3, 5, 0.9, 3.4;
+      check_matrix_tol(one_variant_layer({{"residual.alpha", "0.6"}, {"residual.mixing", "cowsik"}}, precision), want,
+                       tol);
+    }
+    SECTION("deepnorm, L = 1: 2^(1/4) X + A X 8^(-1/4) (W_V = 8^(-1/4) I) (" + precision + ")") {
+      const double a = std::pow(2.0, 0.25), b = std::pow(8.0, -0.25);
+      want << 3 * a + 1.5 * b, 4 * a + 3 * b, 1.5 * b, 2 * a + 3 * b;
+      check_matrix_tol(one_variant_layer({{"residual.alpha", "1"}, {"residual.mixing", "deepnorm"}}, precision), want,
+                       tol);
+    }
+  }
+}
+
+TEST_CASE("shaped attention: the 2 x 2 case worked by hand, float64 and float32", "[block][variants]") {
+  // Uniform attention; a = 2, b = 1, c = 1. Complete mask: C = A, A_s = A + I = [[1.5, .5], [.5, 1.5]],
+  // A_s X = [[4.5, 7], [1.5, 5]]. Causal: A = C = [[1, 0], [.5, .5]], A_s = [[2, 0], [.5, 1.5]],
+  // A_s X = [[6, 8], [1.5, 5]]. Gap removal (1, 0, 1) with uniform attention: A - C = 0.
+  Matrix want(2, 2);
+  const std::map<std::string, std::string> shaped = {
+      {"attention.shape_a", "2"}, {"attention.shape_b", "1"}, {"attention.shape_c", "1"}};
+  for (const std::string precision : {"float64", "float32"}) {
+    const double tol = precision == "float64" ? 1e-14 : 1e-6;
+    SECTION("complete (" + precision + ")") {
+      want << 4.5, 7, 1.5, 5;
+      check_matrix_tol(one_variant_layer(shaped, precision), want, tol);
+    }
+    SECTION("causal (" + precision + ")") {
+      auto k = shaped;
+      k["mask.type"] = "causal";
+      want << 6, 8, 1.5, 5;
+      check_matrix_tol(one_variant_layer(k, precision), want, tol);
+    }
+    SECTION("gap removal, causal, with residual: X + (A - C) X = X (" + precision + ")") {
+      want << 3, 4, 0, 2;
+      check_matrix_tol(one_variant_layer({{"attention.shape_c", "1"}, {"mask.type", "causal"}, {"residual.alpha", "1"}},
+                                         precision), want, tol);
+    }
+  }
+}

@@ -241,6 +241,45 @@ void read_mlp_and_weight_options(KeyValues& v, Config& c) {
 
 }
 
+// --- Variants (docs/science/gradients.md) ---
+// residual.skip and residual.mixing (the skip gain a of X <- a X + alpha F(X)), weights.branch_gain
+// and attention.shape_* (A <- a A + b I - c C). Resolved values stay out of the stored text, so a
+// stored configuration reruns as given.
+void read_variants(KeyValues& v, Config& c) {
+  c.residual_mixing = read_enum(v, "residual.mixing", mixing_names());
+  const double alpha = c.residual_alpha, L = c.model.layers;
+  const bool skip_given = !is_auto(v, "residual.skip"), gain_given = !is_auto(v, "weights.branch_gain");
+  const auto refuse = [&](const std::string& why) {
+    throw UsageError("key 'residual.mixing' = " + v["residual.mixing"] + ": " + why);
+  };
+  if (c.residual_mixing != ResidualMixing::none && skip_given)
+    refuse("it sets the skip gain; give residual.skip or residual.mixing, not both");
+  if (c.residual_mixing != ResidualMixing::none && alpha == 0.0) refuse("needs a residual (residual.alpha != 0)");
+  c.residual_skip = skip_given ? read_number(v, "residual.skip") : 1.0;
+  if (c.residual_mixing == ResidualMixing::cowsik) {
+    if (!(std::abs(alpha) <= 1.0)) refuse("cowsik needs |residual.alpha| <= 1 (a = sqrt(1 - alpha^2))");
+    c.residual_skip = std::sqrt(1.0 - alpha * alpha);
+  } else if (c.residual_mixing == ResidualMixing::deepnorm) {
+    if (c.norm.position != NormPosition::post) refuse("deepnorm is post-LN: needs norm.position = post");
+    c.residual_skip = std::pow(2.0 * L, 0.25);
+  }
+  c.weights.branch_gain = gain_given                                          ? read_number(v, "weights.branch_gain")
+                          : c.residual_mixing == ResidualMixing::deepnorm ? std::pow(8.0 * L, -0.25)
+                                                                            : 1.0;
+  if (c.residual_skip != 1.0) {
+    const std::string key = skip_given ? "residual.skip" : "residual.mixing";
+    if (alpha == 0.0) throw UsageError("key 'residual.skip': a skip gain needs a residual (residual.alpha != 0)");
+    if (c.norm.position == NormPosition::ngpt)
+      throw UsageError("key '" + key + "': nGPT's step X + a (N(F(X)) - X) has its own skip weight 1 - a; not with "
+                       "norm.position = ngpt");
+    if (c.integrator == Integrator::rk4)
+      throw UsageError("key '" + key + "': the rk4 step fixes the skip; not with dynamics.integrator = rk4");
+  }
+  c.attention_shape.a = read_number(v, "attention.shape_a");
+  c.attention_shape.b = read_number(v, "attention.shape_b");
+  c.attention_shape.c = read_number(v, "attention.shape_c");
+}
+
 // X(0) and the run keys.
 void read_init_and_run(KeyValues& v, Config& c) {
   const int N = c.model.tokens, d = c.model.dim;
@@ -340,6 +379,7 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   read_block(v, c);
   read_attention_weights(v, c);
   read_mlp_and_weight_options(v, c);
+  read_variants(v, c);
   read_init_and_run(v, c);
   read_output(v, c);
   // Keys added after the golden set, at their default, are not part of the resolved text (the

@@ -101,6 +101,14 @@ std::vector<KeyDecl> model_keys() {
              "softmax (rows normalised) | usa (unnormalised: A_ij = exp(beta <x_i W_Q, x_j W_K>) / N on allowed "
              "entries) | hardmax (A_ij = 1/|S_i| on the maximisers S_i of <x_i W_Q, x_j W_K> over the allowed j; ties "
              "within a relative 1e-12, 1e-5 in float32; docs/science/particles.md)"),
+      // --- Variants (docs/science/gradients.md): shaped attention, Noci et al. 2023 ---
+      omitted_at_default(number("attention.shape_a", "1", kAny,
+                                "shaped attention A = a softmax(S) + b I - c C (C the uniform attention over the "
+                                "mask, row i 1/|N_i| on its allowed set): a")),
+      omitted_at_default(number("attention.shape_b", "0", kAny, "shaped attention: b, the weight of the identity")),
+      omitted_at_default(number("attention.shape_c", "0", kAny,
+                                "shaped attention: c, the weight of the uniform attention C subtracted (a = 1, b = "
+                                "0, c = 1: spectral-gap removal A - C, Mind the Gap)")),
       choice("mask.type", "complete", names_of(mask_names()), "attention mask (docs/science/model-spec.md)"),
       integer("mask.window", "1", 1, "window width w of the sliding-window masks"),
       file("mask.file", "", "HDF5 file with dataset /mask [N, N] (nonzero = may attend), for custom"),
@@ -119,6 +127,17 @@ std::vector<KeyDecl> model_keys() {
       number("residual.alpha", "0", kAny, "residual weight: Y = X + alpha * attention(X); 0 = no residual"),
       choice("residual.project", "none", names_of(project_names()),
              "none | tangent: Y = X + alpha P(attention(X)), P removes from each row its component along x_i"),
+      // --- Variants (docs/science/gradients.md) ---
+      omitted_at_default(number(
+          "residual.skip", "auto", kAny,
+          "skip gain a of the residual X <- a X + alpha F(X) (F the attention or MLP branch; post: N(a X + alpha "
+          "F(X)), pre and peri likewise; needs residual.alpha != 0; not with norm.position = ngpt)",
+          "1, or what residual.mixing sets")),
+      omitted_at_default(choice(
+          "residual.mixing", "none", names_of(mixing_names()),
+          "how the skip gain a is set: none (a = residual.skip) | cowsik (a = sqrt(1 - alpha^2), Cowsik et al. 2024; "
+          "needs 0 < |alpha| <= 1) | deepnorm (a = (2L)^(1/4) and weights.branch_gain auto = (8L)^(-1/4), L = "
+          "model.layers, Wang et al. 2022; needs norm.position = post; DeepNorm proper has residual.alpha = 1)")),
       // --- Particles (docs/science/particles.md) ---
       omitted_at_default(choice(
           "dynamics.integrator", "euler", names_of(integrator_names()),
@@ -167,6 +186,10 @@ std::vector<KeyDecl> weight_keys() {
       number("weights.mlp_out_std", "auto", kNonNegative, "std of gaussian W_out entries", "1/sqrt(m)"),
       number("weights.mlp_in_bias_std", "0", kNonNegative, "std of gaussian b_in entries (0 = zero biases)"),
       number("weights.mlp_out_bias_std", "0", kNonNegative, "std of gaussian b_out entries (0 = zero biases)"),
+      omitted_at_default(number("weights.branch_gain", "auto", kNonNegative,
+                                "gain multiplying W_V, W_O and the MLP's W_in, W_out after they are drawn or read "
+                                "(DeepNorm's beta; biases, W_Q, W_K unscaled)",
+                                "1; (8L)^(-1/4) with residual.mixing = deepnorm")),
       boolean("weights.shared", "false", "true: one draw of the weights shared by all layers; false: fresh per layer"),
       file("weights.file", "",
            "HDF5 file with /W_Q, /W_K, /W_V (and /W_O, the MLP's /W_in, /b_in, /W_out, /b_out, the normalisations' "

@@ -64,6 +64,11 @@ const NameTable<ResidualProject>& project_names() {
   static const NameTable<ResidualProject> t = {{"none", ResidualProject::none}, {"tangent", ResidualProject::tangent}};
   return t;
 }
+const NameTable<ResidualMixing>& mixing_names() {
+  static const NameTable<ResidualMixing> t = {
+      {"none", ResidualMixing::none}, {"cowsik", ResidualMixing::cowsik}, {"deepnorm", ResidualMixing::deepnorm}};
+  return t;
+}
 const NameTable<BilinearType>& bilinear_names() {
   static const NameTable<BilinearType> t = {
       {"none", BilinearType::none},   {"gaussian_product", BilinearType::gaussian_product},

@@ -24,6 +24,7 @@ const NameTable<AttentionKind>& attention_names();
 const NameTable<Integrator>& integrator_names();
 const NameTable<HeadMix>& head_mix_names();
 const NameTable<ResidualProject>& project_names();
+const NameTable<ResidualMixing>& mixing_names();  // residual.mixing (docs/science/gradients.md)
 const NameTable<BilinearType>& bilinear_names();
 
 // The names of a table, in its order (optionally only those in `keep`).

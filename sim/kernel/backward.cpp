@@ -6,6 +6,7 @@
 
 #include "kernel/attention.hpp"
 #include "kernel/errors.hpp"
+#include "kernel/layer.hpp"
 #include "kernel/mlp.hpp"
 #include "kernel/normalization.hpp"
 #include "kernel/unnormalised_attention.hpp"
@@ -151,8 +152,16 @@ Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerPar
     const bool has_o = !w.o.empty();
     const Matrix V = has_o ? Matrix(XV * w.o[h]) : XV;
     const Matrix dYh = head_scale * dY;                  // Y = c sum_h A_h V_h
-    const Matrix dA = dYh * V.transpose();               // dA_h = dY V_h^T
-    const Matrix dV = A.transpose() * dYh;               // dV_h = A_h^T dY
+    Matrix dA = dYh * V.transpose();                     // dA_h = dY V_h^T
+    Matrix dV;
+    if (p.shape.active()) {  // shaped: A_s = a A + b I - c C; dV = A_s^T dY, dA = a dA_s
+      Matrix As = A;
+      shape_attention(As, *p.mask, p.shape);
+      dV = As.transpose() * dYh;
+      dA *= p.shape.a;
+    } else {
+      dV = A.transpose() * dYh;                          // dV_h = A_h^T dY
+    }
     Matrix dXV = dV;
     if (has_o) {
       g.dout[h] += XV.transpose() * dV;                  // dW_O = (X W_V)^T dV
@@ -187,31 +196,38 @@ using BranchBackward = std::function<Matrix(const Matrix&, const Matrix&)>;  // 
 
 // One sub-block (attention or MLP) around the branch F with the normalisations N (slot `main`)
 // and N_out (slot `out`) at placement `pos` (kernel/block.hpp). forward() keeps what backward() needs.
+// With a skip gain s (residual.skip; post, pre, peri) the residual is s X + a F(.): the adjoint adds
+// s dOut (s dZ) instead of dOut (dZ). nGPT's step has its own skip weight 1 - a (s ignored).
 struct SubBlock {
   NormPosition pos;
-  double a;
+  double a, s;
   const Normalization &n, &n_out;
   int main, out;
   Matrix Xn, Y, Yn, Z;  // N(X), F(.), N_out(Y), the sum before the last N
 
-  SubBlock(NormPosition pos_, double a_, const Normalization& n_, const Normalization& n_out_, int main_, int out_)
-      : pos(pos_), a(a_), n(n_), n_out(n_out_), main(main_), out(out_) {}
+  SubBlock(NormPosition pos_, double a_, double s_, const Normalization& n_, const Normalization& n_out_, int main_,
+           int out_)
+      : pos(pos_), a(a_), s(s_), n(n_), n_out(n_out_), main(main_), out(out_) {}
+
+  Matrix residual(const Matrix& X, const Matrix& F) const {
+    return s == 1.0 ? Matrix(X + a * F) : Matrix(s * X + a * F);
+  }
 
   Matrix forward(const Matrix& X, const Branch& F) {
     switch (pos) {
       case NormPosition::post:  // N(X + a F(X))  (a = 0: N(F(X)))
         Y = F(X);
-        Z = a != 0.0 ? Matrix(X + a * Y) : Y;
+        Z = a != 0.0 ? residual(X, Y) : Y;
         return normalised(Z, n);
       case NormPosition::pre:  // X + a F(N(X))
         Xn = normalised(X, n);
         Y = F(Xn);
-        return a != 0.0 ? Matrix(X + a * Y) : Y;
+        return a != 0.0 ? residual(X, Y) : Y;
       case NormPosition::peri:  // X + a N_out(F(N(X)))
         Xn = normalised(X, n);
         Y = F(Xn);
         Yn = normalised(Y, n_out);
-        return a != 0.0 ? Matrix(X + a * Yn) : Yn;
+        return a != 0.0 ? residual(X, Yn) : Yn;
       case NormPosition::ngpt:  // N(X + a (N_out(F(X)) - X))
         Y = F(X);
         Yn = normalised(Y, n_out);
@@ -226,18 +242,18 @@ struct SubBlock {
       case NormPosition::post: {
         const Matrix dZ = norm_backward(Z, dOut, n, g.dgain[main], g.dbias[main]);
         if (a == 0.0) return dF(X, dZ);
-        return dZ + dF(X, a * dZ);
+        return s * dZ + dF(X, a * dZ);
       }
       case NormPosition::pre: {
         const Matrix dXn = dF(Xn, a != 0.0 ? Matrix(a * dOut) : dOut);
         Matrix dX = norm_backward(X, dXn, n, g.dgain[main], g.dbias[main]);
-        if (a != 0.0) dX += dOut;
+        if (a != 0.0) dX += s * dOut;
         return dX;
       }
       case NormPosition::peri: {
         const Matrix dY = norm_backward(Y, a != 0.0 ? Matrix(a * dOut) : dOut, n_out, g.dgain[out], g.dbias[out]);
         Matrix dX = norm_backward(X, dF(Xn, dY), n, g.dgain[main], g.dbias[main]);
-        if (a != 0.0) dX += dOut;
+        if (a != 0.0) dX += s * dOut;
         return dX;
       }
       case NormPosition::ngpt: {
@@ -291,7 +307,8 @@ void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p
     return attention_backward(in, w, inner, dY, g);
   };
   const double a = p.layer.alpha;
-  SubBlock sa(p.position, a, norm_at(w, p, kNormAttn), norm_at(w, p, kNormAttnOut), kNormAttn, kNormAttnOut);
+  const double skip = p.layer.skip;
+  SubBlock sa(p.position, a, skip, norm_at(w, p, kNormAttn), norm_at(w, p, kNormAttnOut), kNormAttn, kNormAttnOut);
   const Matrix middle = sa.forward(X, attn);
   Matrix dMiddle = dX_next;
   if (w.mlp_in.size() > 0) {
@@ -304,7 +321,7 @@ void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p
     const BranchBackward mlp_back = [&](const Matrix& in, const Matrix& dM) {
       return mlp_backward(in, w, p.activation, dM, g.mlp);
     };
-    SubBlock sm(p.position, a, norm_at(w, p, kNormMlp), norm_at(w, p, kNormMlpOut), kNormMlp, kNormMlpOut);
+    SubBlock sm(p.position, a, skip, norm_at(w, p, kNormMlp), norm_at(w, p, kNormMlpOut), kNormMlp, kNormMlpOut);
     sm.forward(middle, mlp);
     dMiddle = sm.backward(middle, dX_next, mlp_back, g);
   }

@@ -9,8 +9,9 @@
 // softmax and USA attention, head_mix sum and mean, W_O (model.value_dim), the normalisations
 // none, sphere, projection, layernorm, rmsnorm with gains and biases (norm.params = config or
 // file), the placements post, pre, peri, ngpt, the residual weight alpha, the MLP (relu, gelu,
-// gelu_tanh, biases). Not covered: dropout (the draws of the forward pass), residual.project =
-// tangent, float32 (block_backward refuses them: UsageError).
+// gelu_tanh, biases), the skip gain s of s X + alpha F (LayerParams::skip) and shaped attention
+// a A + b I - c C (LayerParams::shape). Not covered: dropout (the draws of the forward pass),
+// residual.project = tangent, float32 (block_backward refuses them: UsageError).
 #pragma once
 
 #include <vector>

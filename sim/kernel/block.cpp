@@ -9,13 +9,27 @@ const Normalization& norm_at(const LayerWeightsT<T>& w, const BlockParams& p, in
   return w.norms_from_file ? w.norms[slot] : *p.layer.norm;
 }
 
-// out = X + a Y as attention_layer's residual for post, or Y alone for a = 0.
+// out = X + a Y as attention_layer's residual for post, or Y alone for a = 0; with a skip gain
+// s != 1 (residual.skip), out = s X + a Y.
 template <class T>
-void add_residual(const MatrixT<T>& X, double alpha, const MatrixT<T>& Y, MatrixT<T>& out) {
-  if (alpha != 0.0)
+void add_residual(const MatrixT<T>& X, double alpha, double skip, const MatrixT<T>& Y, MatrixT<T>& out) {
+  if (alpha == 0.0)
+    out = Y;
+  else if (skip == 1.0)
     out = X + static_cast<T>(alpha) * Y;
   else
-    out = Y;
+    out = static_cast<T>(skip) * X + static_cast<T>(alpha) * Y;
+}
+
+// Y <- s X + a Y for pre and peri (Y the branch output): X + a Y as before when s = 1.
+template <class T>
+void scale_and_skip(const Eigen::Ref<const MatrixT<T>>& X, double alpha, double skip, MatrixT<T>& Y) {
+  if (alpha == 0.0) return;
+  Y *= static_cast<T>(alpha);
+  if (skip == 1.0)
+    Y += X;
+  else
+    Y.noalias() += static_cast<T>(skip) * X;
 }
 
 // The MLP sub-block on X (the attention sub-block's output) into out; returns degenerate rows.
@@ -43,7 +57,7 @@ int mlp_sublayer(const MatrixT<T>& X, const LayerWeightsT<T>& w, const BlockPara
   if (p.position == NormPosition::post) {
     mlp_forward(X, w, p.activation, ws.mlp, ws.normalised);
     if (drop && drop->output > 0.0) apply_dropout(ws.normalised, drop->output, *drop->rng);
-    add_residual<T>(X, alpha, ws.normalised, out);
+    add_residual<T>(X, alpha, p.layer.skip, ws.normalised, out);
     return normalize_rows(out, norm_at(w, p, kNormMlp));
   }
   ws.normalised = X;
@@ -52,10 +66,7 @@ int mlp_sublayer(const MatrixT<T>& X, const LayerWeightsT<T>& w, const BlockPara
   // Dropout on M's output, then N2_out (peri), as inside the attention sub-block.
   if (drop && drop->output > 0.0) apply_dropout(out, drop->output, *drop->rng);
   if (p.position == NormPosition::peri) degenerate += normalize_rows(out, norm_at(w, p, kNormMlpOut));
-  if (alpha != 0.0) {
-    out *= static_cast<T>(alpha);
-    out += X;
-  }
+  scale_and_skip<T>(X, alpha, p.layer.skip, out);
   return degenerate;
 }
 
@@ -91,11 +102,8 @@ LayerReport block_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
     report = attention_layer(ws.normalised, w, inner, ws.layer, attn_out);
     report.degenerate_rows += degenerate_in;
     if (p.position == NormPosition::peri) report.degenerate_rows += normalize_rows(attn_out, norm_at(w, p, kNormAttnOut));
-    if (p.layer.alpha != 0.0) {
-      // X + a * Y, evaluated as attention_layer does for post (IEEE addition commutes).
-      attn_out *= static_cast<T>(p.layer.alpha);
-      attn_out += X;
-    }
+    // X + a * Y, evaluated as attention_layer does for post (IEEE addition commutes); s X + a Y.
+    scale_and_skip<T>(X, p.layer.alpha, p.layer.skip, attn_out);
   }
   if (mlp) report.degenerate_rows += mlp_sublayer<T>(ws.middle, w, p, ws, X_next);
   return report;

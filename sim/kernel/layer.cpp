@@ -33,10 +33,47 @@ LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Norma
   p.tangent = c.residual_project == ResidualProject::tangent;
   p.hardmax = c.attention_kind == AttentionKind::hardmax;  // particles (docs/science/particles.md)
   p.rk4 = c.integrator == Integrator::rk4;
+  p.skip = c.residual_skip;  // variants (docs/science/gradients.md)
+  p.shape = c.attention_shape;
   return p;
 }
 
 namespace {
+
+// A <- a A + b I - c C on the allowed entries (general path: any mask).
+template <class T>
+void shape_masked(Eigen::Ref<MatrixT<T>> A, const MaskMatrix& mask, const AttentionShape& s) {
+  const T a = static_cast<T>(s.a), b = static_cast<T>(s.b);
+  for (Eigen::Index i = 0; i < A.rows(); ++i) {
+    const T uniform = static_cast<T>(s.c) / static_cast<T>(mask.row(i).count());  // c / |N_i|
+    for (Eigen::Index j = 0; j < A.cols(); ++j)
+      if (mask(i, j)) A(i, j) = a * A(i, j) - uniform;
+    A(i, i) += b;
+  }
+}
+
+// The same on the fast path: row i's allowed entries are the range [lo_i, hi_i) (rows.contiguous).
+template <class T>
+void shape_rows(RowMajorMatrixT<T>& A, const MaskRows& rows, const AttentionShape& s) {
+  const T a = static_cast<T>(s.a), b = static_cast<T>(s.b);
+  for (Eigen::Index i = 0; i < A.rows(); ++i) {
+    const auto ui = static_cast<std::size_t>(i);
+    const Eigen::Index lo = rows.lo[ui], n = rows.hi[ui] - rows.lo[ui];
+    const T uniform = static_cast<T>(s.c) / static_cast<T>(n);
+    A.row(i).segment(lo, n) = a * A.row(i).segment(lo, n).array() - uniform;
+    A(i, i) += b;
+  }
+}
+
+// X_next = a X + alpha Y (a = p.skip; X + alpha Y exactly as before when a = 1).
+template <class T>
+void add_residual(const Eigen::Ref<const MatrixT<T>>& X, const LayerParams& p, const MatrixT<T>& Y,
+                  MatrixT<T>& X_next) {
+  if (p.skip == 1.0)
+    X_next = X + static_cast<T>(p.alpha) * Y;
+  else
+    X_next = static_cast<T>(p.skip) * X + static_cast<T>(p.alpha) * Y;
+}
 
 template <class T>
 LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
@@ -73,6 +110,12 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
     }
     report.attention.min_weight = std::min(report.attention.min_weight, s.min_weight);
     entropy += s.mean_entropy;
+    if (p.shape.active()) {  // shaped attention, after the statistics of softmax(S)
+      if (fast)
+        shape_rows<T>(ws.S_rows, ws.rows, p.shape);
+      else
+        shape_masked<T>(ws.S, *p.mask, p.shape);
+    }
     if (p.keep_attention) {
       if (!fast)
         ws.attention_mean += ws.S.template cast<double>();
@@ -115,7 +158,7 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
   if (p.tangent) project_tangent(X, ws.Y);
   if (!direct) {
     if (p.alpha != 0.0) {
-      X_next = X + static_cast<T>(p.alpha) * ws.Y;
+      add_residual<T>(X, p, ws.Y, X_next);
     } else {
       X_next = ws.Y;
     }
@@ -165,6 +208,10 @@ LayerReport rk4_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<
 }
 
 }  // namespace
+
+void shape_attention(Eigen::Ref<Matrix> A, const MaskMatrix& mask, const AttentionShape& s) {
+  shape_masked<double>(A, mask, s);
+}
 
 LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const LayerParams& p,
                             LayerWorkspace& ws, Matrix& X_next) {

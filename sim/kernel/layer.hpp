@@ -28,10 +28,19 @@ struct LayerParams {
   bool hardmax = false;  // attention.kind = hardmax: A_ij = 1/|S_i| on the maximisers S_i (general path)
   bool rk4 = false;      // dynamics.integrator = rk4: one classical RK4 step of size dt = alpha of the
                          // field F(X) = sum_h A_h(X) X W_V,h (P-projected with tangent), then normalise
+  // --- Variants (docs/science/gradients.md) ---
+  double skip = 1.0;     // skip gain a of a residual: X_next = N(a X + alpha Y) (only when alpha != 0;
+                         // ignored by ngpt, rk4, whose steps fix it)
+  AttentionShape shape{};  // A_h <- a A_h + b I - c C after the softmax (Noci et al. 2023)
 };
 
 // The parameters of `c`'s layer for this mask and normalisation (which must outlive them).
 LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Normalization* norm);
+
+// Shaped attention (docs/science/gradients.md): A <- a A + b I - c C on the allowed entries, C the
+// uniform attention over the mask (row i: 1/|N_i| on N_i), b on the diagonal (every row has its
+// self-loop). Entries the mask forbids stay exactly 0. Used by attention_layer and the backward pass.
+void shape_attention(Eigen::Ref<Matrix> A, const MaskMatrix& mask, const AttentionShape& s);
 
 // What a layer reports besides its output.
 struct LayerReport {

@@ -31,6 +31,17 @@ enum class NormPosition { post, pre, peri, ngpt };
 enum class Precision { float64, float32 };
 enum class MlpActivation { relu, gelu, gelu_tanh };
 
+// --- Variants (docs/science/gradients.md, "Variants") ---
+// How the skip gain a of X <- a X + b F(X) is chosen (b = residual.alpha): none (a = residual.skip),
+// cowsik (a = sqrt(1 - b^2), Cowsik et al. 2024), deepnorm (a = (2L)^(1/4), Wang et al. 2022).
+enum class ResidualMixing { none, cowsik, deepnorm };
+// Shaped attention (Noci et al. 2023): A <- a A + b I - c C, C the uniform attention over the
+// mask (row i: 1/|N_i| on the allowed set N_i); a = 1, b = 0, c = 1 removes the spectral gap.
+struct AttentionShape {
+  double a = 1.0, b = 0.0, c = 0.0;
+  bool active() const { return a != 1.0 || b != 0.0 || c != 0.0; }
+};
+
 struct ModelConfig {
   int tokens = 8;      // N
   int dim = 4;         // d
@@ -95,6 +106,8 @@ struct WeightsConfig {
   double v_sign = 1.0;                   // sign of W_V for weights.v = tied_qk (W_V = sign W_Q W_K^T)
   int redraw_every = 1;                  // fresh weights at layers 0, K, 2K, ...
   bool shared_across_trials = false;     // one weight stream for all trials
+  // --- Variants (docs/science/gradients.md) ---
+  double branch_gain = 1.0;  // weights.branch_gain: W_V, W_O, W_in, W_out multiplied by it after drawing
 };
 
 struct InitConfig {
@@ -144,6 +157,10 @@ struct ModelSpec {
   MaskConfig mask;
   NormConfig norm;
   double residual_alpha = 0.0;
+  // --- Variants (docs/science/gradients.md): X <- a X + alpha F(X), A <- a A + b I - c C ---
+  double residual_skip = 1.0;  // a (resolved from residual.skip and residual.mixing)
+  ResidualMixing residual_mixing = ResidualMixing::none;
+  AttentionShape attention_shape;
   DropoutConfig dropout;
   MlpConfig mlp;
   // --- Peer dynamics (docs/science/peers.md) ---

@@ -167,6 +167,13 @@ void WeightSampler::draw(int layer, RandomStream& rng, LayerWeights& out) const 
   if (dv > 0)
     for (int h = 0; h < H; ++h) draw_one(c_.weights.o, files_.w_o, layer, h, dv, d, rng, out.o[static_cast<std::size_t>(h)]);
   if (c_.mlp.width > 0) draw_mlp(layer, rng, out);
+  if (c_.weights.branch_gain != 1.0) {  // DeepNorm's beta (docs/science/gradients.md): the branch weights
+    const double g = c_.weights.branch_gain;
+    for (auto& m : out.v) m *= g;
+    for (auto& m : out.o) m *= g;
+    out.mlp_in *= g;
+    out.mlp_out *= g;
+  }
   if (c_.norm.params_from_file) load_norms(layer, out);
 }
 

@@ -67,6 +67,15 @@ def activation(z, act):
     return torch.nn.functional.gelu(z, approximate="tanh")
 
 
+def shape(a, mask, cfg):
+    """Shaped attention (Noci et al. 2023): a A + b I - c C, C the uniform attention over the mask."""
+    sa, sb, sc = cfg.get("shape_a", 1.0), cfg.get("shape_b", 0.0), cfg.get("shape_c", 0.0)
+    if (sa, sb, sc) == (1.0, 0.0, 0.0):
+        return a
+    uniform = mask / mask.sum(dim=1, keepdim=True)
+    return sa * a + sb * torch.eye(a.shape[0], dtype=a.dtype) - sc * uniform
+
+
 def attention(x, w, t, cfg, mask):
     """Y = sum_h A_h X W_V,h (W_O,h), A_h = masked softmax(X W_Q,h (X W_K,h)^T / sqrt(d_QK)) or USA."""
     y = torch.zeros_like(x)
@@ -77,6 +86,7 @@ def attention(x, w, t, cfg, mask):
             a = torch.exp(s) / n * mask
         else:
             a = torch.softmax(s.masked_fill(mask == 0, float("-inf")), dim=1)
+        a = shape(a, mask, cfg)
         v = x @ w[f"l{t}.v{h}"]
         if f"l{t}.o{h}" in w:
             v = v @ w[f"l{t}.o{h}"]
@@ -98,18 +108,20 @@ def mlp(x, w, t, cfg):
 
 def sublayer(x, branch, cfg, w, t, main, out):
     """kernel/block.hpp: post N(X + a F(X)); pre X + a F(N(X)); peri X + a N_out(F(N(X)));
-    ngpt N(X + a (N_out(F(X)) - X)); a = 0 drops the residual."""
+    ngpt N(X + a (N_out(F(X)) - X)); a = 0 drops the residual. A skip gain s (post, pre, peri)
+    replaces X by s X in the residual."""
     a, pos, kind = cfg["alpha"], cfg["pos"], cfg["norm"]
+    s = cfg.get("skip", 1.0)
     n = lambda y: normalise(y, kind, w[f"l{t}.gain{main}"], w[f"l{t}.bias{main}"])
     n_out = lambda y: normalise(y, kind, w[f"l{t}.gain{out}"], w[f"l{t}.bias{out}"])
     if pos == "post":
-        return n(x + a * branch(x) if a != 0 else branch(x))
+        return n(s * x + a * branch(x) if a != 0 else branch(x))
     if pos == "pre":
         y = branch(n(x))
-        return x + a * y if a != 0 else y
+        return s * x + a * y if a != 0 else y
     if pos == "peri":
         y = n_out(branch(n(x)))
-        return x + a * y if a != 0 else y
+        return s * x + a * y if a != 0 else y
     return n(x + a * (n_out(branch(x)) - x))
 
 
@@ -170,6 +182,17 @@ def configurations():
             base, mask=mask, usa=usa, head_mean=True, dqk=0.25, norm="sphere", pos="post", alpha=0.0)
     for act in ["relu", "gelu", "gelu_tanh"]:
         yield f"mlp_{act}", "MLP activations (3 blocks)", dict(base, m=6, act=act, H=1, dk=4)
+    # Variants (docs/science/gradients.md): skip gains (Cowsik's 0.8 = sqrt(1 - 0.6^2), DeepNorm's
+    # (2L)^(1/4) with L = 3 and alpha = 1), shaped attention and gap removal.
+    for i, (pos, norm, skip) in enumerate(itertools.product(["post", "pre", "peri"], ["none", "layernorm", "rmsnorm"],
+                                                            [0.8, 6.0 ** 0.25, 0.0])):
+        yield f"skip_{pos}_{norm}_{skip:.3f}", "skip gain a X + b F(X) (3 blocks, MLP, W_O)", dict(
+            base, pos=pos, norm=norm, skip=skip, alpha=1.0 if skip > 1 else 0.6, m=5, dv=3, seed=100 + i)
+    for i, (mask, shp, usa) in enumerate(itertools.product(["complete", "causal", "window", "custom"],
+                                                          [(1.3, 0.4, 0.7), (1.0, 0.0, 1.0)], [False, True])):
+        yield f"shape_{mask}_{shp[2]}_usa{int(usa)}", "shaped attention a A + b I - c C, gap removal", dict(
+            base, mask=mask, usa=usa, shape_a=shp[0], shape_b=shp[1], shape_c=shp[2], norm="layernorm",
+            pos="peri" if usa else "pre", dqk=8.0 if usa else 2.0, m=4, dv=2, seed=200 + i)
 
 
 def main():
