@@ -218,6 +218,7 @@ TEST_CASE("chunks stay bounded and never shrink to one value at any depth", "[io
   }
   // Written and read back: a deep dataset (2 x 200000) keeps its values and its chunks are bounded.
   const std::string file = temp_path("chunks.h5");
+  fs::remove(file);  // a previous run's file holds a dataset of this name
   std::vector<double> data(400000);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<double>(i) * 0.5;
   write_array(file, "deep", {2, 200000}, data);
