@@ -262,6 +262,7 @@ std::string profile(const Config& c, const EngineSetup& s) {
 int main() {
   std::ios::sync_with_stdio(false);
   rcsim::keep_freed_memory();  // as rcsim's main() does
+  rcsim::fix_product_blocking();
   std::string line;
   while (std::getline(std::cin, line)) {
     std::istringstream in(line);

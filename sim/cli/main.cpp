@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   // written: printing then fails quietly, the computation and the output file go on.
   std::signal(SIGPIPE, SIG_IGN);
   rcsim::keep_freed_memory();  // process-wide allocator tuning belongs to main (kernel/layer.hpp)
+  rcsim::fix_product_blocking();  // the same bits on any CPU of this instruction set (kernel/layer.hpp)
   const rcsim::mpi::Session mpi(&argc, &argv);
   std::vector<std::string> args(argv + 1, argv + argc);
   return rcsim::cli_main(args);

@@ -19,6 +19,8 @@ void keep_freed_memory() {
 #endif
 }
 
+void fix_product_blocking() { Eigen::setCpuCacheSizes(48 * 1024, 1280 * 1024, 32 * 1024 * 1024); }
+
 template <class T>
 LayerWorkspaceT<T>::LayerWorkspaceT(int n, int d, int dk) : XV(n, d), Y(n, d) {
   (void)dk;

@@ -73,6 +73,15 @@ using LayerWorkspace = LayerWorkspaceT<double>;
 // calls it: main() of rcsim and of the benchmark do, a host program (Python) may.
 void keep_freed_memory();
 
+// Fixes the cache sizes Eigen blocks its matrix products for (L1 48 KiB, L2 1.25 MiB, L3 32 MiB)
+// instead of the sizes the CPU reports. The blocking decides the order of the summations in a
+// product longer than one block (d = 768 at GPT-2 size), so without this the same build gives
+// other last bits on a CPU with other cache sizes: an AMD EPYC reporting 32 KiB / 512 KiB made
+// 344 of the portable golden set's 64,543 digests differ from the Intel machine (48 KiB / 1.25 MiB)
+// that recorded it. Process-wide (Eigen's setting), so the kernel never calls it: main() of rcsim,
+// of the benchmark and of the test programs do, and rcsim's Python module when it is imported.
+void fix_product_blocking();
+
 // X_next = layer(X). X_next must not alias X. With p.dropout, each head's attention weights are
 // dropped after the softmax (the attention statistics describe them before dropout) and the sum
 // over heads before the residual. Masks whose rows are one contiguous range each (all

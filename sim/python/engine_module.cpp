@@ -191,6 +191,8 @@ py::dict token_measures(const DoubleArray& x, double rank_rtol, double rank_atol
 }  // namespace
 
 PYBIND11_MODULE(_engine, m) {
+  // Eigen's blocking as rcsim's main() fixes it (kernel/layer.hpp): the module gives the CLI's bits.
+  rcsim::fix_product_blocking();
   m.doc() = "rcsim's engine in this process (use rcsim.simulate; docs/user/python.md)";
   // A -march=native engine imported on a CPU without its instruction sets: one clear ImportError.
   if (const std::string missing = rcsim::missing_instruction_sets(); !missing.empty())
