@@ -70,10 +70,20 @@ void parse_integrator(std::map<std::string, std::string>& v, Config& c) {
   if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) refuse("dropout.attention = dropout.output = 0");
 }
 
+// dynamics.noise: X <- P(X + sigma sqrt(dt) G) after each layer, P the normalisation, which must
+// be none or sphere after the block (the particle setting).
+void parse_dynamics_noise(std::map<std::string, std::string>& v, Config& c) {
+  c.dynamics_noise = read_number(v, "dynamics.noise");
+  if (!(c.dynamics_noise > 0.0)) return;
+  if (c.norm.type != NormType::none && (c.norm.type != NormType::sphere || c.norm.position != NormPosition::post))
+    bad_value("dynamics.noise", v["dynamics.noise"], "noise needs norm.type = none, or sphere with norm.position = post");
+}
+
 // init.type = circle | equiangular | isometric and init.rho.
 void parse_particle_init(std::map<std::string, std::string>& v, Config& c) {
   const int N = c.model.tokens, d = c.model.dim;
   c.init.rho = read_number(v, "init.rho");
+  c.init.noise = read_number(v, "init.noise");
   const std::string type = v["init.type"];
   if (c.init.type == InitType::circle && d < 2) bad_value("init.type", type, "circle needs model.dim >= 2");
   if ((c.init.type == InitType::equiangular || c.init.type == InitType::isometric) && N > d)
@@ -217,6 +227,7 @@ void read_mlp_and_weight_options(KeyValues& v, Config& c) {
   if (c.mlp.width > 0 && c.residual_project == ResidualProject::tangent)
     throw UsageError("key 'mlp.width': the MLP sub-block is defined with residual.project = none only");
   parse_integrator(v, c);
+  parse_dynamics_noise(v, c);
   // Normalisation parameters per layer from weights.file.
   const std::string params = read_choice(v, "norm.params");
   c.norm.params_from_file = params == "file";

@@ -145,6 +145,11 @@ std::vector<KeyDecl> model_keys() {
           "residual.alpha of the flow dX/dt = F(X), F the attention output, P-projected with residual.project = "
           "tangent, then the normalisation; needs norm.position = post, no MLP, no dropout). Runs with rk4 or "
           "tangent store /time = dt x layer (docs/science/particles.md)")),
+      omitted_at_default(number(
+          "dynamics.noise", "0", kNonNegative,
+          "noisy transformer: after each layer X <- P(X + sigma sqrt(dt) G), G i.i.d. N(0, 1) from the stream (seed, "
+          "trial, 14), dt = |residual.alpha| (1 if 0), P = norm.type (none, or sphere with norm.position = post); "
+          "gradient measures refused")),
       number("dropout.attention", "0", kProbability,
              "dropout probability p on every head's attention weights (training mode: kept weights scaled by "
              "1/(1-p); /attention stores the weights before dropout; a stage with p = 0 draws nothing)"),
@@ -217,6 +222,10 @@ choice("init.type", "gaussian", names_of(init_names()),
       file("init.file", "", "HDF5 file with /X0 [N, d] or [trials, N, d] for type file"),
       omitted_at_default(text("init.rho", "0.5", "number; -1/(N-1) <= rho <= 1 for equiangular",
                               "pairwise correlation <x_i, x_j> of init.type = equiangular")),
+      omitted_at_default(number("init.noise", "0", kNonNegative,
+                                "std sigma of white noise added to X(0): X(0) + sigma G, G i.i.d. N(0, 1) from the "
+                                "stream (seed, trial, 13); rows projected back onto the unit sphere for init.type = "
+                                "sphere | circle (Bruno et al.'s uniform + noise)")),
       integer("run.trials", "16", 1, "number of independent trials"),
       of_kind(KeyKind::seed, "run.seed", "20240527", "seed; trial t uses a stream that depends only on (seed, t)"),
       integer("run.threads", "0", 0, "worker threads (0 = all cores); results do not depend on it"),

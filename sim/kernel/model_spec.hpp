@@ -115,6 +115,7 @@ struct InitConfig {
   Matrix matrix;
   std::string file;
   double rho = 0.5;  // init.rho: pairwise correlation <x_i, x_j> of init.type = equiangular
+  double noise = 0.0;  // init.noise: std of the white noise added to X(0) (kernel/noise.hpp)
 };
 
 struct RunConfig {
@@ -168,6 +169,7 @@ struct ModelSpec {
   ResidualProject residual_project = ResidualProject::none;
   // --- Particles (docs/science/particles.md) ---
   Integrator integrator = Integrator::euler;  // dynamics.integrator: rk4 = one RK4 step of dt = alpha per layer
+  double dynamics_noise = 0.0;  // dynamics.noise: sigma of the noise after each layer (kernel/noise.hpp)
   WeightsConfig weights;
   InitConfig init;
   RunConfig run;

@@ -15,6 +15,7 @@
 #include "kernel/gradients.hpp"
 #include "kernel/layer.hpp"
 #include "kernel/metrics.hpp"
+#include "kernel/noise.hpp"
 #include "kernel/normalization.hpp"
 #include "kernel/random.hpp"
 #include "kernel/threads.hpp"
@@ -64,6 +65,8 @@ EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays in
       throw UsageError("output.measures: the gradient measures need run.precision = float64");
     if (c.residual_project != ResidualProject::none)
       throw UsageError("output.measures: the gradient measures do not support residual.project = tangent");
+    if (c.dynamics_noise > 0.0)
+      throw UsageError("output.measures: the gradient measures do not support dynamics.noise");
   }
   return s;
 }
@@ -255,6 +258,8 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   const auto ti = static_cast<std::size_t>(trial);
   RandomStream rng(c.run.seed, static_cast<std::uint64_t>(trial));
   Matrix X = initial_tokens(c, s.files, trial, rng);
+  add_initial_noise(c, trial, X);
+  DynamicsNoise noise(c, trial);
   Matrix X_next(N, d);
   WeightSampler sampler(c, s.files);
   sampler.begin_trial(rng);
@@ -320,6 +325,10 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
       X_next = X_next_float.cast<double>();
     } else {
       rep = transformer_block(X, w, params, ws, X_next);
+    }
+    if (noise.active()) {  // after the deterministic step (kernel/noise.hpp)
+      rep.degenerate_rows += noise.apply(X_next, norm);
+      if (single) X_next = X_next.cast<float>().cast<double>();
     }
     if (want_product) product = attention_mean * product;
     if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0) {

@@ -1,0 +1,31 @@
+#include "kernel/noise.hpp"
+
+#include <cmath>
+
+namespace rcsim {
+
+void add_initial_noise(const ModelSpec& c, int trial, Matrix& X) {
+  if (!(c.init.noise > 0.0)) return;
+  RandomStream rng(c.run.seed, static_cast<std::uint64_t>(trial), kInitNoiseStream);
+  Matrix G(X.rows(), X.cols());
+  rng.fill_normal(G);
+  X += c.init.noise * G;
+  if (c.init.type == InitType::sphere || c.init.type == InitType::circle)
+    for (Eigen::Index i = 0; i < X.rows(); ++i) X.row(i).normalize();
+}
+
+DynamicsNoise::DynamicsNoise(const ModelSpec& c, int trial) {
+  if (!(c.dynamics_noise > 0.0)) return;
+  const double dt = c.residual_alpha == 0.0 ? 1.0 : std::abs(c.residual_alpha);
+  scale_ = c.dynamics_noise * std::sqrt(dt);
+  rng_.emplace(c.run.seed, static_cast<std::uint64_t>(trial), kDynamicsNoiseStream);
+  G_.resize(c.model.tokens, c.model.dim);
+}
+
+int DynamicsNoise::apply(Matrix& X, const Normalization& norm) {
+  rng_->fill_normal(G_);
+  X += scale_ * G_;
+  return normalize_rows(X, norm);
+}
+
+}  // namespace rcsim

@@ -1,0 +1,42 @@
+// White noise in the particle dynamics (docs/science/particles.md): in X(0) (init.noise, e.g.
+// Bruno et al.'s "uniform + small noise") and after every layer (dynamics.noise, the noisy
+// transformer). Each comes from a random stream of its own, (seed, trial, kInitNoiseStream) and
+// (seed, trial, kDynamicsNoiseStream): a run with noise 0 is the run without the keys, and a
+// noisy run does not depend on the thread count.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "kernel/model_spec.hpp"
+#include "kernel/normalization.hpp"
+#include "kernel/random.hpp"
+#include "kernel/types.hpp"
+
+namespace rcsim {
+
+constexpr std::uint64_t kInitNoiseStream = 13;
+constexpr std::uint64_t kDynamicsNoiseStream = 14;
+
+// X(0) <- X(0) + init.noise G, G i.i.d. N(0, 1); for init.type = sphere or circle each row is then
+// projected back onto the unit sphere (the tokens start on the sphere, as without noise).
+void add_initial_noise(const ModelSpec& c, int trial, Matrix& X);
+
+// The noise of each layer: X <- P(X + sigma sqrt(dt) G) after the block, G i.i.d. N(0, 1) drawn
+// afresh per layer, sigma = dynamics.noise, dt = |residual.alpha| (1 when residual.alpha = 0), P the
+// normalisation (none or sphere; config refuses the others). An Euler-Maruyama step split from
+// the deterministic step: the deterministic layer first, then the noise, then P.
+class DynamicsNoise {
+ public:
+  DynamicsNoise(const ModelSpec& c, int trial);
+  bool active() const { return rng_.has_value(); }
+  // Returns the number of degenerate rows of P.
+  int apply(Matrix& X, const Normalization& norm);
+
+ private:
+  double scale_ = 0.0;
+  std::optional<RandomStream> rng_;
+  Matrix G_;
+};
+
+}  // namespace rcsim
