@@ -16,6 +16,7 @@
 #include "io/hdf5_file.hpp"
 #include "kernel/clusters.hpp"
 #include "kernel/layer.hpp"
+#include "kernel/measure_registry.hpp"
 #include "kernel/normalization.hpp"
 #include "kernel/particles.hpp"
 #include "kernel/random.hpp"
@@ -324,4 +325,35 @@ TEST_CASE("RK4 in float32 follows the float64 run to single precision", "[partic
   CHECK(diff < 1e-4);
   CHECK(diff > 0.0);  // the float32 run did compute in float
   CHECK((r64.snapshots[0].back() - r64.snapshots[0].front()).norm() > 1e-3);  // the tokens moved
+}
+
+TEST_CASE("largest cluster fraction and Renyi-parking centres worked by hand", "[particles][clusters]") {
+  // Three tokens along e1, two along e2, one along -e1: components of sizes 3, 2, 1 at tau = 0.9.
+  Matrix X(6, 2);
+  X << 1, 0, 2, 0, 0.5, 0, 0, 1, 0, 3, -1, 0;
+  CHECK(cluster_count(X, 0.9) == 3);
+  CHECK(largest_cluster_fraction(X, 0.9) == 0.5);
+  CHECK(largest_cluster_fraction(X, 1.5) == 1.0 / 6.0);  // no edges: every token alone
+  CHECK(largest_cluster_fraction(Matrix(X.topRows(3)), 0.9) == 1.0);
+  // On the unit circle at angles 0, 0.1, 1.0, 1.05, 3.0 with delta = 0.5: chords 2 sin(|dtheta| / 2).
+  // Token 0 is a centre; 0.1 is 0.0999 from it (no); 1.0 is 0.959 away (yes); 1.05 is 0.05 from
+  // 1.0 (no); 3.0 is 1.995 and 1.683 from the two centres (yes): 3 centres.
+  const double angles[] = {0.0, 0.1, 1.0, 1.05, 3.0};
+  Matrix C(5, 2);
+  for (int i = 0; i < 5; ++i) C.row(i) << std::cos(angles[i]), std::sin(angles[i]);
+  CHECK(renyi_parking_centres(C, 0.5) == 3);
+  CHECK(renyi_parking_centres(C, 0.0) == 5);
+  CHECK(renyi_parking_centres(C, 2.5) == 1);
+  // Causal order matters: on a line at 0, 0.6, 1.2 with delta 1 the centres are 0 and 1.2; with
+  // 0.6 first it alone is a centre.
+  Matrix line(3, 1), reordered(3, 1);
+  line << 0, 0.6, 1.2;
+  reordered << 0.6, 0, 1.2;
+  CHECK(renyi_parking_centres(line, 1.0) == 2);
+  CHECK(renyi_parking_centres(reordered, 1.0) == 1);
+  // Through the registry: delta = 4 beta^(-1/2), beta = model.beta = 64 gives 0.5.
+  const Config c = make_config({{"model.beta", "64"}, {"model.dim", "2"}, {"model.tokens", "5"}});
+  const MeasureDef* renyi = find_measure("renyi_centres");
+  REQUIRE(renyi != nullptr);
+  CHECK(renyi->state(c, C, Vector()) == 3.0);
 }

@@ -1,5 +1,6 @@
 #include "kernel/clusters.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -45,22 +46,49 @@ double pair_density(const Eigen::Ref<const Matrix>& X, double threshold) {
   return count / (static_cast<double>(n) * static_cast<double>(n - 1));
 }
 
-int cluster_count(const Eigen::Ref<const Matrix>& X, double tau) {
+namespace {
+
+// The component root of every token of the graph c_ij > tau (union-find).
+std::vector<int> components(const Eigen::Ref<const Matrix>& X, double tau) {
   const int n = static_cast<int>(X.rows());
   const Matrix C = cosines(X);
   std::vector<int> parent(static_cast<std::size_t>(n));
   std::iota(parent.begin(), parent.end(), 0);
-  int components = n;
   for (int i = 0; i < n; ++i)
     for (int j = i + 1; j < n; ++j)
       if (C(i, j) > tau) {
         const int a = find(parent, i), b = find(parent, j);
-        if (a != b) {
-          parent[static_cast<std::size_t>(a)] = b;
-          --components;
-        }
+        if (a != b) parent[static_cast<std::size_t>(a)] = b;
       }
-  return components;
+  for (int i = 0; i < n; ++i) parent[static_cast<std::size_t>(i)] = find(parent, i);
+  return parent;
+}
+
+}  // namespace
+
+int cluster_count(const Eigen::Ref<const Matrix>& X, double tau) {
+  const std::vector<int> root = components(X, tau);
+  int count = 0;
+  for (std::size_t i = 0; i < root.size(); ++i) count += root[i] == static_cast<int>(i);
+  return count;
+}
+
+double largest_cluster_fraction(const Eigen::Ref<const Matrix>& X, double tau) {
+  const std::vector<int> root = components(X, tau);
+  if (root.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::vector<int> size(root.size(), 0);
+  for (const int r : root) ++size[static_cast<std::size_t>(r)];
+  return static_cast<double>(*std::max_element(size.begin(), size.end())) / static_cast<double>(root.size());
+}
+
+int renyi_parking_centres(const Eigen::Ref<const Matrix>& X, double delta) {
+  std::vector<Eigen::Index> centres;
+  for (Eigen::Index i = 0; i < X.rows(); ++i) {
+    bool far = true;
+    for (const Eigen::Index c : centres) far = far && (X.row(i) - X.row(c)).norm() >= delta;
+    if (far) centres.push_back(i);
+  }
+  return static_cast<int>(centres.size());
 }
 
 }  // namespace rcsim

@@ -15,4 +15,14 @@ double pair_density(const Eigen::Ref<const Matrix>& X, double threshold);
 // (union-find). A zero token is a component of its own.
 int cluster_count(const Eigen::Ref<const Matrix>& X, double tau);
 
+// The size of the largest of those components divided by N (cluster sizes, issue 24): 1 when every
+// token is in one cluster, 1/N when none are similar. NaN for N = 0.
+double largest_cluster_fraction(const Eigen::Ref<const Matrix>& X, double tau);
+
+// Renyi-parking centres (Karagodin et al., causal mask; the definition of SCIENCE.md section 6,
+// from a secondary source): the tokens taken in causal order 0, 1, ..., N-1, each becoming a centre
+// when its Euclidean distance to every centre so far is at least delta. Returns the number of
+// centres (token 0 is always one); delta <= 0 makes every token a centre.
+int renyi_parking_centres(const Eigen::Ref<const Matrix>& X, double delta);
+
 }  // namespace rcsim

@@ -1,6 +1,8 @@
 #include "kernel/measure_registry.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "kernel/attention_products.hpp"
 #include "kernel/clusters.hpp"
@@ -49,6 +51,13 @@ MeasureDef of_update(MeasureInfo info, UpdateMeasureFn fn) {
 MeasureDef gradient(MeasureInfo info, Axis axis) { return MeasureDef{info, axis, Pass::gradients}; }
 
 MeasureAttribute real(const char* name, double value) { return {name, value, 0, false}; }
+
+// Karagodin et al.'s parking distance delta = 4 beta^(-1/2), beta the model's inverse temperature
+// (model.beta, or 1/sqrt(d_QK)); NaN when beta is not a positive finite number.
+double renyi_delta(const ModelSpec& c) {
+  const double beta = c.model.beta;
+  return beta > 0.0 && std::isfinite(beta) ? 4.0 / std::sqrt(beta) : std::numeric_limits<double>::quiet_NaN();
+}
 MeasureAttribute integer(const char* name, int value) { return {name, 0.0, value, true}; }
 
 // The measures' functions that are not kernel functions already.
@@ -172,6 +181,22 @@ std::vector<MeasureDef> particle_measures() {
       state({"fourier_mode",
              "max over k = 1..4 of |mean_j exp(i k theta_j)| of the token angles (d = 2; NaN otherwise)", "1"},
             [](S, X x, V) { return fourier_mode(x); }),
+      state(
+          {"largest_cluster", "fraction of the tokens in the largest component of the graph cos(x_i, x_j) > "
+                              "metrics.cluster_tau", "1"},
+          [](S c, X x, V) { return largest_cluster_fraction(x, c.metrics.cluster_tau); },
+          [](const EngineSetup& s) -> std::vector<MeasureAttribute> {
+            return {real("tau", s.config.metrics.cluster_tau)};
+          }),
+      state({"renyi_centres", "Renyi-parking centres: tokens in causal order, each a centre when at Euclidean "
+                              "distance >= delta = 4 beta^(-1/2) from every earlier centre (Karagodin et al.)", "1"},
+            [](S c, X x, V) {
+              const double delta = renyi_delta(c);
+              return std::isnan(delta) ? delta : static_cast<double>(renyi_parking_centres(x, delta));
+            },
+            [](const EngineSetup& s) -> std::vector<MeasureAttribute> {
+              return {real("delta", renyi_delta(s.config))};
+            }),
   };
 }
 
