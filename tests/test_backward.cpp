@@ -449,13 +449,17 @@ std::string matrix_text(const Matrix& m) {
 // A run of the engine on fixed X(0) and W_Q (other weights from the trial's stream).
 struct EngineRun {
   std::map<std::string, std::string> keys;
-  Matrix X0, WQ;
+  Matrix X0, WQ, WO;  // WO: fixed W_O when set (model.value_dim > 0)
   RunResults run() const {
     auto k = keys;
     k["init.type"] = "fixed";
     k["init.matrix"] = matrix_text(X0);
     k["weights.q"] = "fixed";
     k["weights.q_matrix"] = matrix_text(WQ);
+    if (WO.size() > 0) {
+      k["weights.o"] = "fixed";
+      k["weights.o_matrix"] = matrix_text(WO);
+    }
     return run_simulation(prepare(make_config(k)), 1);
   }
   // L = 1^T X(L) R, the readout loss of the gradient measures.
@@ -687,4 +691,34 @@ TEST_CASE("variant keys: resolved values, conflicts and refusals are usage error
   CHECK(refused({{"residual.mixing", "sideways"}}, "residual.mixing"));
   CHECK(refused({{"attention.shape_b", "x"}}, "attention.shape_b"));
   CHECK(refused({{"weights.branch_gain", "-1"}}, "weights.branch_gain"));
+}
+
+TEST_CASE("engine: grad_wo_norm against FD of the readout loss in W_O, 0 without W_O", "[backward]") {
+  RandomStream rng(23, 0);
+  EngineRun e;
+  e.X0 = gaussian(4, 3, rng);
+  e.WQ = gaussian(3, 3, rng, 0.7);
+  e.WO = gaussian(2, 3, rng, 0.6);  // d_v = 2: W_O is d_v x d
+  e.keys = {{"model.tokens", "4"},    {"model.dim", "3"},         {"model.layers", "2"},
+            {"model.value_dim", "2"}, {"norm.type", "layernorm"}, {"residual.alpha", "1"},
+            {"run.trials", "1"},      {"output.tokens", "all"},   {"weights.shared", "true"},
+            {"output.measures", "grad_wo_norm,grad_wq_norm"}};
+  const RunResults r = e.run();
+  // Shared weights: both blocks use the same W_O, so the FD gradient in W_O is the sum of the two
+  // blocks' gradients; each block's own norm is below the sum's triangle bound.
+  const Matrix go = fd_gradient(e.WO, [&] { return e.loss(); });
+  const double g0 = EngineRun::value(r, "grad_wo_norm", 0), g1 = EngineRun::value(r, "grad_wo_norm", 1);
+  CHECK(g0 > 0);
+  CHECK(g1 > 0);
+  CHECK(go.norm() <= (g0 + g1) * (1 + kTol));
+  // One block: the measure is the FD gradient's norm.
+  e.keys["model.layers"] = "1";
+  const RunResults one = e.run();
+  const Matrix go1 = fd_gradient(e.WO, [&] { return e.loss(); });
+  CHECK(std::abs(EngineRun::value(one, "grad_wo_norm", 0) / go1.norm() - 1) < kTol);
+  // Without an output projection the gradient is empty: norm 0.
+  EngineRun plain = e;
+  plain.WO = Matrix();
+  plain.keys.erase("model.value_dim");
+  CHECK(EngineRun::value(plain.run(), "grad_wo_norm", 0) == 0.0);
 }

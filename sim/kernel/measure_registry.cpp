@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "kernel/attention_products.hpp"
+#include "kernel/backward.hpp"
+#include "kernel/gradients.hpp"
 #include "kernel/clusters.hpp"
 #include "kernel/collapse_norms.hpp"
 #include "kernel/layer.hpp"
@@ -49,6 +51,11 @@ MeasureDef of_update(MeasureInfo info, UpdateMeasureFn fn) {
   return d;
 }
 MeasureDef gradient(MeasureInfo info, Axis axis) { return MeasureDef{info, axis, Pass::gradients}; }
+MeasureDef of_block_gradients(MeasureInfo info, BlockGradientFn fn) {
+  MeasureDef d{info, Axis::attention, Pass::gradients};
+  d.block_gradient = fn;
+  return d;
+}
 
 MeasureAttribute real(const char* name, double value) { return {name, value, 0, false}; }
 
@@ -155,12 +162,15 @@ std::vector<MeasureDef> signal_measures() {
       gradient(
           {"grad_x_norm", "||dL/dX(t)||_F, L = 1^T X(L) R, R a Gaussian readout (stream 12)", "L per unit of X(t)"},
           Axis::token),
-      gradient({"grad_wq_norm", "||dL/dW_Q||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"},
-               Axis::attention),
-      gradient({"grad_wk_norm", "||dL/dW_K||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"},
-               Axis::attention),
-      gradient({"grad_wv_norm", "||dL/dW_V||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"},
-               Axis::attention),
+      of_block_gradients({"grad_wq_norm", "||dL/dW_Q||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"},
+                         [](const BlockGrads& g) { return heads_norm(g.dq); }),
+      of_block_gradients({"grad_wk_norm", "||dL/dW_K||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"},
+                         [](const BlockGrads& g) { return heads_norm(g.dk); }),
+      of_block_gradients({"grad_wv_norm", "||dL/dW_V||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"},
+                         [](const BlockGrads& g) { return heads_norm(g.dv); }),
+      of_block_gradients({"grad_wo_norm", "||dL/dW_O||_F of block t, over all heads (0 without model.value_dim), "
+                                          "L = 1^T X(L) R", "L per unit of W"},
+                         [](const BlockGrads& g) { return heads_norm(g.dout); }),
       gradient({"jacobian_log_fro2", "log ||d(X(L) R)/dX(t)||_F^2 (N reverse passes); lambda_g = value at t = 0 over L",
                 "1"},
                Axis::token),

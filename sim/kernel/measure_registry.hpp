@@ -20,6 +20,7 @@ namespace rcsim {
 struct EngineSetup;    // kernel/simulation.hpp
 struct LayerReport;    // kernel/layer.hpp
 struct TokenMeasures;  // kernel/metrics.hpp
+struct BlockGrads;     // kernel/backward.hpp
 
 // A per-layer measure as stored in /metrics: name, long_name and units attributes.
 struct MeasureInfo {
@@ -55,17 +56,20 @@ using ReportMeasureFn = double (*)(const LayerReport& report);
 using MatrixMeasureFn = double (*)(const ModelSpec& c, const Matrix& A);
 using UpdateMeasureFn = double (*)(const Matrix& X, const Matrix& X_next);
 using MeasureAttributesFn = std::vector<MeasureAttribute> (*)(const EngineSetup& s);
+using BlockGradientFn = double (*)(const BlockGrads& g);
 
 struct MeasureDef {
   MeasureInfo info;
   MeasureAxis axis;
   MeasurePass pass;
-  // Exactly the one member that belongs to `pass` is set (none for gradients):
+  // Exactly the one member that belongs to `pass` is set (for gradients: block_gradient, or none for
+  // the token-axis gradient measures, which the reverse pass fills by name):
   double TokenMeasures::*core_token = nullptr;  // core token measures
   ReportMeasureFn core_report = nullptr;        // core attention measures
   StateMeasureFn state = nullptr;
   MatrixMeasureFn of_matrix = nullptr;  // attention, attention_product
   UpdateMeasureFn update = nullptr;
+  BlockGradientFn block_gradient = nullptr;  // gradients of block t's parameters (attention axis)
   MeasureAttributesFn attributes = nullptr;  // optional: extra /metrics attributes
   bool optional() const { return pass != MeasurePass::core; }
 };

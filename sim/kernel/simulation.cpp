@@ -208,13 +208,12 @@ void record_gradients(const ModelSpec& c, const std::vector<Matrix>& inputs, con
                       const BlockParams& params, int trial, RunResults& r) {
   const Vector R = readout(c, trial);
   const Matrix dXL = readout_cotangent(c.model.tokens, R);
-  const bool wq = wants(c, "grad_wq_norm"), wk = wants(c, "grad_wk_norm"), wv = wants(c, "grad_wv_norm");
+  // The block-gradient measures the registry declares (grad_wq_norm, ...), by their functions.
   const auto on_block = [&](int t, const BlockGrads& g) {
     const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)];
     if (acol < 0) return;
-    if (wq) r.attention[info_index(r.attention_info, "grad_wq_norm")](trial, acol) = heads_norm(g.dq);
-    if (wk) r.attention[info_index(r.attention_info, "grad_wk_norm")](trial, acol) = heads_norm(g.dk);
-    if (wv) r.attention[info_index(r.attention_info, "grad_wv_norm")](trial, acol) = heads_norm(g.dv);
+    for (std::size_t i = 0; i < r.attention_defs.size(); ++i)
+      if (const BlockGradientFn f = r.attention_defs[i]->block_gradient) r.attention[i](trial, acol) = f(g);
   };
   const std::vector<Matrix> dX = stack_backward(inputs, weights, params, dXL, on_block);
   if (wants(c, "grad_x_norm")) {
