@@ -100,7 +100,9 @@ std::vector<KeyDecl> model_keys() {
       choice("attention.kind", "softmax", names_of(attention_names()),
              "softmax (rows normalised) | usa (unnormalised: A_ij = exp(beta <x_i W_Q, x_j W_K>) / N on allowed "
              "entries) | hardmax (A_ij = 1/|S_i| on the maximisers S_i of <x_i W_Q, x_j W_K> over the allowed j; ties "
-             "within a relative 1e-12, 1e-5 in float32; docs/science/particles.md)"),
+             "within a relative 1e-12, 1e-5 in float32; docs/science/particles.md) | random_markov (A = softmax(G) on the "
+             "mask, G i.i.d. N(0, 1) per head, drawn with the weights and independent of X: Mind the Gap's random "
+             "Markov attention; gradient measures refused)"),
       // --- Variants (docs/science/gradients.md): shaped attention, Noci et al. 2023 ---
       omitted_at_default(number("attention.shape_a", "1", kAny,
                                 "shaped attention A = a softmax(S) + b I - c C (C the uniform attention over the "

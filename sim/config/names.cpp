@@ -49,7 +49,8 @@ const NameTable<InitType>& init_names() {
 // --- Peer dynamics (docs/science/peers.md) ---
 const NameTable<AttentionKind>& attention_names() {
   static const NameTable<AttentionKind> t = {
-      {"softmax", AttentionKind::softmax}, {"usa", AttentionKind::usa}, {"hardmax", AttentionKind::hardmax}};
+      {"softmax", AttentionKind::softmax}, {"usa", AttentionKind::usa}, {"hardmax", AttentionKind::hardmax},
+      {"random_markov", AttentionKind::random_markov}};
   return t;
 }
 const NameTable<Integrator>& integrator_names() {

@@ -34,6 +34,7 @@ LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Norma
   p.head_mean = c.model.head_mix == HeadMix::mean;
   p.tangent = c.residual_project == ResidualProject::tangent;
   p.hardmax = c.attention_kind == AttentionKind::hardmax;  // particles (docs/science/particles.md)
+  p.random_markov = c.attention_kind == AttentionKind::random_markov;  // docs/science/gradients.md
   p.rk4 = c.integrator == Integrator::rk4;
   p.skip = c.residual_skip;  // variants (docs/science/gradients.md)
   p.shape = c.attention_shape;
@@ -86,7 +87,7 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
     ws.rows = analyse_rows(*p.mask);
     ws.analysed = p.mask;
   }
-  const bool fast = ws.rows.contiguous && !p.usa && !p.hardmax;
+  const bool fast = ws.rows.contiguous && !p.usa && !p.hardmax && !p.random_markov;
   const bool lower = ws.rows.lower_triangular;
   // One head without residual: the product goes straight into X_next.
   const bool direct = H == 1 && p.alpha == 0.0;
@@ -101,7 +102,10 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
       attention_logits_fast(X, w.q[h], w.k[h], p.d_qk, lower, ws.logits, ws.S_rows);
       s = softmax_rows(ws.S_rows, ws.rows, ws.buffer);
     } else {
-      attention_logits(X, w.q[h], w.k[h], p.d_qk, ws.Q, ws.K, ws.S);
+      if (p.random_markov)
+        ws.S = w.logits[h];  // independent of X
+      else
+        attention_logits(X, w.q[h], w.k[h], p.d_qk, ws.Q, ws.K, ws.S);
       if (p.usa)
         usa_weights(ws.S, *p.mask);
       else if (p.hardmax)

@@ -26,6 +26,7 @@ struct LayerParams {
   bool keep_attention = false;  // fill LayerWorkspace::attention_mean (peer measures)
   // --- Particles (docs/science/particles.md) ---
   bool hardmax = false;  // attention.kind = hardmax: A_ij = 1/|S_i| on the maximisers S_i (general path)
+  bool random_markov = false;  // attention.kind = random_markov: A = softmax(G) on the mask, G = w.logits[h]
   bool rk4 = false;      // dynamics.integrator = rk4: one classical RK4 step of size dt = alpha of the
                          // field F(X) = sum_h A_h(X) X W_V,h (P-projected with tangent), then normalise
   // --- Variants (docs/science/gradients.md) ---

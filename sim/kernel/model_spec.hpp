@@ -19,7 +19,8 @@ enum class InitType { gaussian, sphere, positive, fixed, file, uniform,
                       circle, equiangular, isometric };
 
 // --- Peer dynamics (docs/science/peers.md) ---
-enum class AttentionKind { softmax, usa, hardmax };  // hardmax: docs/science/particles.md
+enum class AttentionKind { softmax, usa, hardmax, random_markov };  // hardmax: docs/science/particles.md;
+                                                                   // random_markov: docs/science/gradients.md
 enum class HeadMix { sum, mean };
 enum class ResidualProject { none, tangent };
 // --- Particles (docs/science/particles.md): how a layer integrates the flow ---

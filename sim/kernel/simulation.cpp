@@ -67,6 +67,8 @@ EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays in
       throw UsageError("output.measures: the gradient measures do not support residual.project = tangent");
     if (c.dynamics_noise > 0.0)
       throw UsageError("output.measures: the gradient measures do not support dynamics.noise");
+    if (c.attention_kind == AttentionKind::random_markov)
+      throw UsageError("output.measures: the gradient measures do not support attention.kind = random_markov");
   }
   return s;
 }

@@ -100,6 +100,7 @@ void cast_weights(const LayerWeights& w, LayerWeightsT<float>& out) {
   cast_all(w.k, out.k);
   cast_all(w.v, out.v);
   cast_all(w.o, out.o);
+  cast_all(w.logits, out.logits);
   out.mlp_in = w.mlp_in.cast<float>();
   out.mlp_out = w.mlp_out.cast<float>();
   out.mlp_in_bias = w.mlp_in_bias.cast<float>();
@@ -120,6 +121,7 @@ WeightSampler::WeightSampler(const ModelSpec& c, const InputArrays& files) : c_(
   current_.k.assign(H, Matrix(d, c.model.key_dim));
   current_.v.assign(H, Matrix(d, dv > 0 ? dv : d));
   if (dv > 0) current_.o.assign(H, Matrix(dv, d));
+  if (c.attention_kind == AttentionKind::random_markov) current_.logits.assign(H, Matrix(c.model.tokens, c.model.tokens));
   if (m > 0) {
     current_.mlp_in.resize(d, m);
     current_.mlp_out.resize(m, d);
@@ -167,6 +169,7 @@ void WeightSampler::draw(int layer, RandomStream& rng, LayerWeights& out) const 
   if (dv > 0)
     for (int h = 0; h < H; ++h) draw_one(c_.weights.o, files_.w_o, layer, h, dv, d, rng, out.o[static_cast<std::size_t>(h)]);
   if (c_.mlp.width > 0) draw_mlp(layer, rng, out);
+  for (Matrix& G : out.logits) rng.fill_normal(G);  // random_markov: after every other draw of the layer
   if (c_.weights.branch_gain != 1.0) {  // DeepNorm's beta (docs/science/gradients.md): the branch weights
     const double g = c_.weights.branch_gain;
     for (auto& m : out.v) m *= g;

@@ -25,6 +25,7 @@ template <class T>
 struct LayerWeightsT {
   std::vector<MatrixT<T>> q, k, v;  // q[h], k[h]: d x d_k; v[h]: d x d (d x d_v with model.value_dim)
   std::vector<MatrixT<T>> o;        // o[h]: d_v x d (model.value_dim > 0); empty = no output projection
+  std::vector<MatrixT<T>> logits;   // logits[h]: N x N i.i.d. N(0, 1) (attention.kind = random_markov)
   MatrixT<T> mlp_in, mlp_out;       // d x m and m x d (mlp.width = m > 0); empty = no MLP
   RowVectorT<T> mlp_in_bias, mlp_out_bias;  // m and d (mlp.bias); empty = no bias
   bool norms_from_file = false;             // norm.params = file: norms[slot] replace norm.gain/bias
