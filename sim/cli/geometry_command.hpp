@@ -4,21 +4,17 @@
 #pragma once
 
 #include <atomic>
-#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
 #include "io/hdf5_file.hpp"
-#include "io/provenance.hpp"
-#include "io/safe_file.hpp"
+#include "io/output_file.hpp"
 #include "kernel/normalization.hpp"
 #include "kernel/types.hpp"
 
 namespace rcsim {
-
-namespace fs = std::filesystem;
 
 // A geometry command: its name, one-line summary and keys (each a KeyDecl).
 struct CommandSpec {
@@ -51,30 +47,11 @@ Normalization parse_norm(std::map<std::string, std::string>& v, int d);
 // x with `prec` significant digits.
 std::string fmt(double x, int prec = 6);
 
-// Write an HDF5 file atomically (NAME.tmp, renamed when complete) with the provenance header.
+// Write an HDF5 file through OutputFile (lock, exclusive temporary, header, checked close, rename).
 template <class Body>
 void write_atomic(const std::string& out, const std::string& filetype, const std::string& command_line, Body&& body) {
-  const fs::path parent = fs::path(out).parent_path();
-  if (!parent.empty()) fs::create_directories(parent);
-  require_regular_or_absent(out, "output.file");
-  const std::string tmp = create_temporary(out);
-  try {
-    {
-      h5::File f = h5::File::create(tmp);
-      f.set_attr("filetype", filetype);
-      f.set_attr("format_version", 2);  // 2: every axis has a dimension scale
-      write_provenance(f);
-      f.set_attr("command_line", command_line);
-      body(f);
-      f.label_unlabelled_axes();
-      f.set_attr("complete", 1);
-      f.close();  // checked before the rename
-    }
-    replace_with(tmp, out);
-  } catch (...) {
-    remove_quietly(tmp);
-    throw;
-  }
+  OutputFile file(out, {"output.file", "output '" + out + "'"});
+  file.write_hdf5({filetype, 2, command_line}, body);  // format 2: every axis has a dimension scale
 }
 
 // A matrix or vector as a dataset of the group.
