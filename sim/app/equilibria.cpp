@@ -173,6 +173,55 @@ std::vector<double> stack(const std::vector<Matrix>& ms) {
   }
   return out;
 }
+
+// Columns of the file: an integer or a double per item, and a 1-D dataset along `dim`.
+template <class Items, class Get>
+std::vector<std::int64_t> ints(const Items& items, Get get) {
+  std::vector<std::int64_t> v;
+  for (const auto& x : items) v.push_back(static_cast<std::int64_t>(get(x)));
+  return v;
+}
+template <class Items, class Get>
+std::vector<double> doubles(const Items& items, Get get) {
+  std::vector<double> v;
+  for (const auto& x : items) v.push_back(get(x));
+  return v;
+}
+template <class Values>
+void put(const h5::Group& g, const std::string& name, const Values& v, const std::string& dim,
+         const std::string& long_name) {
+  const h5::Dataset ds = g.write(name, {static_cast<hsize_t>(v.size())}, v.data());
+  ds.set_attr("long_name", long_name);
+  g.label_axes(ds, {dim});
+}
+
+// The group /equilibria: the distinct equilibria with their classes, stability and basins.
+void write_distinct_equilibria(const h5::File& f, const EquilibriumSearch& s, const std::vector<std::int64_t>& kid,
+                               hsize_t N, hsize_t d) {
+  const auto K = static_cast<hsize_t>(s.equilibria.size());
+  const h5::Group g = f.create_group("equilibria");
+  g.write_coordinate("equilibrium_index", kid, "distinct equilibrium index");
+  std::vector<Matrix> xs;
+  for (const auto& e : s.equilibria) xs.push_back(e.X);
+  const auto xdata = stack(xs);
+  const h5::Dataset dx = g.write("X", {K, N, d}, xdata.data());
+  dx.set_attr("long_name", "distinct equilibria (first end state reaching each)");
+  g.label_axes(dx, {"equilibrium_index", "token", "feature"});
+  const auto& eq = s.equilibria;
+  put(g, "rank", ints(eq, [](const Equilibrium& e) { return e.cls.rank; }), "equilibrium_index", "numerical rank");
+  put(g, "token_class", ints(eq, [](const Equilibrium& e) { return static_cast<int>(e.cls.tokens); }), "equilibrium_index",
+      "0 identical, 1 antipodal, 2 distinct tokens");
+  put(g, "clusters", ints(eq, [](const Equilibrium& e) { return e.cls.clusters; }), "equilibrium_index", "groups of identical tokens");
+  put(g, "residual", doubles(eq, [](const Equilibrium& e) { return e.residual; }), "equilibrium_index", "||layer(X) - X||_F");
+  put(g, "stable", ints(eq, [](const Equilibrium& e) { return e.stable ? 1 : 0; }), "equilibrium_index",
+      "1 if every perturbation probe ended within sqrt(perturbation) (relative) of X");
+  put(g, "probe_distance", doubles(eq, [](const Equilibrium& e) { return e.probe_distance; }), "equilibrium_index",
+      "largest relative distance of a probe's end state from X");
+  put(g, "count", ints(eq, [](const Equilibrium& e) { return e.count; }), "equilibrium_index", "starts ending here");
+  put(g, "basin_fraction", doubles(eq, [](const Equilibrium& e) { return e.basin_fraction; }), "equilibrium_index",
+      "fraction of starts ending here");
+}
+
 }  // namespace
 
 void write_equilibria_file(OutputFile& file, const Config& c, const EquilibriumOptions& o,
@@ -208,22 +257,6 @@ void write_equilibria_file(OutputFile& file, const Config& c, const EquilibriumO
   f.write_coordinate("start", ids, "starting point (trial) index");
   f.write_coordinate("equilibrium_index", kid, "distinct equilibrium index");
 
-  auto ints = [](const auto& items, auto get) {
-    std::vector<std::int64_t> v;
-    for (const auto& x : items) v.push_back(static_cast<std::int64_t>(get(x)));
-    return v;
-  };
-  auto doubles = [](const auto& items, auto get) {
-    std::vector<double> v;
-    for (const auto& x : items) v.push_back(get(x));
-    return v;
-  };
-  auto put = [&](const h5::Group& g, const std::string& name, const auto& v, const std::string& dim,
-                 const std::string& long_name) {
-    const h5::Dataset ds = g.write(name, {static_cast<hsize_t>(v.size())}, v.data());
-    ds.set_attr("long_name", long_name);
-    g.label_axes(ds, {dim});
-  };
   {
     std::vector<Matrix> st, en;
     for (const auto& e : s.starts) {
@@ -251,27 +284,7 @@ void write_equilibria_file(OutputFile& file, const Config& c, const EquilibriumO
   put(f, "equilibrium", ints(st, [](const EndState& e) { return e.equilibrium; }), "start",
       "index of the equilibrium reached (-1: not converged)");
 
-  const h5::Group g = f.create_group("equilibria");
-  g.write_coordinate("equilibrium_index", kid, "distinct equilibrium index");
-  std::vector<Matrix> xs;
-  for (const auto& e : s.equilibria) xs.push_back(e.X);
-  const auto xdata = stack(xs);
-  const h5::Dataset dx = g.write("X", {K, N, d}, xdata.data());
-  dx.set_attr("long_name", "distinct equilibria (first end state reaching each)");
-  g.label_axes(dx, {"equilibrium_index", "token", "feature"});
-  const auto& eq = s.equilibria;
-  put(g, "rank", ints(eq, [](const Equilibrium& e) { return e.cls.rank; }), "equilibrium_index", "numerical rank");
-  put(g, "token_class", ints(eq, [](const Equilibrium& e) { return static_cast<int>(e.cls.tokens); }), "equilibrium_index",
-      "0 identical, 1 antipodal, 2 distinct tokens");
-  put(g, "clusters", ints(eq, [](const Equilibrium& e) { return e.cls.clusters; }), "equilibrium_index", "groups of identical tokens");
-  put(g, "residual", doubles(eq, [](const Equilibrium& e) { return e.residual; }), "equilibrium_index", "||layer(X) - X||_F");
-  put(g, "stable", ints(eq, [](const Equilibrium& e) { return e.stable ? 1 : 0; }), "equilibrium_index",
-      "1 if every perturbation probe ended within sqrt(perturbation) (relative) of X");
-  put(g, "probe_distance", doubles(eq, [](const Equilibrium& e) { return e.probe_distance; }), "equilibrium_index",
-      "largest relative distance of a probe's end state from X");
-  put(g, "count", ints(eq, [](const Equilibrium& e) { return e.count; }), "equilibrium_index", "starts ending here");
-  put(g, "basin_fraction", doubles(eq, [](const Equilibrium& e) { return e.basin_fraction; }), "equilibrium_index",
-      "fraction of starts ending here");
+  write_distinct_equilibria(f, s, kid, N, d);
   });
 }
 

@@ -2,23 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
 #include <sstream>
 
-#include <boost/program_options.hpp>
-
+#include "config/key_sources.hpp"
 #include "config/keys.hpp"
 #include "config/names.hpp"
 #include "config/values.hpp"
 #include "kernel/errors.hpp"
 #include "kernel/memory.hpp"
 #include "kernel/printable.hpp"
-
-namespace po = boost::program_options;
 
 namespace rcsim {
 
@@ -494,26 +489,28 @@ std::vector<int> parse_schedule(const std::string& text, int layers) {
   return {out.begin(), out.end()};
 }
 ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
-                                const std::optional<std::string>& config_file) {
-  po::options_description desc;
-  for (const auto& k : config_keys()) desc.add_options()(k.key.c_str(), po::value<std::string>());
-  desc.add_options()("sweep.mode", po::value<std::string>());
+                                const std::optional<std::string>& config_file,
+                                const std::vector<KeyDecl>& command_options) {
+  std::vector<KeyDecl> keys = config_keys();
+  keys.push_back(sweep_mode_key());
+  keys.insert(keys.end(), command_options.begin(), command_options.end());
 
   ParsedArgs out;
+  for (const KeyDecl& k : command_options) out.options[k.key] = k.default_value;
   std::map<std::string, std::vector<std::string>> sweep_axes;
   std::vector<std::string> sweep_order;
-  auto absorb = [&](const po::parsed_options& parsed, const std::string& where) {
-    for (const auto& opt : parsed.options) {
-      const std::string value = opt.value.empty() ? std::string() : opt.value.front();
-      if (opt.value.size() > 1)
-        throw UsageError("key '" + printable(opt.string_key) + "' " + where + ": give one value");
-      if (opt.string_key == "sweep.mode") {
+  auto absorb = [&](const std::vector<KeyEntry>& entries, const std::string& where) {
+    for (const KeyEntry& e : entries) {
+      const std::string& key = e.key;
+      const std::string& value = e.value;
+      if (key == "sweep.mode") {
         const auto& modes = sweep_mode_key().choices;
         if (std::find(modes.begin(), modes.end(), value) == modes.end())
           bad_value("sweep.mode", value, "allowed: " + sweep_mode_key().allowed());
         out.sweep_mode = value;
-      } else if (opt.unregistered || !is_known_key(opt.string_key)) {
-        const std::string& key = opt.string_key;
+      } else if (out.options.count(key)) {
+        out.options[key] = value;
+      } else if (!e.known) {
         if (key.rfind("sweep.", 0) == 0 && is_known_key(key.substr(6))) {
           const std::string axis = key.substr(6);
           auto values = split_list(value);
@@ -524,80 +521,14 @@ ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
           throw UsageError(unknown_key_message(key, where));
         }
       } else {
-        out.values[opt.string_key] = value;
+        out.values[key] = value;
       }
     }
   };
-
-  if (config_file) {
-    const std::string name = printable(*config_file);
-    std::error_code ec;
-    if (std::filesystem::is_directory(*config_file, ec))
-      throw UsageError("configuration file '" + name + "' is a directory; --config expects an INI file");
-    std::ifstream file(*config_file);
-    if (!file) throw UsageError("cannot read configuration file '" + name + "'");
-    // INI comments: a line starting with '#' (Boost's) or with ';' (the INI convention; ';'
-    // inside a value separates matrix rows, so only whole-line ';' comments are dropped).
-    // A UTF-8 byte-order mark at the start (some editors write one) is skipped. A key given
-    // twice is refused naming both lines (Boost would silently keep one of them).
-    std::ostringstream text;
-    std::map<std::string, int> first_line;  // full key ("section.name") -> line number
-    std::string section;
-    int number = 0;
-    for (std::string line; std::getline(file, line);) {
-      ++number;
-      if (number == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
-      const auto first = line.find_first_not_of(" \t");
-      if (first != std::string::npos && line[first] == ';') line.clear();
-      std::string body = line.substr(0, line.find('#'));
-      body = trim(body);
-      if (!body.empty() && body.front() == '[' && body.back() == ']') {
-        section = trim(body.substr(1, body.size() - 2));
-      } else if (const auto eq = body.find('='); eq != std::string::npos) {
-        const std::string key = (section.empty() ? "" : section + ".") + trim(body.substr(0, eq));
-        const auto [it, fresh] = first_line.emplace(key, number);
-        if (!fresh)
-          throw UsageError("configuration file '" + name + "': key '" + printable(key) + "' is given twice (" + name +
-                           ":" + std::to_string(it->second) + " and " + name + ":" + std::to_string(number) +
-                           "); keep one of them");
-      }
-      text << line << "\n";
-    }
-    if (file.bad()) throw UsageError("cannot read configuration file '" + name + "'");
-    std::istringstream in(text.str());
-    try {
-      absorb(po::parse_config_file(in, desc, /*allow_unregistered=*/true),
-             "in configuration file '" + name + "'");
-    } catch (const po::error& e) {
-      throw UsageError("configuration file '" + name + "': " + printable(e.what(), 2 * kEchoLimit));
-    }
-  }
-  try {
-    // Command line after the file: it overwrites the file's values.
-    const po::parsed_options parsed = po::command_line_parser(cli_args)
-                                          .options(desc)
-                                          .style(po::command_line_style::unix_style &
-                                                 ~po::command_line_style::allow_guessing)
-                                          .allow_unregistered()
-                                          .run();
-    for (const auto& opt : parsed.options)
-      if (opt.position_key >= 0 || opt.string_key.empty())
-        throw UsageError("unexpected argument '" + printable(opt.original_tokens.empty() ? std::string() : opt.original_tokens.front()) +
-                         "' (keys are given as --key=value)");
-    // A key given twice is refused naming it (as in a configuration file), never one kept silently.
-    std::map<std::string, std::string> given;
-    for (const auto& opt : parsed.options) {
-      const std::string value = opt.value.empty() ? std::string() : opt.value.front();
-      const auto [it, fresh] = given.emplace(opt.string_key, value);
-      if (!fresh)
-        throw UsageError("key '" + printable(opt.string_key) + "' is given twice on the command line (--" +
-                         printable(opt.string_key) + "=" + printable(it->second) + " and --" + printable(opt.string_key) +
-                         "=" + printable(value) + "); keep one of them");
-    }
-    absorb(parsed, "on the command line");
-  } catch (const po::error& e) {
-    throw UsageError("command line: " + printable(e.what(), 2 * kEchoLimit));
-  }
+  if (config_file)
+    absorb(read_ini_entries(*config_file, keys), "in configuration file '" + printable(*config_file) + "'");
+  // Command line after the file: it overwrites the file's values.
+  absorb(read_command_line_entries(cli_args, keys), "on the command line");
   for (const auto& axis : sweep_order) out.sweep.emplace_back(axis, sweep_axes[axis]);
   return out;
 }

@@ -35,13 +35,18 @@ Config make_config(const std::map<std::string, std::string>& overrides);
 
 // Parse the command line (already split into the `--key=value` arguments) and an optional INI
 // file into key -> value text, command line winning. Throws UsageError for unknown keys.
+// A command with options of its own besides the keys (`rcsim equilibria --tol=X`) declares
+// them in `command_options`: read from both sources by the same parser (in the file: `name =
+// value` before any section) into `options`, defaults filled in.
 struct ParsedArgs {
   std::map<std::string, std::string> values;
   std::vector<std::pair<std::string, std::vector<std::string>>> sweep;
   std::string sweep_mode = "product";
+  KeyValues options;
 };
 ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
-                                const std::optional<std::string>& config_file);
+                                const std::optional<std::string>& config_file,
+                                const std::vector<KeyDecl>& command_options = {});
 
 // An upper bound on the number of layers parse_schedule(text, layers) records, without building
 // the list (for refusing a run that cannot fit in memory before allocating anything).

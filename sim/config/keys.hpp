@@ -39,6 +39,7 @@ struct KeyDecl {
   std::string auto_means;     // non-empty: "auto" is allowed and means this
   std::vector<std::string> choices;
   bool stored_at_default = true;  // false: /config holds the key only when it differs from the default
+  bool flag = false;              // a command's switch: given alone (--name) it means true
 
   bool allows_auto() const { return !auto_means.empty(); }
   // What the value may be, in words: "integer >= 1", "auto | number > 0", "complete | causal | ...".

@@ -42,6 +42,38 @@ struct KeyResult {
   bool exact_unresolved = false;
 };
 
+#ifdef RCSIM_WITH_GLPK
+// The LP of one key: maximise t subject to D_j.q - t >= 0 for every row D_j, -1 <= q_l <= 1.
+void load_key_lp(glp_prob* P, const Matrix& D) {
+  glp_set_obj_dir(P, GLP_MAX);
+  const int rows = static_cast<int>(D.rows()), cols = static_cast<int>(D.cols() + 1);
+  glp_add_rows(P, rows);
+  glp_add_cols(P, cols);
+  for (int j = 1; j <= rows; ++j) glp_set_row_bnds(P, j, GLP_LO, 0.0, 0.0);  // D_j.q - t >= 0
+  for (int l = 1; l <= cols - 1; ++l) glp_set_col_bnds(P, l, GLP_DB, -1.0, 1.0);
+  glp_set_col_bnds(P, cols, GLP_FR, 0.0, 0.0);  // t free (t* >= 0 since q = 0 is feasible)
+  glp_set_obj_coef(P, cols, 1.0);
+
+  // Dense constraint matrix, 1-based triplets as GLPK wants them.
+  const std::size_t ne = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  std::vector<int> ia(ne + 1), ja(ne + 1);
+  std::vector<double> ar(ne + 1);
+  std::size_t k = 1;
+  for (int j = 0; j < rows; ++j) {
+    for (int l = 0; l < cols - 1; ++l, ++k) {
+      ia[k] = j + 1;
+      ja[k] = l + 1;
+      ar[k] = D(j, l);
+    }
+    ia[k] = j + 1;
+    ja[k] = cols;
+    ar[k] = -1.0;
+    ++k;
+  }
+  glp_load_matrix(P, static_cast<int>(ne), ia.data(), ja.data(), ar.data());
+}
+#endif
+
 KeyResult solve_key(const Eigen::Ref<const Matrix>& K, Eigen::Index i, double rtol, bool screen, bool exact) {
   const Eigen::Index n = K.rows(), d = K.cols();
   KeyResult r;
@@ -75,32 +107,8 @@ KeyResult solve_key(const Eigen::Ref<const Matrix>& K, Eigen::Index i, double rt
   glp_term_out(GLP_OFF);
   std::unique_ptr<glp_prob, ProbDeleter> lp(glp_create_prob());
   glp_prob* P = lp.get();
-  glp_set_obj_dir(P, GLP_MAX);
-  const int rows = static_cast<int>(n - 1), cols = static_cast<int>(d + 1);
-  glp_add_rows(P, rows);
-  glp_add_cols(P, cols);
-  for (int j = 1; j <= rows; ++j) glp_set_row_bnds(P, j, GLP_LO, 0.0, 0.0);  // D_j.q - t >= 0
-  for (int l = 1; l <= cols - 1; ++l) glp_set_col_bnds(P, l, GLP_DB, -1.0, 1.0);
-  glp_set_col_bnds(P, cols, GLP_FR, 0.0, 0.0);  // t free (t* >= 0 since q = 0 is feasible)
-  glp_set_obj_coef(P, cols, 1.0);
-
-  // Dense constraint matrix, 1-based triplets as GLPK wants them.
-  const std::size_t ne = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
-  std::vector<int> ia(ne + 1), ja(ne + 1);
-  std::vector<double> ar(ne + 1);
-  std::size_t k = 1;
-  for (int j = 0; j < rows; ++j) {
-    for (int l = 0; l < cols - 1; ++l, ++k) {
-      ia[k] = j + 1;
-      ja[k] = l + 1;
-      ar[k] = D(j, l);
-    }
-    ia[k] = j + 1;
-    ja[k] = cols;
-    ar[k] = -1.0;
-    ++k;
-  }
-  glp_load_matrix(P, static_cast<int>(ne), ia.data(), ja.data(), ar.data());
+  load_key_lp(P, D);
+  const int cols = static_cast<int>(d + 1);
 
   glp_smcp parm;
   glp_init_smcp(&parm);

@@ -1,0 +1,60 @@
+#include "cli/commands.hpp"
+
+#include <iostream>
+#include <string>
+
+#include "io/inputs.hpp"
+#include "kernel/mask.hpp"
+#include "kernel/memory.hpp"
+
+namespace rcsim {
+
+namespace {
+
+const char* kMaskInfoHelp = R"(usage: rcsim mask-info [--config FILE] [--key=value ...]
+
+  Print the attention mask of the configuration (mask.type, mask.window, model.tokens, ...),
+  its centre nodes, radius and whether it is quasi-strongly connected.
+)";
+
+}  // namespace
+
+int cmd_mask_info(const Invocation& inv) {
+  ParsedArgs p = resolve_sources(inv);
+  drop_overridden_axes(p, inv);
+  const Config c = make_config(p.values);
+  // The mask (1 byte per entry) and the graph search (a few ints per entry in the worst case).
+  const double n2 = static_cast<double>(c.model.tokens) * c.model.tokens;
+  require_memory(n2 * 6.0, "mask-info for N = " + std::to_string(c.model.tokens), "choose fewer model.tokens");
+  const MaskMatrix m = load_mask(c);
+  const MaskGraph g = analyse_mask(m);
+  const int n = static_cast<int>(m.rows());
+  std::cout << "mask: " << to_string(c.mask.type);
+  if (c.mask.type == MaskType::sliding_window || c.mask.type == MaskType::unidirectional_sliding_window)
+    std::cout << " (window " << c.mask.window << ")";
+  std::cout << ", N = " << n << "\n";
+  if (n <= 64) {
+    for (int i = 0; i < n; ++i) {
+      std::cout << "  ";
+      for (int j = 0; j < n; ++j) std::cout << (m(i, j) ? '1' : '.');
+      std::cout << "\n";
+    }
+  } else {
+    std::cout << "  (" << m.cast<long long>().sum() << " allowed entries of " << static_cast<long long>(n) * n
+              << "; matrix not shown for N > 64)\n";
+  }
+  std::cout << "quasi_strongly_connected: " << (g.quasi_strongly_connected ? "yes" : "no (the collapse theorem does not apply)") << "\n";
+  std::cout << "centres:";
+  for (int cn : g.centres) std::cout << " " << cn;
+  std::cout << (g.centres.empty() ? " none" : "") << "\n";
+  std::cout << "radius: " << g.radius;
+  const int formula = radius_formula(c.mask.type, n, c.mask.window);
+  if (formula >= 0) std::cout << " (table formula: " << formula << ")";
+  std::cout << "\n";
+  return 0;
+}
+
+
+std::string mask_info_help() { return kMaskInfoHelp; }
+
+}  // namespace rcsim
