@@ -165,7 +165,8 @@ void Checkpoint::flush(const RunResults& r) {
     require_regular_or_absent(path_, "");
     const std::string tmp = create_temporary(path_);
     try {
-      h5::File f = fs::exists(path_, ec) ? h5::File::open_readwrite(path_, tmp) : h5::File::create(tmp);
+      // On disk (a copy of the previous checkpoint, then the new trials), not an image in memory.
+      h5::File f = fs::exists(path_, ec) ? h5::File::open_copy_on_disk(path_, tmp) : h5::File::create_on_disk(tmp);
       if (!f.has_attr("config_hash")) {
         f.set_attr("filetype", "rcsim-checkpoint");
         f.set_attr("config", config_);

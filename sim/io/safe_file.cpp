@@ -188,6 +188,43 @@ void write_whole_file(const std::string& path, const void* data, std::size_t siz
   if (err != 0) throw RuntimeError("cannot write '" + path + "': " + os_error(err));
 }
 
+void copy_whole_file(const std::string& source, const std::string& path) {
+  const int in = open(source.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (in < 0) {
+    const int err = errno;
+    throw RuntimeError("cannot read '" + source + "': " + os_error(err));
+  }
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+  if (fd < 0) {
+    const int err = errno;
+    close(in);
+    throw RuntimeError("cannot write '" + path + "': " + os_error(err));
+  }
+  std::vector<char> buf(1 << 20);
+  int err = 0;
+  bool reading = false;
+  for (;;) {
+    const ssize_t r = read(in, buf.data(), buf.size());
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      err = errno;
+      reading = true;
+      break;
+    }
+    if (r == 0) break;
+    for (ssize_t done = 0; done < r && err == 0;) {
+      const ssize_t w = write(fd, buf.data() + done, static_cast<std::size_t>(r - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) err = errno;
+      else done += w;
+    }
+    if (err) break;
+  }
+  close(in);
+  if (close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) throw RuntimeError("cannot " + std::string(reading ? "read '" + source : "write '" + path) + "': " + os_error(err));
+}
+
 bool path_exists(const std::string& path) {
   struct stat st {};
   return lstat(path.c_str(), &st) == 0;
