@@ -43,11 +43,15 @@ def _open_checked(path, filetype):
 
 def load_run(path):
     """Return a dict with the run's attributes, its coordinates (`layer` for the token measures,
-    `attention_layer` for the attention measures attn_*) and per-trial metrics [trial, layer]."""
+    `attention_layer` for the attention measures attn_*), per-trial metrics [trial, layer] and
+    each measure's long_name and units (`metric_info`)."""
     with _open_checked(path, "rcsim-run") as f:
         run = {"path": path, "attrs": dict(f.attrs), "layer": f["layer"][()],
                "attention_layer": f["attention_layer"][()],
                "metrics": {k: v[()] for k, v in f["metrics"].items() if not _is_coordinate(v)},
+               # Each measure's long_name and units, as the engine's measure registry wrote them.
+               "metric_info": {k: {a: _text(v.attrs[a]) for a in ("long_name", "units") if a in v.attrs}
+                               for k, v in f["metrics"].items() if not _is_coordinate(v)},
                "config": _text(f["config"][()])}
     return run
 

@@ -30,7 +30,8 @@ WORDS = {
 # The settings a title names when every run shares them (in this order).
 TITLE_KEYS = ["model.tokens", "model.dim", "model.layers", "model.heads", "mask.type", "mask.window", "norm.type",
               "model.d_qk", "residual.alpha", "run.trials"]
-# Measures in words, for axes.
+# Short words for the common measures' axes; any other measure is labelled with the long_name its
+# run file carries (from the engine's measure registry).
 MEASURE_WORDS = {
     "mu": "token similarity mu(X)", "mu_rel": "relative similarity mu(X) / ||X||_F", "fro_norm": "||X||_F",
     "sigma_min": "smallest singular value", "sigma_max": "largest singular value", "rank": "numerical rank",
@@ -51,6 +52,16 @@ def config_values(run):
             k, v = line.split("=", 1)
             out[f"{section}.{k.strip()}"] = v.strip()
     return out
+
+
+def measure_words(measure, runs):
+    if measure in MEASURE_WORDS:
+        return MEASURE_WORDS[measure]
+    for run in runs:
+        info = run.get("metric_info", {}).get(measure, {})
+        if "long_name" in info:
+            return info["long_name"]
+    return measure
 
 
 def words(key):
@@ -132,7 +143,7 @@ def plot_curves_figure(runs, measures, trials="band", xscale="log", yscale="log"
         ax.set_xscale(xscale)
         ax.set_yscale(yscale)
         ax.set_xlabel("layer t + 1" if xscale == "log" else "layer t")
-        ax.set_ylabel(MEASURE_WORDS.get(m, m))
+        ax.set_ylabel(measure_words(m, runs))
         ax.grid(True, which="major", alpha=0.3)
     statistic = {"band": "median and 10-90% band over trials", "all": "every trial",
                  "median": "median over trials"}[trials]
@@ -188,7 +199,7 @@ def plot_heatmap_figure(runs, key_x, key_y, measure, layer=None, style="paper"):
     fig.colorbar(im, ax=ax, label=f"{measure}, median over trials")
     others = [k for k in TITLE_KEYS if k not in (key_x, key_y)]
     shared = [k for k in others if len({v.get(k) for v in values}) == 1 and values[0].get(k) is not None]
-    text = f"{MEASURE_WORDS.get(measure, measure)} at {t}; " + ", ".join(_setting(k, values[0][k]) for k in shared)
+    text = f"{measure_words(measure, runs)} at {t}; " + ", ".join(_setting(k, values[0][k]) for k in shared)
     ax.set_title("\n".join(textwrap.wrap(text, 60)))
     fig.tight_layout()
     return fig

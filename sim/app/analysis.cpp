@@ -9,7 +9,7 @@
 
 #include "kernel/errors.hpp"
 #include "io/isolated.hpp"
-#include "io/safe_file.hpp"
+#include "io/output_file.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/run_file.hpp"
 #include "kernel/summary.hpp"
@@ -193,127 +193,139 @@ RunAnalysis analyze_run(const std::string& path, const AnalysisOptions& o) {
   return a;
 }
 
+namespace {
+
+// The coordinates each group of /analysis carries (xarray.open_dataset(file, group=...)).
+struct AnalysisAxes {
+  std::vector<std::int64_t> trial, layer;
+  hsize_t trials() const { return trial.size(); }
+  hsize_t layers() const { return layer.size(); }
+  void write(const h5::Group& g) const {
+    g.write_coordinate("trial", trial, "trial index");
+    g.write_coordinate("layer", layer, "layer t (0 = the input X(0)) of each recorded column");
+  }
+};
+
+void write_per_trial(const h5::Group& g, const AnalysisAxes& axes, const std::string& name, const std::vector<double>& v,
+                     const std::string& long_name, const std::string& units) {
+  const h5::Dataset ds = g.write(name, {axes.trials()}, v.data());
+  ds.set_attr("long_name", long_name);
+  ds.set_attr("units", units);
+  g.label_axes(ds, {"trial"});
+}
+
+// /analysis/<measure>: the per-trial fits, the median curve and the ensemble fit of one measure.
+void write_curve_rates(const h5::Group& g, const AnalysisAxes& axes, const CurveRates& c) {
+  const h5::Group cg = g.create_group(c.measure);
+  axes.write(cg);
+  std::vector<double> rate, err, r2, first, last, points, half1, half2, found;
+  for (std::size_t i = 0; i < c.trial.size(); ++i) {
+    half1.push_back(c.trial_quality[i].first_half_rate);
+    half2.push_back(c.trial_quality[i].second_half_rate);
+    found.push_back(c.trial_phase_found[i]);
+  }
+  for (const LogLinearFit& fit : c.trial) {
+    rate.push_back(-fit.slope);
+    err.push_back(fit.slope_stderr);
+    r2.push_back(fit.r2);
+    first.push_back(fit.points ? fit.first_layer : kNaN);
+    last.push_back(fit.points ? fit.last_layer : kNaN);
+    points.push_back(fit.points);
+  }
+  const std::string what = c.measure;
+  write_per_trial(cg, axes, "decay_rate", rate, "decay rate of ln " + what + " per layer (-slope of the fit)", "1/layer");
+  write_per_trial(cg, axes, "decay_rate_stderr", err, "standard error of the fitted slope", "1/layer");
+  write_per_trial(cg, axes, "r2", r2, "coefficient of determination of the fit", "1");
+  write_per_trial(cg, axes, "window_first", first, "first layer of the fit window", "layer");
+  write_per_trial(cg, axes, "window_last", last, "last layer of the fit window", "layer");
+  write_per_trial(cg, axes, "window_points", points, "recorded layers in the fit window", "1");
+  write_per_trial(cg, axes, "first_half_rate", half1, "decay rate fitted on the first half of the window", "1/layer");
+  write_per_trial(cg, axes, "second_half_rate", half2, "decay rate fitted on the second half of the window", "1/layer");
+  write_per_trial(cg, axes, "phase_found", found, "1: the auto window found an exponential phase (0: fixed rule used)", "1");
+  const h5::Dataset med = cg.write("median_curve", {axes.layers()}, c.median_curve.data());
+  med.set_attr("long_name", "median over trials of " + what);
+  cg.label_axes(med, {"layer"});
+  cg.set_attr("ensemble_decay_rate", -c.ensemble.slope);
+  cg.set_attr("ensemble_decay_rate_stderr", c.ensemble.slope_stderr);
+  cg.set_attr("ensemble_window_first", c.ensemble.points ? c.ensemble.first_layer : kNaN);
+  cg.set_attr("ensemble_window_last", c.ensemble.points ? c.ensemble.last_layer : kNaN);
+  cg.set_attr("trials_fitted", c.fitted);
+  cg.set_attr("ensemble_r2", c.ensemble.r2);
+  cg.set_attr("ensemble_first_half_rate", c.ensemble_quality.first_half_rate);
+  cg.set_attr("ensemble_second_half_rate", c.ensemble_quality.second_half_rate);
+  cg.set_attr("ensemble_phase_found", c.ensemble_phase_found ? 1 : 0);
+  cg.set_attr("ensemble_fit_warning", c.ensemble_quality.reason);
+  cg.set_attr("trials_poor_fit", c.poor_fits);
+  cg.set_attr("decay_rate_mean", c.mean);
+  cg.set_attr("decay_rate_std", c.std);
+  cg.set_attr("decay_rate_sem", c.sem);
+  cg.set_attr("decay_rate_median", c.median);
+  cg.set_attr("decay_rate_q10", c.q10);
+  cg.set_attr("decay_rate_q90", c.q90);
+}
+
+// /analysis/theory: the collapse bound C (1 - eps^r)^(t/r) per trial and at the median C.
+void write_theory(const h5::Group& g, const AnalysisAxes& axes, const RunAnalysis& a) {
+  const h5::Group th = g.create_group("theory");
+  axes.write(th);
+  th.set_attr("radius", a.radius);
+  th.set_attr("eps", a.eps);
+  th.set_attr("bound_rate", a.bound_rate);
+  th.set_attr("rate_ratio", a.rate_ratio);
+  th.set_attr("log10_bound_rate", a.log10_bound_rate);
+  th.set_attr("log10_rate_ratio", a.log10_rate_ratio);
+  th.set_attr("formula", "bound = C (1 - eps^r)^(t/r), C = mu at the first recorded layer (per trial)");
+  write_per_trial(th, axes, "eps", a.eps_trial, "smallest attention weight seen in the trial", "1");
+  write_per_trial(th, axes, "C", a.C, "mu at the first recorded layer", "same as X");
+  const auto T = axes.trials(), n = axes.layers();
+  std::vector<double> bound(T * n), median_bound(n);
+  for (std::size_t i = 0; i < T; ++i)
+    for (std::size_t j = 0; j < n; ++j) bound[i * n + j] = theory_bound(a.C[i], a.eps, a.radius, a.layer[j]);
+  const double C_med = quantile(a.C, 0.5);
+  for (std::size_t j = 0; j < n; ++j) median_bound[j] = theory_bound(C_med, a.eps, a.radius, a.layer[j]);
+  const h5::Dataset b = th.write("bound", {T, n}, bound.data());
+  b.set_attr("long_name", "reported bound C (1 - eps^r)^(t/r) with the run's smallest eps");
+  th.label_axes(b, {"trial", "layer"});
+  const h5::Dataset bm = th.write("bound_median", {n}, median_bound.data());
+  bm.set_attr("long_name", "the bound with C = median over trials of mu at the first layer");
+  th.label_axes(bm, {"layer"});
+}
+
+void write_analysis_group(const h5::File& f, const RunAnalysis& a, const AnalysisOptions& o) {
+  if (f.exists("analysis")) f.remove("analysis");
+  const h5::Group g = f.create_group("analysis");
+  write_provenance(g);
+  g.set_attr("window", window_rule(o));
+  g.set_attr("window_mode", o.window == AnalysisOptions::Window::automatic ? "auto"
+                            : o.window == AnalysisOptions::Window::fixed  ? "fixed"
+                                                                          : "layers");
+  g.set_attr("threshold", o.threshold);
+  AnalysisAxes axes;
+  for (int i = 0; i < a.trials; ++i) axes.trial.push_back(i);
+  for (double t : a.layer) axes.layer.push_back(static_cast<std::int64_t>(t));
+  axes.write(g);
+  for (const CurveRates* c : {&a.mu, &a.rank_one_residual}) write_curve_rates(g, axes, *c);
+  write_per_trial(g, axes, "collapse_depth", a.collapse_depth, "first layer with mu_rel < threshold (-1 = never)", "layer");
+  g.set_attr("collapse_depth_median", a.collapse_depth_median);
+  g.set_attr("collapsed_fraction", a.collapsed_fraction);
+  write_theory(g, axes, a);
+  f.label_unlabelled_axes();
+}
+
+}  // namespace
+
 void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
   // A new file (an exclusive temporary beside the run file: the run file with /analysis added),
   // written and checked, then renamed over the run file: the run file is never edited in place.
-  require_regular_or_absent(a.path, "");
-  const ExclusiveLock lock(lock_path_for(a.path), "run file '" + a.path + "'");
-  remove_stale_temporaries(a.path);
-  const std::string tmp = create_temporary(a.path);
-  try {
-    // In a child process: libhdf5 can crash (rather than fail) rewriting a corrupted file's
-    // metadata; then the run file stays untouched and the crash is one error line.
-    run_isolated([&] {
-      h5::File f = h5::File::open_readwrite(a.path, tmp);
-      {
-      if (f.exists("analysis")) f.remove("analysis");
-      const h5::Group g = f.create_group("analysis");
-      write_provenance(g);
-      g.set_attr("window", window_rule(o));
-      g.set_attr("window_mode", o.window == AnalysisOptions::Window::automatic ? "auto"
-                                : o.window == AnalysisOptions::Window::fixed  ? "fixed"
-                                                                              : "layers");
-      g.set_attr("threshold", o.threshold);
-      const auto T = static_cast<hsize_t>(a.trials), n = static_cast<hsize_t>(a.layer.size());
-      // Each group carries its own coordinates (xarray.open_dataset(file, group=...)).
-      std::vector<std::int64_t> trial_ids(T), layer_ids;
-      for (hsize_t i = 0; i < T; ++i) trial_ids[i] = static_cast<std::int64_t>(i);
-      for (double t : a.layer) layer_ids.push_back(static_cast<std::int64_t>(t));
-      auto coordinates = [&](const h5::Group& grp) {
-        grp.write_coordinate("trial", trial_ids, "trial index");
-        grp.write_coordinate("layer", layer_ids, "layer t (0 = the input X(0)) of each recorded column");
-      };
-      coordinates(g);
-      auto per_trial = [&](const h5::Group& grp, const std::string& name, const std::vector<double>& v,
-                           const std::string& long_name, const std::string& units) {
-        const h5::Dataset ds = grp.write(name, {T}, v.data());
-        ds.set_attr("long_name", long_name);
-        ds.set_attr("units", units);
-        grp.label_axes(ds, {"trial"});
-      };
-      for (const CurveRates* c : {&a.mu, &a.rank_one_residual}) {
-        const h5::Group cg = g.create_group(c->measure);
-        coordinates(cg);
-        std::vector<double> rate, err, r2, first, last, points, half1, half2, found;
-        for (std::size_t i = 0; i < c->trial.size(); ++i) {
-          half1.push_back(c->trial_quality[i].first_half_rate);
-          half2.push_back(c->trial_quality[i].second_half_rate);
-          found.push_back(c->trial_phase_found[i]);
-        }
-        for (const LogLinearFit& fit : c->trial) {
-          rate.push_back(-fit.slope);
-          err.push_back(fit.slope_stderr);
-          r2.push_back(fit.r2);
-          first.push_back(fit.points ? fit.first_layer : kNaN);
-          last.push_back(fit.points ? fit.last_layer : kNaN);
-          points.push_back(fit.points);
-        }
-        const std::string what = c->measure;
-        per_trial(cg, "decay_rate", rate, "decay rate of ln " + what + " per layer (-slope of the fit)", "1/layer");
-        per_trial(cg, "decay_rate_stderr", err, "standard error of the fitted slope", "1/layer");
-        per_trial(cg, "r2", r2, "coefficient of determination of the fit", "1");
-        per_trial(cg, "window_first", first, "first layer of the fit window", "layer");
-        per_trial(cg, "window_last", last, "last layer of the fit window", "layer");
-        per_trial(cg, "window_points", points, "recorded layers in the fit window", "1");
-        per_trial(cg, "first_half_rate", half1, "decay rate fitted on the first half of the window", "1/layer");
-        per_trial(cg, "second_half_rate", half2, "decay rate fitted on the second half of the window", "1/layer");
-        per_trial(cg, "phase_found", found, "1: the auto window found an exponential phase (0: fixed rule used)", "1");
-        const h5::Dataset med = cg.write("median_curve", {n}, c->median_curve.data());
-        med.set_attr("long_name", "median over trials of " + what);
-        cg.label_axes(med, {"layer"});
-        cg.set_attr("ensemble_decay_rate", -c->ensemble.slope);
-        cg.set_attr("ensemble_decay_rate_stderr", c->ensemble.slope_stderr);
-        cg.set_attr("ensemble_window_first", c->ensemble.points ? c->ensemble.first_layer : kNaN);
-        cg.set_attr("ensemble_window_last", c->ensemble.points ? c->ensemble.last_layer : kNaN);
-        cg.set_attr("trials_fitted", c->fitted);
-        cg.set_attr("ensemble_r2", c->ensemble.r2);
-        cg.set_attr("ensemble_first_half_rate", c->ensemble_quality.first_half_rate);
-        cg.set_attr("ensemble_second_half_rate", c->ensemble_quality.second_half_rate);
-        cg.set_attr("ensemble_phase_found", c->ensemble_phase_found ? 1 : 0);
-        cg.set_attr("ensemble_fit_warning", c->ensemble_quality.reason);
-        cg.set_attr("trials_poor_fit", c->poor_fits);
-        cg.set_attr("decay_rate_mean", c->mean);
-        cg.set_attr("decay_rate_std", c->std);
-        cg.set_attr("decay_rate_sem", c->sem);
-        cg.set_attr("decay_rate_median", c->median);
-        cg.set_attr("decay_rate_q10", c->q10);
-        cg.set_attr("decay_rate_q90", c->q90);
-      }
-      per_trial(g, "collapse_depth", a.collapse_depth, "first layer with mu_rel < threshold (-1 = never)", "layer");
-      g.set_attr("collapse_depth_median", a.collapse_depth_median);
-      g.set_attr("collapsed_fraction", a.collapsed_fraction);
-
-      const h5::Group th = g.create_group("theory");
-      coordinates(th);
-      th.set_attr("radius", a.radius);
-      th.set_attr("eps", a.eps);
-      th.set_attr("bound_rate", a.bound_rate);
-      th.set_attr("rate_ratio", a.rate_ratio);
-      th.set_attr("log10_bound_rate", a.log10_bound_rate);
-      th.set_attr("log10_rate_ratio", a.log10_rate_ratio);
-      th.set_attr("formula", "bound = C (1 - eps^r)^(t/r), C = mu at the first recorded layer (per trial)");
-      per_trial(th, "eps", a.eps_trial, "smallest attention weight seen in the trial", "1");
-      per_trial(th, "C", a.C, "mu at the first recorded layer", "same as X");
-      std::vector<double> bound(T * n), median_bound(n);
-      for (std::size_t i = 0; i < T; ++i)
-        for (std::size_t j = 0; j < n; ++j) bound[i * n + j] = theory_bound(a.C[i], a.eps, a.radius, a.layer[j]);
-      const double C_med = quantile(a.C, 0.5);
-      for (std::size_t j = 0; j < n; ++j) median_bound[j] = theory_bound(C_med, a.eps, a.radius, a.layer[j]);
-      const h5::Dataset b = th.write("bound", {T, n}, bound.data());
-      b.set_attr("long_name", "reported bound C (1 - eps^r)^(t/r) with the run's smallest eps");
-      th.label_axes(b, {"trial", "layer"});
-      const h5::Dataset bm = th.write("bound_median", {n}, median_bound.data());
-      bm.set_attr("long_name", "the bound with C = median over trials of mu at the first layer");
-      th.label_axes(bm, {"layer"});
-      f.label_unlabelled_axes();
-      }
-      f.close();  // checked: an analysis that did not fit leaves the run file untouched
-    }, "writing /analysis into '" + a.path + "'", isolated_time_limit(a.path));
-    replace_with(tmp, a.path);
-  } catch (...) {
-    remove_quietly(tmp);
-    throw;
-  }
+  OutputFile file(a.path, {"", "run file '" + a.path + "'"});
+  // In a child process: libhdf5 can crash (rather than fail) rewriting a corrupted file's
+  // metadata; then the run file stays untouched and the crash is one error line.
+  run_isolated([&] {
+    h5::File f = h5::File::open_readwrite(a.path, file.temporary());
+    write_analysis_group(f, a, o);
+    f.close();  // checked: an analysis that did not fit leaves the run file untouched
+  }, "writing /analysis into '" + a.path + "'", isolated_time_limit(a.path));
+  file.publish();
 }
 
 std::vector<std::string> fit_warnings(const RunAnalysis& a, const AnalysisOptions& o) {

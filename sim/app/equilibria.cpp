@@ -1,5 +1,4 @@
 #include "io/inputs.hpp"
-#include "io/provenance.hpp"
 #include "app/equilibria.hpp"
 
 #include <algorithm>
@@ -176,17 +175,13 @@ std::vector<double> stack(const std::vector<Matrix>& ms) {
 }
 }  // namespace
 
-void write_equilibria_file(const std::string& path, const Config& c, const EquilibriumOptions& o,
+void write_equilibria_file(OutputFile& file, const Config& c, const EquilibriumOptions& o,
                            const EquilibriumSearch& s, const std::string& command_line,
                            const InputDigests& inputs) {
   const auto S = static_cast<hsize_t>(s.starts.size()), K = static_cast<hsize_t>(s.equilibria.size()),
              N = static_cast<hsize_t>(c.model.tokens), d = static_cast<hsize_t>(c.model.dim);
-  h5::File f = h5::File::create(path);
-  {
-  f.set_attr("filetype", "rcsim-equilibria");
-  f.set_attr("format_version", 2);  // 2: each group carries its own coordinates
-  write_provenance(f);
-  f.set_attr("command_line", command_line);
+  // Format 2: each group carries its own coordinates.
+  file.write_hdf5({"rcsim-equilibria", 2, command_line}, [&](const h5::File& f) {
   f.set_attr("seed", std::to_string(c.run.seed));
   f.set_attr("mask_type", to_string(c.mask.type));
   f.set_attr("norm_type", to_string(c.norm.type));
@@ -200,7 +195,6 @@ void write_equilibria_file(const std::string& path, const Config& c, const Equil
   f.set_attr("rank_rtol", o.rank_rtol);
   f.set_attr("unconverged", s.unconverged);
   f.set_attr("token_classes", "0 = identical, 1 = antipodal (all tokens +-one vector), 2 = distinct");
-  f.set_attr("complete", 0);
   {
     const h5::Dataset config = f.write_string("config", c.to_ini());
     config.set_attr("long_name", "fully resolved configuration (INI)");
@@ -278,10 +272,7 @@ void write_equilibria_file(const std::string& path, const Config& c, const Equil
   put(g, "count", ints(eq, [](const Equilibrium& e) { return e.count; }), "equilibrium_index", "starts ending here");
   put(g, "basin_fraction", doubles(eq, [](const Equilibrium& e) { return e.basin_fraction; }), "equilibrium_index",
       "fraction of starts ending here");
-  f.label_unlabelled_axes();
-  f.set_attr("complete", 1);
-  }
-  f.close();  // checked: the caller renames only a verified file
+  });
 }
 
 std::string equilibria_table(const EquilibriumSearch& s, bool verbose) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "io/input_digest.hpp"
+#include "io/output_file.hpp"
 
 #include <atomic>
 #include <string>
@@ -94,8 +95,8 @@ struct EquilibriumSearch {
 EquilibriumSearch find_equilibria(const Config& c, const EquilibriumOptions& o,
                                   const std::atomic<bool>* cancel = nullptr);
 
-// Write the search to `path` (the caller writes to a temporary name and renames).
-void write_equilibria_file(const std::string& path, const Config& c, const EquilibriumOptions& o,
+// Write the search into `file`'s temporary and publish it (rename it onto the target).
+void write_equilibria_file(OutputFile& file, const Config& c, const EquilibriumOptions& o,
                            const EquilibriumSearch& s, const std::string& command_line,
                            const InputDigests& inputs);
 

@@ -2,17 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include <sys/stat.h>
-
-#include <filesystem>
-
 #include "io/checkpoint.hpp"
 #include "io/input_digest.hpp"
 #include "io/inputs.hpp"
-#include "io/safe_file.hpp"
+#include "io/output_file.hpp"
 #include "kernel/errors.hpp"
-
-namespace fs = std::filesystem;
 
 namespace rcsim {
 
@@ -42,72 +36,44 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
 
 std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<bool>* cancel, Progress* progress) {
   const std::string& out = c.output.file;
-  const fs::path parent = fs::path(out).parent_path();
-  std::error_code ec;
-  if (!parent.empty() && !fs::exists(parent, ec)) {
-    fs::create_directories(parent, ec);
-    if (ec) throw UsageError("key 'output.file': cannot create directory '" + parent.string() + "': " + ec.message());
-  }
-  require_regular_or_absent(out, "output.file");
   require_run_memory(c);
-  // The target as it was checked, before the lock: create_temporary records the target again
-  // (what the final rename may replace), so a file that appears between the two is caught here.
-  struct stat checked {};
-  const bool existed = lstat(out.c_str(), &checked) == 0;
-  // One process per output: a second run on the same file stops here, before any computing.
-  const ExclusiveLock lock(lock_path_for(out), "output '" + out + "'");
-  remove_stale_temporaries(out);  // of a killed run (ours: we hold the lock)
-  remove_stale_temporaries(out + ".partial");
-  // Fail fast on an unwritable destination, before any computing (the temporary is created
-  // exclusively, with an unpredictable name, beside the output).
-  const std::string tmp = create_temporary(out);
-  struct stat now {};
-  const bool exists = lstat(out.c_str(), &now) == 0;
-  if (exists != existed || (exists && (now.st_dev != checked.st_dev || now.st_ino != checked.st_ino))) {
-    remove_quietly(tmp);
-    throw RuntimeError("'" + out + "' appeared or was replaced while rcsim was writing it (not by this run); "
-                       "refusing to replace it (move that file away and rerun)");
+  // One process per output: a second run on the same file stops here, before any computing; the
+  // temporary is created now, so an unwritable destination fails fast too.
+  OutputFile file(out, {"output.file", "output '" + out + "'", {out + ".partial"}});
+  // The inputs' content is part of the run's identity: hashed before they are read, and
+  // checked unchanged after (io/input_digest.hpp).
+  const InputDigests inputs = input_digests(c);
+  const EngineSetup s = prepare(c);
+  check_inputs_unchanged(inputs);
+  if (!s.graph.quasi_strongly_connected)
+    spdlog::warn("mask is not quasi-strongly connected: the collapse theorem does not apply");
+  const int threads = resolve_threads(c.run.threads, c.run.trials);
+  RunResults r = allocate_results(s);
+  Checkpoint checkpoint(out + ".partial", c.to_ini(), inputs);
+  const std::vector<char> done = checkpoint.load(r);
+  RunControl ctl;
+  ctl.cancel = cancel;
+  ctl.on_trial_done = [&](int trial) { checkpoint.completed(r, trial); };
+  if (progress) {
+    int todo = 0;
+    for (const char x : done) todo += !x;
+    progress->trials_done(0, todo);
+    ctl.progress = [&](int k, int total) { progress->trials_done(k, total); };
   }
   try {
-    // The inputs' content is part of the run's identity: hashed before they are read, and
-    // checked unchanged after (io/input_digest.hpp).
-    const InputDigests inputs = input_digests(c);
-    const EngineSetup s = prepare(c);
-    check_inputs_unchanged(inputs);
-    if (!s.graph.quasi_strongly_connected)
-      spdlog::warn("mask is not quasi-strongly connected: the collapse theorem does not apply");
-    const int threads = resolve_threads(c.run.threads, c.run.trials);
-    RunResults r = allocate_results(s);
-    Checkpoint checkpoint(out + ".partial", c.to_ini(), inputs);
-    const std::vector<char> done = checkpoint.load(r);
-    RunControl ctl;
-    ctl.cancel = cancel;
-    ctl.on_trial_done = [&](int trial) { checkpoint.completed(r, trial); };
-    if (progress) {
-      int todo = 0;
-      for (const char x : done) todo += !x;
-      progress->trials_done(0, todo);
-      ctl.progress = [&](int k, int total) { progress->trials_done(k, total); };
-    }
-    try {
-      run_trials(s, threads, r, done, ctl);
-    } catch (...) {
-      if (progress) progress->clear();
-      checkpoint.flush(r);  // completed trials survive; a rerun resumes from them
-      throw;
-    }
-    if (progress) progress->clear();
-    report_diagnostics(r);
-    Provenance prov = p;
-    prov.threads = threads;
-    write_run_file(tmp, c.to_ini(), s, r, prov, inputs);  // closed and checked before the rename
-    require_regular_or_absent(out, "output.file");
-    replace_with(tmp, out);
-    checkpoint.remove();
+    run_trials(s, threads, r, done, ctl);
   } catch (...) {
-    remove_quietly(tmp);
+    if (progress) progress->clear();
+    checkpoint.flush(r);  // completed trials survive; a rerun resumes from them
     throw;
   }
+  if (progress) progress->clear();
+  report_diagnostics(r);
+  Provenance prov = p;
+  prov.threads = threads;
+  write_run_file(file.temporary(), c.to_ini(), s, r, prov, inputs);  // closed and checked before the rename
+  file.publish();
+  checkpoint.remove();
   return out;
 }
 

@@ -1,5 +1,4 @@
 #include "app/sweep_analysis.hpp"
-#include "io/provenance.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "io/safe_file.hpp"
+#include "io/output_file.hpp"
 #include "kernel/version.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/run_file.hpp"
@@ -76,19 +75,6 @@ std::string number(double x) {
   return buf;
 }
 
-// Write `bytes` to `path` atomically: exclusive temporary beside it, renamed when complete.
-void write_atomically(const std::string& path, const std::string& bytes) {
-  require_regular_or_absent(path, "");
-  const std::string tmp = create_temporary(path);
-  try {
-    write_whole_file(tmp, bytes.data(), bytes.size());
-    replace_with(tmp, path);
-  } catch (...) {
-    remove_quietly(tmp);
-    throw;
-  }
-}
-
 }  // namespace
 
 std::vector<std::string> sweep_table_columns(const SweepIndex& index) {
@@ -130,9 +116,8 @@ std::vector<std::string> write_sweep_table(const SweepIndex& index, const std::v
                                            const AnalysisOptions& o) {
   const std::string csv_path = (fs::path(index.directory) / "analysis.csv").string();
   const std::string h5_path = (fs::path(index.directory) / "analysis.h5").string();
-  const ExclusiveLock lock(lock_path_for(h5_path), "sweep table '" + h5_path + "'");
-  remove_stale_temporaries(csv_path);
-  remove_stale_temporaries(h5_path);
+  // The table's lock covers both files.
+  OutputFile h5(h5_path, {"", "sweep table '" + h5_path + "'", {csv_path}});
 
   std::ostringstream csv;
   const std::vector<std::string> columns = sweep_table_columns(index);
@@ -144,54 +129,40 @@ std::vector<std::string> write_sweep_table(const SweepIndex& index, const std::v
     for (const NumericColumn& c : numeric_columns()) csv << "," << number(c.value(r.analysis));
     csv << "\n";
   }
-  write_atomically(csv_path, csv.str());
+  OutputFile(csv_path, {}).write_bytes(csv.str());
 
-  const std::string tmp = create_temporary(h5_path);
-  try {
-    h5::File f = h5::File::create(tmp);
-    {
-      f.set_attr("filetype", "rcsim-sweep-analysis");
-      f.set_attr("format_version", 1);
-      write_provenance(f);
-      f.set_attr("window", window_rule(o));
-      f.set_attr("threshold", o.threshold);
-      f.set_attr("index", "index.h5");
-      f.set_attr("complete", 1);
-      std::vector<std::int64_t> ids;
-      std::vector<std::string> names, files;
-      for (const SweepAnalysisRow& r : rows) {
-        ids.push_back(r.point);
-        names.push_back(r.entry->name);
-        files.push_back(fs::path(r.entry->file).filename().string());
-      }
-      f.write_coordinate("point", ids, "point index in the sweep (index.h5), analysed points only");
-      auto text_column = [&](const std::string& name, const std::vector<std::string>& v, const std::string& long_name) {
-        const h5::Dataset ds = f.write_strings(name, v);
-        ds.set_attr("long_name", long_name);
-        f.label_axes(ds, {"point"});
-      };
-      text_column("name", names, "point name (the swept key=value pairs)");
-      text_column("file", files, "run file of the point, relative to this directory");
-      for (std::size_t k = 0; k < index.keys.size(); ++k) {
-        std::vector<std::string> v;
-        for (const SweepAnalysisRow& r : rows) v.push_back(r.entry->values.at(k));
-        text_column(index.keys[k], v, "value of configuration key " + index.keys[k] + " (as text)");
-      }
-      for (const NumericColumn& c : numeric_columns()) {
-        std::vector<double> v;
-        for (const SweepAnalysisRow& r : rows) v.push_back(c.value(r.analysis));
-        const h5::Dataset ds = f.write(c.name, {v.size()}, v.data());
-        ds.set_attr("long_name", c.long_name);
-        f.label_axes(ds, {"point"});
-      }
-      f.label_unlabelled_axes();
+  h5.write_hdf5({"rcsim-sweep-analysis", 1}, [&](const h5::File& f) {
+    f.set_attr("window", window_rule(o));
+    f.set_attr("threshold", o.threshold);
+    f.set_attr("index", "index.h5");
+    std::vector<std::int64_t> ids;
+    std::vector<std::string> names, files;
+    for (const SweepAnalysisRow& r : rows) {
+      ids.push_back(r.point);
+      names.push_back(r.entry->name);
+      files.push_back(fs::path(r.entry->file).filename().string());
     }
-    f.close();
-    replace_with(tmp, h5_path);
-  } catch (...) {
-    remove_quietly(tmp);
-    throw;
-  }
+    f.write_coordinate("point", ids, "point index in the sweep (index.h5), analysed points only");
+    auto text_column = [&](const std::string& name, const std::vector<std::string>& v, const std::string& long_name) {
+      const h5::Dataset ds = f.write_strings(name, v);
+      ds.set_attr("long_name", long_name);
+      f.label_axes(ds, {"point"});
+    };
+    text_column("name", names, "point name (the swept key=value pairs)");
+    text_column("file", files, "run file of the point, relative to this directory");
+    for (std::size_t k = 0; k < index.keys.size(); ++k) {
+      std::vector<std::string> v;
+      for (const SweepAnalysisRow& r : rows) v.push_back(r.entry->values.at(k));
+      text_column(index.keys[k], v, "value of configuration key " + index.keys[k] + " (as text)");
+    }
+    for (const NumericColumn& c : numeric_columns()) {
+      std::vector<double> v;
+      for (const SweepAnalysisRow& r : rows) v.push_back(c.value(r.analysis));
+      const h5::Dataset ds = f.write(c.name, {v.size()}, v.data());
+      ds.set_attr("long_name", c.long_name);
+      f.label_axes(ds, {"point"});
+    }
+  });
   return {csv_path, h5_path};
 }
 

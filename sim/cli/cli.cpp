@@ -28,6 +28,7 @@
 #include "app/logger.hpp"
 #include "kernel/memory.hpp"
 #include "kernel/printable.hpp"
+#include "io/output_file.hpp"
 #include "io/safe_file.hpp"
 #include "io/hdf5_file.hpp"
 #include "kernel/weights.hpp"
@@ -604,22 +605,11 @@ int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  const std::filesystem::path parent = std::filesystem::path(out).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
-  const ExclusiveLock lock(lock_path_for(out), "output '" + out + "'");
-  remove_stale_temporaries(out);
-  const std::string tmp = create_temporary(out);  // fails fast on an unwritable directory
-  try {
-    const EquilibriumSearch s = find_equilibria(c, o, &g_cancel);
-    check_inputs_unchanged(inputs);
-    std::cout << equilibria_table(s, verbose) << std::flush;
-    write_equilibria_file(tmp, c, o, s, command_line_text(args), inputs);
-    require_regular_or_absent(out, "output.file");
-    replace_with(tmp, out);
-  } catch (...) {
-    remove_quietly(tmp);
-    throw;
-  }
+  OutputFile file(out, {"output.file", "output '" + out + "'"});  // fails fast on an unwritable directory
+  const EquilibriumSearch s = find_equilibria(c, o, &g_cancel);
+  check_inputs_unchanged(inputs);
+  std::cout << equilibria_table(s, verbose) << std::flush;
+  write_equilibria_file(file, c, o, s, command_line_text(args), inputs);
   spdlog::info("wrote {}", out);
   return 0;
 }

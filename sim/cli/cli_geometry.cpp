@@ -1,5 +1,5 @@
 #include "cli/cli_geometry.hpp"
-#include "io/provenance.hpp"
+#include "io/output_file.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -160,30 +160,11 @@ std::string fmt(double x, int prec = 6) {
   return os.str();
 }
 
-// Write an HDF5 file atomically (NAME.tmp, renamed when complete) with the provenance header.
+// Write an HDF5 file through OutputFile (lock, exclusive temporary, header, checked close, rename).
 template <class Body>
 void write_atomic(const std::string& out, const std::string& filetype, const std::string& command_line, Body&& body) {
-  const fs::path parent = fs::path(out).parent_path();
-  if (!parent.empty()) fs::create_directories(parent);
-  require_regular_or_absent(out, "output.file");
-  const std::string tmp = create_temporary(out);
-  try {
-    {
-      h5::File f = h5::File::create(tmp);
-      f.set_attr("filetype", filetype);
-      f.set_attr("format_version", 2);  // 2: every axis has a dimension scale
-      write_provenance(f);
-      f.set_attr("command_line", command_line);
-      body(f);
-      f.label_unlabelled_axes();
-      f.set_attr("complete", 1);
-      f.close();  // checked before the rename
-    }
-    replace_with(tmp, out);
-  } catch (...) {
-    remove_quietly(tmp);
-    throw;
-  }
+  OutputFile file(out, {"output.file", "output '" + out + "'"});
+  file.write_hdf5({filetype, 2, command_line}, body);  // format 2: every axis has a dimension scale
 }
 
 h5::Dataset write_matrix(const h5::Group& g, const std::string& name, const Matrix& m) {

@@ -9,6 +9,7 @@
 
 #include "kernel/printable.hpp"
 #include "kernel/errors.hpp"
+#include "io/output_file.hpp"
 #include "io/safe_file.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/run_file.hpp"
@@ -161,25 +162,21 @@ void Checkpoint::flush(const RunResults& r) {
   try {
     std::error_code ec;
     // The whole checkpoint is rewritten to an exclusive temporary and renamed: a failed write
-    // leaves the previous checkpoint as it was, never an unreadable one.
-    require_regular_or_absent(path_, "");
-    const std::string tmp = create_temporary(path_);
-    try {
-      // On disk (a copy of the previous checkpoint, then the new trials), not an image in memory.
-      h5::File f = fs::exists(path_, ec) ? h5::File::open_copy_on_disk(path_, tmp) : h5::File::create_on_disk(tmp);
-      if (!f.has_attr("config_hash")) {
-        f.set_attr("filetype", "rcsim-checkpoint");
-        f.set_attr("config", config_);
-        f.set_attr("config_hash", hash_);
-        if (!inputs_.empty()) f.set_attr("input_sha256", digests_text(inputs_));
-      }
-      write_pending(f, r);
-      f.close();
-      replace_with(tmp, path_);
-    } catch (...) {
-      remove_quietly(tmp);
-      throw;
+    // leaves the previous checkpoint as it was, never an unreadable one. The run holds the
+    // output's lock, which covers its checkpoint.
+    OutputFile file(path_, {});
+    // On disk (a copy of the previous checkpoint, then the new trials), not an image in memory.
+    h5::File f = fs::exists(path_, ec) ? h5::File::open_copy_on_disk(path_, file.temporary())
+                                       : h5::File::create_on_disk(file.temporary());
+    if (!f.has_attr("config_hash")) {
+      f.set_attr("filetype", "rcsim-checkpoint");
+      f.set_attr("config", config_);
+      f.set_attr("config_hash", hash_);
+      if (!inputs_.empty()) f.set_attr("input_sha256", digests_text(inputs_));
     }
+    write_pending(f, r);
+    f.close();
+    file.publish();
   } catch (const std::exception& e) {
     broken_ = true;
     throw RuntimeError("cannot write the checkpoint '" + path_ + "' (" + e.what() +

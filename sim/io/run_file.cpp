@@ -1,5 +1,4 @@
 #include "io/run_file.hpp"
-#include "io/provenance.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -9,13 +8,14 @@
 #include <filesystem>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 
 #include "config/config.hpp"
 #include "io/checkpoint.hpp"
 #include "kernel/printable.hpp"
 #include "kernel/errors.hpp"
-#include "io/safe_file.hpp"
 #include "io/hdf5_file.hpp"
+#include "io/output_file.hpp"
 #include "kernel/summary.hpp"
 #include "kernel/version.hpp"
 
@@ -149,52 +149,22 @@ void write_config(const h5::File& f, const std::string& config_ini, const InputD
 
 namespace {
 
-void write_run_contents(const h5::File& f, const std::string& config_ini, const EngineSetup& s, const RunResults& r,
-                        const Provenance& p, const InputDigests& inputs) {
-  const ModelSpec& c = s.config;
-  const int T = r.trials, L = r.layers, N = c.model.tokens, d = c.model.dim;
-  f.set_attr("filetype", "rcsim-run");
-  f.set_attr("format_version", kRunFormatVersion);
-  write_provenance(f);
-  f.set_attr("command_line", p.command_line);
-  f.set_attr("seed", std::to_string(c.run.seed));  // text: HDF5 attributes have no portable uint64 in h5py/xarray
-  f.set_attr("threads", p.threads);
-  f.set_attr("mask_type", to_string(c.mask.type));
-  f.set_attr("norm_type", to_string(c.norm.type));
-  f.set_attr("tokens", N);
-  f.set_attr("dim", d);
-  f.set_attr("layers", L);
-  f.set_attr("heads", c.model.heads);
-  f.set_attr("trials", T);
-  f.set_attr("d_qk", c.model.d_qk);
-  f.set_attr("max_rank", s.max_rank);
-  f.set_attr("max_rank_input", s.max_rank_input);
-  f.set_attr("complete", 0);
+void write_mask(const h5::File& f, const EngineSetup& s) {
+  const int N = s.config.model.tokens;
+  std::vector<std::uint8_t> m(static_cast<std::size_t>(N) * static_cast<std::size_t>(N));
+  Eigen::Map<Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(m.data(), N, N) = s.mask;
+  const h5::Dataset ds = f.write("mask", {static_cast<hsize_t>(N), static_cast<hsize_t>(N)}, m.data());
+  ds.set_attr("long_name", "attention mask: mask[i][j] = 1 iff token i attends to token j");
+  ds.set_attr("quasi_strongly_connected", s.graph.quasi_strongly_connected ? 1 : 0);
+  ds.set_attr("radius", s.graph.radius);
+  ds.set_attr("centres", std::vector<std::int64_t>(s.graph.centres.begin(), s.graph.centres.end()));
+  f.label_axes(ds, {"token", "attended_token"});
+}
 
-  write_config(f, config_ini, inputs);
-
-  // Coordinates, as dimension scales: at the root and again in each group (Coordinates).
-  const Coordinates coords{iota(T),
-                           std::vector<std::int64_t>(r.layer_index.begin(), r.layer_index.end()),
-                           std::vector<std::int64_t>(r.attention_layer_index.begin(), r.attention_layer_index.end()),
-                           c.output.schedule};
+// /metrics: every recorded measure [trial, layer] (from the measure registry) and the spectrum.
+void write_metrics(const h5::File& f, const EngineSetup& s, const RunResults& r, const Coordinates& coords) {
+  const int T = r.trials;
   const std::vector<std::int64_t>& layer_ids = coords.layer;
-  coords.write(f);
-  write_time(f, c, layer_ids);
-
-  // Mask and its graph.
-  {
-    std::vector<std::uint8_t> m(static_cast<std::size_t>(N) * static_cast<std::size_t>(N));
-    Eigen::Map<Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(m.data(), N, N) = s.mask;
-    const h5::Dataset ds = f.write("mask", {static_cast<hsize_t>(N), static_cast<hsize_t>(N)}, m.data());
-    ds.set_attr("long_name", "attention mask: mask[i][j] = 1 iff token i attends to token j");
-    ds.set_attr("quasi_strongly_connected", s.graph.quasi_strongly_connected ? 1 : 0);
-    ds.set_attr("radius", s.graph.radius);
-    ds.set_attr("centres", std::vector<std::int64_t>(s.graph.centres.begin(), s.graph.centres.end()));
-    f.label_axes(ds, {"token", "attended_token"});
-  }
-
-  // Per-trial, per-layer measures.
   const h5::Group metrics = f.create_group("metrics");
   coords.write(metrics);
   write_measures(metrics, s, r.token_defs, r.token, "layer");
@@ -210,24 +180,27 @@ void write_run_contents(const h5::File& f, const std::string& config_ini, const 
     metrics.write_coordinate("sigma_index", sigma_index, "i of sigma_i (singular values in descending order)");
     metrics.label_axes(ds, {"trial", "layer", "sigma_index"});
   }
+}
 
-  // Diagnostics per trial.
-  {
-    const h5::Group diag = f.create_group("diagnostics");
-    diag.write_coordinate("trial", coords.trial, "trial index");
-    auto write_ints = [&](const char* name, const std::vector<int>& v, const char* long_name) {
-      const std::vector<std::int64_t> w(v.begin(), v.end());
-      const h5::Dataset ds = diag.write(name, {w.size()}, w.data());
-      ds.set_attr("long_name", long_name);
-      diag.label_axes(ds, {"trial"});
-    };
-    write_ints("underflow_layer", r.underflow_layer, "first layer where mu < 2.2e-308 (DBL_MIN); -1 = never");
-    write_ints("nonfinite_layer", r.nonfinite_layer,
-               "first layer with a non-finite token entry; the trial stopped there, later measures NaN; -1 = never");
-    write_ints("degenerate_rows_total", r.degenerate_total, "rows without direction in the normalisation, all layers");
-  }
+void write_diagnostics(const h5::File& f, const RunResults& r, const Coordinates& coords) {
+  const h5::Group diag = f.create_group("diagnostics");
+  diag.write_coordinate("trial", coords.trial, "trial index");
+  auto write_ints = [&](const char* name, const std::vector<int>& v, const char* long_name) {
+    const std::vector<std::int64_t> w(v.begin(), v.end());
+    const h5::Dataset ds = diag.write(name, {w.size()}, w.data());
+    ds.set_attr("long_name", long_name);
+    diag.label_axes(ds, {"trial"});
+  };
+  write_ints("underflow_layer", r.underflow_layer, "first layer where mu < 2.2e-308 (DBL_MIN); -1 = never");
+  write_ints("nonfinite_layer", r.nonfinite_layer,
+             "first layer with a non-finite token entry; the trial stopped there, later measures NaN; -1 = never");
+  write_ints("degenerate_rows_total", r.degenerate_total, "rows without direction in the normalisation, all layers");
+}
 
-  // Token snapshots.
+// /tokens (output.tokens: X(t) at the chosen layers) and /attention (output.attention).
+void write_snapshots(const h5::File& f, const EngineSetup& s, const RunResults& r, const Coordinates& coords) {
+  const ModelSpec& c = s.config;
+  const int T = r.trials, N = c.model.tokens, d = c.model.dim;
   if (!c.output.token_layers.empty()) {
     const auto S = c.output.token_layers.size();
     const std::vector<std::int64_t> layers(c.output.token_layers.begin(), c.output.token_layers.end());
@@ -250,33 +223,75 @@ void write_run_contents(const h5::File& f, const std::string& config_ini, const 
     ds.set_attr("units", "1");
     f.label_axes(ds, {"trial", "attention_layer", "token", "attended_token"});
   }
+}
 
-  // Ensemble summary per layer.
-  {
-    const h5::Group g = f.create_group("summary");
-    coords.write(g);
-    for (std::size_t i = 0; i < r.token_info.size(); ++i)
-      write_summary(g, r.token_info[i].name, r.token[i], r.token_info[i], "layer");
-    for (std::size_t i = 0; i < r.attention_info.size(); ++i)
-      write_summary(g, r.attention_info[i].name, r.attention[i], r.attention_info[i], "attention_layer");
-    const Matrix log_mu = r.token[0].unaryExpr([](double x) { return std::log10(x); });
-    write_summary(g, "log10_mu", log_mu, {"log10_mu", "log10 of mu (-inf where mu = 0)", "1"}, "layer");
-    const auto S = static_cast<Eigen::Index>(layer_ids.size());
-    Vector frac(S);
-    const Matrix& rank = r.token[5];
-    for (Eigen::Index k = 0; k < S; ++k) {
-      const int full = layer_ids[static_cast<std::size_t>(k)] == 0 ? s.max_rank_input : s.max_rank;
-      frac(k) = (rank.col(k).array() >= full).cast<double>().sum() / T;
-    }
-    const h5::Dataset ds = g.write("full_rank_fraction", {static_cast<hsize_t>(S)}, frac.data());
-    ds.set_attr("long_name", "fraction of trials whose rank equals the largest rank the layer allows");
-    ds.set_attr("units", "1");
-    g.label_axes(ds, {"layer"});
+// The index of the token measure `name` in r.token (the registry's order).
+std::size_t token_column(const RunResults& r, const std::string& name) {
+  for (std::size_t i = 0; i < r.token_info.size(); ++i)
+    if (r.token_info[i].name == name) return i;
+  throw std::logic_error("run results without the token measure " + name);
+}
+
+// /summary: each measure's ensemble statistics per layer, log10 mu and the full-rank fraction.
+void write_summary_group(const h5::File& f, const EngineSetup& s, const RunResults& r, const Coordinates& coords) {
+  const int T = r.trials;
+  const std::vector<std::int64_t>& layer_ids = coords.layer;
+  const h5::Group g = f.create_group("summary");
+  coords.write(g);
+  for (std::size_t i = 0; i < r.token_info.size(); ++i)
+    write_summary(g, r.token_info[i].name, r.token[i], r.token_info[i], "layer");
+  for (std::size_t i = 0; i < r.attention_info.size(); ++i)
+    write_summary(g, r.attention_info[i].name, r.attention[i], r.attention_info[i], "attention_layer");
+  const Matrix log_mu = r.token[token_column(r, "mu")].unaryExpr([](double x) { return std::log10(x); });
+  write_summary(g, "log10_mu", log_mu, {"log10_mu", "log10 of mu (-inf where mu = 0)", "1"}, "layer");
+  const auto S = static_cast<Eigen::Index>(layer_ids.size());
+  Vector frac(S);
+  const Matrix& rank = r.token[token_column(r, "rank")];
+  for (Eigen::Index k = 0; k < S; ++k) {
+    const int full = layer_ids[static_cast<std::size_t>(k)] == 0 ? s.max_rank_input : s.max_rank;
+    frac(k) = (rank.col(k).array() >= full).cast<double>().sum() / T;
   }
+  const h5::Dataset ds = g.write("full_rank_fraction", {static_cast<hsize_t>(S)}, frac.data());
+  ds.set_attr("long_name", "fraction of trials whose rank equals the largest rank the layer allows");
+  ds.set_attr("units", "1");
+  g.label_axes(ds, {"layer"});
+}
 
-  f.label_unlabelled_axes();
+void write_run_contents(const h5::File& f, const std::string& config_ini, const EngineSetup& s, const RunResults& r,
+                        const Provenance& p, const InputDigests& inputs) {
+  const ModelSpec& c = s.config;
+  const int T = r.trials, L = r.layers, N = c.model.tokens, d = c.model.dim;
+  write_header(f, {"rcsim-run", kRunFormatVersion, p.command_line});
+  f.set_attr("seed", std::to_string(c.run.seed));  // text: HDF5 attributes have no portable uint64 in h5py/xarray
+  f.set_attr("threads", p.threads);
+  f.set_attr("mask_type", to_string(c.mask.type));
+  f.set_attr("norm_type", to_string(c.norm.type));
+  f.set_attr("tokens", N);
+  f.set_attr("dim", d);
+  f.set_attr("layers", L);
+  f.set_attr("heads", c.model.heads);
+  f.set_attr("trials", T);
+  f.set_attr("d_qk", c.model.d_qk);
+  f.set_attr("max_rank", s.max_rank);
+  f.set_attr("max_rank_input", s.max_rank_input);
 
-  f.set_attr("complete", 1);  // last
+  write_config(f, config_ini, inputs);
+
+  // Coordinates, as dimension scales: at the root and again in each group (Coordinates).
+  const Coordinates coords{iota(T),
+                           std::vector<std::int64_t>(r.layer_index.begin(), r.layer_index.end()),
+                           std::vector<std::int64_t>(r.attention_layer_index.begin(), r.attention_layer_index.end()),
+                           c.output.schedule};
+  const std::vector<std::int64_t>& layer_ids = coords.layer;
+  coords.write(f);
+  write_time(f, c, layer_ids);
+
+  write_mask(f, s);
+  write_metrics(f, s, r, coords);
+  write_diagnostics(f, r, coords);
+  write_snapshots(f, s, r, coords);
+  write_summary_group(f, s, r, coords);
+  mark_complete(f);
 }
 
 }  // namespace

@@ -1,12 +1,11 @@
 #include "io/sweep_index.hpp"
-#include "io/provenance.hpp"
 
 #include <filesystem>
 #include <set>
 #include <sstream>
 
 #include "kernel/errors.hpp"
-#include "io/safe_file.hpp"
+#include "io/output_file.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/run_file.hpp"
 #include "kernel/version.hpp"
@@ -54,23 +53,15 @@ std::string sweep_index_path(const std::string& dir) { return (fs::path(dir) / "
 void write_sweep_index(const std::string& path, const std::string& definition, const std::string& mode,
                        const SweepAxes& axes, const std::vector<SweepPoint>& points,
                        const std::vector<PointStatus>& status) {
-  std::error_code ec;
-  const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty()) fs::create_directories(parent, ec);
-  require_regular_or_absent(path, "");
-  const std::string tmp = create_temporary(path);
+  OutputFile file(path, {});  // the caller holds the sweep directory's lock
   const std::size_t n = points.size();
   int complete = 0, failed = 0;
   for (const PointStatus s : status) {
     complete += s == PointStatus::complete;
     failed += s == PointStatus::failed;
   }
-  try {
-    h5::File f = h5::File::create(tmp);
-    {
-    f.set_attr("filetype", "rcsim-sweep-index");
-    f.set_attr("format_version", kSweepIndexFormatVersion);
-    write_provenance(f, "updated_utc");
+  FileHeader header{"rcsim-sweep-index", kSweepIndexFormatVersion, std::nullopt, "updated_utc", false};
+  file.write_hdf5(header, [&](const h5::File& f) {
     f.set_attr("sweep_mode", mode);
     f.set_attr("points", static_cast<std::int64_t>(n));
     f.set_attr("points_complete", complete);
@@ -112,14 +103,7 @@ void write_sweep_index(const std::string& path, const std::string& definition, c
     const h5::Dataset key_list = f.write_strings("keys", keys);
     key_list.set_attr("long_name", "the swept configuration keys, in axis order");
     f.label_axes(key_list, {"axis"});
-    f.label_unlabelled_axes();
-    }
-    f.close();  // checked before the rename
-    replace_with(tmp, path);
-  } catch (...) {
-    remove_quietly(tmp);
-    throw;
-  }
+  });
 }
 
 std::optional<std::string> read_sweep_definition(const std::string& path) {

@@ -180,6 +180,34 @@ for how, code in (("exit", 0), ("sigint", -2)):  # an uncaught KeyboardInterrupt
     check(r.returncode == code and "terminate" not in r.stderr,
           f"daemon thread in simulate() when the main thread ends by {how}: exit {r.returncode} (want {code})")
 
+# 5d. Signals in any thread while a non-daemon worker thread is inside simulate(): Ctrl-C to the
+# process (the main thread waits for the worker), SIGINT sent to the worker thread itself
+# (pthread_kill: Python runs its handler in the main thread), and SIGTERM (Python's default: the
+# process ends by SIGTERM). Python's own outcome every time; never an abort or a crash.
+script = f"""
+import sys, threading, time, os, signal
+sys.path.insert(0, {os.path.join(build, "python")!r})
+import rcsim
+def work():
+    rcsim.simulate(model={{"tokens": 96, "dim": 48, "layers": 400}}, run={{"trials": 64}})
+t = threading.Thread(target=work)
+t.start()
+time.sleep(0.5)
+if sys.argv[1] == "sigint":
+    os.kill(os.getpid(), signal.SIGINT)
+elif sys.argv[1] == "sigint_to_worker":
+    signal.pthread_kill(t.ident, signal.SIGINT)
+else:
+    os.kill(os.getpid(), signal.SIGTERM)
+t.join()
+"""
+# An uncaught KeyboardInterrupt in the main thread ends Python by SIGINT (-2) once the worker is
+# done, or with exit 1 if it came while the main thread was already shutting down.
+for how, codes in (("sigint", (-2, 1)), ("sigint_to_worker", (-2, 1)), ("sigterm", (-15,))):
+    r = subprocess.run([sys.executable, "-c", script, how], capture_output=True, text=True, timeout=300)
+    check(r.returncode in codes and "terminate" not in r.stderr and "Fatal Python error" not in r.stderr,
+          f"{how} while a worker thread is in simulate(): exit {r.returncode} (want one of {codes})")
+
 # 6. torch.nn.MultiheadAttention's weights in rcsim: the same layer output.
 if torch is None:
     print("skip torch.nn.MultiheadAttention comparison: torch not installed")
