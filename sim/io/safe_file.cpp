@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -60,6 +61,10 @@ int rename_no_replace(const std::string& tmp, const std::string& target) {
 
 }  // namespace
 
+namespace {
+constexpr const char* kTemporaryMark = "user.rcsim";  // extended attribute of rcsim's temporaries
+}  // namespace
+
 std::string create_temporary(const std::string& target) {
   const fs::path t(target);
   const fs::path dir = t.parent_path();
@@ -74,6 +79,11 @@ std::string create_temporary(const std::string& target) {
   const mode_t mask = umask(0);
   umask(mask);
   fchmod(fd, static_cast<mode_t>(0666) & ~mask);
+  // The mark that makes a killed writer's temporary provably rcsim's (is_stale_rcsim_temporary):
+  // run files and checkpoints are written on disk by HDF5, so a kill leaves a temporary that is
+  // neither empty nor a readable rcsim file. Where the file system has no user attributes, such a
+  // temporary is left alone (as any file that is not provably rcsim's).
+  (void)fsetxattr(fd, kTemporaryMark, "temporary", 9, 0);
   if (close(fd) != 0) {
     const int err = errno;
     unlink(buf.data());
@@ -130,6 +140,10 @@ bool is_stale_rcsim_temporary(const std::string& path, const struct timespec& be
     return false;
   // Empty: made by create_temporary (mkstemp) and never written (the process died computing).
   if (st.st_size == 0) return true;
+  // Marked by create_temporary: a file HDF5 was writing when the process died.
+  char mark[16];
+  const ssize_t n = lgetxattr(path.c_str(), kTemporaryMark, mark, sizeof mark);
+  if (n == 9 && std::memcmp(mark, "temporary", 9) == 0) return true;
   return g_rcsim_file_test && g_rcsim_file_test(path);
 }
 
@@ -144,6 +158,8 @@ void replace_with(const std::string& tmp, const std::string& target) {
       known = true;
     }
   }
+  // The finished file is no temporary: its mark goes (where there is none, nothing happens).
+  (void)lremovexattr(tmp.c_str(), kTemporaryMark);
   // A target that is not the one rcsim checked when it started (absent then, or another file
   // now) is not rcsim's: never replaced.
   struct stat now {};
