@@ -120,7 +120,7 @@ TEST_CASE("a run that cannot fit in memory is refused before anything is allocat
   CHECK_NOTHROW(make_config({{"model.layers", "100000000"}, {"run.trials", "1000000"}, {"output.schedule", "log:3"}}));
 }
 
-TEST_CASE("run_memory_bytes counts the results twice, the layer table once, and the work storage", "[schedule][memory]") {
+TEST_CASE("run_memory_bytes counts the results and the layer table once, and the work storage", "[schedule][memory]") {
   // T = 2 trials, L = 3 layers, all recorded: S = 4 token columns, 3 attention columns; spectrum
   // min(N, d) = 4 values per recorded layer; snapshots of the final layer N x d = 20 values.
   const std::map<std::string, std::string> base{{"model.layers", "3"}, {"run.trials", "2"}, {"model.tokens", "5"},
@@ -134,19 +134,24 @@ TEST_CASE("run_memory_bytes counts the results twice, the layer table once, and 
   const Config c = make_config(base);
   const double nt = static_cast<double>(token_measure_info().size()), na = static_cast<double>(attention_measure_info().size());
   const double values = 2 * (4 * nt + 3 * na) + 2 * 4 * 4 + 2 * 1 * 5 * 4;
-  CHECK(run_memory_bytes(c) == 2 * 8 * values + 8 * 4 + work_memory_bytes(c));
+  CHECK(results_memory_bytes(c) == 8 * values + 8 * 4);
+  CHECK(run_memory_bytes(c) == 8 * values + 8 * 4 + work_memory_bytes(c));
+  // A file image (Python) holds the file in memory and copies it out: the results twice more.
+  CHECK(run_memory_bytes(c, true) == 3 * (8 * values + 8 * 4) + work_memory_bytes(c));
   CHECK_NOTHROW(require_run_memory(c));
-  // Work storage, N = 5, d = 4, one head with d_k = d, one thread, by hand: the program 16 MB,
+  // An asked measure is one more column per recorded layer.
+  CHECK(results_memory_bytes(with("output.measures", "effective_rank")) - results_memory_bytes(c) == 8 * 2 * 4);
+  // Work storage, N = 5, d = 4, one head with d_k = d, one thread, by hand: the program (23 MB),
   // the mask and its analysis 2 x 25 bytes; doubles: logits 25, 12 token-sized matrices
   // 12 x 20 = 240, weights W_Q, W_K, W_V 3 x 16 = 48 and 4 d = 16 of vectors: 329 doubles.
-  CHECK(work_memory_bytes(c) == 16e6 + 50 + 8 * 329);
+  CHECK(work_memory_bytes(c) == kProgramBytes + 50 + 8 * 329);
   // Each further worker thread adds its own storage (not more threads than trials).
   const Config c2 = with("run.threads", "2");
   CHECK(work_memory_bytes(c2) - work_memory_bytes(c) == 8 * 329);
   CHECK(work_memory_bytes(with("run.threads", "8")) == work_memory_bytes(c2));
-  // Attention matrices: per thread a second N x N, and T x 3 recorded N x N matrices, twice.
+  // Attention matrices: per thread a second N x N, and T x 3 recorded N x N matrices.
   const Config ca = with("output.attention", "true");
-  CHECK(run_memory_bytes(ca) - run_memory_bytes(c) == 8 * 25 + 2 * 8 * (2 * 3 * 25));
+  CHECK(run_memory_bytes(ca) - run_memory_bytes(c) == 8 * 25 + 8 * (2 * 3 * 25));
 }
 
 TEST_CASE("a run whose working storage cannot fit names model.tokens", "[schedule][memory]") {
@@ -170,8 +175,8 @@ TEST_CASE("the work storage of a GPT-2-sized block dominates its results", "[sch
                                 {"model.key_dim", "64"}, {"model.value_dim", "64"}, {"mlp.width", "3072"},
                                 {"run.threads", "1"}, {"run.trials", "4"}, {"model.layers", "10"}});
   const double weights = 12.0 * (2 * 768 * 64 + 2 * 768 * 64) + 2.0 * 768 * 3072 + 3072 + 768 + 4 * 768;
-  CHECK(work_memory_bytes(c) == 16e6 + 2.0 * 128 * 128 + 8 * (128.0 * 128 + 12 * 128 * 768 + weights));
-  CHECK(work_memory_bytes(c) > 16e6 + 56e6);
+  CHECK(work_memory_bytes(c) == kProgramBytes + 2.0 * 128 * 128 + 8 * (128.0 * 128 + 12 * 128 * 768 + weights));
+  CHECK(work_memory_bytes(c) > kProgramBytes + 56e6);
 }
 
 TEST_CASE("bad schedules are usage errors naming output.schedule", "[schedule]") {

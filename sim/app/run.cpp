@@ -83,7 +83,7 @@ std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::
 
 std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::atomic<bool>* cancel,
                                const HostInputs& host) {
-  require_run_memory(c);
+  require_run_memory(c, true);  // the file's image too (in memory, then copied out)
   if (host.mask && c.mask.type != MaskType::custom)
     throw UsageError("a mask array was given but key 'mask.type' is not custom");
   // make_mask (in prepare) checks the host's mask as it checks mask.file's: shape N x N, self-loops.

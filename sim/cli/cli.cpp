@@ -71,6 +71,9 @@ int cli_main(const std::vector<std::string>& args) {
   // A write beyond the file-size limit (ulimit -f) fails with EFBIG and is reported like a full
   // disk, instead of killing the process halfway through a file.
   std::signal(SIGXFSZ, SIG_IGN);
+  // Run files and checkpoints are written on disk by HDF5: a file whose close failed (full disk)
+  // must not be closed again by HDF5 at exit (a crash after the clear error).
+  h5::no_close_at_exit();
   try {
     const std::string missing = missing_instruction_sets();
     if (!missing.empty()) {

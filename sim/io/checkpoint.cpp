@@ -165,7 +165,9 @@ void Checkpoint::flush(const RunResults& r) {
     // leaves the previous checkpoint as it was, never an unreadable one. The run holds the
     // output's lock, which covers its checkpoint.
     OutputFile file(path_, {});
-    h5::File f = fs::exists(path_, ec) ? h5::File::open_readwrite(path_, file.temporary()) : h5::File::create(file.temporary());
+    // On disk (a copy of the previous checkpoint, then the new trials), not an image in memory.
+    h5::File f = fs::exists(path_, ec) ? h5::File::open_copy_on_disk(path_, file.temporary())
+                                       : h5::File::create_on_disk(file.temporary());
     if (!f.has_attr("config_hash")) {
       f.set_attr("filetype", "rcsim-checkpoint");
       f.set_attr("config", config_);

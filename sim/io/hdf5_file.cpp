@@ -25,19 +25,28 @@ int quiet_depth = 0;
 H5E_auto2_t saved_handler = nullptr;
 void* saved_data = nullptr;
 
-// The innermost message of the current HDF5 error stack, for our exceptions.
+// The innermost message of the current HDF5 error stack, for our exceptions; the OS error
+// instead when a write of a file on disk failed (HDF5's sec2 driver: "... error message = 'File
+// too large', ..."), so that a full disk is named as such.
 std::string hdf5_message() {
-  std::string msg;
+  std::pair<std::string, std::string> msg;  // first message, OS error
   H5Ewalk2(
       H5E_DEFAULT, H5E_WALK_DOWNWARD,
       [](unsigned, const H5E_error2_t* err, void* data) -> herr_t {
-        auto* out = static_cast<std::string*>(data);
-        if (out->empty() && err->desc) *out = err->desc;
+        auto* out = static_cast<std::pair<std::string, std::string>*>(data);
+        if (!err->desc) return 0;
+        const std::string desc = err->desc;
+        if (out->first.empty()) out->first = desc;
+        const std::string key = "error message = '";
+        if (const auto at = desc.find(key); at != std::string::npos && out->second.empty()) {
+          const auto end = desc.find('\'', at + key.size());
+          if (end != std::string::npos) out->second = desc.substr(at + key.size(), end - at - key.size());
+        }
         return 0;
       },
       &msg);
   H5Eclear2(H5E_DEFAULT);
-  return msg;
+  return msg.second.empty() ? msg.first : msg.second;
 }
 
 [[noreturn]] void fail(const std::string& what) {
@@ -351,12 +360,37 @@ Handle create_dataset(hid_t loc, const std::string& path, const std::string& nam
     Handle d = create_dataset(id(), path_, name, FILETYPE, shape);                                     \
     check(H5Dwrite(d.id(), MEMTYPE, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "",                         \
           "cannot write dataset '" + name + "' in " + path_);                                          \
+    /* cached chunks written now, checked: the dataset's close is not (files on disk) */              \
+    check(H5Dflush(d.id()), "", "cannot write dataset '" + name + "' in " + path_);                   \
     return Dataset(std::move(d), path_ + name);                                                        \
   }
 RCSIM_H5_WRITE(double, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE)
 RCSIM_H5_WRITE(std::uint8_t, H5T_STD_U8LE, H5T_NATIVE_UINT8)
 RCSIM_H5_WRITE(std::int64_t, H5T_STD_I64LE, H5T_NATIVE_INT64)
 #undef RCSIM_H5_WRITE
+
+Dataset Group::create(const std::string& name, const std::vector<hsize_t>& shape) const {
+  Handle d = create_dataset(id(), path_, name, H5T_IEEE_F64LE, shape);
+  return Dataset(std::move(d), path_ + name);
+}
+
+void Dataset::write_rows(hsize_t first, hsize_t count, const double* data) const {
+  if (count == 0) return;
+  Handle space(check(H5Dget_space(id()), "cannot read the shape of " + path_), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.id());
+  if (rank < 1) throw std::logic_error("Dataset::write_rows: " + path_ + " has no axis 0");
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank)), start(dims.size(), 0);
+  H5Sget_simple_extent_dims(space.id(), dims.data(), nullptr);
+  if (first + count > dims[0]) throw std::logic_error("Dataset::write_rows: rows beyond the extent of " + path_);
+  start[0] = first;
+  dims[0] = count;
+  check(H5Sselect_hyperslab(space.id(), H5S_SELECT_SET, start.data(), nullptr, dims.data(), nullptr), "",
+        "cannot select rows of " + path_);
+  const Handle memory = make_space(dims);
+  check(H5Dwrite(id(), H5T_NATIVE_DOUBLE, memory.id(), space.id(), H5P_DEFAULT, data), "", "cannot write " + path_);
+}
+
+void Dataset::flush() const { check(H5Dflush(id()), "", "cannot write " + path_); }
 
 Dataset Group::write_string(const std::string& name, const std::string& text) const {
   Handle t = utf8_string_type();
@@ -522,6 +556,25 @@ File File::open_readwrite(const std::string& source, const std::string& dest) {
   if (id < 0) fail("cannot open '" + source + "' for modification");
   return File(Handle(id, H5Fclose), dest, true);
 }
+
+File File::create_on_disk(const std::string& filename) {
+  const ::rcsim::h5::QuietErrors quiet;
+  const Handle fapl = unlocked_access();
+  const hid_t id = H5Fcreate(filename.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id());
+  if (id < 0) fail("cannot create the HDF5 file '" + filename + "'");
+  return File(Handle(id, H5Fclose), filename, false);
+}
+
+File File::open_copy_on_disk(const std::string& source, const std::string& dest) {
+  const ::rcsim::h5::QuietErrors quiet;
+  copy_whole_file(source, dest);
+  const Handle fapl = unlocked_access();
+  const hid_t id = H5Fopen(dest.c_str(), H5F_ACC_RDWR, fapl.id());
+  if (id < 0) fail("cannot open '" + dest + "' (a copy of '" + source + "') for modification");
+  return File(Handle(id, H5Fclose), dest, false);
+}
+
+void no_close_at_exit() { H5dont_atexit(); }
 
 void File::flush() const {
   if (H5Fflush(id(), H5F_SCOPE_GLOBAL) < 0) fail("cannot flush '" + filename_ + "'");

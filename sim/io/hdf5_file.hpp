@@ -83,6 +83,12 @@ class Dataset : public Object {
   void attach_scale(const Dataset& scale, unsigned dim) const;
   // The extent of each axis.
   std::vector<hsize_t> shape() const;
+  // Write `count` consecutive entries of axis 0 from `first` on (a hyperslab: the full extent of
+  // the other axes, `data` in C order), so that a large dataset is written piece by piece
+  // without its whole copy in memory (made by Group::create, float64).
+  void write_rows(hsize_t first, hsize_t count, const double* data) const;
+  // Write the dataset's cached chunks to the file now, checked (the close of a dataset is not).
+  void flush() const;
 
  private:
   friend class Group;
@@ -104,6 +110,9 @@ class Group : public Object {
   Dataset write(const std::string& name, const std::vector<double>& values) const {
     return write(name, {values.size()}, values.data());
   }
+  // A float64 dataset of this shape, chunked and compressed as write() would, to be filled with
+  // Dataset::write_rows (then Dataset::flush). Its values equal those write() would store.
+  Dataset create(const std::string& name, const std::vector<hsize_t>& shape) const;
   Dataset write_string(const std::string& name, const std::string& text) const;
   // A 1-D dataset of variable-length UTF-8 strings.
   Dataset write_strings(const std::string& name, const std::vector<std::string>& texts) const;
@@ -144,6 +153,15 @@ class File : public Group {
   // Read `source` into memory for modification; close() writes the modified file to `dest`
   // (a temporary: `source` itself is never edited in place).
   static File open_readwrite(const std::string& source, const std::string& dest);
+  // The same two on disk, for files whose size must not be held in memory (run files and
+  // checkpoints: docs/dev/memory.md): HDF5 writes `filename` (an exclusive temporary this
+  // process created) itself, every dataset is flushed when written (checked), and close()
+  // checks the final flush. A failed write (full disk, file-size limit) is a RuntimeError naming
+  // the OS error; the process must have called no_close_at_exit() (HDF5 would otherwise crash
+  // at exit trying again to close the file it could not write).
+  static File create_on_disk(const std::string& filename);
+  // Copy `source` to `dest` (checked) and open `dest` for modification on disk.
+  static File open_copy_on_disk(const std::string& source, const std::string& dest);
   File(File&&) noexcept = default;
   File& operator=(File&&) = delete;
   // A file written in memory that was not closed is written by the destructor, unless the scope
@@ -173,6 +191,11 @@ class File : public Group {
   bool in_memory_ = false;
   int exceptions_ = 0;  // std::uncaught_exceptions() when made
 };
+
+// Tell HDF5 not to close its open files at process exit (H5dont_atexit; before any other HDF5
+// call). A file on disk whose close failed (full disk) stays half-open in HDF5, and its
+// exit-time close would crash the process after rcsim reported the error (rcsim's main()).
+void no_close_at_exit();
 
 // True if `path` is an HDF5 file whose root has filetype = `filetype` and complete = 1.
 bool is_complete(const std::string& path, const std::string& filetype);

@@ -42,6 +42,31 @@ h5::Dataset write_matrix(const h5::Group& g, const std::string& name, const Eige
   return g.write(name, {static_cast<hsize_t>(m.rows()), static_cast<hsize_t>(m.cols())}, data.data());
 }
 
+// A float64 dataset [trial, ...] written one trial at a time (Dataset::write_rows): the trial's
+// matrices in C order, never the whole dataset's copy in memory (docs/dev/memory.md). The values
+// are those one write of the concatenation stored.
+template <class Matrices>
+h5::Dataset write_per_trial(const h5::Group& g, const std::string& name, const std::vector<hsize_t>& shape,
+                            const Matrices& of_trial) {
+  h5::Dataset ds = g.create(name, shape);
+  std::vector<double> row;
+  for (hsize_t t = 0; t < shape[0]; ++t) {
+    row.clear();
+    for (const Matrix& m : of_trial(static_cast<int>(t))) {
+      const std::size_t at = row.size();
+      row.resize(at + static_cast<std::size_t>(m.size()));
+      Eigen::Map<RowMajorMatrix>(row.data() + at, m.rows(), m.cols()) = m;
+    }
+    hsize_t per_trial = 1;
+    for (std::size_t k = 1; k < shape.size(); ++k) per_trial *= shape[k];
+    if (row.size() != per_trial) throw std::logic_error("write_per_trial: trial " + std::to_string(t) + " of " + name +
+                                                        " has " + std::to_string(row.size()) + " values");
+    ds.write_rows(t, 1, row.data());
+  }
+  ds.flush();
+  return ds;
+}
+
 // The coordinates of one group: every group carries its own copy, so that
 // xarray.open_dataset(file, group=...) labels its arrays by value (layer 10 is layer 10, whatever
 // the schedule), not by position.
@@ -146,14 +171,8 @@ void write_metrics(const h5::File& f, const EngineSetup& s, const RunResults& r,
   write_measures(metrics, s, r.attention_defs, r.attention, "attention_layer");
   if (!r.spectrum.empty()) {
     const auto m = static_cast<std::size_t>(r.spectrum_size);
-    std::vector<double> data;
-    data.reserve(static_cast<std::size_t>(T) * layer_ids.size() * m);
-    for (const Matrix& sp : r.spectrum) {
-      const auto rm = row_major(sp);
-      data.insert(data.end(), rm.begin(), rm.end());
-    }
-    const h5::Dataset ds =
-        metrics.write("spectrum", {static_cast<hsize_t>(T), layer_ids.size(), m}, data.data());
+    const h5::Dataset ds = write_per_trial(metrics, "spectrum", {static_cast<hsize_t>(T), layer_ids.size(), m},
+                                           [&](int t) { return std::vector<Matrix>{r.spectrum[static_cast<std::size_t>(t)]}; });
     ds.set_attr("long_name", "singular values of X, descending");
     ds.set_attr("units", "same as X");
     std::vector<std::int64_t> sigma_index(m);
@@ -184,16 +203,11 @@ void write_snapshots(const h5::File& f, const EngineSetup& s, const RunResults& 
   const int T = r.trials, N = c.model.tokens, d = c.model.dim;
   if (!c.output.token_layers.empty()) {
     const auto S = c.output.token_layers.size();
-    std::vector<double> data;
-    for (const auto& per_trial : r.snapshots)
-      for (const Matrix& X : per_trial) {
-        const auto rm = row_major(X);
-        data.insert(data.end(), rm.begin(), rm.end());
-      }
     const std::vector<std::int64_t> layers(c.output.token_layers.begin(), c.output.token_layers.end());
     f.write_coordinate("tokens_layer", layers, "layer of each token snapshot");
-    const h5::Dataset ds = f.write(
-        "tokens", {static_cast<hsize_t>(T), S, static_cast<hsize_t>(N), static_cast<hsize_t>(d)}, data.data());
+    const h5::Dataset ds =
+        write_per_trial(f, "tokens", {static_cast<hsize_t>(T), S, static_cast<hsize_t>(N), static_cast<hsize_t>(d)},
+                        [&](int t) -> const std::vector<Matrix>& { return r.snapshots[static_cast<std::size_t>(t)]; });
     ds.set_attr("long_name", "token matrices X(t) at the layers in /tokens_layer (rows are tokens)");
     ds.set_attr("units", "same as X");
     f.label_axes(ds, {"trial", "tokens_layer", "token", "feature"});
@@ -201,15 +215,10 @@ void write_snapshots(const h5::File& f, const EngineSetup& s, const RunResults& 
 
   // Attention matrices (output.attention).
   if (!r.attention_matrices.empty()) {
-    std::vector<double> data;
-    for (const auto& per_trial : r.attention_matrices)
-      for (const Matrix& A : per_trial) {
-        const auto rm = row_major(A);
-        data.insert(data.end(), rm.begin(), rm.end());
-      }
-    const h5::Dataset ds = f.write(
-        "attention", {static_cast<hsize_t>(T), coords.attention_layer.size(), static_cast<hsize_t>(N), static_cast<hsize_t>(N)},
-        data.data());
+    const h5::Dataset ds = write_per_trial(
+        f, "attention",
+        {static_cast<hsize_t>(T), coords.attention_layer.size(), static_cast<hsize_t>(N), static_cast<hsize_t>(N)},
+        [&](int t) -> const std::vector<Matrix>& { return r.attention_matrices[static_cast<std::size_t>(t)]; });
     ds.set_attr("long_name", "head-averaged attention matrix (1/H) sum_h A_h of the layer t -> t+1 (rows: queries)");
     ds.set_attr("units", "1");
     f.label_axes(ds, {"trial", "attention_layer", "token", "attended_token"});
@@ -289,7 +298,9 @@ void write_run_contents(const h5::File& f, const std::string& config_ini, const 
 
 void write_run_file(const std::string& path, const std::string& config_ini, const EngineSetup& s, const RunResults& r,
                     const Provenance& p, const InputDigests& inputs) {
-  h5::File f = h5::File::create(path);
+  // On disk as it is written, not an image in memory (which would add the file's size to the
+  // peak memory twice: the image and its copy); each dataset flushed and checked.
+  h5::File f = h5::File::create_on_disk(path);
   write_run_contents(f, config_ini, s, r, p, inputs);
   f.close();  // checked: a file that did not fit is an error, never renamed
 }

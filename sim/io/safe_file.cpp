@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -60,6 +61,10 @@ int rename_no_replace(const std::string& tmp, const std::string& target) {
 
 }  // namespace
 
+namespace {
+constexpr const char* kTemporaryMark = "user.rcsim";  // extended attribute of rcsim's temporaries
+}  // namespace
+
 std::string create_temporary(const std::string& target) {
   const fs::path t(target);
   const fs::path dir = t.parent_path();
@@ -74,6 +79,11 @@ std::string create_temporary(const std::string& target) {
   const mode_t mask = umask(0);
   umask(mask);
   fchmod(fd, static_cast<mode_t>(0666) & ~mask);
+  // The mark that makes a killed writer's temporary provably rcsim's (is_stale_rcsim_temporary):
+  // run files and checkpoints are written on disk by HDF5, so a kill leaves a temporary that is
+  // neither empty nor a readable rcsim file. Where the file system has no user attributes, such a
+  // temporary is left alone (as any file that is not provably rcsim's).
+  (void)fsetxattr(fd, kTemporaryMark, "temporary", 9, 0);
   if (close(fd) != 0) {
     const int err = errno;
     unlink(buf.data());
@@ -130,6 +140,10 @@ bool is_stale_rcsim_temporary(const std::string& path, const struct timespec& be
     return false;
   // Empty: made by create_temporary (mkstemp) and never written (the process died computing).
   if (st.st_size == 0) return true;
+  // Marked by create_temporary: a file HDF5 was writing when the process died.
+  char mark[16];
+  const ssize_t n = lgetxattr(path.c_str(), kTemporaryMark, mark, sizeof mark);
+  if (n == 9 && std::memcmp(mark, "temporary", 9) == 0) return true;
   return g_rcsim_file_test && g_rcsim_file_test(path);
 }
 
@@ -144,6 +158,8 @@ void replace_with(const std::string& tmp, const std::string& target) {
       known = true;
     }
   }
+  // The finished file is no temporary: its mark goes (where there is none, nothing happens).
+  (void)lremovexattr(tmp.c_str(), kTemporaryMark);
   // A target that is not the one rcsim checked when it started (absent then, or another file
   // now) is not rcsim's: never replaced.
   struct stat now {};
@@ -186,6 +202,43 @@ void write_whole_file(const std::string& path, const void* data, std::size_t siz
   }
   if (close(fd) != 0 && err == 0) err = errno;
   if (err != 0) throw RuntimeError("cannot write '" + path + "': " + os_error(err));
+}
+
+void copy_whole_file(const std::string& source, const std::string& path) {
+  const int in = open(source.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (in < 0) {
+    const int err = errno;
+    throw RuntimeError("cannot read '" + source + "': " + os_error(err));
+  }
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+  if (fd < 0) {
+    const int err = errno;
+    close(in);
+    throw RuntimeError("cannot write '" + path + "': " + os_error(err));
+  }
+  std::vector<char> buf(1 << 20);
+  int err = 0;
+  bool reading = false;
+  for (;;) {
+    const ssize_t r = read(in, buf.data(), buf.size());
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      err = errno;
+      reading = true;
+      break;
+    }
+    if (r == 0) break;
+    for (ssize_t done = 0; done < r && err == 0;) {
+      const ssize_t w = write(fd, buf.data() + done, static_cast<std::size_t>(r - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) err = errno;
+      else done += w;
+    }
+    if (err) break;
+  }
+  close(in);
+  if (close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) throw RuntimeError("cannot " + std::string(reading ? "read '" + source : "write '" + path) + "': " + os_error(err));
 }
 
 bool path_exists(const std::string& path) {

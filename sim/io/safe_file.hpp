@@ -44,6 +44,9 @@ void remove_quietly(const std::string& path);
 // every write and the close checked; throws RuntimeError naming the file and the OS error
 // ("No space left on device", "File too large").
 void write_whole_file(const std::string& path, const void* data, std::size_t size);
+// Copy the bytes of `source` to `path` as write_whole_file would write them (neither followed
+// if a symlink; 1 MiB at a time; every read and write checked, RuntimeError naming the OS error).
+void copy_whole_file(const std::string& source, const std::string& path);
 
 // True if something exists at `path` (a file, directory, device, or a symlink, even dangling).
 bool path_exists(const std::string& path);

@@ -73,16 +73,34 @@ EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays in
   return s;
 }
 
-double run_memory_bytes(const ModelSpec& c) {
+double results_memory_bytes(const ModelSpec& c) {
   const double T = c.run.trials, L = c.model.layers, N = c.model.tokens, d = c.model.dim;
   const double S = c.output.measure_layers.empty() ? L + 1 : static_cast<double>(c.output.measure_layers.size());
-  const double Sa = std::min(S, L);  // layer L has no attention diagnostics
-  double values = T * (S * static_cast<double>(token_measure_info().size()) +
-                       Sa * static_cast<double>(attention_measure_info().size()));
+  double Sa = 0;  // the recorded layers below L (layer L has no attention diagnostics)
+  if (c.output.measure_layers.empty())
+    Sa = L;
+  else
+    for (const int t : c.output.measure_layers) Sa += t < c.model.layers;
+  double token_columns = 0, attention_columns = 0;  // the core measures and the asked ones
+  for (const MeasureDef& m : measure_registry())
+    if (measure_wanted(c, m)) (m.axis == MeasureAxis::token ? token_columns : attention_columns) += 1;
+  double values = T * (S * token_columns + Sa * attention_columns);
   if (c.output.spectrum) values += T * S * std::min(N, d);
   values += T * static_cast<double>(c.output.token_layers.size()) * N * d;
   if (c.output.attention) values += T * Sa * N * N;
-  return 2.0 * 8.0 * values + 8.0 * (L + 1) + work_memory_bytes(c);
+  return 8.0 * values + 8.0 * (L + 1);
+}
+
+// The formula, measured against the peak RSS by tests/hostile/memory_estimate.py (ctest
+// memory_estimate, within 25%) and documented in docs/dev/memory.md:
+//   peak = program + mask + threads x per-thread work + results (+ the image twice, in memory)
+// The results are held once: the run file and the checkpoint are written on disk by HDF5
+// (h5::File::create_on_disk) one trial of a large dataset at a time, so neither the file's image
+// nor a concatenated copy of a dataset is in memory. A file image (run_to_image: Python) holds
+// the file in memory and copies it out: twice the results at most (uncompressed: compression
+// cannot be known in advance, so this is an upper bound).
+double run_memory_bytes(const ModelSpec& c, bool image) {
+  return results_memory_bytes(c) * (image ? 3.0 : 1.0) + work_memory_bytes(c);
 }
 
 double work_memory_bytes(const ModelSpec& c) {
@@ -92,14 +110,16 @@ double work_memory_bytes(const ModelSpec& c) {
   const double rk4 = c.integrator == Integrator::rk4 ? 5 * N * d : 0;  // the stages k1..k4 and their point
   const double per_thread = N * N * (c.output.attention ? 2 : 1) + 12 * N * d + rk4 + weights;
   const double threads = resolve_threads(c.run.threads, std::max(c.run.trials, 1));
-  const double program = 16e6;  // the program and its libraries (peak RSS of a tiny run: 15-16 MiB)
+  // The program, its libraries, HDF5's caches and the allocator's arenas: the peak RSS of a tiny
+  // run (tests/hostile/memory_estimate.py, case "tiny").
+  const double program = kProgramBytes;
   // The gradient measures keep every block's input and weights for the reverse pass.
   const double stored = wants_gradients(c) ? c.model.layers * (N * d + weights) + 20 * N * d + 4 * N * N : 0.0;
   return program + 2.0 * N * N + 8.0 * threads * (per_thread + stored);
 }
 
-void require_run_memory(const ModelSpec& c) {
-  const double total = run_memory_bytes(c), work = work_memory_bytes(c);
+void require_run_memory(const ModelSpec& c, bool image) {
+  const double total = run_memory_bytes(c, image), work = work_memory_bytes(c);
   require_memory(total, "the run of '" + c.output.file + "'",
                  work > total - work
                      ? "most of it is working storage (" + format_bytes(work) +

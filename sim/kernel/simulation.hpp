@@ -66,20 +66,30 @@ EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays in
 bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel = nullptr);
 RunResults allocate_results(const EngineSetup& s);
 
-// Memory a run of `c` needs, in bytes: its results (token and attention measures per recorded
-// layer, spectrum, snapshots, attention matrices) twice (the run file is built in memory before
-// it is written), the layer tables, and work_memory_bytes(c). run_to_file refuses (UsageError)
-// a run that exceeds the physical memory; `rcsim run --dry-run` prints it.
-double run_memory_bytes(const ModelSpec& c);
-// The working storage of a run: the program itself (16 MB), the mask and its analysis
+// The process's baseline in bytes: the program, its libraries (HDF5, Eigen's, spdlog), HDF5's
+// caches, the allocator's arenas; the peak RSS of a tiny run (docs/dev/memory.md).
+inline constexpr double kProgramBytes = 23e6;
+// The results of a run of `c` in bytes, as allocate_results and run_trial hold them: the token
+// and attention measures (core and asked) per recorded layer, the spectrum, the token snapshots,
+// the attention matrices (8 bytes each), and the layer tables.
+double results_memory_bytes(const ModelSpec& c);
+// Memory a run of `c` needs, in bytes (the peak RSS it is measured against, within 25%: ctest
+// memory_estimate): results_memory_bytes(c) once, since the run file and the checkpoint are
+// written on disk as they are built, one trial of a large dataset at a time (io/run_file.cpp);
+// with `image` (run_to_image: the file built in memory and copied out, for Python) twice more,
+// an upper bound (the image is compressed); plus work_memory_bytes(c). run_to_file refuses
+// (UsageError) a run that exceeds the physical memory; `rcsim run --dry-run` prints it.
+// docs/dev/memory.md has the formula and the measurements.
+double run_memory_bytes(const ModelSpec& c, bool image = false);
+// The working storage of a run: the program itself (kProgramBytes), the mask and its analysis
 // (2 N^2 bytes) and, per worker thread,
 // one N x N logits/attention matrix (two with output.attention), about 12 N x d token-sized
 // matrices (tokens, Q, K, X W_V, the measures' QR copy, ...) and one layer's weights, all counted
 // as float64 (float32 runs need less). A model, not a measurement: bench/scale.py prints both.
 double work_memory_bytes(const ModelSpec& c);
 // Throw UsageError (naming output.file, the bytes needed and the machine's memory) if
-// run_memory_bytes(c) exceeds the physical memory.
-void require_run_memory(const ModelSpec& c);
+// run_memory_bytes(c, image) exceeds the physical memory.
+void require_run_memory(const ModelSpec& c, bool image = false);
 
 struct Interrupted : std::runtime_error {
   Interrupted() : std::runtime_error("interrupted") {}
