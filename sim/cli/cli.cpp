@@ -10,6 +10,7 @@
 #include "app/logger.hpp"
 #include "cli/cli_geometry.hpp"
 #include "cli/commands.hpp"
+#include "io/hdf5_file.hpp"
 #include "kernel/errors.hpp"
 #include "kernel/printable.hpp"
 #include "kernel/simulation.hpp"
