@@ -13,6 +13,7 @@ and each curve is the median over trials with the 10-90% band (--trials band), e
 import argparse
 import os
 import sys
+import textwrap
 
 import numpy as np
 
@@ -55,12 +56,16 @@ def config_values(run):
 
 
 def measure_words(measure, runs):
+    """Short words for an axis: MEASURE_WORDS, else the head of the stored long_name (the text
+    before its first ':' or ' (', as the registry writes "name: definition"), wrapped; else the
+    name."""
     if measure in MEASURE_WORDS:
         return MEASURE_WORDS[measure]
     for run in runs:
-        info = run.get("metric_info", {}).get(measure, {})
-        if "long_name" in info:
-            return info["long_name"]
+        long_name = run.get("metric_info", {}).get(measure, {}).get("long_name", "")
+        head = long_name.split(":", 1)[0].split(" (", 1)[0].strip()
+        if head and len(head) <= 60:
+            return textwrap.fill(head, 28)
     return measure
 
 
@@ -70,6 +75,11 @@ def words(key):
 
 def _setting(key, value):
     value = value.replace("_", " ") if isinstance(value, str) and not key.startswith("output.") else value
+    try:  # a number with a long expansion (d_QK = 1/4096) in 4 significant digits
+        if isinstance(value, str) and len(value) > 8 and "." in value:
+            value = f"{float(value):.4g}"
+    except ValueError:
+        pass
     return f"{words(key)} = {value}" if len(words(key)) <= 2 or words(key) in ("d_QK", "beta") else \
         f"{words(key)} {value}"
 
@@ -147,7 +157,7 @@ def plot_curves_figure(runs, measures, trials="band", xscale="log", yscale="log"
         ax.grid(True, which="major", alpha=0.3)
     statistic = {"band": "median and 10-90% band over trials", "all": "every trial",
                  "median": "median over trials"}[trials]
-    fig.suptitle(title(runs, statistic), fontsize=plt.rcParams["axes.titlesize"])
+    fig.suptitle(textwrap.fill(title(runs, statistic), 60 * len(measures)), fontsize=plt.rcParams["axes.titlesize"])
     if any(names):
         handles, texts = axes[0][0].get_legend_handles_labels()
         fig.tight_layout()

@@ -192,8 +192,8 @@ std::vector<MeasureDef> particle_measures() {
              "max over k = 1..4 of |mean_j exp(i k theta_j)| of the token angles (d = 2; NaN otherwise)", "1"},
             [](S, X x, V) { return fourier_mode(x); }),
       state(
-          {"largest_cluster", "fraction of the tokens in the largest component of the graph cos(x_i, x_j) > "
-                              "metrics.cluster_tau", "1"},
+          {"largest_cluster", "largest cluster: the fraction of the tokens in the largest component of the graph "
+                              "cos(x_i, x_j) > metrics.cluster_tau", "1"},
           [](S c, X x, V) { return largest_cluster_fraction(x, c.metrics.cluster_tau); },
           [](const EngineSetup& s) -> std::vector<MeasureAttribute> {
             return {real("tau", s.config.metrics.cluster_tau)};
