@@ -139,14 +139,15 @@ class Group : public Object {
   using Object::Object;
 };
 
-// Files are written in memory (HDF5's core driver, no backing store) and put on disk by close()
-// in one checked write of the whole image: HDF5 itself never meets a full disk (which leaves its
-// library state broken and crashes the process at exit), a failed write is one clear error, and
-// the bytes go through a descriptor that never follows a symlink.
+// Two ways to write. create() and open_readwrite() build the file in memory (HDF5's core driver,
+// no backing store) and close() puts it on disk in one checked write of the whole image: HDF5
+// itself never meets a full disk, a failed write is one clear error, and the bytes go through a
+// descriptor that never follows a symlink. Run files and checkpoints, whose size must not be held
+// in memory, use create_on_disk() and open_copy_on_disk() instead (below).
 class File : public Group {
  public:
   // A new, empty file in memory; close() writes it to `filename` (normally an exclusive
-  // temporary, see core/safe_file.hpp).
+  // temporary, see io/output_file.hpp).
   static File create(const std::string& filename);
   // Open for reading. `key` names the configuration key that gave the file, for messages.
   static File open_read(const std::string& filename, const std::string& key = "");
