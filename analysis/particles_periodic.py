@@ -73,7 +73,7 @@ def settings(tiny):
     """(n, trials, {kind: (dt, steps, token_every)}): tiny is for CI, the full run is the figure."""
     if tiny:
         return 256, 2, {"softmax": (0.05, 600, 10), "usa": (0.005, 400, 10)}
-    return 1024, 12, {"softmax": (0.05, 1000, 10), "usa": (0.005, 400, 5)}
+    return 512, 8, {"softmax": (0.05, 1000, 10), "usa": (0.005, 400, 5)}
 
 
 def fourier(th, kmax):

@@ -28,7 +28,7 @@ def settings(tiny):
     """(n, d, betas, dt, steps, trials, per_decade)."""
     if tiny:
         return 32, 2, [1, 4, 16, 64], 0.2, 500, 2, 8
-    return 32, 2, [0.5, 1, 2, 4, 8, 16, 32, 64, 128], 0.1, 20000, 16, 16
+    return 32, 2, [0.5, 1, 2, 4, 8, 16, 32, 64, 128], 0.1, 10000, 8, 16
 
 
 def main():
