@@ -155,7 +155,12 @@ def main():
         f.write(f"contraction_per_step_second_half_median_over_trials {rate0:.6f} (range {min(rates):.6f} .. {max(rates):.6f}) (1 - alpha = {1 - alpha:g})\n")
         f.write(f"rcsim_seconds {sec:.3f}\n")
     print(open(a.out + ".txt").read(), end="")
-    return 0
+    # Leaders attend only to themselves (their row of A is e_L), so the step leaves them exactly in place; the
+    # distances to the final leaders contract by exactly 1 - alpha once every token's target is a leader.
+    ok = max(r["moved"] for r in rows) < 1e-12 and abs(rate0 - (1 - alpha)) < 1e-6
+    if not ok:
+        print("hardmax check FAILED (a leader moved, or the contraction is not 1 - alpha)", file=sys.stderr)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

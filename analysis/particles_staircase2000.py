@@ -124,7 +124,14 @@ def main():
         f.write(f"max_level_error {max([abs(p['value'] - lev) for p, (lev, _) in zip(found, levels)] or [0]):.2e}\n")
         f.write(f"rcsim_seconds {sec:.2f} ({steps / sec:.4g} steps/s)\n")
     print(open(a.out + ".txt").read(), end="")
-    return 0
+    # The plateau levels must be the clusters' sum m^2 / n^2 (cross terms ~ exp(-beta 0.1^2 / 2) ~ 5e-5, the
+    # clusters' width ~ 1e-3), and the energy must not decrease (the SA flow is its gradient ascent up to Z_i).
+    lev_err = max([abs(p["value"] - lev) for p, (lev, _) in zip(found, levels)] or [0.0])
+    ok = len(found) >= 2 and lev_err < 1e-2 and np.min(np.diff(energy)) > -1e-12
+    if not ok:
+        print("staircase check FAILED (fewer than 2 plateaus, a level off sum m^2/n^2, or the energy decreased)",
+              file=sys.stderr)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
