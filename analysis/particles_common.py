@@ -1,6 +1,5 @@
 """Shared pieces of the particle-flow reproduction scripts (docs/science/particles.md, sections 8-12):
 the rcsim command line of the papers' flow, a timed run, and the token angles on the circle."""
-import os
 import shutil
 import subprocess
 import time

@@ -86,7 +86,6 @@ def main():
         cell0 = L[cells(X[0], X[0][L])]  # the leader of each token's initial cell
         moved = float(np.max(np.linalg.norm(X[:, L] - X[0][L][None], axis=-1)))
         final_leader = L[np.argmin(np.linalg.norm(X[-1][:, None, :] - X[0][L][None], axis=-1), axis=1)]
-        dist = np.linalg.norm(X - X[0][cell0][None], axis=-1)  # [layer, token]: distance to the initial cell's leader
         # straightness: distance of x_i(t) from the line through x_i(0) and its leader, over the path length
         e = X[0][cell0] - X[0]
         norm_e = np.linalg.norm(e, axis=1)

@@ -73,7 +73,6 @@ def main():
     with h5py.File(run, "r") as f:
         t = f["time"][()]
         energy = f["metrics/energy"][0]
-        c999 = f["metrics/clusters_999"][0]
         X = f["tokens"][0]
         tok_t = f["tokens_layer"][()] * dt
     circ = 2 * BETA * energy  # (1/n^2) sum exp(beta (<x_i, x_j> - 1))
