@@ -1,0 +1,65 @@
+"""Shared pieces of the particle-flow reproduction scripts (docs/science/particles.md, sections 8-12):
+the rcsim command line of the papers' flow, a timed run, and the token angles on the circle."""
+import shutil
+import subprocess
+import time
+
+import numpy as np
+
+
+def default_rcsim():
+    return shutil.which("rcsim") or "build/sim/rcsim"
+
+
+def flow_args(n, d, beta, dt, steps, kind="softmax", integrator="rk4", mask="complete"):
+    """The papers' flow dx_i/dt = P_{x_i}(sum_j A_ij x_j), Q = K = V = I shared by all layers, on the sphere."""
+    return [f"--model.tokens={n}", f"--model.dim={d}", f"--model.layers={steps}",
+            "--weights.q=identity", "--weights.k=identity", "--weights.v=identity", "--weights.shared=true",
+            f"--model.beta={beta!r}", f"--attention.kind={kind}", f"--mask.type={mask}",
+            "--norm.type=sphere", f"--residual.alpha={dt!r}", "--residual.project=tangent",
+            f"--dynamics.integrator={integrator}"]
+
+
+def run_rcsim(rcsim, out, args, extra=()):
+    """Run `rcsim run` into `out`; returns the wall time in seconds (the whole process)."""
+    cmd = [rcsim, "run", "--quiet", "--force", f"--output.file={out}", "--run.threads=1", *args, *extra]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True)
+    return time.perf_counter() - t0
+
+
+def angles(X):
+    """Angles atan2(x_2, x_1) of the rows of X[..., 2], in [-pi, pi)."""
+    return np.arctan2(X[..., 1], X[..., 0])
+
+
+def renyi_centres(X, delta):
+    """Renyi-parking centres (SCIENCE.md's definition): tokens in causal order, each a centre when its Euclidean
+    distance to every earlier centre is >= delta. Returns the list of token indices. An independent
+    implementation of rcsim's `renyi_centres` measure, used to check it."""
+    centres = []
+    for i, x in enumerate(X):
+        if all(np.linalg.norm(x - X[c]) >= delta for c in centres):
+            centres.append(i)
+    return centres
+
+
+def components(X, tau):
+    """Connected components of the graph cos(x_i, x_j) > tau: a label per token (0..k-1, in order of first token)."""
+    U = X / np.linalg.norm(X, axis=1, keepdims=True)
+    adj = (U @ U.T) > tau
+    n = len(X)
+    label = -np.ones(n, dtype=int)
+    k = 0
+    for s in range(n):
+        if label[s] >= 0:
+            continue
+        stack = [s]
+        label[s] = k
+        while stack:
+            i = stack.pop()
+            for j in np.nonzero(adj[i] & (label < 0))[0]:
+                label[j] = k
+                stack.append(j)
+        k += 1
+    return label

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Periodic meta-stable state on the circle (Bruno, Pasqualotto, Agazzi, "Emergence of meta-stable clustering in
+mean-field transformer models", ICLR 2025, Figure 4; docs/science/particles.md section 9): tokens equally spaced
+on the circle plus white noise sigma = 0.01 (init.type = circle, init.noise = 0.01), beta = 5, Q = K = V = I,
+integrated by rcsim's RK4 for SA and USA attention. The paper predicts a 3-periodic state at beta = 5.
+
+The linearisation about the uniform state (derived here, docs section 9): a density mode exp(i k theta) grows at
+    lambda_k = k^2 I_k(beta) / beta            (USA, A_ij = exp(beta <x_i, x_j>) / N)
+    lambda_k = k^2 I_k(beta) / (beta I_0(beta)) (SA, the softmax),
+I_k the modified Bessel function; the state that emerges is k_max = argmax_k lambda_k (3 at beta = 5, both
+kinds). `--self-test` checks lambda_k against the velocity of a perturbed equally spaced configuration.
+
+usage: particles_periodic.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX
+       particles_periodic.py --self-test
+"""
+import argparse
+import os
+import sys
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+import h5py  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from particles_common import angles, components, default_rcsim, flow_args, run_rcsim  # noqa: E402
+
+BETA, SIGMA, KMAX_SHOWN = 5.0, 0.01, 6
+
+
+def bessel_i(k, beta, m=4096):
+    """I_k(beta) = (1/pi) int_0^pi exp(beta cos u) cos(k u) du (trapezoid on a periodic integrand: spectral)."""
+    u = np.linspace(0.0, 2 * np.pi, m, endpoint=False)
+    return float(np.mean(np.exp(beta * np.cos(u)) * np.cos(k * u)))
+
+
+def growth_rate(k, beta, kind):
+    lam = k * k * bessel_i(k, beta) / beta
+    return lam / bessel_i(0, beta) if kind == "softmax" else lam
+
+
+def circle_velocity(theta, beta, kind):
+    """d theta_i / dt of the flow on the circle with Q = K = V = I: sum_j A_ij sin(theta_j - theta_i)."""
+    diff = theta[None, :] - theta[:, None]
+    w = np.exp(beta * np.cos(diff))
+    w = w / w.sum(axis=1, keepdims=True) if kind == "softmax" else w / len(theta)
+    return np.sum(w * np.sin(diff), axis=1)
+
+
+def self_test():
+    """lambda_k against the measured velocity of theta_j = 2 pi j / N + eps cos(k theta_j): v_j / (eps cos) -> lambda_k."""
+    n, eps, worst = 2048, 1e-7, 0.0
+    th0 = 2 * np.pi * np.arange(n) / n
+    for beta in (1.0, 5.0, 12.0):
+        for kind in ("softmax", "usa"):
+            for k in range(1, 7):
+                pert = eps * np.cos(k * th0)
+                v = circle_velocity(th0 + pert, beta, kind)
+                measured = float(np.dot(v, pert) / np.dot(pert, pert))
+                lam = growth_rate(k, beta, kind)
+                worst = max(worst, abs(measured - lam) / abs(lam))
+    # The Bessel quadrature against a known value: I_1(5) = 24.33564214245...
+    bessel_err = abs(bessel_i(1, 5.0) - 24.33564214245052)
+    kmax5 = [int(np.argmax([growth_rate(k, 5.0, kind) for k in range(1, 20)])) + 1 for kind in ("softmax", "usa")]
+    print(f"self-test: largest relative error of lambda_k {worst:.2e}; |I_1(5) - 24.3356...| = {bessel_err:.1e}; "
+          f"k_max(beta = 5) = {kmax5}")
+    ok = worst < 1e-4 and bessel_err < 1e-9 and kmax5 == [3, 3]
+    print("self-test " + ("passed" if ok else "FAILED"))
+    return 0 if ok else 1
+
+
+def settings(tiny):
+    """(n, trials, {kind: (dt, steps, token_every)}): tiny is for CI, the full run is the figure."""
+    if tiny:
+        return 256, 2, {"softmax": (0.05, 600, 10), "usa": (0.005, 400, 10)}
+    return 512, 8, {"softmax": (0.05, 1000, 10), "usa": (0.005, 400, 5)}
+
+
+def fourier(th, kmax):
+    """|(1/N) sum_j exp(i k theta_j)| for k = 1..kmax: [..., k]."""
+    k = np.arange(1, kmax + 1)
+    return np.abs(np.mean(np.exp(1j * th[..., None] * k), axis=-2))
+
+
+def fitted_rate(t, amp, lo, hi):
+    """Slope of log amp(t) over the samples where lo < amp < hi before amp first reaches hi (the linear phase)."""
+    stop = np.nonzero(amp >= hi)[0]
+    sel = (amp > lo) & (amp < hi) & (np.arange(len(amp)) < (stop[0] if len(stop) else len(amp)))
+    if np.sum(sel) < 3:
+        return float("nan")
+    return float(np.polyfit(t[sel], np.log(amp[sel]), 1)[0])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--self-test", action="store_true")
+    ap.add_argument("--rcsim", default=default_rcsim())
+    ap.add_argument("--data")
+    ap.add_argument("--out")
+    ap.add_argument("--seed", type=int, default=5)
+    a = ap.parse_args()
+    if a.self_test:
+        return self_test()
+    if not a.data or not a.out:
+        ap.error("--data and --out are required")
+    n, trials, runs = settings(a.tiny)
+    os.makedirs(a.data, exist_ok=True)
+    res = {}
+    for kind, (dt, steps, every) in runs.items():
+        path = os.path.join(a.data, f"particles_periodic_{kind}.h5")
+        tok = ",".join(str(k) for k in range(0, steps + 1, every))
+        sec = run_rcsim(a.rcsim, path, flow_args(n, 2, BETA, dt, steps, kind=kind),
+                        [f"--run.trials={trials}", f"--run.seed={a.seed}", "--init.type=circle", f"--init.noise={SIGMA!r}",
+                         f"--output.schedule=every:{every}", f"--output.tokens={tok}",
+                         "--output.measures=fourier_mode,clusters_90,clusters_99"])
+        with h5py.File(path, "r") as f:
+            Xall = f["tokens"][()]
+            tt = f["tokens_layer"][()] * dt
+            fm_all = f["metrics/fourier_mode"][()]
+            c90_all = f["metrics/clusters_90"][()]
+            c99 = f["metrics/clusters_99"][0]
+        per_trial = []
+        fm_err = 0.0
+        for r in range(trials):
+            F = fourier(angles(Xall[r]), KMAX_SHOWN)  # [time, k]
+            fm_err = max(fm_err, float(np.max(np.abs(fm_all[r] - F[:, :4].max(axis=1)))))
+            # the mode that emerges: the largest |c_k| when some |c_k| first exceeds 0.3 (end of the linear phase)
+            e = int(np.nonzero(F.max(axis=1) > 0.3)[0][0]) if np.any(F.max(axis=1) > 0.3) else len(tt) - 1
+            per_trial.append(dict(rate=fitted_rate(tt, F[:, 2], 5 * F[0, 2], 0.05), emerged=int(np.argmax(F[e])) + 1,
+                                  t_emerged=float(tt[e]), init=F[0], c90_final=int(c90_all[r][-1])))
+        X = Xall[0]
+        th = angles(X)
+        F = fourier(th, KMAX_SHOWN)
+        sizes = np.bincount(components(X[-1], 0.99))
+        res[kind] = dict(dt=dt, steps=steps, t=tt, F=F, th=th, fm_err=fm_err, per_trial=per_trial,
+                         rate=per_trial[0]["rate"], lam=[growth_rate(k, BETA, kind) for k in range(1, KMAX_SHOWN + 1)],
+                         c99=int(c99[-1]), sizes=np.sort(sizes)[::-1], sec=sec)
+
+    fig, ax = plt.subplots(2, 3, figsize=(14, 8))
+    for row, kind in enumerate(runs):
+        r = res[kind]
+        for k in range(KMAX_SHOWN):
+            ax[row, 0].semilogy(r["t"], r["F"][:, k], label=f"k = {k + 1}", lw=2.0 if k == 2 else 1.0)
+        ax[row, 0].set_xlabel("time t")
+        ax[row, 0].set_ylabel("|(1/N) sum_j exp(i k theta_j)|")
+        ax[row, 0].set_title(f"{kind}, trial 0: Fourier modes (k = 3 bold)")
+        ax[row, 0].legend(fontsize=7, ncol=2)
+        ax[row, 1].bar(np.arange(1, KMAX_SHOWN + 1), r["lam"], color=["C2" if k == 2 else "0.6" for k in range(KMAX_SHOWN)])
+        ax[row, 1].set_xlabel("mode k")
+        ax[row, 1].set_ylabel("growth rate lambda_k")
+        em = [p["emerged"] for p in r["per_trial"]]
+        ax[row, 1].set_title(f"{kind}: lambda_k = k^2 I_k(beta) / beta" + (" / I_0(beta)" if kind == "softmax" else "")
+                             + f"\nk = 3: measured {np.median([p['rate'] for p in r['per_trial']]):.4g} (median), "
+                             f"predicted {r['lam'][2]:.4g}\nemerging mode over {len(em)} trials: "
+                             + ", ".join(f"k={k}: {em.count(k)}" for k in sorted(set(em))), fontsize=9)
+        th = r["th"]
+        step = max(1, len(r["t"]) // 60)
+        for s in range(0, len(r["t"]), step):
+            ax[row, 2].plot(np.full(th.shape[1], r["t"][s]), th[s], ",", color="k")
+        ax[row, 2].set_xlabel("time t")
+        ax[row, 2].set_ylabel("token angle theta (rad)")
+        ax[row, 2].set_title(f"{kind}, trial 0: angles; at T {r['c99']} clusters (cos > 0.99),\nsizes "
+                             f"{list(r['sizes'][:6])}", fontsize=9)
+    fig.suptitle(f"circle, N = {n}, beta = {BETA:g}, equally spaced + noise sigma = {SIGMA:g}, Q = K = V = I, RK4"
+                 + (" (tiny)" if a.tiny else ""))
+    fig.tight_layout()
+    fig.savefig(a.out + ".png", dpi=110)
+    fig.savefig(a.out + ".pdf")
+
+    with open(a.out + ".txt", "w") as f:
+        f.write(f"# periodic state (Bruno, Pasqualotto, Agazzi, Fig. 4 setting): circle, N = {n}, beta = {BETA:g}, "
+                f"init circle + noise {SIGMA:g}, Q = K = V = I, seed {a.seed}{' (tiny)' if a.tiny else ''}\n")
+        f.write("# paper: 3-periodic state at beta = 5; k_max = argmax_k k^2 I_k(beta) (this note's linearisation)\n")
+        f.write(f"# {trials} trials per kind (seeds of one run); emerged = argmax_k |c_k| when max_k |c_k| first > 0.3\n")
+        f.write("kind trial lambda3_predicted lambda3_measured emerged_mode t_emerged clusters_90_at_T "
+                "|c_1..c_6|(0)\n")
+        for kind, r in res.items():
+            for k, p in enumerate(r["per_trial"]):
+                f.write(f"{kind} {k} {r['lam'][2]:.5g} {p['rate']:.5g} {p['emerged']} {p['t_emerged']:.4g} "
+                        f"{p['c90_final']} " + " ".join(f"{x:.2e}" for x in p["init"]) + "\n")
+        for kind, r in res.items():
+            em = [p["emerged"] for p in r["per_trial"]]
+            f.write(f"summary {kind}: dt {r['dt']:g}, T {r['dt'] * r['steps']:g}, k_max predicted "
+                    f"{int(np.argmax(r['lam'])) + 1}, lambda3 measured median "
+                    f"{np.median([p['rate'] for p in r['per_trial']]):.5g} vs {r['lam'][2]:.5g}; emerged modes "
+                    + ", ".join(f"k={k}: {em.count(k)}/{len(em)}" for k in sorted(set(em)))
+                    + f"; fourier_mode measure vs Python max diff {r['fm_err']:.1e}; rcsim {r['sec']:.2f} s\n")
+        f.write("lambda_k (k = 1..6): softmax " + " ".join(f"{x:.4g}" for x in res['softmax']['lam'])
+                + "; usa " + " ".join(f"{x:.4g}" for x in res['usa']['lam']) + "\n")
+    print(open(a.out + ".txt").read(), end="")
+    return 0 if max(r["fm_err"] for r in res.values()) < 1e-12 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

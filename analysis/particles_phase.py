@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""beta x t phase diagram of the cluster count (in the manner of Geshkovski, Letrouit, Polyanskiy, Rigollet,
+"A mathematical perspective on Transformers"; docs/science/particles.md section 11): the SA flow on the sphere,
+Q = K = V = I, X(0) uniform, integrated by rcsim's RK4 in one `[sweep]` over model.beta; the median over trials
+of the number of clusters (connected components of cos(x_i, x_j) > 0.999, measure clusters_999) as a heat map
+over beta and (log) time.
+
+usage: particles_phase.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX
+"""
+import argparse
+import glob
+import os
+import re
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+import h5py  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from particles_common import default_rcsim  # noqa: E402
+
+
+def settings(tiny):
+    """(n, d, betas, dt, steps, trials, per_decade)."""
+    if tiny:
+        return 32, 2, [1, 4, 16, 64], 0.2, 500, 2, 8
+    return 32, 2, [0.5, 1, 2, 4, 8, 16, 32, 64, 128], 0.1, 10000, 8, 16
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--rcsim", default=default_rcsim())
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seed", type=int, default=11)
+    a = ap.parse_args()
+    n, d, betas, dt, steps, trials, per_decade = settings(a.tiny)
+    os.makedirs(a.data, exist_ok=True)
+    ini = os.path.join(a.data, "particles_phase.ini")
+    sweep_dir = os.path.join(a.data, "particles_phase")
+    with open(ini, "w") as f:
+        f.write(f"""[model]
+tokens = {n}
+dim = {d}
+layers = {steps}
+[run]
+trials = {trials}
+seed = {a.seed}
+threads = 1
+[weights]
+q = identity
+k = identity
+v = identity
+shared = true
+[norm]
+type = sphere
+[residual]
+alpha = {dt!r}
+project = tangent
+[dynamics]
+integrator = rk4
+[init]
+type = sphere
+[output]
+file = {sweep_dir}.h5
+schedule = log:{per_decade}
+measures = clusters_99,clusters_999
+[sweep]
+model.beta = {', '.join(repr(float(b)) for b in betas)}
+""")
+    t0 = time.perf_counter()
+    subprocess.run([a.rcsim, "sweep", "--quiet", "--force", "--config", ini], check=True)
+    sec = time.perf_counter() - t0
+    found = {}
+    for path in glob.glob(os.path.join(sweep_dir, "model.beta=*.h5")):
+        beta = float(re.search(r"model\.beta=([^_/]+)\.h5$", path).group(1))
+        with h5py.File(path, "r") as f:
+            found[beta] = (f["time"][()], f["metrics/clusters_999"][()], f["metrics/clusters_99"][()])
+    bs = sorted(found)
+    if [float(b) for b in betas] != bs:
+        print(f"sweep points {bs} differ from {betas}", file=sys.stderr)
+        return 1
+    t = found[bs[0]][0]
+    med = np.array([np.median(found[b][1], axis=0) for b in bs])  # [beta, time]
+    med99 = np.array([np.median(found[b][2], axis=0) for b in bs])
+
+    fig, ax = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [1.4, 1]})
+    tt = np.maximum(t, dt)  # t = 0 drawn at the first step on the log axis
+    edges_t = np.concatenate([[tt[0] / 1.2], np.sqrt(tt[1:] * tt[:-1]), [tt[-1] * 1.2]])
+    lb = np.log2(bs)
+    edges_b = 2 ** np.concatenate([[lb[0] - 0.5], 0.5 * (lb[1:] + lb[:-1]), [lb[-1] + 0.5]])
+    pc = ax[0].pcolormesh(edges_t, edges_b, np.log2(med), cmap="viridis", shading="flat", vmin=0, vmax=np.log2(n))
+    cb = fig.colorbar(pc, ax=ax[0], ticks=np.arange(0, np.log2(n) + 1))
+    cb.ax.set_yticklabels([str(2 ** k) for k in range(int(np.log2(n)) + 1)])
+    cb.set_label("median number of clusters (cos > 0.999)")
+    ax[0].set_xscale("log")
+    ax[0].set_yscale("log", base=2)
+    ax[0].set_xlabel("time t (t = 0 drawn at t = dt)")
+    ax[0].set_ylabel("beta")
+    ax[0].set_title(f"SA flow on S^{d - 1}, n = {n}, {trials} trials per beta, RK4 dt = {dt:g}", fontsize=10)
+    for k, b in enumerate(bs):
+        ax[1].step(tt, med[k], where="post", label=f"beta = {b:g}")
+    ax[1].set_xscale("log")
+    ax[1].set_yscale("log", base=2)
+    ax[1].set_xlabel("time t")
+    ax[1].set_ylabel("median clusters (cos > 0.999)")
+    ax[1].legend(fontsize=7, ncol=2)
+    fig.suptitle("beta x t phase diagram of the cluster count" + (" (tiny)" if a.tiny else ""))
+    fig.tight_layout()
+    fig.savefig(a.out + ".png", dpi=110)
+    fig.savefig(a.out + ".pdf")
+
+    marks = [m for m in (1, 10, 100, 1000, 2000) if m <= t[-1] + 1e-9]
+    idx = [int(np.searchsorted(t, m + 1e-9) - 1) for m in marks]
+    with open(a.out + ".txt", "w") as f:
+        f.write(f"# phase diagram: SA, Q = K = V = I, n = {n}, d = {d}, X(0) uniform on the sphere, RK4 dt = {dt:g}, "
+                f"{steps} steps (T = {t[-1]:g}), {trials} trials per beta, seed {a.seed}{' (tiny)' if a.tiny else ''}\n")
+        f.write("# median over trials of clusters_999 (clusters_99 in brackets) at t = " + ", ".join(map(str, marks)) + "\n")
+        f.write("beta " + " ".join(f"t={m:g}" for m in marks) + " first_t_single_cluster(median)\n")
+        for k, b in enumerate(bs):
+            one = np.nonzero(med[k] <= 1)[0]
+            first = f"{t[one[0]]:.4g}" if len(one) else "never"
+            f.write(f"{b:g} " + " ".join(f"{med[k, i]:g}[{med99[k, i]:g}]" for i in idx) + f" {first}\n")
+        f.write(f"rcsim_sweep_seconds {sec:.2f}\n")
+    print(open(a.out + ".txt").read(), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
