@@ -44,7 +44,7 @@ CommandSpec brody_map_command() {
               {"map.dim_min", "3", "smallest dimension d >= 2"},
               {"map.dim_max", "15", "largest dimension d"},
               {"map.draws", "100", "random key sets per cell, >= 1"},
-              {"map.seed", "20240527", "seed (draw t of cell (n, d) = rcsim keys --keys.draw=t)"},
+              {"map.seed", std::to_string(kDefaultSeed), "seed (draw t of cell (n, d) = rcsim keys --keys.draw=t)"},
               {"map.norms", "none,layernorm",
                "comma list of normalisations (none | sphere | layernorm | projection | rmsnorm)"},
               key_decl("norm.eps"),

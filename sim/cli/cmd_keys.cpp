@@ -95,7 +95,7 @@ CommandSpec keys_command() {
                "gaussian (i.i.d. N(0,1)) | file (a 2-D dataset [n, d]) | run (tokens of a run file)"},
               {"keys.count", "20", "number of keys n >= 1 (gaussian)"},
               {"keys.dim", "3", "key dimension d >= 1 (gaussian)"},
-              {"keys.seed", "20240527", "seed of the gaussian keys"},
+              {"keys.seed", std::to_string(kDefaultSeed), "seed of the gaussian keys"},
               {"keys.draw", "0", "draw index >= 0: the keys of draw t of cell (n, d) of brody-map"},
               {"keys.file", "", "HDF5 file (source file or run)"},
               {"keys.dataset", "keys", "dataset [n, d] of the file (source file)"},

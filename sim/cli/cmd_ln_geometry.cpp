@@ -10,6 +10,7 @@
 
 #include "geometry/layernorm_geometry.hpp"
 #include "kernel/errors.hpp"
+#include "kernel/model_spec.hpp"
 #include "kernel/summary.hpp"
 
 namespace rcsim {
@@ -30,7 +31,7 @@ CommandSpec ln_geometry_command() {
               {"ln.eps", "1e-1,1e-3,1e-5", "comma list of epsilons >= 0 for the sampling check"},
               {"ln.samples", "100000", "random inputs per epsilon, >= 1"},
               {"ln.input_std", "1", "standard deviation > 0 of the i.i.d. normal inputs"},
-              {"ln.seed", "20240527", "seed of the inputs"},
+              {"ln.seed", std::to_string(kDefaultSeed), "seed of the inputs"},
               {"ln.store", "2000", "outputs stored per epsilon in the HDF5 file, >= 0"},
               {"output.file", "", "optional HDF5 output (empty: report on stdout only)"},
           }};

@@ -1,6 +1,8 @@
 #include "config/keys.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 
@@ -67,6 +69,36 @@ KeyDecl of_kind(KeyKind kind, std::string key, std::string def, std::string help
   k.kind = kind;
   return k;
 }
+// The defaults of the keys that the kernel's ModelSpec holds are its member initialisers
+// (kernel/model_spec.hpp), printed as the key's text: each default is written once (issue 20).
+// The printed text is the stored /config text of a run, so it must not change: the key table's
+// test (tests/docs/key_table.py) compares every default with the documented table.
+const ModelSpec& kernel_default() {
+  static const ModelSpec spec{};
+  return spec;
+}
+std::string text_of(int v) { return std::to_string(v); }
+std::string text_of(std::uint64_t v) { return std::to_string(v); }
+std::string text_of(bool v) { return v ? "true" : "false"; }
+// The shortest text that reads back as v, with the exponent's leading zeros dropped (1e-5, 0.999).
+std::string text_of(double v) {
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, v);
+  std::string t(buf, res.ptr);
+  const auto e = t.find('e');
+  if (e != std::string::npos) {
+    std::size_t digits = e + 1;
+    if (digits < t.size() && (t[digits] == '-' || t[digits] == '+')) ++digits;
+    while (digits + 1 < t.size() && t[digits] == '0') t.erase(digits, 1);
+    if (t[e + 1] == '+') t.erase(e + 1, 1);
+  }
+  return t;
+}
+template <class Enum>
+std::string text_of(Enum e, const NameTable<Enum>& table) {
+  return enum_name(e, table);
+}
+
 // Keys added after the golden set (tests/golden/) was recorded: kept in the stored configuration
 // (and the sweep definition) only when not at their default, so that a default run's /config
 // text and a default sweep's definition stay as they were.
@@ -81,10 +113,10 @@ const std::vector<WeightType> kQKWeights = {WeightType::gaussian, WeightType::or
 // The model: shape, attention, mask, normalisation, residual, dynamics, dropout, MLP.
 std::vector<KeyDecl> model_keys() {
   return {
-      integer("model.tokens", "8", 1, "number of tokens N (rows of X)"),
-      integer("model.dim", "4", 1, "token dimension d (columns of X)"),
-      integer("model.layers", "16", 1, "depth L (number of attention layers)"),
-      integer("model.heads", "1", 1, "number of attention heads H (Y = sum_h A_h X W_V,h)"),
+      integer("model.tokens", text_of(kernel_default().model.tokens), 1, "number of tokens N (rows of X)"),
+      integer("model.dim", text_of(kernel_default().model.dim), 1, "token dimension d (columns of X)"),
+      integer("model.layers", text_of(kernel_default().model.layers), 1, "depth L (number of attention layers)"),
+      integer("model.heads", text_of(kernel_default().model.heads), 1, "number of attention heads H (Y = sum_h A_h X W_V,h)"),
       integer("model.key_dim", "auto", 1, "query/key dimension d_k", "d"),
       number("model.d_qk", "auto", kPositive, "temperature d_QK in S = XW_Q (XW_K)^T / sqrt(d_QK); a fraction a/b is "
              "allowed (1/64)", "d_k"),
@@ -92,42 +124,42 @@ std::vector<KeyDecl> model_keys() {
       number("model.beta", "auto", kPositive,
              "inverse temperature beta = 1/sqrt(d_QK): give model.beta or model.d_qk (both: they must agree)",
              "1/sqrt(d_QK)"),
-      choice("model.head_mix", "sum", names_of(head_mix_names()),
+      choice("model.head_mix", text_of(kernel_default().model.head_mix, head_mix_names()), names_of(head_mix_names()),
              "how heads combine: sum (Y = sum_h A_h X W_V,h) | mean (Y = sum_h ... / H)"),
-      integer("model.value_dim", "0", 0,
+      integer("model.value_dim", text_of(kernel_default().model.value_dim), 0,
               "per-head value width d_v: W_V,h is d x d_v and head h adds A_h X W_V,h W_O,h (W_O,h d_v x d, "
               "weights.o); 0 = no output projection, W_V,h is d x d"),
-      choice("attention.kind", "softmax", names_of(attention_names()),
+      choice("attention.kind", text_of(kernel_default().attention_kind, attention_names()), names_of(attention_names()),
              "softmax (rows normalised) | usa (unnormalised: A_ij = exp(beta <x_i W_Q, x_j W_K>) / N on allowed "
              "entries) | hardmax (A_ij = 1/|S_i| on the maximisers S_i of <x_i W_Q, x_j W_K> over the allowed j; ties "
              "within a relative 1e-12, 1e-5 in float32; docs/science/particles.md) | random_markov (A = softmax(G) on the "
              "mask, G i.i.d. N(0, 1) per head, drawn with the weights and independent of X: Mind the Gap's random "
              "Markov attention; gradient measures refused)"),
       // --- Variants (docs/science/gradients.md): shaped attention, Noci et al. 2023 ---
-      omitted_at_default(number("attention.shape_a", "1", kAny,
+      omitted_at_default(number("attention.shape_a", text_of(kernel_default().attention_shape.a), kAny,
                                 "shaped attention A = a softmax(S) + b I - c C (C the uniform attention over the "
                                 "mask, row i 1/|N_i| on its allowed set): a")),
-      omitted_at_default(number("attention.shape_b", "0", kAny, "shaped attention: b, the weight of the identity")),
-      omitted_at_default(number("attention.shape_c", "0", kAny,
+      omitted_at_default(number("attention.shape_b", text_of(kernel_default().attention_shape.b), kAny, "shaped attention: b, the weight of the identity")),
+      omitted_at_default(number("attention.shape_c", text_of(kernel_default().attention_shape.c), kAny,
                                 "shaped attention: c, the weight of the uniform attention C subtracted (a = 1, b = "
                                 "0, c = 1: spectral-gap removal A - C, Mind the Gap)")),
-      choice("mask.type", "complete", names_of(mask_names()), "attention mask (docs/science/model-spec.md)"),
-      integer("mask.window", "1", 1, "window width w of the sliding-window masks"),
+      choice("mask.type", text_of(kernel_default().mask.type, mask_names()), names_of(mask_names()), "attention mask (docs/science/model-spec.md)"),
+      integer("mask.window", text_of(kernel_default().mask.window), 1, "window width w of the sliding-window masks"),
       file("mask.file", "", "HDF5 file with dataset /mask [N, N] (nonzero = may attend), for custom"),
-      choice("norm.type", "none", names_of(norm_names()), "row normalisation after attention"),
-      number("norm.eps", "1e-5", kNonNegative, "epsilon of layernorm and rmsnorm"),
+      choice("norm.type", text_of(kernel_default().norm.type, norm_names()), names_of(norm_names()), "row normalisation after attention"),
+      number("norm.eps", text_of(kernel_default().norm.eps), kNonNegative, "epsilon of layernorm and rmsnorm"),
       of_kind(KeyKind::numbers, "norm.gain", "1", "gain g of layernorm/rmsnorm"),
       of_kind(KeyKind::numbers, "norm.bias", "0", "bias b of layernorm"),
-      choice("norm.position", "post", names_of(norm_position_names()),
+      choice("norm.position", text_of(kernel_default().norm.position, norm_position_names()), names_of(norm_position_names()),
              "where the normalisation N sits, a = residual.alpha: post (N(X + a A(X)), or N(A(X)) without "
              "residual; the paper's model) | pre (X + a A(N(X))) | peri (X + a N(A(N(X)))) | ngpt (N(X + a (N(A(X)) - "
              "X)), nGPT, docs/science/peers.md); without residual (a = 0) pre gives A(N(X)) and peri N(A(N(X)))"),
-      choice("norm.params", "config", {"config", "file"},
+      choice("norm.params", kernel_default().norm.params_from_file ? "file" : "config", {"config", "file"},
              "gains and biases of the normalisations: config (norm.gain, norm.bias for every one) | file (each "
              "normalisation of each layer from weights.file: /norm_attn_gain, /norm_attn_bias, /norm_attn_out_*, "
              "/norm_mlp_*, /norm_mlp_out_*; layernorm and rmsnorm only)"),
-      number("residual.alpha", "0", kAny, "residual weight: Y = X + alpha * attention(X); 0 = no residual"),
-      choice("residual.project", "none", names_of(project_names()),
+      number("residual.alpha", text_of(kernel_default().residual_alpha), kAny, "residual weight: Y = X + alpha * attention(X); 0 = no residual"),
+      choice("residual.project", text_of(kernel_default().residual_project, project_names()), names_of(project_names()),
              "none | tangent: Y = X + alpha P(attention(X)), P removes from each row its component along x_i"),
       // --- Variants (docs/science/gradients.md) ---
       omitted_at_default(number(
@@ -136,34 +168,34 @@ std::vector<KeyDecl> model_keys() {
           "F(X)), pre and peri likewise; needs residual.alpha != 0; not with norm.position = ngpt)",
           "1, or what residual.mixing sets")),
       omitted_at_default(choice(
-          "residual.mixing", "none", names_of(mixing_names()),
+          "residual.mixing", text_of(kernel_default().residual_mixing, mixing_names()), names_of(mixing_names()),
           "how the skip gain a is set: none (a = residual.skip) | cowsik (a = sqrt(1 - alpha^2), Cowsik et al. 2024; "
           "needs 0 < |alpha| <= 1) | deepnorm (a = (2L)^(1/4) and weights.branch_gain auto = (8L)^(-1/4), L = "
           "model.layers, Wang et al. 2022; needs norm.position = post; DeepNorm proper has residual.alpha = 1)")),
       // --- Particles (docs/science/particles.md) ---
       omitted_at_default(choice(
-          "dynamics.integrator", "euler", names_of(integrator_names()),
+          "dynamics.integrator", text_of(kernel_default().integrator, integrator_names()), names_of(integrator_names()),
           "euler (Y = X + alpha F(X), the layer as it is) | rk4 (one classical Runge-Kutta step of size dt = "
           "residual.alpha of the flow dX/dt = F(X), F the attention output, P-projected with residual.project = "
           "tangent, then the normalisation; needs norm.position = post, no MLP, no dropout). Runs with rk4 or "
           "tangent store /time = dt x layer (docs/science/particles.md)")),
       omitted_at_default(number(
-          "dynamics.noise", "0", kNonNegative,
+          "dynamics.noise", text_of(kernel_default().dynamics_noise), kNonNegative,
           "noisy transformer: after each layer X <- P(X + sigma sqrt(dt) G), G i.i.d. N(0, 1) from the stream (seed, "
           "trial, 14), dt = |residual.alpha| (1 if 0), P = norm.type (none, or sphere with norm.position = post); "
           "gradient measures refused")),
-      number("dropout.attention", "0", kProbability,
+      number("dropout.attention", text_of(kernel_default().dropout.attention), kProbability,
              "dropout probability p on every head's attention weights (training mode: kept weights scaled by "
              "1/(1-p); /attention stores the weights before dropout; a stage with p = 0 draws nothing)"),
-      number("dropout.output", "0", kProbability,
+      number("dropout.output", text_of(kernel_default().dropout.output), kProbability,
              "dropout probability p on the attention output (sum over heads) and on the MLP output, before the "
              "residual (and before peri's output normalisation), scaled by 1/(1-p)"),
-      integer("mlp.width", "0", 0,
+      integer("mlp.width", text_of(kernel_default().mlp.width), 0,
               "hidden width m of the MLP sub-block after attention, MLP(X) = act(X W_in + b_in) W_out + b_out, placed "
               "by norm.position with a normalisation of its own; 0 = no MLP"),
-      choice("mlp.activation", "gelu", names_of(mlp_activation_names()),
+      choice("mlp.activation", text_of(kernel_default().mlp.activation, mlp_activation_names()), names_of(mlp_activation_names()),
              "relu | gelu (exact: x Phi(x) = x (1 + erf(x / sqrt 2)) / 2) | gelu_tanh (GPT-2's tanh approximation)"),
-      boolean("mlp.bias", "false", "true: the MLP has biases b_in, b_out (weights.mlp_*_bias_std, or from weights.file)"),
+      boolean("mlp.bias", text_of(kernel_default().mlp.bias), "true: the MLP has biases b_in, b_out (weights.mlp_*_bias_std, or from weights.file)"),
   };
 }
 
@@ -171,9 +203,9 @@ std::vector<KeyDecl> model_keys() {
 std::vector<KeyDecl> weight_keys() {
   const std::string rows = " (rows separated by ';', e.g. 0.5 1; 0 1)";
   return {
-      choice("weights.q", "gaussian", names_of(weight_names(), kQKWeights), "W_Q [d, d_k]"),
-      choice("weights.k", "gaussian", names_of(weight_names(), kQKWeights), "W_K [d, d_k]"),
-      choice("weights.v", "gaussian", names_of(weight_names()),
+      choice("weights.q", text_of(kernel_default().weights.q.type, weight_names()), names_of(weight_names(), kQKWeights), "W_Q [d, d_k]"),
+      choice("weights.k", text_of(kernel_default().weights.k.type, weight_names()), names_of(weight_names(), kQKWeights), "W_K [d, d_k]"),
+      choice("weights.v", text_of(kernel_default().weights.v.type, weight_names()), names_of(weight_names()),
              "W_V [d, d] ([d, d_v] with model.value_dim > 0): wishart (G G^T / sqrt(d)) | tied_qk (W_V = "
              "weights.v_sign * W_Q W_K^T); identity, wishart and tied_qk need d_v = d (model.value_dim 0 or d)"),
       number("weights.q_std", "auto", kNonNegative, "std of gaussian W_Q entries", "1/sqrt(d)"),
@@ -182,32 +214,32 @@ std::vector<KeyDecl> weight_keys() {
       of_kind(KeyKind::matrix, "weights.q_matrix", "", "inline W_Q for fixed" + rows),
       of_kind(KeyKind::matrix, "weights.k_matrix", "", "inline W_K for fixed"),
       of_kind(KeyKind::matrix, "weights.v_matrix", "", "inline W_V for fixed"),
-      choice("weights.o", "gaussian", names_of(weight_names(), kQKWeights),
+      choice("weights.o", text_of(kernel_default().weights.o.type, weight_names()), names_of(weight_names(), kQKWeights),
              "W_O [d_v, d] (needs model.value_dim > 0); identity needs d_v = d"),
       number("weights.o_std", "auto", kNonNegative, "std of gaussian W_O entries (fan-in as for W_V)", "1/sqrt(d_v)"),
       of_kind(KeyKind::matrix, "weights.o_matrix", "", "inline W_O for fixed"),
-      choice("weights.mlp", "gaussian", names_of(weight_names(), {WeightType::gaussian, WeightType::zero, WeightType::file}),
+      choice("weights.mlp", text_of(kernel_default().weights.mlp, weight_names()), names_of(weight_names(), {WeightType::gaussian, WeightType::zero, WeightType::file}),
              "MLP weights W_in [d, m], W_out [m, d] and biases: gaussian (stds below) | zero | file (/W_in, /W_out, "
              "/b_in, /b_out of weights.file)"),
       number("weights.mlp_in_std", "auto", kNonNegative, "std of gaussian W_in entries", "1/sqrt(d)"),
       number("weights.mlp_out_std", "auto", kNonNegative, "std of gaussian W_out entries", "1/sqrt(m)"),
-      number("weights.mlp_in_bias_std", "0", kNonNegative, "std of gaussian b_in entries (0 = zero biases)"),
-      number("weights.mlp_out_bias_std", "0", kNonNegative, "std of gaussian b_out entries (0 = zero biases)"),
+      number("weights.mlp_in_bias_std", text_of(kernel_default().weights.mlp_in_bias_std), kNonNegative, "std of gaussian b_in entries (0 = zero biases)"),
+      number("weights.mlp_out_bias_std", text_of(kernel_default().weights.mlp_out_bias_std), kNonNegative, "std of gaussian b_out entries (0 = zero biases)"),
       omitted_at_default(number("weights.branch_gain", "auto", kNonNegative,
                                 "gain multiplying W_V, W_O and the MLP's W_in, W_out after they are drawn or read "
                                 "(DeepNorm's beta; biases, W_Q, W_K unscaled)",
                                 "1; (8L)^(-1/4) with residual.mixing = deepnorm")),
-      boolean("weights.shared", "false", "true: one draw of the weights shared by all layers; false: fresh per layer"),
+      boolean("weights.shared", text_of(kernel_default().weights.shared), "true: one draw of the weights shared by all layers; false: fresh per layer"),
       file("weights.file", "",
            "HDF5 file with /W_Q, /W_K, /W_V (and /W_O, the MLP's /W_in, /b_in, /W_out, /b_out, the normalisations' "
            "/norm_*_gain, /norm_*_bias) for type file"),
-      choice("weights.qk", "none", names_of(bilinear_names()),
+      choice("weights.qk", text_of(kernel_default().weights.qk, bilinear_names()), names_of(bilinear_names()),
              "bilinear form B = W_Q W_K^T drawn directly (W_Q = B, W_K = I; needs d_k = d): none (use weights.q, "
              "weights.k) | gaussian_product (G1 G2 / sqrt(d)) | symmetric ((G + G^T) / sqrt(2)) | goe "
              "((G + G^T) / sqrt(2 d)) | wigner (symmetric, every entry N(0, 1)) | identity"),
-      text("weights.v_sign", "1", "1 | -1", "sign s of weights.v = tied_qk (W_V = s W_Q W_K^T)"),
-      integer("weights.redraw_every", "1", 1, "K: fresh weights at layers 0, K, 2K, ... (kept in between)"),
-      choice("weights.across_trials", "independent", {"independent", "shared"},
+      text("weights.v_sign", text_of(kernel_default().weights.v_sign), "1 | -1", "sign s of weights.v = tied_qk (W_V = s W_Q W_K^T)"),
+      integer("weights.redraw_every", text_of(kernel_default().weights.redraw_every), 1, "K: fresh weights at layers 0, K, 2K, ... (kept in between)"),
+      choice("weights.across_trials", kernel_default().weights.shared_across_trials ? "shared" : "independent", {"independent", "shared"},
              "independent (each trial draws its weights) | shared (one weight draw, from a stream of its own, for all "
              "trials)"),
   };
@@ -216,42 +248,42 @@ std::vector<KeyDecl> weight_keys() {
 // X(0), the run, what is recorded.
 std::vector<KeyDecl> input_run_output_keys() {
   return {
-choice("init.type", "gaussian", names_of(init_names()),
+choice("init.type", text_of(kernel_default().init.type, init_names()), names_of(init_names()),
              "X(0): gaussian | sphere (uniform on the unit sphere) | positive | fixed | file | uniform (entries uniform "
              "on (-1, 1)) | circle (theta_j = 2 pi j / N in the first two coordinates; d >= 2) | equiangular (unit tokens, "
              "<x_i, x_j> = init.rho; N <= d) | isometric (X X^T = I; N <= d)"),
       of_kind(KeyKind::matrix, "init.matrix", "", "inline X(0) [N, d] for fixed"),
       file("init.file", "", "HDF5 file with /X0 [N, d] or [trials, N, d] for type file"),
-      omitted_at_default(text("init.rho", "0.5", "number; -1/(N-1) <= rho <= 1 for equiangular",
+      omitted_at_default(text("init.rho", text_of(kernel_default().init.rho), "number; -1/(N-1) <= rho <= 1 for equiangular",
                               "pairwise correlation <x_i, x_j> of init.type = equiangular")),
-      omitted_at_default(number("init.noise", "0", kNonNegative,
+      omitted_at_default(number("init.noise", text_of(kernel_default().init.noise), kNonNegative,
                                 "std sigma of white noise added to X(0): X(0) + sigma G, G i.i.d. N(0, 1) from the "
                                 "stream (seed, trial, 13); rows projected back onto the unit sphere for init.type = "
                                 "sphere | circle (Bruno et al.'s uniform + noise)")),
-      integer("run.trials", "16", 1, "number of independent trials"),
-      of_kind(KeyKind::seed, "run.seed", "20240527", "seed; trial t uses a stream that depends only on (seed, t)"),
-      integer("run.threads", "0", 0, "worker threads (0 = all cores); results do not depend on it"),
-      choice("run.precision", "float64", names_of(precision_names()),
+      integer("run.trials", text_of(kernel_default().run.trials), 1, "number of independent trials"),
+      of_kind(KeyKind::seed, "run.seed", text_of(kernel_default().run.seed), "seed; trial t uses a stream that depends only on (seed, t)"),
+      integer("run.threads", text_of(kernel_default().run.threads), 0, "worker threads (0 = all cores); results do not depend on it"),
+      choice("run.precision", text_of(kernel_default().run.precision, precision_names()), names_of(precision_names()),
              "float32 computes every block in single precision (matrix products, softmax, normalisations, MLP; "
              "weights, gains and X(0) rounded to float) and the measures in float64 from the float tokens; the "
              "complete mask's float32 results depend on the summation order (docs/science/model-spec.md)"),
-      file("output.file", "data/run.h5",
+      file("output.file", kernel_default().output.file,
            "output HDF5 file (written to an exclusive temporary .NAME.XXXXXX.tmp, renamed when complete)"),
-      text("output.tokens", "none", "none | final | all | comma list of layers 0 .. L", "token snapshots"),
-      boolean("output.spectrum", "false", "store the whole singular spectrum per layer"),
-      text("output.schedule", "all", "all | every:K | log:K | list:a b c (K an integer >= 1, layers in 0 .. L)",
+      text("output.tokens", kernel_default().output.tokens, "none | final | all | comma list of layers 0 .. L", "token snapshots"),
+      boolean("output.spectrum", text_of(kernel_default().output.spectrum), "store the whole singular spectrum per layer"),
+      text("output.schedule", kernel_default().output.schedule, "all | every:K | log:K | list:a b c (K an integer >= 1, layers in 0 .. L)",
            "layers at which measures are computed and stored (always 0 and L): every:K multiples of K, log:K K "
            "log-spaced layers per decade, list: the layers given (spaces or commas); docs/user/sweeps.md"),
       text("output.measures", "none", "none | comma list of: " + optional_measure_names_text(),
            "extra measures, opt-in (each described in /metrics attributes and docs/reference/file-formats.md)"),
-      boolean("output.attention", "false",
+      boolean("output.attention", text_of(kernel_default().output.attention),
               "store the head-averaged attention matrix (1/H) sum_h A_h of every recorded attention layer in /attention"),
       number("metrics.rank_rtol", "auto", kNonNegative, "relative rank tolerance", "max(N, d) * machine epsilon"),
-      number("metrics.rank_atol", "0", kNonNegative, "absolute rank tolerance; tol = max(atol, rtol * sigma_max)"),
+      number("metrics.rank_atol", text_of(kernel_default().metrics.rank_atol), kNonNegative, "absolute rank tolerance; tol = max(atol, rtol * sigma_max)"),
       // --- Peer measures (docs/science/peers.md) ---
-      number("metrics.pair_threshold", "0.999", kAny,
+      number("metrics.pair_threshold", text_of(kernel_default().metrics.pair_threshold), kAny,
              "pair_density counts ordered pairs i != j with cos(x_i, x_j) > threshold"),
-      number("metrics.cluster_tau", "0.999", kAny, "clusters: connected components of the graph cos(x_i, x_j) > tau"),
+      number("metrics.cluster_tau", text_of(kernel_default().metrics.cluster_tau), kAny, "clusters: connected components of the graph cos(x_i, x_j) > tau"),
   };
 }
 

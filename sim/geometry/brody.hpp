@@ -22,9 +22,9 @@ struct BrodyMapSpec {
   int count_min = 3, count_max = 60;  // n
   int dim_min = 3, dim_max = 15;      // d
   int draws = 100;
-  std::uint64_t seed = 20240527;
+  std::uint64_t seed = kDefaultSeed;
   std::vector<NormType> norms{NormType::none, NormType::layernorm};
-  double eps = 1e-5;   // of layernorm / rmsnorm (gain 1, bias 0)
+  double eps = kDefaultNormEps;  // of layernorm / rmsnorm (gain 1, bias 0)
   double rtol = 1e-9;  // selectability tolerance (selectability.hpp)
   bool exact = false;  // re-check unselectable keys with GLPK's exact simplex
   int threads = 1;     // worker threads over cells (0 = all cores); results do not depend on it

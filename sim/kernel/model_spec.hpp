@@ -11,8 +11,14 @@
 
 namespace rcsim {
 
+// Defaults used by more than one struct (here, kernel/normalization.hpp, geometry/brody.hpp): each
+// written once. The configuration keys print them (config/keys.cpp, text_of).
+inline constexpr double kDefaultNormEps = 1e-5;          // norm.eps
+inline constexpr std::uint64_t kDefaultSeed = 20240527;  // run.seed
+
 enum class MaskType { complete, causal, sliding_window, unidirectional_sliding_window, custom };
 enum class NormType { none, sphere, layernorm, projection, rmsnorm };
+inline constexpr NormType kDefaultNormType = NormType::none;  // norm.type (also kernel/normalization.hpp)
 enum class WeightType { gaussian, orthogonal, identity, zero, fixed, file, wishart, tied_qk };
 enum class InitType { gaussian, sphere, positive, fixed, file, uniform,
                       // --- Particles (docs/science/particles.md) ---
@@ -70,8 +76,8 @@ struct MaskConfig {
 };
 
 struct NormConfig {
-  NormType type = NormType::none;
-  double eps = 1e-5;
+  NormType type = kDefaultNormType;
+  double eps = kDefaultNormEps;
   std::vector<double> gain;  // empty = all ones; else one value (broadcast) or d values
   std::vector<double> bias;  // empty = all zeros; else one value (broadcast) or d values
   NormPosition position = NormPosition::post;  // post: N(X + a A(X)); pre: X + a A(N(X));
@@ -121,7 +127,7 @@ struct InitConfig {
 
 struct RunConfig {
   int trials = 16;
-  std::uint64_t seed = 20240527;
+  std::uint64_t seed = kDefaultSeed;
   int threads = 0;  // 0 = all cores
   Precision precision = Precision::float64;  // float32: the blocks compute in float
 };

@@ -10,13 +10,13 @@ namespace rcsim {
 
 // A normalisation with its parameters resolved for dimension d.
 struct Normalization {
-  NormType type = NormType::none;
-  double eps = 1e-5;
+  NormType type = kDefaultNormType;
+  double eps = kDefaultNormEps;
   RowVector gain;  // size d (all ones by default)
   RowVector bias;  // size d (all zeros by default)
 
   Normalization() = default;
-  Normalization(NormType t, int d, double eps_ = 1e-5, const std::vector<double>& g = {},
+  Normalization(NormType t, int d, double eps_ = kDefaultNormEps, const std::vector<double>& g = {},
                 const std::vector<double>& b = {});
   static Normalization from_config(const ModelSpec& c);
 };
