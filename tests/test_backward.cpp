@@ -188,12 +188,16 @@ StackCheck check_stack(const Case& k, const std::string& mask_type, int layers, 
   LayerWeights& w = ws[0];
   for (int h = 0; h < k.H; ++h) {
     r.q = std::max(r.q, rel_err(g0.dq[h], fd_gradient(w.q[h], loss)));
-    r.k = std::max(r.k, rel_err(g0.dk[h], fd_gradient(w.k[h], loss)));
+    const Matrix fd_k = fd_gradient(w.k[h], loss);
+    r.k = std::max(r.k, rel_err(g0.dk[h], fd_k));
     r.v = std::max(r.v, rel_err(g0.dv[h], fd_gradient(w.v[h], loss)));
     if (k.dv > 0) r.o = std::max(r.o, rel_err(g0.dout[h], fd_gradient(w.o[h], loss)));
     if (k.attn_bias) {
       r.bq = std::max(r.bq, rel_err(g0.dq_bias[h], fd_gradient_row(w.q_bias[h], loss)));
-      r.bk = std::max(r.bk, rel_err(g0.dk_bias[h], fd_gradient_row(w.k_bias[h], loss)));
+      // b_K adds q_i . b_K to every logit of row i, which the softmax ignores: dL/db_K = 0 (1^T dS = 0
+      // row by row). Its error is measured against the scale of W_K's gradient instead.
+      const Matrix fd_bk = fd_gradient_row(w.k_bias[h], loss);
+      r.bk = std::max(r.bk, (g0.dk_bias[h] - fd_bk).norm() / std::max(fd_bk.norm(), fd_k.norm()));
       r.bv = std::max(r.bv, rel_err(g0.dv_bias[h], fd_gradient_row(w.v_bias[h], loss)));
     }
   }
