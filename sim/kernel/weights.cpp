@@ -52,7 +52,8 @@ std::vector<InputRequirement> input_requirements(const ModelSpec& c, InputArrays
     if (c.weights.q.type == WeightType::file) req.push_back({wf, "b_Q", bias_shapes(dk), &in.b_q});
     if (c.weights.k.type == WeightType::file) req.push_back({wf, "b_K", bias_shapes(dk), &in.b_k});
     if (c.weights.v.type == WeightType::file) req.push_back({wf, "b_V", bias_shapes(dv), &in.b_v});
-    const bool o_file = c.model.value_dim > 0 ? c.weights.o.type == WeightType::file : c.weights.v.type == WeightType::file;
+    const bool o_file = c.model.value_dim > 0 ? c.weights.o.type == WeightType::file
+                                              : c.weights.v.type == WeightType::file;
     if (o_file) req.push_back({wf, "b_O", layer_shapes(c, {d}), &in.b_o});
   }
   if (m > 0 && c.weights.mlp == WeightType::file) {
