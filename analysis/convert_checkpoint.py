@@ -6,13 +6,16 @@ names) into an rcsim `weights.file`, unfolded (default):
   /W_in [L, d, m], /b_in [L, m], /W_out [L, m, d], /b_out [L, d]   the MLP (mlp.width = m)
   /norm_attn_gain, /norm_attn_bias [L, d]   the attention sub-block's LayerNorm
   /norm_mlp_gain, /norm_mlp_bias [L, d]     the MLP sub-block's LayerNorm (norm.params = file)
+  /b_Q, /b_K, /b_V [L, H, d_k], /b_O [L, d]   the attention biases (attention.bias = true; written
+                                            when the checkpoint has any: GPT-2's c_attn.bias split
+                                            into q, k, v and c_proj.bias, BERT's query/key/value
+                                            and attention.output.dense biases; a missing one is 0)
 GPT-2 is pre-LN (ln_1 before attention, ln_2 before the MLP, residual weight 1, gelu_tanh);
 BERT post-LN (attention.output.LayerNorm after attention + residual, output.LayerNorm after the
 MLP + residual, exact gelu). With --fold the old attention-only file is written instead: /W_V
-[L, H, d, d] = W_V,h W_O,h folded (exact for attention without biases), no /W_O; the MLP and
-LayerNorm datasets are written as well (a run may ignore them).
-Not carried over (rcsim has no place for them): the biases of Q, K, V and of the output
-projection (a warning names the largest), GPT-2's final ln_f, the embeddings.
+[L, H, d, d] = W_V,h W_O,h folded, no /W_O (with biases /b_V [L, H, d] = b_V,h W_O,h, exact too);
+the MLP and LayerNorm datasets are written as well (a run may ignore them).
+Not carried over (rcsim has no place for them): GPT-2's final ln_f, the embeddings.
 Row convention as in rcsim (a token x maps to x W):
   GPT-2 (Conv1D, x W): h.{l}.attn.c_attn.weight [d, 3d] = [W_Q | W_K | W_V], h.{l}.attn.c_proj.weight
         [d, d], h.{l}.mlp.c_fc.weight [d, m] (+ .bias), h.{l}.mlp.c_proj.weight [m, d] (+ .bias),
@@ -128,7 +131,9 @@ def find_any(tensors, patterns):
 
 
 def attention_weights(tensors, kind):
-    """('gpt2' | 'bert', per layer (W_Q, W_K, W_V, W_O) in the row convention x W, attention biases)."""
+    """('gpt2' | 'bert', per layer (W_Q, W_K, W_V, W_O) in the row convention x W, per layer the
+    attention biases (b_Q, b_K, b_V, b_O) as length-d vectors (None for a bias the checkpoint lacks),
+    or None if it has no attention bias at all)."""
     if kind in ("gpt2", "auto"):
         qkv = find(tensors, r"h\.(\d+)\.attn\.c_attn\.weight")
         proj = find(tensors, r"h\.(\d+)\.attn\.c_proj\.weight")
@@ -142,16 +147,28 @@ def attention_weights(tensors, kind):
                     raise BadInput(f"tensors h.{layer}.attn.c_attn.weight and c_proj.weight: shapes {list(w.shape)} and "
                                    f"{list(o.shape)}, expected [d, 3d] and [d, d] (d = {qkv[0].shape[0]} as in layer 0)")
                 out.append((w[:, :d], w[:, d:2 * d], w[:, 2 * d:], o))
-            biases = [b for p in (r"h\.(\d+)\.attn\.c_attn\.bias", r"h\.(\d+)\.attn\.c_proj\.bias")
-                      for b in (find(tensors, p) or [])]
+            qkv_b = find(tensors, r"h\.(\d+)\.attn\.c_attn\.bias")
+            proj_b = find(tensors, r"h\.(\d+)\.attn\.c_proj\.bias")
+            biases = None
+            if qkv_b or proj_b:
+                d = qkv[0].shape[0]
+                biases = []
+                for layer in range(len(qkv)):
+                    b = bias_at(qkv_b, layer, f"h.{layer}.attn.c_attn.bias", 3 * d)
+                    o = bias_at(proj_b, layer, f"h.{layer}.attn.c_proj.bias", d)
+                    biases.append((None, None, None, o) if b is None else (b[:d], b[d:2 * d], b[2 * d:], o))
             return "gpt2", out, biases
     if kind in ("bert", "auto"):
         parts = [find(tensors, r"layer\.(\d+)\.attention\.self\.%s\.weight" % n) for n in ("query", "key", "value")]
         dense = find(tensors, r"layer\.(\d+)\.attention\.output\.dense\.weight")
         if all(parts) and dense and len({len(p) for p in parts} | {len(dense)}) == 1:
-            biases = [b for p in [r"layer\.(\d+)\.attention\.self\.%s\.bias" % n for n in ("query", "key", "value")]
-                      + [r"layer\.(\d+)\.attention\.output\.dense\.bias"] for b in (find(tensors, p) or [])]
             d = require_rank("layer.0.attention.self.query.weight", parts[0][0], 2).shape[0]
+            names = ["attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"]
+            found = [find(tensors, r"layer\.(\d+)\." + n.replace(".", r"\.") + r"\.bias") for n in names]
+            biases = None
+            if any(found):
+                biases = [tuple(bias_at(f, layer, f"layer.{layer}.{n}.bias", d) for f, n in zip(found, names))
+                          for layer in range(len(dense))]
             for layer, group in enumerate(zip(*parts, dense)):
                 for what, a in zip(("attention.self.query", "attention.self.key", "attention.self.value",
                                     "attention.output.dense"), group):
@@ -162,6 +179,17 @@ def attention_weights(tensors, kind):
     raise BadInput(f"no complete set of {'GPT-2 or BERT' if kind == 'auto' else kind} attention tensors "
                    "(h.L.attn.c_attn/c_proj.weight or layer.L.attention.self.query/key/value.weight and "
                    "layer.L.attention.output.dense.weight, for layers 0, 1, ...)")
+
+
+def bias_at(found, layer, name, size):
+    """Layer `layer`'s bias from find()'s list (None if the checkpoint has none), checked: [size]."""
+    if not found:
+        return None
+    if layer >= len(found):
+        raise BadInput(f"tensor {name}: missing (the attention has more layers than its biases)")
+    if found[layer].shape != (size,):
+        raise BadInput(f"tensor {name}: shape {list(found[layer].shape)}, expected [{size}]")
+    return found[layer]
 
 
 def mlp_and_norms(tensors, kind, layers, d):
@@ -211,7 +239,7 @@ def mlp_and_norms(tensors, kind, layers, d):
 
 
 def convert(tensors, heads, kind="auto", fold=False):
-    """(datasets name -> array, architecture 'gpt2' | 'bert', largest |attention bias|)."""
+    """(datasets name -> array, architecture 'gpt2' | 'bert')."""
     arch, layers, biases = attention_weights(tensors, kind)
     d = layers[0][0].shape[0]
     if heads < 1 or d % heads:
@@ -232,9 +260,18 @@ def convert(tensors, heads, kind="auto", fold=False):
     out = {"W_Q": WQ, "W_K": WK, "W_V": WV}
     if not fold:
         out["W_O"] = WO
+    if biases is not None:  # attention.bias: head h owns entries h d_k .. (h+1) d_k - 1 of b_q, b_k, b_v
+        zero = np.zeros(d)
+        bq, bk, bv, bo = (np.array([zero if b[i] is None else b[i] for b in biases]) for i in range(4))
+        out["b_Q"], out["b_K"] = bq.reshape(L, heads, dk), bk.reshape(L, heads, dk)
+        if fold:  # V_h W_O,h = (x W_v,h + b_v,h) W_o,h: b_V[l, h] = b_v,h W_o,h
+            out["b_V"] = np.array([[bv[t, h * dk:(h + 1) * dk] @ layers[t][3][h * dk:(h + 1) * dk, :]
+                                    for h in range(heads)] for t in range(L)])
+        else:
+            out["b_V"] = bv.reshape(L, heads, dk)
+        out["b_O"] = bo
     out.update(mlp_and_norms(tensors, arch, L, d))
-    largest_bias = max((float(np.abs(b).max()) for b in biases if b.size), default=0.0)
-    return out, arch, largest_bias
+    return out, arch
 
 
 def rcsim_keys(data, arch, fold, out):
@@ -242,6 +279,8 @@ def rcsim_keys(data, arch, fold, out):
     L, H, d, dk = data["W_Q"].shape
     keys = [f"--weights.file={os.path.abspath(out)}", f"--model.dim={d}", f"--model.heads={H}", f"--model.key_dim={dk}", f"--model.layers={L}",
             "--weights.q=file", "--weights.k=file", "--weights.v=file", "--norm.type=layernorm"]
+    if "b_Q" in data:
+        keys += ["--attention.bias=true"]
     if fold:
         return keys + ["--mask.type=" + ("causal" if arch == "gpt2" else "complete")]
     keys += [f"--model.value_dim={dk}", "--weights.o=file", "--residual.alpha=1",
@@ -284,7 +323,7 @@ def main(argv=None):
                    help="write W_V,h W_O,h folded into /W_V [L, H, d, d] and no /W_O (attention-only rcsim runs)")
     a = p.parse_args(argv)
     try:
-        data, arch, largest_bias = convert(read_safetensors(a.checkpoint), a.heads, a.kind, a.fold)
+        data, arch = convert(read_safetensors(a.checkpoint), a.heads, a.kind, a.fold)
     except (BadInput, OSError) as e:
         print(f"convert_checkpoint: {e}", file=sys.stderr)
         return 2
@@ -293,10 +332,8 @@ def main(argv=None):
         return 2
     keys = rcsim_keys(data, arch, a.fold, a.out)
     note = ("W_V[l, h] = W_V,h W_O,h folded" if a.fold else "unfolded W_V, W_O") + \
-        "; attention biases and the final LayerNorm not converted"
-    if largest_bias > 0:
-        print(f"convert_checkpoint: warning: attention biases (largest |b| = {largest_bias:.3g}) are not "
-              "converted: rcsim's attention has none", file=sys.stderr)
+        ("; attention biases kept (attention.bias = true)" if "b_Q" in data else "") + \
+        "; the final LayerNorm not converted"
     write(a.out, data, a.checkpoint, keys, note)
     L, H, d, dk = data["W_Q"].shape
     print(f"wrote {a.out} ({arch}): L = {L}, H = {H}, d = {d}, d_k = {dk}, datasets {', '.join(sorted(data))}")

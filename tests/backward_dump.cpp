@@ -27,7 +27,9 @@ std::map<std::string, std::string> options(int argc, char** argv) {
       {"L", "3"},   {"seed", "1"},   {"norm", "layernorm"}, {"pos", "pre"}, {"alpha", "0.7"}, {"dqk", "2"},
       {"act", "gelu"}, {"usa", "0"}, {"head_mean", "0"}, {"mask", "complete"}, {"bias", "1"},
       // variants (docs/science/gradients.md): skip gain, shaped attention
-      {"skip", "1"}, {"shape_a", "1"}, {"shape_b", "0"}, {"shape_c", "0"}};
+      {"skip", "1"}, {"shape_a", "1"}, {"shape_b", "0"}, {"shape_c", "0"},
+      // attention.bias: b_Q, b_K, b_V per head and b_O (drawn after the other weights of a layer)
+      {"attn_bias", "0"}};
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     const auto eq = a.find('=');
@@ -84,7 +86,7 @@ int main(int argc, char** argv) {
   auto o = options(argc, argv);
   const int N = std::stoi(o["N"]), d = std::stoi(o["d"]), dk = std::stoi(o["dk"]), H = std::stoi(o["H"]);
   const int dv = std::stoi(o["dv"]), m = std::stoi(o["m"]), L = std::stoi(o["L"]);
-  const bool bias = o["bias"] == "1";
+  const bool bias = o["bias"] == "1", attn_bias = o["attn_bias"] == "1";
   RandomStream rng(std::stoull(o["seed"]), 0);
   const MaskMatrix mask = backward_test_mask(o["mask"], N);
   static const Normalization unused;
@@ -118,6 +120,14 @@ int main(int argc, char** argv) {
       w.norms[s].gain = RowVector::Ones(d) + gaussian(1, d, rng, 0.3);
       w.norms[s].bias = gaussian(1, d, rng, 0.3);
     }
+    if (attn_bias) {
+      for (int h = 0; h < H; ++h) {
+        w.q_bias.push_back(gaussian(1, dk, rng, 0.5));
+        w.k_bias.push_back(gaussian(1, dk, rng, 0.5));
+        w.v_bias.push_back(gaussian(1, dv > 0 ? dv : d, rng, 0.5));
+      }
+      w.o_bias = gaussian(1, d, rng, 0.5);
+    }
   }
   const Matrix X0 = gaussian(N, d, rng, 1.0), C = gaussian(N, d, rng, 1.0);
   std::vector<Matrix> inputs;
@@ -143,7 +153,13 @@ int main(int argc, char** argv) {
       put(out, pre + "k" + std::to_string(h), w.k[h]);
       put(out, pre + "v" + std::to_string(h), w.v[h]);
       if (dv > 0) put(out, pre + "o" + std::to_string(h), w.o[h]);
+      if (attn_bias) {
+        put(out, pre + "bq" + std::to_string(h), w.q_bias[h]);
+        put(out, pre + "bk" + std::to_string(h), w.k_bias[h]);
+        put(out, pre + "bv" + std::to_string(h), w.v_bias[h]);
+      }
     }
+    if (attn_bias) put(out, pre + "bo", w.o_bias);
     if (m > 0) {
       put(out, pre + "w_in", w.mlp_in);
       put(out, pre + "w_out", w.mlp_out);
@@ -164,7 +180,13 @@ int main(int argc, char** argv) {
       put(out, pre + "k" + std::to_string(h), g.dk[h]);
       put(out, pre + "v" + std::to_string(h), g.dv[h]);
       if (dv > 0) put(out, pre + "o" + std::to_string(h), g.dout[h]);
+      if (attn_bias) {
+        put(out, pre + "bq" + std::to_string(h), g.dq_bias[h]);
+        put(out, pre + "bk" + std::to_string(h), g.dk_bias[h]);
+        put(out, pre + "bv" + std::to_string(h), g.dv_bias[h]);
+      }
     }
+    if (attn_bias) put(out, pre + "bo", g.dout_bias);
     if (m > 0) {
       put(out, pre + "w_in", g.mlp.d_in);
       put(out, pre + "w_out", g.mlp.d_out);

@@ -55,6 +55,7 @@ struct Case {
   bool usa = false, head_mean = false;
   double skip = 1.0;     // residual.skip (variants)
   AttentionShape shape;  // attention.shape_a/b/c (variants)
+  bool attn_bias = false;  // attention.bias: b_Q, b_K, b_V per head and b_O
 };
 
 LayerWeights random_weights(const Case& k, RandomStream& rng) {
@@ -78,6 +79,14 @@ LayerWeights random_weights(const Case& k, RandomStream& rng) {
     w.norms[s] = Normalization(k.norm, k.d, 1e-5);
     w.norms[s].gain = RowVector::Ones(k.d) + gaussian(1, k.d, rng, 0.3);
     w.norms[s].bias = gaussian(1, k.d, rng, 0.3);
+  }
+  if (k.attn_bias) {  // drawn last: the cases without biases keep their draws
+    for (int h = 0; h < k.H; ++h) {
+      w.q_bias.push_back(gaussian(1, k.dk, rng, 0.5));
+      w.k_bias.push_back(gaussian(1, k.dk, rng, 0.5));
+      w.v_bias.push_back(gaussian(1, k.dv > 0 ? k.dv : k.d, rng, 0.5));
+    }
+    w.o_bias = gaussian(1, k.d, rng, 0.5);
   }
   return w;
 }
@@ -152,7 +161,8 @@ Matrix fd_gradient_row(RowVector& x, const std::function<double()>& f) {
 
 struct StackCheck {
   double x = 0, q = 0, k = 0, v = 0, o = 0, gain = 0, bias = 0, w_in = 0, b_in = 0, w_out = 0, b_out = 0;
-  double worst() const { return std::max({x, q, k, v, o, gain, bias, w_in, b_in, w_out, b_out}); }
+  double bq = 0, bk = 0, bv = 0, bo = 0;  // attention biases
+  double worst() const { return std::max({x, q, k, v, o, gain, bias, w_in, b_in, w_out, b_out, bq, bk, bv, bo}); }
 };
 
 // Compares the reverse pass over `layers` blocks with finite differences of
@@ -178,10 +188,20 @@ StackCheck check_stack(const Case& k, const std::string& mask_type, int layers, 
   LayerWeights& w = ws[0];
   for (int h = 0; h < k.H; ++h) {
     r.q = std::max(r.q, rel_err(g0.dq[h], fd_gradient(w.q[h], loss)));
-    r.k = std::max(r.k, rel_err(g0.dk[h], fd_gradient(w.k[h], loss)));
+    const Matrix fd_k = fd_gradient(w.k[h], loss);
+    r.k = std::max(r.k, rel_err(g0.dk[h], fd_k));
     r.v = std::max(r.v, rel_err(g0.dv[h], fd_gradient(w.v[h], loss)));
     if (k.dv > 0) r.o = std::max(r.o, rel_err(g0.dout[h], fd_gradient(w.o[h], loss)));
+    if (k.attn_bias) {
+      r.bq = std::max(r.bq, rel_err(g0.dq_bias[h], fd_gradient_row(w.q_bias[h], loss)));
+      // b_K adds q_i . b_K to every logit of row i, which the softmax ignores: dL/db_K = 0 (1^T dS = 0
+      // row by row). Its error is measured against the scale of W_K's gradient instead.
+      const Matrix fd_bk = fd_gradient_row(w.k_bias[h], loss);
+      r.bk = std::max(r.bk, (g0.dk_bias[h] - fd_bk).norm() / std::max(fd_bk.norm(), fd_k.norm()));
+      r.bv = std::max(r.bv, rel_err(g0.dv_bias[h], fd_gradient_row(w.v_bias[h], loss)));
+    }
   }
+  if (k.attn_bias) r.bo = rel_err(g0.dout_bias, fd_gradient_row(w.o_bias, loss));
   if (k.m > 0) {
     r.w_in = rel_err(g0.mlp.d_in, fd_gradient(w.mlp_in, loss));
     r.w_out = rel_err(g0.mlp.d_out, fd_gradient(w.mlp_out, loss));
@@ -361,6 +381,59 @@ TEST_CASE("attention block: masks, heads, d_QK, W_O, USA, head mean against FD",
       WARN("attention block, mask " << mask << ": largest relative error against FD " << r.worst());
     }
   }
+}
+
+TEST_CASE("attention biases b_Q, b_K, b_V, b_O against FD (and W_Q, W_K, W_V, W_O with them)", "[backward]") {
+  double worst = 0.0;
+  for (const std::string mask : {"complete", "causal", "custom"}) {
+    Case k;
+    k.attn_bias = true;
+    SECTION("attention alone, 2 heads, mask " + mask) {
+      k.norm = NormType::none;
+      k.pos = NormPosition::post;
+      k.alpha = 0.0;
+      const StackCheck r = check_stack(k, mask, 1, 31);
+      CHECK(r.worst() < kTol);
+      CHECK(r.bq > 0.0);  // compared, not skipped
+      worst = std::max(worst, r.worst());
+    }
+    SECTION("W_O, head mean, shaped attention, mask " + mask) {
+      k.norm = NormType::none;
+      k.pos = NormPosition::post;
+      k.alpha = 0.0;
+      k.dv = 2;
+      k.head_mean = true;
+      k.shape = AttentionShape{0.8, 0.3, 0.5};  // rows no longer sum to 1: b_V acts apart from b_O
+      const StackCheck r = check_stack(k, mask, 1, 32);
+      CHECK(r.worst() < kTol);
+      worst = std::max(worst, r.worst());
+    }
+    SECTION("GPT-2 block (pre-LN, W_O, MLP gelu_tanh with biases), 2 blocks, mask " + mask) {
+      k.pos = NormPosition::pre;
+      k.alpha = 1.0;
+      k.dv = 2;
+      k.m = 6;
+      k.act = MlpActivation::gelu_tanh;
+      const StackCheck r = check_stack(k, mask, 2, 33);
+      CHECK(r.worst() < kTol);
+      worst = std::max(worst, r.worst());
+    }
+  }
+  WARN("attention biases: largest relative error against FD " << worst);
+  // The biases act in the forward pass (transformer_block): b_O alone changes X(1).
+  Case k;
+  k.attn_bias = true;
+  k.norm = NormType::none;
+  k.pos = NormPosition::post;
+  k.alpha = 0.0;
+  RandomStream rng(34, 0);
+  Fixture f(k, backward_test_mask("complete", k.N));
+  std::vector<LayerWeights> ws{random_weights(k, rng)};
+  const Matrix X0 = gaussian(k.N, k.d, rng), C = gaussian(k.N, k.d, rng);
+  LayerWeights plain = ws[0];  // the same weights without b_O: the forward differs
+  plain.o_bias = RowVector::Zero(k.d);
+  std::vector<LayerWeights> wp{plain};
+  CHECK(rel_err(f.forward(X0, wp), f.forward(X0, ws)) > 1e-3);
 }
 
 TEST_CASE("3-block stack in every placement x normalisation against FD", "[backward]") {

@@ -83,7 +83,10 @@ def configuration_arguments(keys=None, **sections):
 # The arrays simulate() takes, by argument: the dataset name the engine expects (as in the HDF5
 # files of init.file and weights.file) and the key whose type `file` makes the model take it.
 _WEIGHT_KEYS = {"W_Q": "weights.q", "W_K": "weights.k", "W_V": "weights.v", "W_O": "weights.o",
-                "W_in": "weights.mlp", "W_out": "weights.mlp", "b_in": "weights.mlp", "b_out": "weights.mlp"}
+                "W_in": "weights.mlp", "W_out": "weights.mlp", "b_in": "weights.mlp", "b_out": "weights.mlp",
+                "b_Q": "weights.q", "b_K": "weights.k", "b_V": "weights.v", "b_O": "attention.bias"}
+# The attention biases imply attention.bias = true (b_O goes with W_O, or with W_V without model.value_dim).
+_ATTENTION_BIASES = ("b_Q", "b_K", "b_V", "b_O")
 _NORM_STEMS = ("norm_attn", "norm_attn_out", "norm_mlp", "norm_mlp_out")
 
 
@@ -145,7 +148,12 @@ def _host_inputs(x0, weights, mask, flat):
     for name, value in (weights or {}).items():
         arrays[name] = _as_float_array(f"weights['{name}']", value)
         implied["weights.file"] = "<arrays>"
-        implied[_WEIGHT_KEYS.get(name, "norm.params")] = "file"
+        if name in _ATTENTION_BIASES:
+            implied["attention.bias"] = "true"
+            if name != "b_O":
+                implied[_WEIGHT_KEYS[name]] = "file"
+        else:
+            implied[_WEIGHT_KEYS.get(name, "norm.params")] = "file"
     if mask is not None:
         implied.update({"mask.type": "custom", "mask.file": "<array mask>"})
     keys = [f"--{k}={v}" for k, v in implied.items() if k not in flat]
@@ -208,6 +216,8 @@ def simulate(config_file=None, keys=None, group="metrics", quiet=True, x0=None, 
         "norm_attn_gain", ...}: the entries named like arrays are arrays, with the shapes of
         weights.file (docs/reference/file-formats.md): [d, d_k] or [L, d, d_k], [H, ...] with heads;
         each sets its key (weights.q = file, ...); other entries are keys of [weights] as usual;
+        the attention biases "b_Q", "b_K", "b_V" ([d_k] / [d_v], [H, ..], [L, ..]) and "b_O" ([d]
+        or [L, d]) set attention.bias = true (b_O goes with W_O, or with W_V without value_dim);
       mask=: a bool or 0/1 array [N, N] (sets mask.type = custom); a dict is the [mask] section.
       A wrong shape raises ConfigError naming the array and the shapes allowed.
     group: the run file's group ("metrics", "summary", "diagnostics", or "/" for the root:

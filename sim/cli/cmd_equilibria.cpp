@@ -82,7 +82,7 @@ std::vector<std::string> option_arguments(const std::vector<std::string>& keys) 
 void refuse_unused_keys(const Invocation& inv, const ParsedArgs& p) {
   static const std::set<std::string> unused = {
       "dropout.attention", "dropout.output", "mlp.width", "mlp.activation", "mlp.bias", "norm.position",
-      "norm.params", "weights.mlp", "weights.mlp_in_std", "weights.mlp_out_std", "weights.mlp_in_bias_std",
+      "attention.bias", "norm.params", "weights.mlp", "weights.mlp_in_std", "weights.mlp_out_std", "weights.mlp_in_bias_std",
       "weights.mlp_out_bias_std", "weights.redraw_every", "weights.across_trials", "weights.shared",
       "run.threads", "run.precision", "output.tokens", "output.spectrum", "output.schedule", "output.measures",
       "output.attention", "metrics.rank_rtol", "metrics.rank_atol", "metrics.pair_threshold", "metrics.cluster_tau"};

@@ -114,6 +114,7 @@ void read_model(KeyValues& v, Config& c) {
   c.model.head_mix = read_enum(v, "model.head_mix", head_mix_names());
   c.model.value_dim = read_int(v, "model.value_dim");
   c.attention_kind = read_enum(v, "attention.kind", attention_names());
+  c.attention_bias = read_bool(v, "attention.bias");
   v["model.key_dim"] = std::to_string(c.model.key_dim);
   v["model.d_qk"] = fmt_double(c.model.d_qk);
   // model.beta is another spelling of d_QK: stored as given, or as auto (then d_QK, written out,

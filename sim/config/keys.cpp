@@ -143,6 +143,11 @@ std::vector<KeyDecl> model_keys() {
       omitted_at_default(number("attention.shape_c", text_of(kernel_default().attention_shape.c), kAny,
                                 "shaped attention: c, the weight of the uniform attention C subtracted (a = 1, b = "
                                 "0, c = 1: spectral-gap removal A - C, Mind the Gap)")),
+      omitted_at_default(boolean(
+          "attention.bias", text_of(kernel_default().attention_bias),
+          "true: biases in the attention (GPT-2's c_attn and c_proj biases): Q = X W_Q + 1 b_Q^T, K and V likewise per "
+          "head, b_O added to the sum over heads; zero unless read from weights.file (/b_Q, /b_K, /b_V with weights.q, "
+          "k, v = file; /b_O with weights.o = file, or weights.v = file without model.value_dim) or given as arrays")),
       choice("mask.type", text_of(kernel_default().mask.type, mask_names()), names_of(mask_names()), "attention mask (docs/science/model-spec.md)"),
       integer("mask.window", text_of(kernel_default().mask.window), 1, "window width w of the sliding-window masks"),
       file("mask.file", "", "HDF5 file with dataset /mask [N, N] (nonzero = may attend), for custom"),

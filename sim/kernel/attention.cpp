@@ -13,9 +13,12 @@ namespace {
 
 template <class T>
 void logits_impl(const Eigen::Ref<const MatrixT<T>>& X, const Eigen::Ref<const MatrixT<T>>& W_Q,
-                 const Eigen::Ref<const MatrixT<T>>& W_K, double d_qk, MatrixT<T>& Q, MatrixT<T>& K, MatrixT<T>& S) {
+                 const Eigen::Ref<const MatrixT<T>>& W_K, double d_qk, MatrixT<T>& Q, MatrixT<T>& K, MatrixT<T>& S,
+                 const RowVectorT<T>* b_Q = nullptr, const RowVectorT<T>* b_K = nullptr) {
   Q.noalias() = X * W_Q;
+  if (b_Q) Q.rowwise() += *b_Q;
   K.noalias() = X * W_K;
+  if (b_K) K.rowwise() += *b_K;
   S.noalias() = Q * K.transpose();
   S *= static_cast<T>(1.0 / std::sqrt(d_qk));
 }
@@ -65,6 +68,16 @@ void attention_logits(const Eigen::Ref<const Matrix>& X, const Eigen::Ref<const 
 void attention_logits(const Eigen::Ref<const MatrixF>& X, const Eigen::Ref<const MatrixF>& W_Q,
                       const Eigen::Ref<const MatrixF>& W_K, double d_qk, MatrixF& Q, MatrixF& K, MatrixF& S) {
   logits_impl<float>(X, W_Q, W_K, d_qk, Q, K, S);
+}
+void attention_logits(const Eigen::Ref<const Matrix>& X, const Eigen::Ref<const Matrix>& W_Q, const RowVector* b_Q,
+                      const Eigen::Ref<const Matrix>& W_K, const RowVector* b_K, double d_qk, Matrix& Q, Matrix& K,
+                      Matrix& S) {
+  logits_impl<double>(X, W_Q, W_K, d_qk, Q, K, S, b_Q, b_K);
+}
+void attention_logits(const Eigen::Ref<const MatrixF>& X, const Eigen::Ref<const MatrixF>& W_Q,
+                      const RowVectorT<float>* b_Q, const Eigen::Ref<const MatrixF>& W_K, const RowVectorT<float>* b_K,
+                      double d_qk, MatrixF& Q, MatrixF& K, MatrixF& S) {
+  logits_impl<float>(X, W_Q, W_K, d_qk, Q, K, S, b_Q, b_K);
 }
 void masked_softmax(Eigen::Ref<Matrix> S, const MaskMatrix& mask) { masked_softmax_impl<double>(S, mask); }
 void masked_softmax(Eigen::Ref<MatrixF> S, const MaskMatrix& mask) { masked_softmax_impl<float>(S, mask); }

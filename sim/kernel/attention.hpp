@@ -15,6 +15,15 @@ void attention_logits(const Eigen::Ref<const Matrix>& X, const Eigen::Ref<const 
 void attention_logits(const Eigen::Ref<const MatrixF>& X, const Eigen::Ref<const MatrixF>& W_Q,
                       const Eigen::Ref<const MatrixF>& W_K, double d_qk, MatrixF& Q, MatrixF& K, MatrixF& S);
 
+// The same with attention biases (attention.bias): Q = X W_Q + 1 b_Q^T, K = X W_K + 1 b_K^T
+// (a null bias adds nothing).
+void attention_logits(const Eigen::Ref<const Matrix>& X, const Eigen::Ref<const Matrix>& W_Q, const RowVector* b_Q,
+                      const Eigen::Ref<const Matrix>& W_K, const RowVector* b_K, double d_qk, Matrix& Q, Matrix& K,
+                      Matrix& S);
+void attention_logits(const Eigen::Ref<const MatrixF>& X, const Eigen::Ref<const MatrixF>& W_Q,
+                      const RowVectorT<float>* b_Q, const Eigen::Ref<const MatrixF>& W_K, const RowVectorT<float>* b_K,
+                      double d_qk, MatrixF& Q, MatrixF& K, MatrixF& S);
+
 // Row-wise softmax of S (n x m, the mask of the same shape; m = n for self-attention) restricted
 // to the entries the mask allows, in place: each row has its allowed maximum subtracted before
 // exponentiation (log-sum-exp form); masked entries are set to exactly 0. Every row sums to 1 (each row has its self-loop, so at least one allowed entry).

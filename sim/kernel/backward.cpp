@@ -141,14 +141,21 @@ Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerPar
   const double s = 1.0 / std::sqrt(p.d_qk);
   Matrix dX = Matrix::Zero(X.rows(), X.cols());
   Matrix Q, K, A;
+  const bool biased = !w.q_bias.empty();
+  if (biased) g.dout_bias += dY.colwise().sum();  // Y = ... + 1 b_O^T: db_O = 1^T dY
   for (std::size_t h = 0; h < H; ++h) {
-    // Recompute A_h with the forward's functions: S = (X W_Q)(X W_K)^T / sqrt(d_QK), A = softmax(S).
-    attention_logits(X, w.q[h], w.k[h], p.d_qk, Q, K, A);
+    // Recompute A_h with the forward's functions: S = (X W_Q + 1 b_Q^T)(X W_K + 1 b_K^T)^T / sqrt(d_QK),
+    // A = softmax(S).
+    if (biased)
+      attention_logits(X, w.q[h], &w.q_bias[h], w.k[h], &w.k_bias[h], p.d_qk, Q, K, A);
+    else
+      attention_logits(X, w.q[h], w.k[h], p.d_qk, Q, K, A);
     if (p.usa)
       usa_weights(A, *p.mask);
     else
       masked_softmax(A, *p.mask);
-    const Matrix XV = X * w.v[h];
+    Matrix XV = X * w.v[h];
+    if (biased) XV.rowwise() += w.v_bias[h];  // V = X W_V + 1 b_V^T
     const bool has_o = !w.o.empty();
     const Matrix V = has_o ? Matrix(XV * w.o[h]) : XV;
     const Matrix dYh = head_scale * dY;                  // Y = c sum_h A_h V_h
@@ -168,12 +175,17 @@ Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerPar
       dXV = dV * w.o[h].transpose();
     }
     g.dv[h] += X.transpose() * dXV;                      // dW_V = X^T d(X W_V)
+    if (biased) g.dv_bias[h] += dXV.colwise().sum();   // db_V = 1^T d(X W_V + 1 b_V^T)
     dX.noalias() += dXV * w.v[h].transpose();
     Matrix dS = p.usa ? usa_backward(A, dA, *p.mask) : softmax_backward(A, dA, *p.mask);
     dS *= s;                                             // through the 1 / sqrt(d_QK)
     const Matrix dQ = dS * K, dK = dS.transpose() * Q;   // S' = Q K^T: dQ = dS' K, dK = dS'^T Q
     g.dq[h] += X.transpose() * dQ;
     g.dk[h] += X.transpose() * dK;
+    if (biased) {                                        // db_Q = 1^T dQ, db_K = 1^T dK
+      g.dq_bias[h] += dQ.colwise().sum();
+      g.dk_bias[h] += dK.colwise().sum();
+    }
     dX.noalias() += dQ * w.q[h].transpose() + dK * w.k[h].transpose();
   }
   return dX;
@@ -275,6 +287,14 @@ void size_grads(const LayerWeights& w, BlockGrads& g) {
   zeros(w.k, g.dk);
   zeros(w.v, g.dv);
   zeros(w.o, g.dout);
+  const auto zero_rows = [](const std::vector<RowVector>& b, std::vector<RowVector>& out) {
+    out.clear();
+    for (const auto& x : b) out.push_back(RowVector::Zero(x.size()));
+  };
+  zero_rows(w.q_bias, g.dq_bias);
+  zero_rows(w.k_bias, g.dk_bias);
+  zero_rows(w.v_bias, g.dv_bias);
+  g.dout_bias = RowVector::Zero(w.o_bias.size());
   g.mlp = MlpGrads{};
   const Eigen::Index d = w.q.empty() ? 0 : w.q[0].rows();
   for (int s = 0; s < 4; ++s) {

@@ -10,7 +10,8 @@
 // none, sphere, projection, layernorm, rmsnorm with gains and biases (norm.params = config or
 // file), the placements post, pre, peri, ngpt, the residual weight alpha, the MLP (relu, gelu,
 // gelu_tanh, biases), the skip gain s of s X + alpha F (LayerParams::skip) and shaped attention
-// a A + b I - c C (LayerParams::shape). Not covered: dropout (the draws of the forward pass),
+// a A + b I - c C (LayerParams::shape), attention biases b_Q, b_K, b_V, b_O (attention.bias).
+// Not covered: dropout (the draws of the forward pass),
 // residual.project = tangent, float32 (block_backward refuses them: UsageError).
 #pragma once
 
@@ -47,12 +48,16 @@ Matrix mlp_backward(const Matrix& X, const LayerWeights& w, MlpActivation act, c
 struct BlockGrads {
   Matrix dX;
   std::vector<Matrix> dq, dk, dv, dout;  // per head; dout (W_O) empty without model.value_dim
+  // attention.bias: dL/db_Q, dL/db_K, dL/db_V per head, dL/db_O; empty without attention biases
+  std::vector<RowVector> dq_bias, dk_bias, dv_bias;
+  RowVector dout_bias;
   MlpGrads mlp;                          // empty matrices without an MLP
   RowVector dgain[4], dbias[4];          // zero for the slots the placement does not use
 };
 
 // Attention sub-layer alone (no residual, no normalisation): Y = sum_h A_h X W_V,h (W_O,h)
-// (divided by H for head_mix = mean). Adds into g.dq, dk, dv, dout; returns dX.
+// (divided by H for head_mix = mean; with attention.bias Q, K, X W_V,h get + 1 b^T and Y + 1 b_O^T).
+// Adds into g.dq, dk, dv, dout (and the bias gradients); returns dX.
 Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerParams& p, const Matrix& dY,
                           BlockGrads& g);
 

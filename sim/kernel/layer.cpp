@@ -87,7 +87,8 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
     ws.rows = analyse_rows(*p.mask);
     ws.analysed = p.mask;
   }
-  const bool fast = ws.rows.contiguous && !p.usa && !p.hardmax && !p.random_markov;
+  const bool biased = !w.q_bias.empty();  // attention.bias: the general path
+  const bool fast = ws.rows.contiguous && !p.usa && !p.hardmax && !p.random_markov && !biased;
   const bool lower = ws.rows.lower_triangular;
   // One head without residual: the product goes straight into X_next.
   const bool direct = H == 1 && p.alpha == 0.0;
@@ -104,6 +105,8 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
     } else {
       if (p.random_markov)
         ws.S = w.logits[h];  // independent of X
+      else if (biased)
+        attention_logits(X, w.q[h], &w.q_bias[h], w.k[h], &w.k_bias[h], p.d_qk, ws.Q, ws.K, ws.S);
       else
         attention_logits(X, w.q[h], w.k[h], p.d_qk, ws.Q, ws.K, ws.S);
       if (p.usa)
@@ -138,6 +141,7 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
         apply_dropout(ws.S, p.dropout->attention, *p.dropout->rng);
     }
     ws.XV.noalias() = X * w.v[h];
+    if (biased) ws.XV.rowwise() += w.v_bias[h];  // V_h = X W_V,h + 1 b_V,h^T
     if (!w.o.empty()) ws.XVO.noalias() = ws.XV * w.o[h];  // model.value_dim: X W_V,h W_O,h
     const MatrixT<T>& V = w.o.empty() ? ws.XV : ws.XVO;
     if (!fast) {
@@ -160,6 +164,7 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
   report.attention.mean_entropy = entropy / static_cast<double>(H);
   if (p.keep_attention) ws.attention_mean /= static_cast<double>(H);
   if (p.head_mean && H > 1) Y /= static_cast<T>(H);
+  if (biased) Y.rowwise() += w.o_bias;  // attention.bias: + 1 b_O^T
   if (p.dropout && p.dropout->output > 0.0) apply_dropout(Y, p.dropout->output, *p.dropout->rng);
   if (p.tangent) project_tangent(X, ws.Y);
   if (!direct) {

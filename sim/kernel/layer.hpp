@@ -1,6 +1,7 @@
 // One self-attention layer t -> t+1 (SCIENCE.md section 1):
 //   A_h = masked softmax((X W_Q,h)(X W_K,h)^T / sqrt(d_QK)),  Y = sum_h A_h X W_V,h
 //   (Y = sum_h A_h X W_V,h W_O,h with an output projection, model.value_dim > 0),
+//   (attention.bias: Q, K and X W_V,h plus 1 b^T per head, then Y + 1 b_O^T after the sum),
 //   Y <- X + alpha Y (if alpha != 0),  X(t+1) = normalise rows of Y.
 #pragma once
 

@@ -173,6 +173,7 @@ struct ModelSpec {
   MlpConfig mlp;
   // --- Peer dynamics (docs/science/peers.md) ---
   AttentionKind attention_kind = AttentionKind::softmax;
+  bool attention_bias = false;  // attention.bias: b_Q, b_K, b_V per head and b_O (zero unless read)
   ResidualProject residual_project = ResidualProject::none;
   // --- Particles (docs/science/particles.md) ---
   Integrator integrator = Integrator::euler;  // dynamics.integrator: rk4 = one RK4 step of dt = alpha per layer

@@ -107,8 +107,9 @@ double work_memory_bytes(const ModelSpec& c) {
   const double N = c.model.tokens, d = c.model.dim, H = c.model.heads, dk = c.model.key_dim;
   const double dv = c.model.value_dim, w = c.mlp.width;
   const double weights = H * (2 * d * dk + (dv > 0 ? 2 * d * dv : d * d)) + (w > 0 ? 2 * d * w + w + d : 0) + 4 * d;
+  const double biases = c.attention_bias ? H * (2 * dk + (dv > 0 ? dv : d)) + d : 0;  // attention.bias
   const double rk4 = c.integrator == Integrator::rk4 ? 5 * N * d : 0;  // the stages k1..k4 and their point
-  const double per_thread = N * N * (c.output.attention ? 2 : 1) + 12 * N * d + rk4 + weights;
+  const double per_thread = N * N * (c.output.attention ? 2 : 1) + 12 * N * d + rk4 + weights + biases;
   const double threads = resolve_threads(c.run.threads, std::max(c.run.trials, 1));
   // The program, its libraries, HDF5's caches and the allocator's arenas: the peak RSS of a tiny
   // run (tests/hostile/memory_estimate.py, case "tiny").

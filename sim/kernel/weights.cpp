@@ -43,6 +43,19 @@ std::vector<InputRequirement> input_requirements(const ModelSpec& c, InputArrays
   if (c.weights.v.type == WeightType::file) req.push_back({wf, "W_V", weight_shapes(c, d, dv), &in.w_v});
   if (c.model.value_dim > 0 && c.weights.o.type == WeightType::file)
     req.push_back({wf, "W_O", weight_shapes(c, dv, d), &in.w_o});
+  if (c.attention_bias) {  // each bias comes with its weight's file
+    const auto bias_shapes = [&](Extent n) {
+      const auto L = static_cast<Extent>(c.model.layers), H = static_cast<Extent>(c.model.heads);
+      if (H == 1) return std::vector<std::vector<Extent>>{{n}, {L, n}};
+      return std::vector<std::vector<Extent>>{{H, n}, {L, H, n}};
+    };
+    if (c.weights.q.type == WeightType::file) req.push_back({wf, "b_Q", bias_shapes(dk), &in.b_q});
+    if (c.weights.k.type == WeightType::file) req.push_back({wf, "b_K", bias_shapes(dk), &in.b_k});
+    if (c.weights.v.type == WeightType::file) req.push_back({wf, "b_V", bias_shapes(dv), &in.b_v});
+    const bool o_file = c.model.value_dim > 0 ? c.weights.o.type == WeightType::file
+                                              : c.weights.v.type == WeightType::file;
+    if (o_file) req.push_back({wf, "b_O", layer_shapes(c, {d}), &in.b_o});
+  }
   if (m > 0 && c.weights.mlp == WeightType::file) {
     req.push_back({wf, "W_in", layer_shapes(c, {d, m}), &in.w_in});
     req.push_back({wf, "W_out", layer_shapes(c, {m, d}), &in.w_out});
@@ -83,7 +96,8 @@ void check_input_shape(const InputRequirement& r, const std::string& source, con
 
 void check_inputs_finite(const InputArrays& in) {
   std::vector<const std::optional<NdArray>*> all = {&in.x0, &in.w_q, &in.w_k, &in.w_v, &in.w_o,
-                                                    &in.w_in, &in.w_out, &in.b_in, &in.b_out};
+                                                    &in.w_in, &in.w_out, &in.b_in, &in.b_out,
+                                                    &in.b_q,  &in.b_k,   &in.b_v,  &in.b_o};
   for (int slot = 0; slot < 4; ++slot) all.insert(all.end(), {&in.norm_gain[slot], &in.norm_bias[slot]});
   for (const auto* a : all)
     if (*a)
@@ -101,6 +115,14 @@ void cast_weights(const LayerWeights& w, LayerWeightsT<float>& out) {
   cast_all(w.v, out.v);
   cast_all(w.o, out.o);
   cast_all(w.logits, out.logits);
+  const auto cast_rows = [](const std::vector<RowVector>& from, std::vector<RowVectorT<float>>& to) {
+    to.resize(from.size());
+    for (std::size_t i = 0; i < from.size(); ++i) to[i] = from[i].cast<float>();
+  };
+  cast_rows(w.q_bias, out.q_bias);
+  cast_rows(w.k_bias, out.k_bias);
+  cast_rows(w.v_bias, out.v_bias);
+  out.o_bias = w.o_bias.cast<float>();
   out.mlp_in = w.mlp_in.cast<float>();
   out.mlp_out = w.mlp_out.cast<float>();
   out.mlp_in_bias = w.mlp_in_bias.cast<float>();
@@ -129,6 +151,12 @@ WeightSampler::WeightSampler(const ModelSpec& c, const InputArrays& files) : c_(
       current_.mlp_in_bias.setZero(m);
       current_.mlp_out_bias.setZero(d);
     }
+  }
+  if (c.attention_bias) {
+    current_.q_bias.assign(H, RowVector::Zero(c.model.key_dim));
+    current_.k_bias.assign(H, RowVector::Zero(c.model.key_dim));
+    current_.v_bias.assign(H, RowVector::Zero(dv > 0 ? dv : d));
+    current_.o_bias.setZero(d);
   }
   if (c.norm.params_from_file) {
     current_.norms_from_file = true;
@@ -178,6 +206,28 @@ void WeightSampler::draw(int layer, RandomStream& rng, LayerWeights& out) const 
     out.mlp_out *= g;
   }
   if (c_.norm.params_from_file) load_norms(layer, out);
+  if (c_.attention_bias) load_attention_biases(layer, out);
+}
+
+void WeightSampler::load_attention_biases(int layer, LayerWeights& out) const {
+  const int H = c_.model.heads;
+  // Head h of `layer` in an array of shape [n], [L, n] (H = 1) or [H, n], [L, H, n].
+  const auto load = [&](const std::optional<NdArray>& a, std::vector<RowVector>& b) {
+    if (!a) return;  // zero
+    const std::size_t base = H == 1 ? 1 : 2;
+    for (int h = 0; h < H; ++h) {
+      auto& v = b[static_cast<std::size_t>(h)];
+      const auto n = static_cast<std::size_t>(v.size());
+      const double* block = layer_block(*a, base, layer, n * static_cast<std::size_t>(H));
+      v = Eigen::Map<const RowVector>(block + static_cast<std::size_t>(h) * n, v.size());
+    }
+  };
+  load(files_.b_q, out.q_bias);
+  load(files_.b_k, out.k_bias);
+  load(files_.b_v, out.v_bias);
+  if (files_.b_o)
+    out.o_bias = Eigen::Map<const RowVector>(
+        layer_block(*files_.b_o, 1, layer, static_cast<std::size_t>(c_.model.dim)), c_.model.dim);
 }
 
 void WeightSampler::draw_mlp(int layer, RandomStream& rng, LayerWeights& out) const {

@@ -26,6 +26,9 @@ struct LayerWeightsT {
   std::vector<MatrixT<T>> q, k, v;  // q[h], k[h]: d x d_k; v[h]: d x d (d x d_v with model.value_dim)
   std::vector<MatrixT<T>> o;        // o[h]: d_v x d (model.value_dim > 0); empty = no output projection
   std::vector<MatrixT<T>> logits;   // logits[h]: N x N i.i.d. N(0, 1) (attention.kind = random_markov)
+  // attention.bias: b_Q[h], b_K[h] (d_k), b_V[h] (d_v or d), b_O (d); empty = no attention biases.
+  std::vector<RowVectorT<T>> q_bias, k_bias, v_bias;
+  RowVectorT<T> o_bias;
   MatrixT<T> mlp_in, mlp_out;       // d x m and m x d (mlp.width = m > 0); empty = no MLP
   RowVectorT<T> mlp_in_bias, mlp_out_bias;  // m and d (mlp.bias); empty = no bias
   bool norms_from_file = false;             // norm.params = file: norms[slot] replace norm.gain/bias
@@ -46,10 +49,15 @@ void cast_weights(const LayerWeights& w, LayerWeightsT<float>& out);
 //   /W_in [d, m] or [L, d, m], /W_out [m, d] or [L, m, d], /b_in [m] or [L, m], /b_out [d] or [L, d]
 //   /norm_{attn,attn_out,mlp,mlp_out}_{gain,bias}  [d] or [L, d] (only those the block uses;
 //         no bias for rmsnorm)
+//   attention.bias = true: /b_Q, /b_K [d_k] or [L, d_k] (with weights.q, weights.k = file),
+//         /b_V [d_v] or [L, d_v] (weights.v = file; d_v = d without model.value_dim); with H > 1
+//         [H, ..] or [L, H, ..]; /b_O [d] or [L, d] (weights.o = file, or weights.v = file
+//         without model.value_dim)
 // These arrays are the kernel's weight source: the io layer fills them from weights.file and
 // init.file (io/inputs.hpp), Python from NumPy arrays; the kernel never reads a file.
 struct InputArrays {
   std::optional<NdArray> x0, w_q, w_k, w_v, w_o, w_in, w_out, b_in, b_out;
+  std::optional<NdArray> b_q, b_k, b_v, b_o;  // attention.bias
   std::optional<NdArray> norm_gain[4], norm_bias[4];
 };
 
@@ -76,7 +84,8 @@ void check_inputs_finite(const InputArrays& in);
 // a fixed order (layer by layer; within a layer W_Q of every head, then W_K, then W_V, then W_O
 // of every head (model.value_dim > 0), then W_in, b_in, W_out, b_out (mlp.width > 0; a bias only
 // when its std is > 0)); with weights.shared one draw serves every layer. Without value_dim and
-// MLP the draws are exactly those of the attention-only model.
+// MLP the draws are exactly those of the attention-only model. Attention biases (attention.bias)
+// draw nothing: zero, or read from weights.file after the draws of the layer.
 // Peer dynamics (docs/science/peers.md): with weights.redraw_every = K the weights are drawn at layers 0, K,
 // 2K, ... and kept in between; with weights.across_trials = shared they come from one stream
 // (seed, trial 0, stream 2) restarted for every trial, so all trials see the same weights; with
@@ -98,6 +107,7 @@ class WeightSampler {
                 int rows, int cols, RandomStream& rng, Matrix& out) const;
   void draw_mlp(int layer, RandomStream& rng, LayerWeights& out) const;
   void load_norms(int layer, LayerWeights& out) const;
+  void load_attention_biases(int layer, LayerWeights& out) const;
   const ModelSpec& c_;
   const InputArrays& files_;
   LayerWeights current_;

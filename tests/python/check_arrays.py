@@ -12,8 +12,8 @@ Usage: check_arrays.py BUILD_DIR WORK_DIR
   and on hand-worked matrices gives the textbook values (identical rows: mu = 0, rank 1;
   diag(3, 2, 1): singular values 3, 2, 1, stable rank 14/9);
 - progress callbacks see (done, total) ending at (T, T); group="all" returns every group;
-- one multi-head attention layer with torch.nn.MultiheadAttention's weights (no bias, value and
-  output projections) gives torch's output (float64, 1e-12), if torch is installed.
+- one multi-head attention layer with torch.nn.MultiheadAttention's weights (value and output
+  projections; without and with biases) gives torch's output (float64, 1e-12), if torch is installed.
 """
 import os
 import sys
@@ -238,6 +238,21 @@ else:
     err3 = np.abs(stack[-1] - y3.detach().numpy()).max() / np.abs(y3.detach().numpy()).max()
     check(stack.shape == (4, n, dm) and np.array_equal(stack[0], x[0].numpy()) and err3 < 1e-11,
           f"rcsim.layer(layers=3, all_layers=True): [4, N, d], X(0) first, X(3) = torch's three layers ({err3:.1e})")
+    # With biases (nn.MultiheadAttention's default bias=True): in_proj_bias -> b_Q, b_K, b_V per head,
+    # out_proj.bias -> b_O (attention.bias = true, implied by the arrays).
+    mhb = torch.nn.MultiheadAttention(dm, H, bias=True, batch_first=True).double()
+    torch.nn.init.normal_(mhb.in_proj_bias, 0.0, 0.5)
+    torch.nn.init.normal_(mhb.out_proj.bias, 0.0, 0.5)
+    yb_torch = mhb(x, x, x, need_weights=False)[0][0].detach().numpy()
+    wq, wk, wv = mhb.in_proj_weight.detach().numpy().reshape(3, dm, dm)
+    bq, bk, bv = mhb.in_proj_bias.detach().numpy().reshape(3, H, dh)
+    wo = mhb.out_proj.weight.detach().numpy()
+    weights_b = {"W_Q": heads(wq), "W_K": heads(wk), "W_V": heads(wv),
+                 "W_O": np.stack([wo[:, h * dh:(h + 1) * dh].T for h in range(H)]),
+                 "b_Q": bq, "b_K": bk, "b_V": bv, "b_O": mhb.out_proj.bias.detach().numpy()}
+    yb = rcsim.simulate(keys=keys, x0=x[0].numpy(), weights=weights_b, group="/").tokens.values[0, -1]
+    errb = np.abs(yb - yb_torch).max() / np.abs(yb_torch).max()
+    check(errb < 1e-12, f"torch.nn.MultiheadAttention with biases = rcsim's layer (attention.bias): {errb:.1e}")
 
 if failures:
     sys.exit(f"check_arrays: {len(failures)} failure(s)")

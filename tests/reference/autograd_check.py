@@ -77,23 +77,28 @@ def shape(a, mask, cfg):
 
 
 def attention(x, w, t, cfg, mask):
-    """Y = sum_h A_h X W_V,h (W_O,h), A_h = masked softmax(X W_Q,h (X W_K,h)^T / sqrt(d_QK)) or USA."""
+    """Y = sum_h A_h X W_V,h (W_O,h), A_h = masked softmax(X W_Q,h (X W_K,h)^T / sqrt(d_QK)) or USA;
+    with attention biases (attention.bias) Q = X W_Q,h + b_Q,h, K, V likewise, and Y + b_O after the
+    sum (and the division by H)."""
     y = torch.zeros_like(x)
     n = x.shape[0]
+
+    def b(name):  # a bias [1, n], broadcast over the rows; 0 without attention biases
+        return w.get(f"l{t}.{name}", 0.0)
     for h in range(cfg["H"]):
-        s = (x @ w[f"l{t}.q{h}"]) @ (x @ w[f"l{t}.k{h}"]).T / math.sqrt(cfg["dqk"])
+        s = (x @ w[f"l{t}.q{h}"] + b(f"bq{h}")) @ (x @ w[f"l{t}.k{h}"] + b(f"bk{h}")).T / math.sqrt(cfg["dqk"])
         if cfg["usa"]:
             a = torch.exp(s) / n * mask
         else:
             a = torch.softmax(s.masked_fill(mask == 0, float("-inf")), dim=1)
         a = shape(a, mask, cfg)
-        v = x @ w[f"l{t}.v{h}"]
+        v = x @ w[f"l{t}.v{h}"] + b(f"bv{h}")
         if f"l{t}.o{h}" in w:
             v = v @ w[f"l{t}.o{h}"]
         y = y + a @ v
     if cfg["head_mean"] and cfg["H"] > 1:
         y = y / cfg["H"]
-    return y
+    return y + b("bo")
 
 
 def mlp(x, w, t, cfg):
@@ -193,6 +198,14 @@ def configurations():
         yield f"shape_{mask}_{shp[2]}_usa{int(usa)}", "shaped attention a A + b I - c C, gap removal", dict(
             base, mask=mask, usa=usa, shape_a=shp[0], shape_b=shp[1], shape_c=shp[2], norm="layernorm",
             pos="peri" if usa else "pre", dqk=8.0 if usa else 2.0, m=4, dv=2, seed=200 + i)
+    # Attention biases (attention.bias): b_Q, b_K, b_V, b_O with every mask, W_O or not, head mean,
+    # shaped attention (rows not summing to 1), and the GPT-2 block (pre-LN, W_O, gelu_tanh MLP).
+    for i, (mask, dv, extra) in enumerate(itertools.product(
+            ["complete", "causal", "window", "custom"], [0, 3],
+            [dict(), dict(head_mean=True, shape_a=1.3, shape_b=0.4, shape_c=0.7, pos="post", norm="rmsnorm"),
+             dict(pos="pre", alpha=1.0, m=6, act="gelu_tanh", dqk=3.0)])):
+        yield f"attn_bias_{mask}_dv{dv}_{i % 3}", "attention biases b_Q, b_K, b_V, b_O", dict(
+            base, mask=mask, dv=dv, attn_bias=True, seed=300 + i, **extra)
 
 
 def main():
