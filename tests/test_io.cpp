@@ -76,6 +76,31 @@ TEST_CASE("a run file has the contracted layout", "[io]") {
   CHECK(f.read("mask").data == std::vector<double>{1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1});
 }
 
+// HDF5 refuses an attribute over 64 KiB: the complete mask's N centres went there and a run with
+// N > 8190 computed everything, then failed writing its file (issue 24's n = 10^4 runs).
+TEST_CASE("a mask with more than 4096 centres stores them in /mask_centres", "[io]") {
+  const std::string out = temp_path("rcsim_test_run/centres.h5");
+  fs::remove_all(fs::path(out).parent_path());
+  const int n = 4100;
+  const Config c = make_config({{"model.tokens", std::to_string(n)}, {"model.dim", "2"}, {"model.layers", "1"},
+                                {"run.trials", "1"}, {"output.file", out}});
+  run_to_file(c, {"test", 1}, nullptr, false);
+  const h5::File f = h5::File::open_read(out);
+  CHECK(f.attr_int("complete") == 1);
+  const h5::Dataset mask = f.open_dataset("mask");
+  CHECK_FALSE(mask.has_attr("centres"));
+  const auto centres = f.read("mask_centres");
+  REQUIRE(centres.shape == std::vector<hsize_t>{static_cast<hsize_t>(n)});
+  for (int i = 0; i < n; ++i) CHECK(centres.data[static_cast<std::size_t>(i)] == i);  // complete: every token
+  // a causal mask has one centre (token 0): still the attribute
+  const Config causal = make_config({{"model.tokens", std::to_string(n)}, {"model.dim", "2"}, {"model.layers", "1"},
+                                     {"run.trials", "1"}, {"output.file", out + "-causal.h5"}, {"mask.type", "causal"}});
+  run_to_file(causal, {"test", 1}, nullptr, false);
+  const h5::File g = h5::File::open_read(out + "-causal.h5");
+  CHECK(g.open_dataset("mask").has_attr("centres"));
+  CHECK_FALSE(g.exists("mask_centres"));
+}
+
 TEST_CASE("the stored configuration reproduces the run bit for bit", "[io]") {
   const std::string out = temp_path("rcsim_test_repro.h5");
   const Config c = make_config({{"model.tokens", "6"}, {"model.dim", "4"}, {"model.layers", "5"},

@@ -149,6 +149,8 @@ void write_config(const h5::File& f, const std::string& config_ini, const InputD
 
 namespace {
 
+constexpr std::size_t kMaxCentresAttribute = 4096;
+
 void write_mask(const h5::File& f, const EngineSetup& s) {
   const int N = s.config.model.tokens;
   std::vector<std::uint8_t> m(static_cast<std::size_t>(N) * static_cast<std::size_t>(N));
@@ -157,7 +159,15 @@ void write_mask(const h5::File& f, const EngineSetup& s) {
   ds.set_attr("long_name", "attention mask: mask[i][j] = 1 iff token i attends to token j");
   ds.set_attr("quasi_strongly_connected", s.graph.quasi_strongly_connected ? 1 : 0);
   ds.set_attr("radius", s.graph.radius);
-  ds.set_attr("centres", std::vector<std::int64_t>(s.graph.centres.begin(), s.graph.centres.end()));
+  // The centres as an attribute while they fit HDF5's 64 KiB attribute limit (4096 x 8 bytes, as
+  // every file so far); more (a complete mask with N > 4096 has N) go to the dataset /mask_centres.
+  const std::vector<std::int64_t> centres(s.graph.centres.begin(), s.graph.centres.end());
+  if (centres.size() <= kMaxCentresAttribute) {
+    ds.set_attr("centres", centres);
+  } else {
+    const h5::Dataset cds = f.write("mask_centres", {static_cast<hsize_t>(centres.size())}, centres.data());
+    cds.set_attr("long_name", "centres of the mask's graph (tokens that reach every token), when more than 4096");
+  }
   f.label_axes(ds, {"token", "attended_token"});
 }
 
