@@ -11,7 +11,6 @@ usage: particles_causal.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX
 Writes PREFIX.png, PREFIX.pdf and PREFIX.txt (per trial: the counts at t = 0, 75, 150 and T, and whether a
 centre vanished between 75 and 150).
 """
-import argparse
 import os
 import sys
 
@@ -21,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from particles_common import angles, default_rcsim, flow_args, renyi_centres, run_rcsim  # noqa: E402
+from particles_common import angles, flow_args, renyi_centres, run_rcsim, script_args  # noqa: E402
 
 N, D, BETA = 200, 2, 64.0
 
@@ -37,13 +36,7 @@ def value_at(t, y, when):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tiny", action="store_true")
-    ap.add_argument("--rcsim", default=default_rcsim())
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--seed", type=int, default=1)
-    a = ap.parse_args()
+    a = script_args(__doc__, seed=1)
     dt, steps, every, trials = settings(a.tiny)
     delta = 4.0 / np.sqrt(BETA)
     os.makedirs(a.data, exist_ok=True)

@@ -1,5 +1,6 @@
 """Shared pieces of the particle-flow reproduction scripts (docs/science/particles.md, sections 8-12):
 the rcsim command line of the papers' flow, a timed run, and the token angles on the circle."""
+import argparse
 import shutil
 import subprocess
 import time
@@ -9,6 +10,21 @@ import numpy as np
 
 def default_rcsim():
     return shutil.which("rcsim") or "build/sim/rcsim"
+
+
+def script_args(doc, seed=None, outputs_required=True, extra=()):
+    """The figure scripts' command line: --tiny --rcsim PATH --data DIR --out PREFIX [--seed S], and
+    `extra` flags (store_true) such as --self-test."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--tiny", action="store_true")
+    for flag in extra:
+        ap.add_argument(flag, action="store_true")
+    ap.add_argument("--rcsim", default=default_rcsim())
+    ap.add_argument("--data", required=outputs_required)
+    ap.add_argument("--out", required=outputs_required)
+    if seed is not None:
+        ap.add_argument("--seed", type=int, default=seed)
+    return ap.parse_args()
 
 
 def flow_args(n, d, beta, dt, steps, kind="softmax", integrator="rk4", mask="complete"):

@@ -13,7 +13,6 @@ decays like (1 - alpha)^step, and how straight the paths are.
 
 usage: particles_hardmax.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX
 """
-import argparse
 import os
 import sys
 
@@ -23,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from particles_common import default_rcsim, run_rcsim  # noqa: E402
+from particles_common import run_rcsim, script_args  # noqa: E402
 
 
 def settings(tiny):
@@ -61,13 +60,7 @@ def cells(P, XL):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tiny", action="store_true")
-    ap.add_argument("--rcsim", default=default_rcsim())
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--seed", type=int, default=2)
-    a = ap.parse_args()
+    a = script_args(__doc__, seed=2)
     n, alpha, steps, trials = settings(a.tiny)
     os.makedirs(a.data, exist_ok=True)
     run = os.path.join(a.data, "particles_hardmax.h5")

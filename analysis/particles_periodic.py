@@ -13,7 +13,6 @@ kinds). `--self-test` checks lambda_k against the velocity of a perturbed equall
 usage: particles_periodic.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX
        particles_periodic.py --self-test
 """
-import argparse
 import os
 import sys
 
@@ -23,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from particles_common import angles, components, default_rcsim, flow_args, run_rcsim  # noqa: E402
+from particles_common import angles, components, flow_args, run_rcsim, script_args  # noqa: E402
 
 BETA, SIGMA, KMAX_SHOWN = 5.0, 0.01, 6
 
@@ -92,18 +91,11 @@ def fitted_rate(t, amp, lo, hi):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tiny", action="store_true")
-    ap.add_argument("--self-test", action="store_true")
-    ap.add_argument("--rcsim", default=default_rcsim())
-    ap.add_argument("--data")
-    ap.add_argument("--out")
-    ap.add_argument("--seed", type=int, default=5)
-    a = ap.parse_args()
+    a = script_args(__doc__, seed=5, outputs_required=False, extra=("--self-test",))
     if a.self_test:
         return self_test()
     if not a.data or not a.out:
-        ap.error("--data and --out are required")
+        sys.exit("particles_periodic.py: --data and --out are required (or --self-test)")
     n, trials, runs = settings(a.tiny)
     os.makedirs(a.data, exist_ok=True)
     res = {}

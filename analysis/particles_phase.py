@@ -7,7 +7,6 @@ over beta and (log) time.
 
 usage: particles_phase.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX
 """
-import argparse
 import glob
 import os
 import re
@@ -21,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from particles_common import default_rcsim  # noqa: E402
+from particles_common import script_args  # noqa: E402
 
 
 def settings(tiny):
@@ -32,13 +31,7 @@ def settings(tiny):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tiny", action="store_true")
-    ap.add_argument("--rcsim", default=default_rcsim())
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--seed", type=int, default=11)
-    a = ap.parse_args()
+    a = script_args(__doc__, seed=11)
     n, d, betas, dt, steps, trials, per_decade = settings(a.tiny)
     os.makedirs(a.data, exist_ok=True)
     ini = os.path.join(a.data, "particles_phase.ini")

@@ -10,7 +10,6 @@ whose maximum resident set is read the same way; its final tokens are compared w
 
 usage: particles_scale.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX
 """
-import argparse
 import os
 import platform
 import re
@@ -20,7 +19,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from particles_common import default_rcsim, flow_args  # noqa: E402
+from particles_common import flow_args, script_args  # noqa: E402
 
 NUMPY_CHILD = r"""
 import sys, time, numpy as np, h5py
@@ -70,12 +69,7 @@ def numpy_blas():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tiny", action="store_true")
-    ap.add_argument("--rcsim", default=default_rcsim())
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
+    a = script_args(__doc__)
     # n = 10^4 with the complete mask stops at the file (rcsim writes the mask's centres, all n tokens, as one HDF5
     # attribute, whose limit is 64 KiB: n <= ~8190); the complete-mask comparison runs at n = 8000, and the causal
     # mask (one centre) at n = 10^4 shows the step itself at that size.

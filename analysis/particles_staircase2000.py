@@ -12,7 +12,6 @@ exp(-beta 0.1^2 / 2) ~ 5e-5.
 
 usage: particles_staircase2000.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX
 """
-import argparse
 import os
 import sys
 
@@ -23,7 +22,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from metastability import merge_times, plateaus  # noqa: E402
-from particles_common import components, default_rcsim, flow_args, run_rcsim  # noqa: E402
+from particles_common import components, flow_args, run_rcsim, script_args  # noqa: E402
 
 BETA, N = 2000.0, 5
 S_FULL = (5.2, 8.3, 11.2, 14.0)   # distances sqrt(2 s / beta): merge k near t ~ exp(s) / (2 s (k + 1/k)), ~10 .. 10^4
@@ -54,12 +53,7 @@ def initial_tokens(svals):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tiny", action="store_true")
-    ap.add_argument("--rcsim", default=default_rcsim())
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
+    a = script_args(__doc__)
     dt, steps, per_decade, svals = settings(a.tiny)
     os.makedirs(a.data, exist_ok=True)
     X0 = initial_tokens(svals)
