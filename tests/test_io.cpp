@@ -79,7 +79,7 @@ TEST_CASE("a run file has the contracted layout", "[io]") {
 // HDF5 refuses an attribute over 64 KiB: the complete mask's N centres went there and a run with
 // N > 8190 computed everything, then failed writing its file (issue 24's n = 10^4 runs).
 TEST_CASE("a mask with more than 4096 centres stores them in /mask_centres", "[io]") {
-  const std::string out = temp_path("rcsim_test_run/centres.h5");
+  const std::string out = temp_path("rcsim_test_centres/centres.h5");
   fs::remove_all(fs::path(out).parent_path());
   const int n = 4100;
   const Config c = make_config({{"model.tokens", std::to_string(n)}, {"model.dim", "2"}, {"model.layers", "1"},
