@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernel/eigen_instances.hpp"  // the decompositions, compiled once
+
 namespace rcsim {
 
 using Matrix = Eigen::MatrixXd;
