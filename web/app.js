@@ -154,7 +154,7 @@ async function runFigure1() {
   const onProgress = (done, total) => {
     bar.value = total > 0 ? done / total : 1;
     out.dataset.done = done;
-    if (done >= total) text.textContent = `${total} layers computed`;
+    if (done >= total) text.textContent = `done: ${steps} layers, basins ${count} starts x ${bsteps} layers`;
     else if (done < steps) text.textContent = `trajectory: layer ${done} of ${steps}`;
     else text.textContent = `basins: start angle ${Math.floor((done - steps) / (bsteps + 1))} of ${count}`;
   };
