@@ -313,7 +313,7 @@ try {
       m.raf = requestAnimationFrame(frame);
       const el = document.getElementById('fig1-progress-text');
       m.observer = new MutationObserver(() => m.texts.push(el.textContent));
-      m.observer.observe(el, { childList: true, characterData: true, subtree: true });
+      if (el) m.observer.observe(el, { childList: true, characterData: true, subtree: true });  // (a page before the worker has none)
     });
     const t0 = Date.now();
     await fig1Do(action, p);
