@@ -39,61 +39,161 @@ function callEngine(fn, inputs, outLength, scalarsBefore, scalarsAfter) {
 }
 
 // ---------------- Figure 1 ----------------
-const fig1 = { canvas: null, scale: 1.6 };
+// generation: the number of the latest request; last: its trajectory and basins (for the test).
+const fig1 = { canvas: null, scale: 1.6, generation: 0, last: null };
 
 function fig1ToCanvas(x, y) {
   const c = fig1.canvas, s = fig1.scale;
   return [c.width / 2 + (x / s) * (c.width / 2 - 10), c.height / 2 - (y / s) * (c.height / 2 - 10)];
 }
 
-function runFigure1() {
-  const out = document.getElementById('fig1-result');
+// Reads Figure 1's inputs: what figure1Slices needs.
+function figure1Inputs() {
+  const wv = [num('wv00'), num('wv01'), num('wv10'), num('wv11')];
+  const norm = int('fig1-norm', 0, 1);
+  const steps = int('fig1-steps', 0, 100000);
+  const theta = (num('fig1-angle') * Math.PI) / 180;
+  const x0 = [0, 1, Math.cos(theta), Math.sin(theta)];
+  return { wv, x0, norm, steps, bsteps: Math.min(steps, 500), count: 360 };
+}
+
+// Figure 1's computation: the trajectory of both tokens from x0 through `steps` layers, then, for
+// each of `count` starting angles of token 1 (token 0 at (0, 1)), where token 1 is after `bsteps`
+// layers (the basin ring). In slices of about `budgetMs`; `pause` (may be null) is awaited between
+// slices and may throw to stop. The trajectory is computed in pieces, each piece starting from
+// the last state of the one before: rc_figure1 stores X(0) as given and only iterates, so the
+// pieces give the values of one call bit for bit. Runs in the worker (its source is copied into
+// it) and on the page. Returns the trajectory (X(0) .. X(steps), 4 values each) and token 1's
+// end (x, y) for each starting angle.
+async function figure1Slices(engine, args, budgetMs, onProgress, pause) {
+  const { wv, x0, norm, steps, bsteps, count } = args;
+  const total = steps + count * (bsteps + 1);
+  const wvPtr = engine._malloc(8 * 4), startPtr = engine._malloc(8 * 4);
+  const trajPtr = engine._malloc(8 * 4 * (steps + 1)), endPtr = engine._malloc(8 * 4 * (bsteps + 1));
+  const check = (rc) => {
+    if (rc !== 0) throw new Error(rc === -1 ? 'the engine refused the arguments' : 'the engine threw an exception');
+  };
   try {
-    const wv = [num('wv00'), num('wv01'), num('wv10'), num('wv11')];
-    const norm = int('fig1-norm', 0, 1);
-    const steps = int('fig1-steps', 0, 100000);
-    const theta = (num('fig1-angle') * Math.PI) / 180;
-    const x0 = [0, 1, Math.cos(theta), Math.sin(theta)];
-    const traj = callEngine(engine._rc_figure1, [wv, x0], 4 * (steps + 1),
-      (p, o) => [p[0], p[1], norm, steps, o]);
-    const end = Array.from(traj.slice(4 * steps, 4 * steps + 4));
-    let at = 'neither';
-    for (const [name, e] of Object.entries(EQUILIBRIA)) {
-      if (Math.hypot(end[2] - e[0], end[3] - e[1]) < 1e-6) at = name;
+    engine.HEAPF64.set(wv, wvPtr / 8);
+    engine.HEAPF64.set(x0, trajPtr / 8);
+    const ends = new Float64Array(2 * count);
+    let done = 0, chunk = 1, k = 0;
+    while (done < total) {
+      const t0 = performance.now();
+      if (done < steps) {
+        const c = Math.min(chunk, steps - done), at = trajPtr + 32 * done;
+        check(engine._rc_figure1(wvPtr, at, norm, c, at));
+        done += c;
+      } else {
+        const last = Math.min(count, k + Math.max(1, Math.floor(chunk / (bsteps + 1))));
+        for (; k < last; ++k) {
+          const th = (2 * Math.PI * k) / count;
+          engine.HEAPF64.set([0, 1, Math.cos(th), Math.sin(th)], startPtr / 8);
+          check(engine._rc_figure1(wvPtr, startPtr, norm, bsteps, endPtr));
+          ends[2 * k] = engine.HEAPF64[endPtr / 8 + 4 * bsteps + 2];
+          ends[2 * k + 1] = engine.HEAPF64[endPtr / 8 + 4 * bsteps + 3];
+          done += bsteps + 1;
+        }
+      }
+      const ms = performance.now() - t0;
+      if (ms < budgetMs / 2) chunk *= 2;
+      else if (ms > budgetMs) chunk = Math.max(1, Math.floor(chunk / 2));
+      onProgress(done, total);
+      if (pause && done < total) await pause();
     }
-    out.dataset.x1 = end[2];
-    out.dataset.y1 = end[3];
-    out.dataset.equilibrium = at;
-    out.className = 'out';
-    out.textContent =
-      `after ${steps} layers:\n` +
-      `token 0 = (${end[0].toFixed(6)}, ${end[1].toFixed(6)})\n` +
-      `token 1 = (${end[2].toFixed(6)}, ${end[3].toFixed(6)})\n` +
-      `token 1 is at: ${at === 'neither' ? 'neither A nor B' : at}`;
-    const ends = basins(wv, norm, Math.min(steps, 500));
-    out.dataset.basins = ends.map((e) => e || '-').join('');
-    drawFigure1(traj, steps, ends);
-  } catch (e) {
-    out.className = 'out error';
-    out.dataset.equilibrium = 'error';
-    out.textContent = String(e.message || e);
-    drawPlotError(fig1.canvas, out.textContent);
+    const traj = Float64Array.from(engine.HEAPF64.subarray(trajPtr / 8, trajPtr / 8 + 4 * (steps + 1)));
+    return { traj, ends };
+  } finally {
+    for (const ptr of [wvPtr, startPtr, trajPtr, endPtr]) engine._free(ptr);
   }
 }
 
-// Where token 1 ends from each of `count` starting angles (token 0 at (0, 1)): 'A', 'B' or ''.
-function basins(wv, norm, steps, count = 360) {
-  const ends = [];
-  for (let k = 0; k < count; ++k) {
-    const th = (2 * Math.PI * k) / count;
-    const traj = callEngine(engine._rc_figure1, [wv, [0, 1, Math.cos(th), Math.sin(th)]], 4 * (steps + 1),
-      (p, o) => [p[0], p[1], norm, steps, o]);
-    const x = traj[4 * steps + 2], y = traj[4 * steps + 3];
-    let at = '';
-    for (const [name, e] of Object.entries(EQUILIBRIA)) if (Math.hypot(x - e[0], y - e[1]) < 1e-6) at = name;
-    ends.push(at);
+// The equilibrium (x, y) is at, within 1e-6: 'A', 'B' or ''.
+function equilibriumAt(x, y) {
+  let at = '';
+  for (const [name, e] of Object.entries(EQUILIBRIA)) if (Math.hypot(x - e[0], y - e[1]) < 1e-6) at = name;
+  return at;
+}
+
+function setFigure1State(state) {
+  document.getElementById('fig1-result').dataset.state = state;
+  document.getElementById('fig1-cancel').disabled = state !== 'running';
+}
+
+// An error replaces the result and the plot (no stale numbers or trajectories under it).
+function showFigure1Error(message) {
+  const out = document.getElementById('fig1-result');
+  out.className = 'out error';
+  out.dataset.equilibrium = 'error';
+  delete out.dataset.x1; delete out.dataset.y1; delete out.dataset.basins;
+  out.textContent = message;
+  fig1.last = null;
+  drawPlotError(fig1.canvas, message);
+  document.getElementById('fig1-progress').value = 0;
+  document.getElementById('fig1-progress-text').textContent = '';
+  setFigure1State('error');
+}
+
+// Computes Figure 1 in figure1Runner's Web Worker (or on the page in slices) and draws it. A new
+// request (Run, a changed input, a click on the circle) cancels the running one; a request made
+// stale by a newer one changes nothing when it ends.
+async function runFigure1() {
+  const out = document.getElementById('fig1-result');
+  const generation = ++fig1.generation;
+  out.dataset.request = generation;
+  let args;
+  try {
+    args = figure1Inputs();
+  } catch (e) {
+    figure1Runner.cancel();
+    showFigure1Error(String(e.message || e));
+    return;
   }
-  return ends;
+  const { steps, bsteps, count } = args;
+  const bar = document.getElementById('fig1-progress'), text = document.getElementById('fig1-progress-text');
+  const onProgress = (done, total) => {
+    bar.value = total > 0 ? done / total : 1;
+    out.dataset.done = done;
+    if (done >= total) text.textContent = `done: ${steps} layers, basins ${count} starts x ${bsteps} layers`;
+    else if (done < steps) text.textContent = `trajectory: layer ${done} of ${steps}`;
+    else text.textContent = `basins: start angle ${Math.floor((done - steps) / (bsteps + 1))} of ${count}`;
+  };
+  bar.value = 0;
+  text.textContent = 'starting';
+  out.dataset.done = 0;
+  setFigure1State('running');
+  let res;
+  try {
+    res = await figure1Runner.run(args, onProgress);
+  } catch (e) {
+    if (generation !== fig1.generation) return;  // a newer request replaced this one
+    if (e instanceof Cancelled) {
+      text.textContent = `cancelled after ${out.dataset.done} of ${steps + count * (bsteps + 1)} layers; the plot shows the previous result`;
+      setFigure1State('cancelled');
+      return;
+    }
+    showFigure1Error(`the computation failed: ${e.message || e}`);
+    return;
+  }
+  if (generation !== fig1.generation) return;
+  const { traj } = res;
+  const end = Array.from(traj.slice(4 * steps, 4 * steps + 4));
+  const at = equilibriumAt(end[2], end[3]) || 'neither';
+  const ends = [];
+  for (let k = 0; k < count; ++k) ends.push(equilibriumAt(res.ends[2 * k], res.ends[2 * k + 1]));
+  out.dataset.x1 = end[2];
+  out.dataset.y1 = end[3];
+  out.dataset.equilibrium = at;
+  out.dataset.basins = ends.map((e) => e || '-').join('');
+  out.className = 'out';
+  out.textContent =
+    `after ${steps} layers:\n` +
+    `token 0 = (${end[0].toFixed(6)}, ${end[1].toFixed(6)})\n` +
+    `token 1 = (${end[2].toFixed(6)}, ${end[3].toFixed(6)})\n` +
+    `token 1 is at: ${at === 'neither' ? 'neither A nor B' : at}`;
+  fig1.last = { traj, ends };
+  drawFigure1(traj, steps, ends);
+  setFigure1State('done');
 }
 
 const BASIN_COLOURS = { A: 'rgba(0, 160, 0, 0.35)', B: 'rgba(230, 120, 0, 0.45)', '': 'rgba(120, 120, 120, 0.2)' };
@@ -135,9 +235,14 @@ function drawFigure1(traj, steps, ends) {
     g.strokeStyle = colour;
     g.fillStyle = colour;
     g.beginPath();
+    // A point at the same place as the one before is not drawn again: a zero-length segment
+    // draws nothing (the canvas removes it), and a converged trajectory of 100000 layers is
+    // mostly one point repeated (drawing it took 0.1 s).
+    let qx = NaN, qy = NaN;
     for (let t = 0; t <= steps; ++t) {
       const [px, py] = fig1ToCanvas(traj[4 * t + 2 * tok], traj[4 * t + 2 * tok + 1]);
-      if (t === 0) g.moveTo(px, py); else g.lineTo(px, py);
+      if (t === 0) g.moveTo(px, py); else if (px !== qx || py !== qy) g.lineTo(px, py);
+      qx = px; qy = py;
     }
     g.stroke();
     for (let t = 0; t <= Math.min(steps, 60); ++t) {
@@ -255,20 +360,23 @@ async function collapseSlices(engine, args, budgetMs, onProgress, pause) {
   }
 }
 
-// The worker's program (its source is put in a Blob after the engine's).
-function collapseWorkerMain(scope) {
+// The workers' program (its source is put in a Blob after the engine's): computes a request
+// {id, kind, args} with collapseSlices or figure1Slices and posts progress and the result.
+function engineWorkerMain(scope) {
+  const slices = { collapse: collapseSlices, figure1: figure1Slices };
   const ready = createRcsimEngine();
   ready.then(() => scope.postMessage({ type: 'ready' }), (e) => scope.postMessage({ type: 'failed', message: String(e) }));
   scope.onmessage = async (ev) => {
-    const { id, args } = ev.data;
+    const { id, kind, args } = ev.data;
     try {
       const engine = await ready;
       let last = 0;
-      const res = await collapseSlices(engine, args, 50, (done, total) => {
+      const res = await slices[kind](engine, args, 50, (done, total) => {
         const now = performance.now();
         if (now - last > 40 || done === total) { last = now; scope.postMessage({ type: 'progress', id, done, total }); }
       }, null);
-      scope.postMessage({ type: 'result', id, res }, [res.buffer]);
+      const buffers = ArrayBuffer.isView(res) ? [res.buffer] : Object.values(res).filter(ArrayBuffer.isView).map((a) => a.buffer);
+      scope.postMessage({ type: 'result', id, res }, buffers);
     } catch (e) {
       scope.postMessage({ type: 'error', id, message: String(e.message || e) });
     }
@@ -277,103 +385,119 @@ function collapseWorkerMain(scope) {
 
 class Cancelled extends Error {}
 
-// Runs collapse computations in a Web Worker made from a Blob (engine.js's source, which a page
-// opened as file:// can neither fetch nor start as a Worker by URL), or, when the browser
-// refuses a worker (or with ?worker=0 in the URL), on the page in slices of about 15 ms, one
-// per macrotask.
-const collapseRunner = {
-  mode: 'starting', reason: '', worker: null, workerReady: null, job: null, nextId: 1,
+// The worker's source: the engine (WebAssembly included), the two slice functions, the program.
+let engineWorkerSource = null;
+function workerSource() {
+  if (!engineWorkerSource) {
+    engineWorkerSource = `${rcsimEngineScope.toString()}\nvar createRcsimEngine = rcsimEngineScope();\n` +
+      `${collapseSlices.toString()}\n${figure1Slices.toString()}\n(${engineWorkerMain.toString()})(self);\n`;
+  }
+  return engineWorkerSource;
+}
 
-  startWorker() {
-    if (new URLSearchParams(location.search).get('worker') === '0') return this.useMainThread('?worker=0 in the URL');
-    let w;
-    try {
-      const src = `${rcsimEngineScope.toString()}\nvar createRcsimEngine = rcsimEngineScope();\n` +
-        `${collapseSlices.toString()}\n(${collapseWorkerMain.toString()})(self);\n`;
-      const url = URL.createObjectURL(new Blob([src], { type: 'text/javascript' }));
-      w = new Worker(url);
-      URL.revokeObjectURL(url);
-    } catch (e) {
-      return this.useMainThread(`the browser refused a Worker: ${e.message || e}`);
-    }
-    this.worker = w;
-    this.workerReady = new Promise((resolve, reject) => {
-      w.onerror = (e) => { e.preventDefault(); reject(new Error(e.message || 'worker error')); };
-      w.onmessage = (ev) => {
-        const m = ev.data;
-        if (m.type === 'ready') { this.setMode('worker', ''); resolve(); return; }
-        if (m.type === 'failed') { reject(new Error(m.message)); return; }
-        const job = this.job;
-        if (!job || job.id !== m.id) return;
-        if (m.type === 'progress') job.onProgress(m.done, m.total);
-        else if (m.type === 'result') { this.job = null; job.resolve(m.res); }
-        else if (m.type === 'error') { this.job = null; job.reject(new Error(m.message)); }
-      };
-    });
-    this.workerReady.catch((e) => {
-      if (this.worker !== w) return;
-      w.terminate();
-      this.worker = null;
-      this.useMainThread(`the worker did not start: ${e.message}`);
-      // A job sent to the failed worker is computed on the page instead.
-      const job = this.job;
-      if (job) { this.job = null; this.run(job.args, job.onProgress).then(job.resolve, job.reject); }
-    });
-  },
+// Runs one kind of computation ('collapse' or 'figure1', each with its own runner and worker, so
+// that Figure 1 answers while a long collapse run computes) in a Web Worker made from a Blob
+// (engine.js's source, which a page opened as file:// can neither fetch nor start as a Worker by
+// URL), or, when the browser refuses a worker (or with ?worker=0 in the URL), on the page in
+// slices of about 15 ms, one per macrotask. One job at a time: a new one cancels the running one.
+// `slices`: collapseSlices or figure1Slices; `modeKey`: the body's data attribute that names the
+// mode; `modeId`: the element that says it.
+function makeRunner(kind, slices, modeKey, modeId) {
+  return {
+    kind, mode: 'starting', reason: '', worker: null, workerReady: null, job: null, nextId: 1,
 
-  useMainThread(reason) {
-    this.worker = null;
-    this.setMode('main', reason);
-  },
-
-  setMode(mode, reason) {
-    this.mode = mode;
-    this.reason = reason;
-    document.body.dataset.collapseMode = mode;
-    const el = document.getElementById('col-mode');
-    if (el) el.textContent = mode === 'worker' ? 'computing in a Web Worker' : `computing on the page in slices (${reason})`;
-  },
-
-  // Resolves to mu and mu_rel, rejects with Cancelled when cancelled.
-  run(args, onProgress) {
-    this.cancel();
-    return new Promise((resolve, reject) => {
-      const job = { id: this.nextId++, args, onProgress, resolve, reject, cancelled: false };
-      this.job = job;
-      if (this.worker) {
-        this.worker.postMessage({ id: job.id, args });
-        return;
+    startWorker() {
+      if (new URLSearchParams(location.search).get('worker') === '0') return this.useMainThread('?worker=0 in the URL');
+      let w;
+      try {
+        const url = URL.createObjectURL(new Blob([workerSource()], { type: 'text/javascript' }));
+        w = new Worker(url);
+        URL.revokeObjectURL(url);
+      } catch (e) {
+        return this.useMainThread(`the browser refused a Worker: ${e.message || e}`);
       }
-      const pause = () => new Promise((res, rej) => {
-        const ch = new MessageChannel();
-        ch.port1.onmessage = () => (job.cancelled ? rej(new Cancelled('cancelled')) : res());
-        ch.port2.postMessage(0);
+      this.worker = w;
+      this.workerReady = new Promise((resolve, reject) => {
+        w.onerror = (e) => { e.preventDefault(); reject(new Error(e.message || 'worker error')); };
+        w.onmessage = (ev) => {
+          const m = ev.data;
+          if (m.type === 'ready') { this.setMode('worker', ''); resolve(); return; }
+          if (m.type === 'failed') { reject(new Error(m.message)); return; }
+          const job = this.job;
+          if (!job || job.id !== m.id) return;
+          if (m.type === 'progress') job.onProgress(m.done, m.total);
+          else if (m.type === 'result') { this.job = null; job.resolve(m.res); }
+          else if (m.type === 'error') { this.job = null; job.reject(new Error(m.message)); }
+        };
       });
-      collapseSlices(engine, args, 15, onProgress, pause).then((res) => {
-        if (this.job === job) this.job = null;
-        if (job.cancelled) reject(new Cancelled('cancelled')); else resolve(res);
-      }, (e) => {
-        if (this.job === job) this.job = null;
-        reject(job.cancelled ? new Cancelled('cancelled') : e);
+      this.workerReady.catch((e) => {
+        if (this.worker !== w) return;
+        w.terminate();
+        this.worker = null;
+        this.useMainThread(`the worker did not start: ${e.message}`);
+        // A job sent to the failed worker is computed on the page instead.
+        const job = this.job;
+        if (job) { this.job = null; this.run(job.args, job.onProgress).then(job.resolve, job.reject); }
       });
-    });
-  },
+    },
 
-  // Stops the running job (a worker is terminated and a fresh one started).
-  cancel() {
-    const job = this.job;
-    if (!job) return false;
-    this.job = null;
-    job.cancelled = true;
-    if (this.worker) {
-      this.worker.terminate();
+    useMainThread(reason) {
       this.worker = null;
-      this.startWorker();
-      job.reject(new Cancelled('cancelled'));
-    }
-    return true;
-  },
-};
+      this.setMode('main', reason);
+    },
+
+    setMode(mode, reason) {
+      this.mode = mode;
+      this.reason = reason;
+      document.body.dataset[modeKey] = mode;
+      const el = document.getElementById(modeId);
+      if (el) el.textContent = mode === 'worker' ? 'computing in a Web Worker' : `computing on the page in slices (${reason})`;
+    },
+
+    // Resolves to the result of `slices`, rejects with Cancelled when cancelled.
+    run(args, onProgress) {
+      this.cancel();
+      return new Promise((resolve, reject) => {
+        const job = { id: this.nextId++, args, onProgress, resolve, reject, cancelled: false };
+        this.job = job;
+        if (this.worker) {
+          this.worker.postMessage({ id: job.id, kind, args });
+          return;
+        }
+        const pause = () => new Promise((res, rej) => {
+          const ch = new MessageChannel();
+          ch.port1.onmessage = () => (job.cancelled ? rej(new Cancelled('cancelled')) : res());
+          ch.port2.postMessage(0);
+        });
+        slices(engine, args, 15, onProgress, pause).then((res) => {
+          if (this.job === job) this.job = null;
+          if (job.cancelled) reject(new Cancelled('cancelled')); else resolve(res);
+        }, (e) => {
+          if (this.job === job) this.job = null;
+          reject(job.cancelled ? new Cancelled('cancelled') : e);
+        });
+      });
+    },
+
+    // Stops the running job (a worker is terminated and a fresh one started).
+    cancel() {
+      const job = this.job;
+      if (!job) return false;
+      this.job = null;
+      job.cancelled = true;
+      if (this.worker) {
+        this.worker.terminate();
+        this.worker = null;
+        this.startWorker();
+        job.reject(new Cancelled('cancelled'));
+      }
+      return true;
+    },
+  };
+}
+
+const collapseRunner = makeRunner('collapse', collapseSlices, 'collapseMode', 'col-mode');
+const figure1Runner = makeRunner('figure1', figure1Slices, 'figure1Mode', 'fig1-mode');
 
 // The drawn runs: kept ones, then the latest.
 const collapse = { kept: [], current: null, error: null, generation: 0 };
@@ -679,6 +803,8 @@ createRcsimEngine().then((m) => {
   fig1.canvas = document.getElementById('fig1-canvas');
   fig1.canvas.addEventListener('click', placeToken1);
   document.getElementById('fig1-run').addEventListener('click', runFigure1);
+  document.getElementById('fig1-cancel').addEventListener('click', () => figure1Runner.cancel());
+  figure1Runner.startWorker();
   collapseRunner.startWorker();
   document.getElementById('col-run').addEventListener('click', runCollapse);
   document.getElementById('col-cancel').addEventListener('click', () => collapseRunner.cancel());
