@@ -3,6 +3,7 @@
 
 import argparse
 import contextlib
+import errno
 import os
 import stat
 import tempfile
@@ -61,7 +62,7 @@ def atomic_writer(path, binary=False):
     error on close is raised), gives it the mode a plain open() would, and only then renames it
     over `path` (os.replace); on any error the temporary is removed and `path` is left as it was.
     It refuses to replace anything that is not a regular file (a directory, a symbolic link, a
-    FIFO, a device): ValueError."""
+    FIFO, a device): FileExistsError, an OSError, so that callers catching OSError report it."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
@@ -70,7 +71,7 @@ def atomic_writer(path, binary=False):
     except FileNotFoundError:
         mode = None
     if mode is not None and not stat.S_ISREG(mode):
-        raise ValueError(f"{path} exists and is not a regular file: not replaced")
+        raise FileExistsError(errno.EEXIST, "exists and is not a regular file: not replaced", path)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
     try:
         f = os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"}))

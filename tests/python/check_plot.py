@@ -137,7 +137,7 @@ refused = []
 for target in (os.path.join(work, "adir"), link):
     try:
         write_text(target, "x\n")
-    except ValueError:
+    except FileExistsError:
         refused.append(target)
 check(len(refused) == 2 and os.path.isdir(os.path.join(work, "adir")) and os.path.islink(link)
       and open(txt).read() == "two\n", "atomic_writer refuses to replace a directory or a symbolic link")
