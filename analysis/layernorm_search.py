@@ -14,7 +14,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from figure2 import run_config  # noqa: E402
-from rcsim import figure_arguments, load_analysis, rcsim  # noqa: E402
+from rcsim import figure_arguments, load_analysis, rcsim, write_text  # noqa: E402
 
 
 def main(argv=None):
@@ -33,8 +33,7 @@ def main(argv=None):
                      f"{np.mean(rel < 1e-6):9.2f} {a['mu']['ensemble_decay_rate']:8.3g}")
     text = "\n".join(lines)
     print(text)
-    with open(os.path.join(args.data, "table.txt"), "w") as f:
-        f.write(text + "\n")
+    write_text(os.path.join(args.data, "table.txt"), text + "\n")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from particles_common import angles, flow_args, renyi_centres, run_rcsim, script_args  # noqa: E402
+from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 N, D, BETA = 200, 2, 64.0
 
@@ -90,11 +91,10 @@ def main():
     fig.suptitle(f"causal SA flow, K = Q = V = I_2, n = {N}, d = {D}, beta = {BETA:g}, RK4 dt = {dt:g}"
                  + (" (tiny)" if a.tiny else ""))
     fig.tight_layout()
-    fig.savefig(a.out + ".png", dpi=110)
-    fig.savefig(a.out + ".pdf")
+    save_figure(fig, a.out, dpi=110)
 
     lost = []
-    with open(a.out + ".txt", "w") as f:
+    with atomic_writer(a.out + ".txt") as f:
         f.write(f"# causal clustering (Karagodin et al. 2024, Fig. 2 setting): n = {N}, d = {D}, beta = {BETA:g}, "
                 f"K = Q = V = I_2, causal SA, RK4 dt = {dt:g}, {steps} steps (T = {T:g}), {trials} trials, "
                 f"seed {a.seed}, X(0) uniform on the circle{' (tiny)' if a.tiny else ''}\n")

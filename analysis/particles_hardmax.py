@@ -23,6 +23,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from particles_common import run_rcsim, script_args  # noqa: E402
+from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 
 def settings(tiny):
@@ -130,10 +131,9 @@ def main():
     fig.suptitle(f"hardmax attention, Q^T K = I (PSD), V = I, n = {n}, d = 2, x <- (1 - alpha) x + alpha A x"
                  + (" (tiny)" if a.tiny else ""))
     fig.tight_layout()
-    fig.savefig(a.out + ".png", dpi=110)
-    fig.savefig(a.out + ".pdf")
+    save_figure(fig, a.out, dpi=110)
 
-    with open(a.out + ".txt", "w") as f:
+    with atomic_writer(a.out + ".txt") as f:
         f.write(f"# hardmax Voronoi partition: n = {n}, d = 2, X(0) Gaussian, Q = K = V = I, alpha = {alpha:g}, "
                 f"{steps} steps, {trials} trials, seed {a.seed}{' (tiny)' if a.tiny else ''}\n")
         f.write("trial leaders leader_max_move frac_tokens_at_initial_cell_leader final_max_dist "

@@ -23,6 +23,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from particles_common import angles, components, flow_args, run_rcsim, script_args  # noqa: E402
+from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 BETA, SIGMA, KMAX_SHOWN = 5.0, 0.01, 6
 
@@ -157,10 +158,9 @@ def main():
     fig.suptitle(f"circle, N = {n}, beta = {BETA:g}, equally spaced + noise sigma = {SIGMA:g}, Q = K = V = I, RK4"
                  + (" (tiny)" if a.tiny else ""))
     fig.tight_layout()
-    fig.savefig(a.out + ".png", dpi=110)
-    fig.savefig(a.out + ".pdf")
+    save_figure(fig, a.out, dpi=110)
 
-    with open(a.out + ".txt", "w") as f:
+    with atomic_writer(a.out + ".txt") as f:
         f.write(f"# periodic state (Bruno, Pasqualotto, Agazzi, Fig. 4 setting): circle, N = {n}, beta = {BETA:g}, "
                 f"init circle + noise {SIGMA:g}, Q = K = V = I, seed {a.seed}{' (tiny)' if a.tiny else ''}\n")
         f.write("# paper: 3-periodic state at beta = 5; k_max = argmax_k k^2 I_k(beta) (this note's linearisation)\n")

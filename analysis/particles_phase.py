@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from particles_common import script_args  # noqa: E402
+from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 
 def settings(tiny):
@@ -36,7 +37,7 @@ def main():
     os.makedirs(a.data, exist_ok=True)
     ini = os.path.join(a.data, "particles_phase.ini")
     sweep_dir = os.path.join(a.data, "particles_phase")
-    with open(ini, "w") as f:
+    with atomic_writer(ini) as f:
         f.write(f"""[model]
 tokens = {n}
 dim = {d}
@@ -105,12 +106,11 @@ model.beta = {', '.join(repr(float(b)) for b in betas)}
     ax[1].legend(fontsize=7, ncol=2)
     fig.suptitle("beta x t phase diagram of the cluster count" + (" (tiny)" if a.tiny else ""))
     fig.tight_layout()
-    fig.savefig(a.out + ".png", dpi=110)
-    fig.savefig(a.out + ".pdf")
+    save_figure(fig, a.out, dpi=110)
 
     marks = [m for m in (1, 10, 100, 1000, 2000) if m <= t[-1] + 1e-9]
     idx = [int(np.searchsorted(t, m + 1e-9) - 1) for m in marks]
-    with open(a.out + ".txt", "w") as f:
+    with atomic_writer(a.out + ".txt") as f:
         f.write(f"# phase diagram: SA, Q = K = V = I, n = {n}, d = {d}, X(0) uniform on the sphere, RK4 dt = {dt:g}, "
                 f"{steps} steps (T = {t[-1]:g}), {trials} trials per beta, seed {a.seed}{' (tiny)' if a.tiny else ''}\n")
         f.write("# median over trials of clusters_999 (clusters_99 in brackets) at t = " + ", ".join(map(str, marks)) + "\n")

@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from metastability import merge_times, plateaus  # noqa: E402
+from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 
 def settings(tiny):
@@ -114,10 +115,9 @@ def main():
     ax[1].set_xlabel("time t")
     ax[1].legend()
     fig.tight_layout()
-    fig.savefig(a.out + ".png", dpi=120)
-    fig.savefig(a.out + ".pdf")
+    save_figure(fig, a.out, dpi=120)
 
-    with open(a.out + ".txt", "w") as f:
+    with atomic_writer(a.out + ".txt") as f:
         f.write(f"# energy staircase: n = 5, d = 2, Q = K = V = I, SA, beta = {beta:g}, RK4 dt = {dt:g}, "
                 f"{steps} steps (T = {dt * steps:g}), seed {a.seed}{' (tiny)' if a.tiny else ''}\n")
         f.write("# stored energy E = (1/(2 beta n^2)) sum exp(beta(<x_i,x_j> - 1)); 2 beta E is the circle form\n")

@@ -23,6 +23,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from metastability import merge_times, plateaus  # noqa: E402
 from particles_common import components, flow_args, run_rcsim, script_args  # noqa: E402
+from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 BETA, N = 2000.0, 5
 S_FULL = (5.2, 8.3, 11.2, 14.0)   # distances sqrt(2 s / beta): merge k near t ~ exp(s) / (2 s (k + 1/k)), ~10 .. 10^4
@@ -101,10 +102,9 @@ def main():
     fig.suptitle(f"SA flow on S^2 at beta = {BETA:g}, RK4 dt = {dt:g}, T = {dt * steps:g}"
                  + (" (tiny)" if a.tiny else ""))
     fig.tight_layout()
-    fig.savefig(a.out + ".png", dpi=110)
-    fig.savefig(a.out + ".pdf")
+    save_figure(fig, a.out, dpi=110)
 
-    with open(a.out + ".txt", "w") as f:
+    with atomic_writer(a.out + ".txt") as f:
         f.write(f"# energy staircase at beta = {BETA:g}, n = {N}, d = 3, SA, Q = K = V = I, RK4 dt = {dt:g}, {steps} steps "
                 f"(T = {dt * steps:g}); X(0) hand-built on S^2 (d = 3): "
                 f"{np.array2string(X0, precision=6, separator=',').replace(chr(10), '')} "

@@ -8,10 +8,14 @@ rcsim keys on the normalised keys).
 """
 import argparse
 import os
+import sys
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rcsim.figures import save_figure  # noqa: E402
 
 
 def main(argv=None):
@@ -52,8 +56,7 @@ def main(argv=None):
     fig.legend(handles=handles, loc="lower center", ncol=4 + len(mags), fontsize=9)
     fig.suptitle(f"Attention of a query of length {s:g} over four keys; key 3 of adjustable magnitude")
     fig.tight_layout(rect=(0, 0.05, 1, 0.97))
-    fig.savefig(args.output, dpi=120)
-    print(f"wrote {args.output}")
+    save_figure(fig, os.path.splitext(args.output)[0], dpi=120, exts=(os.path.splitext(args.output)[1][1:] or "png",))
 
 
 if __name__ == "__main__":

@@ -8,11 +8,15 @@ unselectable key (the paper's text and its code differ on which of the two it pl
 """
 import argparse
 import os
+import sys
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rcsim.figures import save_figure  # noqa: E402
 
 
 def main(argv=None):
@@ -42,8 +46,7 @@ def main(argv=None):
             fig.colorbar(im, ax=ax)
     fig.suptitle(f"Unselectable keys of i.i.d. N(0,1) keys, {draws} draws per cell (norm eps = {eps:g})")
     fig.tight_layout()
-    fig.savefig(args.output, dpi=120)
-    print(f"wrote {args.output}")
+    save_figure(fig, os.path.splitext(args.output)[0], dpi=120, exts=(os.path.splitext(args.output)[1][1:] or "png",))
 
 
 if __name__ == "__main__":

@@ -8,11 +8,15 @@ coordinates (along the two principal axes) with the histogram of the normalised 
 """
 import argparse
 import os
+import sys
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rcsim.figures import save_figure  # noqa: E402
 
 
 def main(argv=None):
@@ -61,8 +65,7 @@ def main(argv=None):
     fig.suptitle(f"LayerNorm image for d = 3: the plane normal to alpha = 1/g "
                  f"(n = {np.array2string(normal, precision=3)}), inside the ellipse")
     fig.tight_layout()
-    fig.savefig(args.output, dpi=120)
-    print(f"wrote {args.output}")
+    save_figure(fig, os.path.splitext(args.output)[0], dpi=120, exts=(os.path.splitext(args.output)[1][1:] or "png",))
 
 
 if __name__ == "__main__":

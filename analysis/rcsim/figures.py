@@ -2,7 +2,11 @@
 
 
 import argparse
+import contextlib
+import errno
 import os
+import stat
+import tempfile
 
 
 class _FigureParser(argparse.ArgumentParser):
@@ -51,11 +55,54 @@ def rcsim(args, exe, *rest):
     return r.stdout
 
 
-def save_figure(fig, out):
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    for ext in ("png", "pdf"):
-        fig.savefig(f"{out}.{ext}", dpi=120)
-    print(f"wrote {out}.png and {out}.pdf")
+@contextlib.contextmanager
+def atomic_writer(path, binary=False):
+    """The one writer of analysis/'s output files: `with atomic_writer(path) as f: f.write(...)`.
+    Writes to an exclusive temporary in the same directory, flushes and fsyncs it, closes it (an
+    error on close is raised), gives it the mode a plain open() would, and only then renames it
+    over `path` (os.replace); on any error the temporary is removed and `path` is left as it was.
+    It refuses to replace anything that is not a regular file (a directory, a symbolic link, a
+    FIFO, a device): FileExistsError, an OSError, so that callers catching OSError report it."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise FileExistsError(errno.EEXIST, "exists and is not a regular file: not replaced", path)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    try:
+        f = os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"}))
+        try:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        finally:
+            f.close()
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 -> the mode a plain open() would give
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path, text):
+    """`text` into `path` through atomic_writer."""
+    with atomic_writer(path) as f:
+        f.write(text)
+
+
+def save_figure(fig, out, dpi=120, exts=("png", "pdf"), **savefig):
+    """`fig` as out.png and out.pdf (or the extensions `exts`), each through atomic_writer."""
+    for ext in exts:
+        with atomic_writer(f"{out}.{ext}", binary=True) as f:
+            fig.savefig(f, format=ext, dpi=dpi, **savefig)
+    print("wrote " + " and ".join(f"{out}.{ext}" for ext in exts))
 
 
 def run_config(args, config, tiny=("--run.trials=2", "--model.layers=6", "--model.tokens=8", "--model.dim=4")):
@@ -161,8 +208,6 @@ def write_summary(runs, label_of, path, at=(10, 100), measures=("mu", "mu_rel", 
             parts.append("  " + extra(r))
         lines.append("\n".join(parts))
     text = "\n".join(lines) + "\n"
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text)
+    write_text(path, text)
     print(text, end="")
     print(f"wrote {path}")

@@ -224,23 +224,12 @@ def _number_or_text(text):
 
 
 def _save(fig, out):
-    """Write the figure to an exclusive temporary beside `out`, closed by savefig, then rename it:
-    an interrupted or failed write never leaves a truncated figure under the name asked for."""
-    import tempfile
-    folder = os.path.dirname(os.path.abspath(out))
-    os.makedirs(folder, exist_ok=True)
+    """Write the figure through figures.atomic_writer: an interrupted or failed write never leaves a
+    truncated figure under the name asked for."""
+    from .figures import atomic_writer
     ext = os.path.splitext(out)[1].lower()[1:]
-    fd, tmp = tempfile.mkstemp(prefix=".rcsim-plot-", suffix="." + ext, dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format=ext, dpi=200, bbox_inches="tight")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 -> the mode a plain open() would give
-        os.replace(tmp, out)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_writer(out, binary=True) as f:
+        fig.savefig(f, format=ext, dpi=200, bbox_inches="tight")
 
 
 def main(argv=None):

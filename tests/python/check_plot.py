@@ -108,8 +108,39 @@ def small_files():
 r = subprocess.run([sys.executable, "-m", "rcsim.plot", sweep, "-o", keep], capture_output=True, text=True,
                    env=dict(os.environ, PYTHONPATH=os.path.join(here, "..", "..", "analysis")), preexec_fn=small_files)
 check(r.returncode == 1 and "cannot write" in r.stderr and "keep.png" in r.stderr and open(keep, "rb").read() == b"the figure that was here\n"
-      and not [n for n in os.listdir(work) if n.startswith(".rcsim-plot-")],
+      and not [n for n in os.listdir(work) if n.startswith(".keep.png.")],
       f"a failed write keeps the old figure and leaves no temporary (exit {r.returncode})")
+
+# rcsim.figures.atomic_writer, the one writer of analysis/'s text and figure files (rcsim.plot's too).
+from rcsim.figures import atomic_writer, write_text  # noqa: E402
+
+txt = os.path.join(work, "atomic.txt")
+write_text(txt, "one\n")
+write_text(txt, "two\n")
+umask = os.umask(0)
+os.umask(umask)
+check(open(txt).read() == "two\n" and os.stat(txt).st_mode & 0o777 == 0o666 & ~umask,
+      "write_text replaces the file, with the mode a plain open() gives")
+try:
+    with atomic_writer(txt) as f:
+        f.write("half")
+        raise RuntimeError("stop")
+except RuntimeError:
+    pass
+check(open(txt).read() == "two\n" and not [n for n in os.listdir(work) if n.startswith(".atomic.txt.")],
+      "an error inside atomic_writer keeps the old file and leaves no temporary")
+os.makedirs(os.path.join(work, "adir"), exist_ok=True)
+link = os.path.join(work, "alink.txt")
+if not os.path.lexists(link):
+    os.symlink(txt, link)
+refused = []
+for target in (os.path.join(work, "adir"), link):
+    try:
+        write_text(target, "x\n")
+    except FileExistsError:
+        refused.append(target)
+check(len(refused) == 2 and os.path.isdir(os.path.join(work, "adir")) and os.path.islink(link)
+      and open(txt).read() == "two\n", "atomic_writer refuses to replace a directory or a symbolic link")
 
 if failures:
     sys.exit(f"check_plot: {len(failures)} failure(s)")
