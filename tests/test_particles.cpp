@@ -3,6 +3,7 @@
 // Fourier measures, the initial conditions and the time axis of the run file.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -325,6 +326,38 @@ TEST_CASE("RK4 in float32 follows the float64 run to single precision", "[partic
   CHECK(diff < 1e-4);
   CHECK(diff > 0.0);  // the float32 run did compute in float
   CHECK((r64.snapshots[0].back() - r64.snapshots[0].front()).norm() > 1e-3);  // the tokens moved
+}
+
+TEST_CASE("cluster partition: labels, sizes and centres worked by hand", "[particles][clusters]") {
+  // Tokens at angles 0 and theta = 0.2 (lengths 1 and 3), a zero token, two along e2 and one at
+  // angle 0.1 given last: at tau = 0.9 (cos 0.2 = 0.980 > 0.9, cos of the gap to e2 < 0.1) the
+  // clusters are {0, 1, 5}, {2} (a zero token is alone), {3, 4}, labelled in the order of their
+  // first token. The centre of unit vectors at angles 0, 0.2, 0.1 is the direction 0.1 (by
+  // symmetry), that of e2, e2 is e2, that of the zero token is zero.
+  Matrix X(6, 2);
+  X << 1, 0, 3 * std::cos(0.2), 3 * std::sin(0.2), 0, 0, 0, 1, 0, 5, std::cos(0.1), std::sin(0.1);
+  const ClusterPartition p = cluster_partition(X, 0.9);
+  CHECK(p.label == std::vector<int>{0, 0, 1, 2, 2, 0});
+  CHECK(p.size == std::vector<int>{3, 1, 2});
+  REQUIRE(p.centre.rows() == 3);
+  REQUIRE(p.centre.cols() == 2);
+  CHECK_THAT(p.centre(0, 0), WithinAbs(std::cos(0.1), 1e-15));
+  CHECK_THAT(p.centre(0, 1), WithinAbs(std::sin(0.1), 1e-15));
+  CHECK(p.centre.row(1).norm() == 0.0);
+  CHECK_THAT(p.centre(2, 0), WithinAbs(0.0, 1e-15));
+  CHECK_THAT(p.centre(2, 1), WithinAbs(1.0, 1e-15));
+  // The same partition as the count and the largest fraction, on random tokens at several tau.
+  RandomStream rng(7, 0);
+  Matrix R(40, 3);
+  rng.fill_normal(R);
+  for (const double tau : {-0.5, 0.3, 0.8, 0.95}) {
+    const ClusterPartition q = cluster_partition(R, tau);
+    CHECK(static_cast<int>(q.size.size()) == cluster_count(R, tau));
+    CHECK(*std::max_element(q.size.begin(), q.size.end()) / 40.0 == largest_cluster_fraction(R, tau));
+    for (int i = 0; i < 40; ++i)
+      for (int j = 0; j < 40; ++j)  // an edge joins only tokens of one cluster
+        if (R.row(i).normalized().dot(R.row(j).normalized()) > tau) CHECK(q.label[i] == q.label[j]);
+  }
 }
 
 TEST_CASE("largest cluster fraction and Renyi-parking centres worked by hand", "[particles][clusters]") {

@@ -281,6 +281,23 @@ def measures(X, rank_rtol=None, rank_atol=0.0):
     return {k: np.asarray(v).reshape(lead + np.asarray(v).shape[1:]) for k, v in out.items()}
 
 
+def clusters(X, tau):
+    """The clusters of the tokens X (N, d) at cosine threshold tau: the connected components of the
+    graph with an edge i - j iff cos(x_i, x_j) > tau (a zero token is a cluster of its own), the
+    partition that the measures clusters, clusters_90/99/999 and largest_cluster count.
+
+    Returns a dict: "label" (N,), each token's cluster 0, ..., k-1 in the order of each cluster's
+    first token; "size" (k,); "centre" (k, d), the mean of the cluster's unit vectors
+    x_i / ||x_i|| normalised to length 1 (zero where they cancel or for a zero token). For the
+    clusters of a run through time, apply it to the token snapshots (output.tokens), e.g.
+    [rcsim.clusters(X, 0.99) for X in run.tokens.values[trial]].
+    """
+    a = _as_float_array("X", X)
+    if a.ndim != 2:
+        raise ValueError(f"rcsim.clusters: X must have shape (N, d), got {a.shape}")
+    return dict(_engine().cluster_partition(a, float(tau)))
+
+
 def resolved_config(config_file=None, keys=None, **sections):
     """The fully resolved configuration (INI text) simulate() would run (like --dry-run)."""
     args = configuration_arguments(keys, **sections)

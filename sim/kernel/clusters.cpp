@@ -81,6 +81,33 @@ double largest_cluster_fraction(const Eigen::Ref<const Matrix>& X, double tau) {
   return static_cast<double>(*std::max_element(size.begin(), size.end())) / static_cast<double>(root.size());
 }
 
+ClusterPartition cluster_partition(const Eigen::Ref<const Matrix>& X, double tau) {
+  const std::vector<int> root = components(X, tau);
+  const std::size_t n = root.size();
+  ClusterPartition p;
+  p.label.assign(n, -1);
+  std::vector<int> label_of_root(n, -1);
+  for (std::size_t i = 0; i < n; ++i) {
+    int& l = label_of_root[static_cast<std::size_t>(root[i])];
+    if (l < 0) {
+      l = static_cast<int>(p.size.size());
+      p.size.push_back(0);
+    }
+    p.label[i] = l;
+    ++p.size[static_cast<std::size_t>(l)];
+  }
+  p.centre = Matrix::Zero(static_cast<Eigen::Index>(p.size.size()), X.cols());
+  for (std::size_t i = 0; i < n; ++i) {
+    const double norm = X.row(static_cast<Eigen::Index>(i)).norm();
+    if (norm > 0.0) p.centre.row(p.label[i]) += X.row(static_cast<Eigen::Index>(i)) / norm;
+  }
+  for (Eigen::Index c = 0; c < p.centre.rows(); ++c) {
+    const double norm = p.centre.row(c).norm();
+    if (norm > 0.0) p.centre.row(c) /= norm;
+  }
+  return p;
+}
+
 int renyi_parking_centres(const Eigen::Ref<const Matrix>& X, double delta) {
   std::vector<Eigen::Index> centres;
   for (Eigen::Index i = 0; i < X.rows(); ++i) {

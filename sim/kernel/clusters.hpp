@@ -3,6 +3,8 @@
 // unit tokens, the peers' setting).
 #pragma once
 
+#include <vector>
+
 #include "kernel/types.hpp"
 
 namespace rcsim {
@@ -18,6 +20,17 @@ int cluster_count(const Eigen::Ref<const Matrix>& X, double tau);
 // The size of the largest of those components divided by N (cluster sizes, issue 24): 1 when every
 // token is in one cluster, 1/N when none are similar. NaN for N = 0.
 double largest_cluster_fraction(const Eigen::Ref<const Matrix>& X, double tau);
+
+// The clusters themselves (issue 24: centres and sizes): the components cluster_count counts, with
+// a label per token (0, ..., k-1 in the order of each cluster's first token), the number of tokens
+// of each, and each centre: the mean of its tokens' unit vectors x_i / ||x_i||, normalised to
+// length 1 (a point of the sphere; zero for the cluster of a zero token, or where they cancel).
+struct ClusterPartition {
+  std::vector<int> label;  // N
+  std::vector<int> size;   // k
+  Matrix centre;           // k x d
+};
+ClusterPartition cluster_partition(const Eigen::Ref<const Matrix>& X, double tau);
 
 // Renyi-parking centres (Karagodin et al., causal mask; the definition of SCIENCE.md section 6,
 // from a secondary source): the tokens taken in causal order 0, 1, ..., N-1, each becoming a centre

@@ -25,6 +25,7 @@
 #include "app/run.hpp"
 #include "app/logger.hpp"
 #include "config/config.hpp"
+#include "kernel/clusters.hpp"
 #include "kernel/errors.hpp"
 #include "kernel/host_arrays.hpp"
 #include "kernel/layer.hpp"
@@ -188,6 +189,32 @@ py::dict token_measures(const DoubleArray& x, double rank_rtol, double rank_atol
   return result;
 }
 
+// The clusters of one N x d matrix at threshold tau (kernel/clusters.hpp, cluster_partition):
+// label [N] (0..k-1 in order of first token), size [k], centre [k, d].
+py::dict cluster_partition(const DoubleArray& x, double tau) {
+  if (x.ndim() != 2) throw rcsim::UsageError("rcsim.clusters: expected an array (N, d)");
+  const auto N = x.shape(0), d = x.shape(1);
+  rcsim::ClusterPartition p;
+  {
+    py::gil_scoped_release no_gil;
+    const Eigen::Map<const rcsim::RowMajorMatrix> X(x.data(0, 0), N, d);
+    p = rcsim::cluster_partition(X, tau);
+  }
+  const auto k = static_cast<py::ssize_t>(p.size.size());
+  py::array_t<int> label(N), size(k);
+  py::array_t<double> centre({k, d});
+  for (py::ssize_t i = 0; i < N; ++i) label.mutable_at(i) = p.label[static_cast<std::size_t>(i)];
+  for (py::ssize_t c = 0; c < k; ++c) {
+    size.mutable_at(c) = p.size[static_cast<std::size_t>(c)];
+    for (py::ssize_t j = 0; j < d; ++j) centre.mutable_at(c, j) = p.centre(c, j);
+  }
+  py::dict result;
+  result["label"] = label;
+  result["size"] = size;
+  result["centre"] = centre;
+  return result;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_engine, m) {
@@ -222,6 +249,8 @@ PYBIND11_MODULE(_engine, m) {
         "The fully resolved configuration (INI text) that run_image would run.");
   m.def("token_measures", &token_measures, py::arg("x"), py::arg("rank_rtol") = -1.0, py::arg("rank_atol") = 0.0,
         "The token measures of each matrix of a (B, N, d) float64 array: dict name -> [B], sigma [B, min(N, d)].");
+  m.def("cluster_partition", &cluster_partition, py::arg("x"), py::arg("tau"),
+        "The clusters of an (N, d) float64 array at cosine threshold tau: dict label [N], size [k], centre [k, d].");
   m.def("keep_freed_memory", &rcsim::keep_freed_memory,
         "Tune glibc's allocator for repeated trials (process-wide; what rcsim's main() does).");
   m.attr("version") = rcsim::version();

@@ -130,6 +130,48 @@ check(np.allclose(m2["sigma"], [3, 2, 1], rtol=1e-14) and abs(m2["stable_rank"] 
       "diag(3, 2, 1): sigma = (3, 2, 1), stable rank 14/9")
 check(m["sigma"].shape == (T, L + 1, min(N, d)), "sigma has shape (..., min(N, d))")
 
+# rcsim.clusters: the partition the cluster measures count, with sizes and centres. Against an
+# independent breadth-first search on the cosine graph (numbers in order of first token) on the
+# stored snapshots, and the count against the run's own clusters measure.
+def components(X, tau):
+    U = X / np.linalg.norm(X, axis=1, keepdims=True)
+    adj = (U @ U.T) > tau
+    label = -np.ones(len(X), dtype=int)
+    k = 0
+    for s in range(len(X)):
+        if label[s] < 0:
+            label[s], stack = k, [s]
+            while stack:
+                i = stack.pop()
+                for j in np.nonzero(adj[i] & (label < 0))[0]:
+                    label[j] = k
+                    stack.append(j)
+            k += 1
+    return label
+
+
+crun = rcsim.simulate(keys=dict(base, **{"output.tokens": "all", "output.measures": "clusters", "metrics.cluster_tau": "0.9"}),
+                      group="all")
+ok = True
+for t in range(T):
+    for layer_index in range(L + 1):
+        X = crun["/"].tokens.values[t, layer_index]
+        c = rcsim.clusters(X, 0.9)
+        lab = components(X, 0.9)
+        k = lab.max() + 1
+        ok &= np.array_equal(c["label"], lab) and np.array_equal(c["size"], np.bincount(lab))
+        ok &= len(c["size"]) == crun["metrics"]["clusters"].values[t, layer_index]
+        U = X / np.linalg.norm(X, axis=1, keepdims=True)
+        centres = np.array([U[lab == j].sum(0) / np.linalg.norm(U[lab == j].sum(0)) for j in range(k)])
+        ok &= c["centre"].shape == (k, d) and np.abs(c["centre"] - centres).max() < 1e-14
+check(ok, "rcsim.clusters: labels, sizes and centres equal an independent search, counts the run's clusters")
+try:
+    rcsim.clusters(np.ones((2, 3, 4)), 0.5)
+    refused = False
+except ValueError as e:
+    refused = "(N, d)" in str(e)
+check(refused, "rcsim.clusters refuses a 3-d array, naming the shape (N, d)")
+
 # 5. Progress.
 seen = []
 rcsim.simulate(keys=dict(base, **{"run.trials": 5}), progress=lambda k, n: seen.append((k, n)))
