@@ -208,3 +208,37 @@ TEST_CASE("large data over the cap are flushed and freed during the run, and the
   cp.remove();
   fs::remove_all(dir);
 }
+
+TEST_CASE("a partial trial group of a loaded checkpoint is recomputed and replaced, not read back", "[io][checkpoint]") {
+  const std::string path = (fs::temp_directory_path() / "rcsim_test_partial_group.h5.partial").string();
+  fs::remove(path);
+  const Config c = make_config({{"model.tokens", "5"}, {"model.dim", "3"}, {"model.layers", "4"}, {"run.trials", "3"},
+                                {"output.tokens", "all"}});
+  const EngineSetup s = prepare(c);
+  const RunResults full = run_simulation(s, 1);
+  {
+    RunResults saved = full;
+    Checkpoint cp(path, c.to_ini(), {});
+    for (int t : {0, 1}) cp.completed(saved, t);
+    cp.flush(saved);
+  }
+  {  // trial 1's group without its snapshots and diagnostics (as a damaged checkpoint could have it)
+    h5::File f = h5::File::open_readwrite(path, path);
+    f.remove("trial_1/snapshots");
+    f.remove("trial_1/diagnostics");
+    f.close();
+  }
+  RunResults r = allocate_results(s);
+  Checkpoint cp(path, c.to_ini(), {});
+  const std::vector<char> done = cp.load(r);
+  CHECK(done == std::vector<char>{1, 0, 0});
+  RunControl ctl;
+  ctl.on_trial_done = [&](int t) { cp.completed(r, t); };
+  run_trials(s, 1, r, done, ctl);
+  cp.flush(r);
+  for (int t = 0; t < 3; ++t) {
+    REQUIRE(cp.stored(t));
+    CHECK(same_bits(cp.read_large(r, t, LargeData::snapshots), flat(full.snapshots[static_cast<std::size_t>(t)])));
+  }
+  cp.remove();
+}

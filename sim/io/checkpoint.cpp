@@ -262,7 +262,10 @@ void Checkpoint::free_pending(RunResults& r) {
 void Checkpoint::write_pending(const h5::File& f, const RunResults& r) const {
   for (const int t : pending_) {
     const std::string name = group_name(t);
-    if (f.exists(name)) continue;
+    // A pending trial was computed by this run: a group of that name is a partial one of the
+    // checkpoint loaded (no diagnostics, so not resumed), replaced, since the run file will read
+    // this trial's large data from here once they are freed.
+    if (f.exists(name)) f.remove(name);
     const auto ti = static_cast<std::size_t>(t);
     const h5::Group g = f.create_group(name);
     const auto tok = stack_rows(r.token, t), att = stack_rows(r.attention, t);
