@@ -120,7 +120,7 @@ TEST_CASE("a checkpoint of another init.file content is never resumed", "[io][id
   write_x0(d / "x0.h5", 4, 3, 1.0);
   const Config c = init_config(d, 4);
   const std::string path = c.output.file + ".partial";
-  const RunResults full = run_simulation(prepare(c), 1);
+  RunResults full = run_simulation(prepare(c), 1);  // the flush frees its large data
   {
     Checkpoint cp(path, c.to_ini(), input_digests(c));
     cp.completed(full, 1);

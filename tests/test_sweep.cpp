@@ -21,6 +21,7 @@
 #include "io/hdf5_file.hpp"
 #include "app/parallel.hpp"
 #include "app/progress.hpp"
+#include "kernel/memory.hpp"
 #include "kernel/simulation.hpp"
 #include "io/sweep_index.hpp"
 
@@ -152,6 +153,22 @@ TEST_CASE("run_memory_bytes counts the results and the layer table once, and the
   // Attention matrices: per thread a second N x N, and T x 3 recorded N x N matrices.
   const Config ca = with("output.attention", "true");
   CHECK(run_memory_bytes(ca) - run_memory_bytes(c) == 8 * 25 + 8 * (2 * 3 * 25));
+}
+
+TEST_CASE("the estimate counts the large per-trial data up to the checkpoint's cap", "[schedule][memory]") {
+  // N = d = 64, L = 64, output.tokens = all: 65 snapshots of 64 x 64 doubles, 2.1 MB per trial;
+  // 400 trials hold 852 MB of /tokens, of which a run keeps at most the cap (64 MB), the two
+  // trials in flight and one more (io/checkpoint.hpp).
+  const Config c = make_config({{"model.tokens", "64"}, {"model.dim", "64"}, {"model.layers", "64"},
+                                {"run.trials", "400"}, {"output.tokens", "all"}, {"run.threads", "2"}});
+  const double per_trial = 8.0 * 65 * 64 * 64;
+  CHECK(trial_large_bytes(c) == per_trial);
+  const double whole = results_memory_bytes(c, true), measures = whole - 400 * per_trial;
+  CHECK(measures < 4e6);  // 400 trials x 65 layers x about 13 measures x 8 bytes
+  CHECK(results_memory_bytes(c) == measures + kPendingLargeBytes + 3 * per_trial);
+  CHECK(run_memory_bytes(c) == results_memory_bytes(c) + work_memory_bytes(c));
+  // A file image (Python: no checkpoint) holds them all, and the file twice.
+  CHECK(run_memory_bytes(c, true) == 3 * whole + work_memory_bytes(c));
 }
 
 TEST_CASE("a run whose working storage cannot fit names model.tokens", "[schedule][memory]") {

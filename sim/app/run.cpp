@@ -68,10 +68,16 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
     throw;
   }
   if (progress) progress->clear();
+  // A run that has a checkpoint (resumed, or flushed while it ran: longer than the interval, or
+  // more large data than the cap) checkpoints its last trials too: a run file that cannot be
+  // written (full disk) leaves every trial resumable, and the writer reads every trial's large
+  // data from the checkpoint. A run that never flushed has all its results in memory, under the
+  // cap, and writes no checkpoint (docs/dev/memory.md).
+  if (checkpoint.written()) checkpoint.flush(r);
   report_diagnostics(r);
   Provenance prov = p;
   prov.threads = threads;
-  write_run_file(file.temporary(), c.to_ini(), s, r, prov, inputs);  // closed and checked before the rename
+  write_run_file(file.temporary(), c.to_ini(), s, r, prov, inputs, &checkpoint);  // closed and checked before the rename
   file.publish();
   checkpoint.remove();
   return out;

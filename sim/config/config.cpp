@@ -322,9 +322,11 @@ void read_output(KeyValues& v, Config& c) {
     const double T = c.run.trials, layers = static_cast<double>(L) + 1.0;
     const double recorded = schedule_size_bound(v["output.schedule"], L);
     const double snaps = c.output.tokens == "all" ? layers : c.output.tokens == "none" ? 0.0 : 1.0;
-    // Per trial and recorded layer a double, per snapshot N x d doubles, per layer two int
-    // column tables, per recorded layer a set node of the schedule (about 48 bytes).
-    require_memory(8.0 * T * (recorded + snaps * N * d) + 8.0 * layers + 48.0 * recorded,
+    // Per trial and recorded layer a double, per snapshot N x d doubles (at most the checkpoint's
+    // cap and two trials' in memory: kPendingLargeBytes), per layer two int column tables, per
+    // recorded layer a set node of the schedule (about 48 bytes).
+    const double snapshots = std::min(8.0 * T * snaps * N * d, kPendingLargeBytes + 2 * 8.0 * snaps * N * d);
+    require_memory(8.0 * T * recorded + snapshots + 8.0 * layers + 48.0 * recorded,
                    "model.layers = " + std::to_string(L) + " with run.trials = " + v["run.trials"],
                    "record fewer layers (output.schedule = every:K or log:K, output.tokens), or fewer trials");
   }

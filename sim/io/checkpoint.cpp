@@ -2,8 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <filesystem>
 #include <sstream>
 
@@ -43,28 +47,59 @@ std::vector<double> flatten(const Matrix& m) {
   return out;
 }
 
-Matrix unflatten(const double* p, Eigen::Index rows, Eigen::Index cols) {
-  return Eigen::Map<const RowMajorMatrix>(p, rows, cols);
-}
-
 // A list of equally sized matrices as one dataset [count, rows, cols], and back.
 void write_matrices(const h5::Group& g, const std::string& name, const std::vector<Matrix>& list) {
   std::vector<double> data;
+  std::size_t total = 0;
+  for (const Matrix& X : list) total += static_cast<std::size_t>(X.size());
+  data.reserve(total);  // one trial's copy, not up to twice that (docs/dev/memory.md)
   for (const Matrix& X : list) {
-    const auto v = flatten(X);
-    data.insert(data.end(), v.begin(), v.end());
+    const std::size_t at = data.size();
+    data.resize(at + static_cast<std::size_t>(X.size()));
+    Eigen::Map<RowMajorMatrix>(data.data() + at, X.rows(), X.cols()) = X;
   }
   const hsize_t n = list.empty() ? 0 : static_cast<hsize_t>(list[0].rows());
   const hsize_t d = list.empty() ? 0 : static_cast<hsize_t>(list[0].cols());
   g.write(name, {list.size(), n, d}, data.data());
 }
 
-std::vector<Matrix> read_matrices(const h5::File& f, const std::string& name) {
-  const h5::Array a = h5::read_shaped(f, name, {-1, -1, -1});
-  std::vector<Matrix> out;
-  const auto n = static_cast<Eigen::Index>(a.shape[1]), d = static_cast<Eigen::Index>(a.shape[2]);
-  for (hsize_t k = 0; k < a.shape[0]; ++k) out.push_back(unflatten(a.data.data() + k * a.shape[1] * a.shape[2], n, d));
+const char* large_name(LargeData which) {
+  switch (which) {
+    case LargeData::spectrum: return "spectrum";
+    case LargeData::snapshots: return "snapshots";
+    case LargeData::attention_matrices: return "attention_matrices";
+  }
+  return "";
+}
+
+// The shape a trial's large dataset must have in a checkpoint of `r`'s run.
+std::vector<long long> large_shape(const RunResults& r, LargeData which) {
+  switch (which) {
+    case LargeData::spectrum: return {static_cast<long long>(r.layer_index.size()), r.spectrum_size};
+    case LargeData::snapshots: return {r.snapshot_layers, r.tokens, r.dim};
+    case LargeData::attention_matrices:
+      return {static_cast<long long>(r.attention_layer_index.size()), r.tokens, r.tokens};
+  }
+  return {};
+}
+
+// The large data the run records (those of `r` that are allocated).
+std::vector<LargeData> recorded_large(const RunResults& r) {
+  std::vector<LargeData> out;
+  if (!r.spectrum.empty()) out.push_back(LargeData::spectrum);
+  if (!r.snapshots.empty()) out.push_back(LargeData::snapshots);
+  if (!r.attention_matrices.empty()) out.push_back(LargeData::attention_matrices);
   return out;
+}
+
+// Bytes of trial t's large data in memory.
+double large_bytes(const RunResults& r, std::size_t t) {
+  double values = 0;
+  if (!r.spectrum.empty()) values += static_cast<double>(r.spectrum[t].size());
+  for (const auto* list : {&r.snapshots, &r.attention_matrices})
+    if (!list->empty())
+      for (const Matrix& m : (*list)[t]) values += static_cast<double>(m.size());
+  return 8.0 * values;
 }
 
 }  // namespace
@@ -92,9 +127,10 @@ std::string text_hash(const std::string& text) {
   return buf;
 }
 
-Checkpoint::Checkpoint(std::string path, std::string config_ini, InputDigests inputs, double interval_seconds)
+Checkpoint::Checkpoint(std::string path, std::string config_ini, InputDigests inputs, double interval_seconds,
+                       double cap_bytes)
     : path_(std::move(path)), config_(result_configuration(config_ini)), hash_(text_hash(config_)),
-      inputs_(std::move(inputs)), interval_(interval_seconds), last_(std::chrono::steady_clock::now()) {}
+      inputs_(std::move(inputs)), interval_(interval_seconds), cap_(cap_bytes), last_(std::chrono::steady_clock::now()) {}
 
 std::vector<char> Checkpoint::load(RunResults& r) {
   std::vector<char> done(static_cast<std::size_t>(r.trials), 0);
@@ -129,12 +165,10 @@ std::vector<char> Checkpoint::load(RunResults& r) {
       unstack_rows(h5::read_shaped(f, g + "/token", {static_cast<long long>(r.token.size()), cols(r.token)}), r.token, t);
       unstack_rows(h5::read_shaped(f, g + "/attention", {static_cast<long long>(r.attention.size()), cols(r.attention)}),
                    r.attention, t);
-      if (!r.spectrum.empty()) {
-        const h5::Array a = h5::read_shaped(f, g + "/spectrum", {static_cast<long long>(r.layer_index.size()), r.spectrum_size});
-        r.spectrum[ti] = unflatten(a.data.data(), static_cast<Eigen::Index>(a.shape[0]), static_cast<Eigen::Index>(a.shape[1]));
-      }
-      if (!r.snapshots.empty()) r.snapshots[ti] = read_matrices(f, g + "/snapshots");
-      if (!r.attention_matrices.empty()) r.attention_matrices[ti] = read_matrices(f, g + "/attention_matrices");
+      // The large data stay in the file (the run file's writer reads them from there): each read
+      // once here, one trial at a time, so that a damaged one discards the checkpoint now, and
+      // not kept (docs/dev/memory.md).
+      for (const LargeData which : recorded_large(r)) h5::read_shaped(f, g + "/" + large_name(which), large_shape(r, which));
       const h5::Array diag = h5::read_shaped(f, g + "/diagnostics", {3});
       r.underflow_layer[ti] = static_cast<int>(diag.data.at(0));
       r.nonfinite_layer[ti] = static_cast<int>(diag.data.at(1));
@@ -148,17 +182,34 @@ std::vector<char> Checkpoint::load(RunResults& r) {
     std::fill(done.begin(), done.end(), 0);
     fs::remove(path_, ec);
   }
+  stored_ = done;  // the loaded trials' large data are in the file only
   return done;
 }
 
-void Checkpoint::completed(const RunResults& r, int trial) {
-  pending_.push_back(trial);
-  if (std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count() >= interval_) flush(r);
+bool Checkpoint::stored(int trial) const {
+  return trial >= 0 && static_cast<std::size_t>(trial) < stored_.size() && stored_[static_cast<std::size_t>(trial)];
 }
 
-void Checkpoint::flush(const RunResults& r) {
+bool Checkpoint::written() const { return std::find(stored_.begin(), stored_.end(), 1) != stored_.end(); }
+
+std::vector<double> Checkpoint::read_large(const RunResults& r, int trial, LargeData which) const {
+  if (!stored(trial)) throw std::logic_error("Checkpoint::read_large: trial " + std::to_string(trial) + " is not stored");
+  if (!reader_) reader_.emplace(h5::File::open_read(path_));
+  return h5::read_shaped(*reader_, group_name(trial) + "/" + large_name(which), large_shape(r, which)).data;
+}
+
+void Checkpoint::completed(RunResults& r, int trial) {
+  pending_.push_back(trial);
+  pending_bytes_ += large_bytes(r, static_cast<std::size_t>(trial));
+  if (pending_bytes_ > cap_ ||
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count() >= interval_)
+    flush(r);
+}
+
+void Checkpoint::flush(RunResults& r) {
   last_ = std::chrono::steady_clock::now();
   if (pending_.empty() || broken_) return;
+  reader_.reset();  // the file is replaced below
   try {
     std::error_code ec;
     // The whole checkpoint is rewritten to an exclusive temporary and renamed: a failed write
@@ -182,13 +233,39 @@ void Checkpoint::flush(const RunResults& r) {
     throw RuntimeError("cannot write the checkpoint '" + path_ + "' (" + e.what() +
                        "); the run stops, the previous checkpoint is kept (free space, then rerun)");
   }
+  free_pending(r);
   pending_.clear();
+  pending_bytes_ = 0;
+}
+
+// The pending trials are in the published checkpoint: their large data leave memory (the
+// vectors' storage too). Called under the run's lock (RunControl::on_trial_done): no worker
+// touches a completed trial's entries.
+void Checkpoint::free_pending(RunResults& r) {
+  stored_.resize(static_cast<std::size_t>(r.trials), 0);
+  for (const int t : pending_) {
+    const auto ti = static_cast<std::size_t>(t);
+    if (!r.spectrum.empty()) r.spectrum[ti] = Matrix();
+    if (!r.snapshots.empty()) std::vector<Matrix>().swap(r.snapshots[ti]);
+    if (!r.attention_matrices.empty()) std::vector<Matrix>().swap(r.attention_matrices[ti]);
+    stored_[ti] = 1;
+  }
+#ifdef __GLIBC__
+  // The freed matrices were allocated by the worker threads, each in its own malloc arena; glibc
+  // returns an arena's free pages to the system only from its top, so without this each arena
+  // keeps its own high-water mark of pending trials (measured: +20 MB over the cap at two
+  // threads). malloc_trim releases the free pages inside every arena (docs/dev/memory.md).
+  malloc_trim(0);
+#endif
 }
 
 void Checkpoint::write_pending(const h5::File& f, const RunResults& r) const {
   for (const int t : pending_) {
     const std::string name = group_name(t);
-    if (f.exists(name)) continue;
+    // A pending trial was computed by this run: a group of that name is a partial one of the
+    // checkpoint loaded (no diagnostics, so not resumed), replaced, since the run file will read
+    // this trial's large data from here once they are freed.
+    if (f.exists(name)) f.remove(name);
     const auto ti = static_cast<std::size_t>(t);
     const h5::Group g = f.create_group(name);
     const auto tok = stack_rows(r.token, t), att = stack_rows(r.attention, t);
@@ -207,6 +284,7 @@ void Checkpoint::write_pending(const h5::File& f, const RunResults& r) const {
 }
 
 void Checkpoint::remove() {
+  reader_.reset();
   std::error_code ec;
   fs::remove(path_, ec);
 }

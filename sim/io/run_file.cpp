@@ -42,23 +42,45 @@ h5::Dataset write_matrix(const h5::Group& g, const std::string& name, const Eige
   return g.write(name, {static_cast<hsize_t>(m.rows()), static_cast<hsize_t>(m.cols())}, data.data());
 }
 
-// A float64 dataset [trial, ...] written one trial at a time (Dataset::write_rows): the trial's
-// matrices in C order, never the whole dataset's copy in memory (docs/dev/memory.md). The values
-// are those one write of the concatenation stored.
-template <class Matrices>
-h5::Dataset write_per_trial(const h5::Group& g, const std::string& name, const std::vector<hsize_t>& shape,
-                            const Matrices& of_trial) {
-  h5::Dataset ds = g.create(name, shape);
-  std::vector<double> row;
-  for (hsize_t t = 0; t < shape[0]; ++t) {
+// Where the writer finds a trial's large data (spectrum, token snapshots, attention matrices):
+// in `r` while they are in memory, in the checkpoint once a flush has freed them
+// (Checkpoint::stored; docs/dev/memory.md). Both give the same float64 values.
+struct LargeRows {
+  const RunResults& r;
+  const Checkpoint* checkpoint;  // null: everything in memory (run_to_image)
+
+  // Trial t's values of `which`, its matrices in C order one after the other, into `row`.
+  void fill(int t, LargeData which, std::vector<double>& row) const {
+    if (checkpoint && checkpoint->stored(t)) {
+      row = checkpoint->read_large(r, t, which);
+      return;
+    }
+    const auto ti = static_cast<std::size_t>(t);
     row.clear();
-    for (const Matrix& m : of_trial(static_cast<int>(t))) {
+    const auto append = [&](const Matrix& m) {
       const std::size_t at = row.size();
       row.resize(at + static_cast<std::size_t>(m.size()));
       Eigen::Map<RowMajorMatrix>(row.data() + at, m.rows(), m.cols()) = m;
+    };
+    switch (which) {
+      case LargeData::spectrum: append(r.spectrum[ti]); break;
+      case LargeData::snapshots: for (const Matrix& m : r.snapshots[ti]) append(m); break;
+      case LargeData::attention_matrices: for (const Matrix& m : r.attention_matrices[ti]) append(m); break;
     }
-    hsize_t per_trial = 1;
-    for (std::size_t k = 1; k < shape.size(); ++k) per_trial *= shape[k];
+  }
+};
+
+// A float64 dataset [trial, ...] written one trial at a time (Dataset::write_rows): the trial's
+// matrices in C order, never the whole dataset's copy in memory (docs/dev/memory.md). The values
+// are those one write of the concatenation stored.
+h5::Dataset write_per_trial(const h5::Group& g, const std::string& name, const std::vector<hsize_t>& shape,
+                            const LargeRows& rows, LargeData which) {
+  h5::Dataset ds = g.create(name, shape);
+  std::vector<double> row;
+  hsize_t per_trial = 1;
+  for (std::size_t k = 1; k < shape.size(); ++k) per_trial *= shape[k];
+  for (hsize_t t = 0; t < shape[0]; ++t) {
+    rows.fill(static_cast<int>(t), which, row);
     if (row.size() != per_trial) throw std::logic_error("write_per_trial: trial " + std::to_string(t) + " of " + name +
                                                         " has " + std::to_string(row.size()) + " values");
     ds.write_rows(t, 1, row.data());
@@ -172,7 +194,8 @@ void write_mask(const h5::File& f, const EngineSetup& s) {
 }
 
 // /metrics: every recorded measure [trial, layer] (from the measure registry) and the spectrum.
-void write_metrics(const h5::File& f, const EngineSetup& s, const RunResults& r, const Coordinates& coords) {
+void write_metrics(const h5::File& f, const EngineSetup& s, const LargeRows& rows, const Coordinates& coords) {
+  const RunResults& r = rows.r;
   const int T = r.trials;
   const std::vector<std::int64_t>& layer_ids = coords.layer;
   const h5::Group metrics = f.create_group("metrics");
@@ -181,8 +204,8 @@ void write_metrics(const h5::File& f, const EngineSetup& s, const RunResults& r,
   write_measures(metrics, s, r.attention_defs, r.attention, "attention_layer");
   if (!r.spectrum.empty()) {
     const auto m = static_cast<std::size_t>(r.spectrum_size);
-    const h5::Dataset ds = write_per_trial(metrics, "spectrum", {static_cast<hsize_t>(T), layer_ids.size(), m},
-                                           [&](int t) { return std::vector<Matrix>{r.spectrum[static_cast<std::size_t>(t)]}; });
+    const h5::Dataset ds =
+        write_per_trial(metrics, "spectrum", {static_cast<hsize_t>(T), layer_ids.size(), m}, rows, LargeData::spectrum);
     ds.set_attr("long_name", "singular values of X, descending");
     ds.set_attr("units", "same as X");
     std::vector<std::int64_t> sigma_index(m);
@@ -208,7 +231,8 @@ void write_diagnostics(const h5::File& f, const RunResults& r, const Coordinates
 }
 
 // /tokens (output.tokens: X(t) at the chosen layers) and /attention (output.attention).
-void write_snapshots(const h5::File& f, const EngineSetup& s, const RunResults& r, const Coordinates& coords) {
+void write_snapshots(const h5::File& f, const EngineSetup& s, const LargeRows& rows, const Coordinates& coords) {
+  const RunResults& r = rows.r;
   const ModelSpec& c = s.config;
   const int T = r.trials, N = c.model.tokens, d = c.model.dim;
   if (!c.output.token_layers.empty()) {
@@ -217,7 +241,7 @@ void write_snapshots(const h5::File& f, const EngineSetup& s, const RunResults& 
     f.write_coordinate("tokens_layer", layers, "layer of each token snapshot");
     const h5::Dataset ds =
         write_per_trial(f, "tokens", {static_cast<hsize_t>(T), S, static_cast<hsize_t>(N), static_cast<hsize_t>(d)},
-                        [&](int t) -> const std::vector<Matrix>& { return r.snapshots[static_cast<std::size_t>(t)]; });
+                        rows, LargeData::snapshots);
     ds.set_attr("long_name", "token matrices X(t) at the layers in /tokens_layer (rows are tokens)");
     ds.set_attr("units", "same as X");
     f.label_axes(ds, {"trial", "tokens_layer", "token", "feature"});
@@ -227,8 +251,8 @@ void write_snapshots(const h5::File& f, const EngineSetup& s, const RunResults& 
   if (!r.attention_matrices.empty()) {
     const h5::Dataset ds = write_per_trial(
         f, "attention",
-        {static_cast<hsize_t>(T), coords.attention_layer.size(), static_cast<hsize_t>(N), static_cast<hsize_t>(N)},
-        [&](int t) -> const std::vector<Matrix>& { return r.attention_matrices[static_cast<std::size_t>(t)]; });
+        {static_cast<hsize_t>(T), coords.attention_layer.size(), static_cast<hsize_t>(N), static_cast<hsize_t>(N)}, rows,
+        LargeData::attention_matrices);
     ds.set_attr("long_name", "head-averaged attention matrix (1/H) sum_h A_h of the layer t -> t+1 (rows: queries)");
     ds.set_attr("units", "1");
     f.label_axes(ds, {"trial", "attention_layer", "token", "attended_token"});
@@ -267,8 +291,9 @@ void write_summary_group(const h5::File& f, const EngineSetup& s, const RunResul
   g.label_axes(ds, {"layer"});
 }
 
-void write_run_contents(const h5::File& f, const std::string& config_ini, const EngineSetup& s, const RunResults& r,
+void write_run_contents(const h5::File& f, const std::string& config_ini, const EngineSetup& s, const LargeRows& rows,
                         const Provenance& p, const InputDigests& inputs) {
+  const RunResults& r = rows.r;
   const ModelSpec& c = s.config;
   const int T = r.trials, L = r.layers, N = c.model.tokens, d = c.model.dim;
   write_header(f, {"rcsim-run", kRunFormatVersion, p.command_line});
@@ -297,9 +322,9 @@ void write_run_contents(const h5::File& f, const std::string& config_ini, const 
   write_time(f, c, layer_ids);
 
   write_mask(f, s);
-  write_metrics(f, s, r, coords);
+  write_metrics(f, s, rows, coords);
   write_diagnostics(f, r, coords);
-  write_snapshots(f, s, r, coords);
+  write_snapshots(f, s, rows, coords);
   write_summary_group(f, s, r, coords);
   mark_complete(f);
 }
@@ -307,18 +332,18 @@ void write_run_contents(const h5::File& f, const std::string& config_ini, const 
 }  // namespace
 
 void write_run_file(const std::string& path, const std::string& config_ini, const EngineSetup& s, const RunResults& r,
-                    const Provenance& p, const InputDigests& inputs) {
+                    const Provenance& p, const InputDigests& inputs, const Checkpoint* checkpoint) {
   // On disk as it is written, not an image in memory (which would add the file's size to the
   // peak memory twice: the image and its copy); each dataset flushed and checked.
   h5::File f = h5::File::create_on_disk(path);
-  write_run_contents(f, config_ini, s, r, p, inputs);
+  write_run_contents(f, config_ini, s, LargeRows{r, checkpoint}, p, inputs);
   f.close();  // checked: a file that did not fit is an error, never renamed
 }
 
 std::vector<char> run_file_image(const std::string& name, const std::string& config_ini, const EngineSetup& s,
                                  const RunResults& r, const Provenance& p, const InputDigests& inputs) {
   h5::File f = h5::File::create(name);  // the name only labels messages
-  write_run_contents(f, config_ini, s, r, p, inputs);
+  write_run_contents(f, config_ini, s, LargeRows{r, nullptr}, p, inputs);
   return f.close_to_image();
 }
 

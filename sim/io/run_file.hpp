@@ -16,11 +16,15 @@ struct Provenance {
   int threads = 1;
 };
 
+class Checkpoint;  // io/checkpoint.hpp
+
 // Write the whole run to `path` (the caller writes to a temporary name and renames); `config_ini`
 // is the resolved configuration stored as /config (Config::to_ini()); `inputs` the digests of the
 // files the run read, stored as attribute `input_sha256` of /config (none when it read no file).
+// The large data (spectrum, token snapshots, attention matrices) of the trials `checkpoint` has
+// freed (Checkpoint::stored) are read from it, one trial at a time; the others from `r`.
 void write_run_file(const std::string& path, const std::string& config_ini, const EngineSetup& s, const RunResults& r,
-                    const Provenance& p, const InputDigests& inputs);
+                    const Provenance& p, const InputDigests& inputs, const Checkpoint* checkpoint = nullptr);
 // The same file as the bytes of an HDF5 file image (nothing touches the disk; `name` labels messages).
 std::vector<char> run_file_image(const std::string& name, const std::string& config_ini, const EngineSetup& s,
                                  const RunResults& r, const Provenance& p, const InputDigests& inputs);

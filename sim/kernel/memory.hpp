@@ -15,4 +15,13 @@ std::string format_bytes(double bytes);
 // more than this machine's Y; HINT".
 void require_memory(double bytes, const std::string& what, const std::string& hint);
 
+// The cap on a run's large per-trial data (token snapshots, attention matrices, the spectrum)
+// held in memory between checkpoint flushes: once the completed trials not yet checkpointed hold
+// more, io/checkpoint.cpp flushes them and frees their large data (the run file reads them back
+// from the checkpoint). 64 MB: small next to any machine that runs rcsim, large next to one
+// trial of the runs that make big outputs (2 MB at N = d = 64 with 65 snapshots; 0.5 MB per
+// N = d = 256 snapshot), so that a flush writes many trials at once; each flush copies the whole
+// checkpoint, so a smaller cap costs more copying (docs/dev/memory.md).
+inline constexpr double kPendingLargeBytes = 64e6;
+
 }  // namespace rcsim

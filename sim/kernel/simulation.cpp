@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "kernel/memory.hpp"
 #include "kernel/block.hpp"
@@ -73,22 +74,40 @@ EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays in
   return s;
 }
 
-double results_memory_bytes(const ModelSpec& c) {
-  const double T = c.run.trials, L = c.model.layers, N = c.model.tokens, d = c.model.dim;
-  const double S = c.output.measure_layers.empty() ? L + 1 : static_cast<double>(c.output.measure_layers.size());
-  double Sa = 0;  // the recorded layers below L (layer L has no attention diagnostics)
-  if (c.output.measure_layers.empty())
-    Sa = L;
-  else
-    for (const int t : c.output.measure_layers) Sa += t < c.model.layers;
+namespace {
+// The recorded layers S and the recorded attention layers S_a (those below L) of `c`.
+std::pair<double, double> recorded_layers(const ModelSpec& c) {
+  const double L = c.model.layers;
+  if (c.output.measure_layers.empty()) return {L + 1, L};
+  double Sa = 0;  // layer L has no attention diagnostics
+  for (const int t : c.output.measure_layers) Sa += t < c.model.layers;
+  return {static_cast<double>(c.output.measure_layers.size()), Sa};
+}
+}  // namespace
+
+double trial_large_bytes(const ModelSpec& c) {
+  const double N = c.model.tokens, d = c.model.dim;
+  const auto [S, Sa] = recorded_layers(c);
+  double values = 0;
+  if (c.output.spectrum) values += S * std::min(N, d);
+  values += static_cast<double>(c.output.token_layers.size()) * N * d;
+  if (c.output.attention) values += Sa * N * N;
+  return 8.0 * values;
+}
+
+double results_memory_bytes(const ModelSpec& c, bool whole) {
+  const double T = c.run.trials, L = c.model.layers;
+  const auto [S, Sa] = recorded_layers(c);
   double token_columns = 0, attention_columns = 0;  // the core measures and the asked ones
   for (const MeasureDef& m : measure_registry())
     if (measure_wanted(c, m)) (m.axis == MeasureAxis::token ? token_columns : attention_columns) += 1;
-  double values = T * (S * token_columns + Sa * attention_columns);
-  if (c.output.spectrum) values += T * S * std::min(N, d);
-  values += T * static_cast<double>(c.output.token_layers.size()) * N * d;
-  if (c.output.attention) values += T * Sa * N * N;
-  return 8.0 * values + 8.0 * (L + 1);
+  const double measures = 8.0 * T * (S * token_columns + Sa * attention_columns);
+  // The large per-trial data: freed once a checkpoint flush has written them (run_to_file), so at
+  // most the cap, the trials in flight and one more (io/checkpoint.hpp, docs/dev/memory.md).
+  const double per_trial = trial_large_bytes(c);
+  const double threads = resolve_threads(c.run.threads, std::max(c.run.trials, 1));
+  const double large = whole ? T * per_trial : std::min(T * per_trial, kPendingLargeBytes + (threads + 1) * per_trial);
+  return measures + large + 8.0 * (L + 1);
 }
 
 // The formula, measured against the peak RSS by tests/hostile/memory_estimate.py (ctest
@@ -96,11 +115,12 @@ double results_memory_bytes(const ModelSpec& c) {
 //   peak = program + mask + threads x per-thread work + results (+ the image twice, in memory)
 // The results are held once: the run file and the checkpoint are written on disk by HDF5
 // (h5::File::create_on_disk) one trial of a large dataset at a time, so neither the file's image
-// nor a concatenated copy of a dataset is in memory. A file image (run_to_image: Python) holds
-// the file in memory and copies it out: twice the results at most (uncompressed: compression
-// cannot be known in advance, so this is an upper bound).
+// nor a concatenated copy of a dataset is in memory, and the large per-trial data leave memory
+// when a checkpoint flush has written them. A file image (run_to_image: Python) holds the whole
+// results, the file in memory and its copy: three times the results at most (uncompressed:
+// compression cannot be known in advance, so this is an upper bound).
 double run_memory_bytes(const ModelSpec& c, bool image) {
-  return results_memory_bytes(c) * (image ? 3.0 : 1.0) + work_memory_bytes(c);
+  return (image ? 3.0 * results_memory_bytes(c, true) : results_memory_bytes(c)) + work_memory_bytes(c);
 }
 
 double work_memory_bytes(const ModelSpec& c) {
@@ -135,6 +155,9 @@ RunResults allocate_results(const EngineSetup& s) {
   r.trials = c.run.trials;
   r.layers = c.model.layers;
   r.spectrum_size = std::min(c.model.tokens, c.model.dim);
+  r.tokens = c.model.tokens;
+  r.dim = c.model.dim;
+  r.snapshot_layers = static_cast<int>(c.output.token_layers.size());
   r.layer_index = c.output.measure_layers;
   if (r.layer_index.empty())  // a Config built by hand: every layer
     for (int t = 0; t <= r.layers; ++t) r.layer_index.push_back(t);

@@ -22,6 +22,9 @@ const std::vector<MeasureInfo>& attention_measure_info();
 
 struct RunResults {
   int trials = 0, layers = 0, spectrum_size = 0;
+  // The shapes of the large per-trial data: N tokens, d features, the number of snapshot layers
+  // (output.tokens).
+  int tokens = 0, dim = 0, snapshot_layers = 0;
   // The recorded layers (output.schedule: ascending, 0 and L included) and the recorded
   // attention layers (the same without L); column_of_layer[t] is t's column, -1 if not recorded.
   std::vector<int> layer_index, attention_layer_index;
@@ -69,16 +72,24 @@ RunResults allocate_results(const EngineSetup& s);
 // The process's baseline in bytes: the program, its libraries (HDF5, Eigen's, spdlog), HDF5's
 // caches, the allocator's arenas; the peak RSS of a tiny run (docs/dev/memory.md).
 inline constexpr double kProgramBytes = 23e6;
-// The results of a run of `c` in bytes, as allocate_results and run_trial hold them: the token
-// and attention measures (core and asked) per recorded layer, the spectrum, the token snapshots,
-// the attention matrices (8 bytes each), and the layer tables.
-double results_memory_bytes(const ModelSpec& c);
+// The large per-trial data of one trial of `c` in bytes (8 each): the spectrum (recorded layers x
+// min(N, d)), the token snapshots (|output.tokens| x N x d), the attention matrices (recorded
+// attention layers x N x N).
+double trial_large_bytes(const ModelSpec& c);
+// The results of a run of `c` in bytes as run_to_file holds them: the token and attention
+// measures (core and asked) per recorded layer and the layer tables, whole (8 bytes each); of the
+// large per-trial data (trial_large_bytes each), at most kPendingLargeBytes (kernel/memory.hpp:
+// the trials completed since the last checkpoint flush) plus one trial per worker thread and one
+// more (the trials being computed, a flush's copy), since a flush frees them (io/checkpoint.hpp);
+// all of them if that is less. With `whole` (run_to_image: no checkpoint), all of them.
+double results_memory_bytes(const ModelSpec& c, bool whole = false);
 // Memory a run of `c` needs, in bytes (the peak RSS it is measured against, within 25%: ctest
 // memory_estimate): results_memory_bytes(c) once, since the run file and the checkpoint are
-// written on disk as they are built, one trial of a large dataset at a time (io/run_file.cpp);
-// with `image` (run_to_image: the file built in memory and copied out, for Python) twice more,
-// an upper bound (the image is compressed); plus work_memory_bytes(c). run_to_file refuses
-// (UsageError) a run that exceeds the physical memory; `rcsim run --dry-run` prints it.
+// written on disk as they are built, one trial of a large dataset at a time (io/run_file.cpp),
+// and the large per-trial data leave memory when checkpointed; with `image` (run_to_image: the
+// file built in memory and copied out, for Python) the whole results three times, an upper bound
+// (the image is compressed); plus work_memory_bytes(c). run_to_file refuses (UsageError) a run
+// that exceeds the physical memory; `rcsim run --dry-run` prints it.
 // docs/dev/memory.md has the formula and the measurements.
 double run_memory_bytes(const ModelSpec& c, bool image = false);
 // The working storage of a run: the program itself (kProgramBytes), the mask and its analysis

@@ -11,7 +11,9 @@ makes writes fail with EFBIG like a full disk) and asserts:
   - every file that existed before is bitwise unchanged (SHA-256), unless the case says it may change;
   - nothing is left behind: no *.tmp, *.lock or *.partial, and no new files besides the expected ones.
 Then the two-process cases: a second run on an output (or sweep directory) in use stops at once
-with "in use by process N" while the first finishes. Exit 0 iff every case passes.
+with "in use by process N" while the first finishes; a run killed (SIGKILL) after a checkpoint
+flush by the cap freed its token snapshots resumes to a /tokens bitwise equal to an uninterrupted
+run's (kill_after_cap_flush). Exit 0 iff every case passes.
 """
 import argparse
 import hashlib
@@ -560,6 +562,67 @@ def checkpoint_of_another_configuration(rcsim, work):
     return not problems
 
 
+def kill_after_cap_flush(rcsim, work):
+    """A run whose token snapshots exceed the checkpoint's cap (kPendingLargeBytes, 64 MB: about
+    31 trials of 2.1 MB here) is killed (SIGKILL) once a flush triggered by the cap has written
+    and freed them (the checkpoint holds at least 31 trials), then rerun: it resumes, its large
+    data come from the checkpoint, and its /tokens and /metrics/mu are bitwise those of an
+    uninterrupted run; nothing is left behind."""
+    import signal
+    import h5py
+    d = os.path.join(work, "kill_after_cap_flush")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    cfg = ("[model]\ntokens = 64\ndim = 64\nlayers = 64\n[run]\ntrials = 72\nthreads = 2\n"
+           "[output]\nfile = run.h5\ntokens = all\n")
+    with open(os.path.join(d, "c.ini"), "w") as f:
+        f.write(cfg)
+    partial = os.path.join(d, "run.h5.partial")
+    problems = []
+
+    def trials_in_checkpoint():
+        try:
+            with h5py.File(partial, "r") as f:
+                return sum(1 for k in f if k.startswith("trial_") and "diagnostics" in f[k])
+        except (OSError, KeyError):
+            return 0
+
+    a = subprocess.Popen([rcsim, "run", "--config", "c.ini", "-q"], cwd=d, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True)
+    stored = 0
+    while a.poll() is None:
+        stored = trials_in_checkpoint() if os.path.exists(partial) else 0
+        if stored >= 31:
+            break
+        time.sleep(0.02)
+    a.send_signal(signal.SIGKILL)
+    a.communicate(timeout=120)
+    if a.returncode != -signal.SIGKILL:
+        problems.append(f"the run ended before it was killed (exit {a.returncode}): make it longer")
+    elif stored < 31:
+        problems.append(f"killed with {stored} trials checkpointed, expected a flush by the cap (>= 31)")
+    r = subprocess.run([rcsim, "run", "--config", "c.ini"], cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True, timeout=300)
+    if r.returncode != 0 or "resuming" not in r.stderr:
+        problems.append(f"rerun: exit {r.returncode}, no 'resuming': {r.stderr.strip()}")
+    subprocess.run([rcsim, "run", "--config", "c.ini", "-q", "--run.threads=1", "--output.file=ref.h5"], cwd=d,
+                   check=True, timeout=300, stderr=subprocess.DEVNULL)
+    if r.returncode == 0:
+        with h5py.File(os.path.join(d, "run.h5"), "r") as f, h5py.File(os.path.join(d, "ref.h5"), "r") as g:
+            for name in ("tokens", "metrics/mu"):
+                x, y = f[name][()], g[name][()]
+                if x.shape != y.shape or x.dtype != y.dtype or x.tobytes() != y.tobytes():
+                    problems.append(f"/{name} of the resumed run differs from an uninterrupted run's")
+    left = [n for n in os.listdir(d) if n.endswith((".tmp", ".lock", ".partial"))]
+    if left:
+        problems.append(f"left behind: {left}")
+    print(f"[{'ok' if not problems else 'FAIL'}] kill_after_cap_flush: killed with {stored} trials checkpointed"
+          + ("" if not problems else "\n    " + "\n    ".join(problems)))
+    if not problems:
+        shutil.rmtree(d, ignore_errors=True)
+    return not problems
+
+
 def corrupted_run_files(rcsim, work, count):
     """`rcsim analyze` on `count` byte-corrupted copies of a small run file (1 byte, 8 bytes or
     20 scattered bytes changed at random offsets, seeded): exit 0, 1 or 2, never a signal; on
@@ -634,6 +697,9 @@ def main():
     if a.k in "checkpoint_of_another_configuration":
         n += 1
         ok &= checkpoint_of_another_configuration(rcsim, a.work)
+    if a.k in "kill_after_cap_flush":
+        n += 1
+        ok &= kill_after_cap_flush(rcsim, a.work)
     if a.k in "corrupted_run_files" and a.corruptions > 0:
         n += 1
         ok &= corrupted_run_files(rcsim, a.work, a.corruptions)

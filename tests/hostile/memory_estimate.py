@@ -11,7 +11,9 @@ per case; the script fails (exit 1) if any ratio is outside [1 - tol, 1 + tol] o
 The cases cover what dominates a run's memory: the program alone (tiny runs and the
 configs/*.ini that run in seconds), the per-layer measures and spectrum, token snapshots
 (output.tokens = all), attention matrices (output.attention = true), the N x N working storage
-of long sequences, and the checkpoint of a run whose trials outlast its flush interval.
+of long sequences, and the checkpoint of a run whose trials outlast its flush interval; a run
+whose token snapshots are six times the checkpoint's cap must also stay below a bound near the
+program + the cap (MAX_PEAK: they leave memory once checkpointed).
 """
 import argparse
 import os
@@ -44,7 +46,17 @@ CASES = [
     ("attention+tokens 200MB", None, {"model.tokens": 96, "model.dim": 32, "model.layers": 40, "run.trials": 64,
                                       "output.attention": "true", "output.tokens": "all"}),
     ("long sequence N=1024", None, {"model.tokens": 1024, "model.dim": 32, "model.layers": 4, "run.trials": 2}),
+    # 405 MB of /tokens (2.1 MB per trial): more than six times the checkpoint's cap, so the peak
+    # is the program, the work, the cap and a few trials, not the output (MAX_PEAK).
+    ("tokens-all 400MB", None, {"model.tokens": 64, "model.dim": 64, "model.layers": 64, "run.trials": 190,
+                                "output.tokens": "all"}),
 ]
+
+# Cases whose peak RSS must also stay below a bound, whatever the estimate says: the large
+# per-trial data leave memory once checkpointed (kPendingLargeBytes = 64 MB; docs/dev/memory.md),
+# so 405 MB of /tokens must fit in the program (23 MB) + the cap (64 MB) + a few trials (2.1 MB
+# each) + the work, with room for the allocator (the bound is 160 MB; all held would be 430 MB).
+MAX_PEAK = {"tokens-all 400MB": 160e6}
 
 
 def parse_case(text):
@@ -120,6 +132,9 @@ def main():
         if abs(ratio - 1.0) > a.tolerance:
             failures.append(f"{name}: estimate {est / 1e6:.1f} MB vs peak RSS {rss / 1e6:.1f} MB (ratio {ratio:.2f}, "
                             f"allowed 1 +- {a.tolerance})")
+        if name in MAX_PEAK and rss > MAX_PEAK[name]:
+            failures.append(f"{name}: peak RSS {rss / 1e6:.1f} MB, more than {MAX_PEAK[name] / 1e6:.0f} MB (the large "
+                            "per-trial data must leave memory once checkpointed)")
         shutil.rmtree(d, ignore_errors=True)
     if failures and not a.no_check:
         print("\n".join(["FAIL:"] + failures), file=sys.stderr)
