@@ -5,6 +5,7 @@
 #include "io/inputs.hpp"
 #include "cli_support.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -172,6 +173,16 @@ TEST_CASE("input files: X0, weights and custom masks", "[io]") {
     v["init.file"] = "/nonexistent/x0.h5";
     CHECK_THROWS_AS(prepare(make_config(v)), UsageError);
     CHECK_THROWS_WITH(prepare(make_config(v)), Contains("/nonexistent/x0.h5"));
+  }
+  SECTION("a non-finite value names the key, the file and the dataset") {
+    const std::string nan_file = temp_path("rcsim_test_nan_weights.h5");
+    fs::remove(nan_file);
+    write_array(nan_file, "W_V", {2, 2}, {1, 0, std::nan(""), 1});
+    auto v = base;
+    v["weights.file"] = nan_file;
+    CHECK_THROWS_AS(prepare(make_config(v)), UsageError);
+    CHECK_THROWS_WITH(prepare(make_config(v)), Contains("weights.file '" + nan_file + "': dataset /W_V holds a non-finite value") &&
+                                                   Contains("at flat index 2"));
   }
   SECTION("a custom mask without self-loops is rejected") {
     const std::string bad = temp_path("rcsim_test_badmask.h5");

@@ -11,9 +11,9 @@ InputArrays load_inputs(const ModelSpec& c) {
     const h5::File f = h5::File::open_read(source, r.key);
     NdArray a = f.read(r.dataset);
     check_input_shape(r, source, a);
+    check_input_finite(r, source, a);
     *r.target = std::move(a);
   }
-  check_inputs_finite(in);
   return in;
 }
 

@@ -94,15 +94,12 @@ void check_input_shape(const InputRequirement& r, const std::string& source, con
                    shape_string(a.shape) + ", expected " + want);
 }
 
-void check_inputs_finite(const InputArrays& in) {
-  std::vector<const std::optional<NdArray>*> all = {&in.x0, &in.w_q, &in.w_k, &in.w_v, &in.w_o,
-                                                    &in.w_in, &in.w_out, &in.b_in, &in.b_out,
-                                                    &in.b_q,  &in.b_k,   &in.b_v,  &in.b_o};
-  for (int slot = 0; slot < 4; ++slot) all.insert(all.end(), {&in.norm_gain[slot], &in.norm_bias[slot]});
-  for (const auto* a : all)
-    if (*a)
-      for (double x : (*a)->data)
-        if (!std::isfinite(x)) throw UsageError("input file: a dataset contains a non-finite value");
+void check_input_finite(const InputRequirement& r, const std::string& source, const NdArray& a) {
+  for (std::size_t i = 0; i < a.data.size(); ++i)
+    if (!std::isfinite(a.data[i]))
+      throw UsageError(std::string(r.key) + " '" + source + "': dataset /" + r.dataset + " holds a non-finite value (" +
+                       std::to_string(a.data[i]) + " at flat index " + std::to_string(i) +
+                       "); inputs must be finite numbers");
 }
 
 void cast_weights(const LayerWeights& w, LayerWeightsT<float>& out) {

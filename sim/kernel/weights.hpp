@@ -77,8 +77,8 @@ std::string shape_string(const Extents& shape);
 // Checks `a` against `r`: UsageError "KEY 'SOURCE': dataset /NAME has shape [..], expected [..] or
 // [..]" for a wrong shape.
 void check_input_shape(const InputRequirement& r, const std::string& source, const NdArray& a);
-// UsageError if any array of `in` holds a non-finite value.
-void check_inputs_finite(const InputArrays& in);
+// UsageError "KEY 'SOURCE': dataset /NAME holds a non-finite value (...)" if `a` holds NaN or inf.
+void check_input_finite(const InputRequirement& r, const std::string& source, const NdArray& a);
 
 // Draws the weights of each layer of one trial. Random weights come from the trial's stream in
 // a fixed order (layer by layer; within a layer W_Q of every head, then W_K, then W_V, then W_O
