@@ -151,6 +151,16 @@ TEST_CASE("INI comment lines start with '#' or a semicolon", "[config]") {
   CHECK(p.values.at("weights.v_matrix") == "1 0; 0 1");  // ';' inside a value is a row separator
 }
 
+TEST_CASE("a value with '#' or a line break is refused, since the stored INI text would cut it", "[config]") {
+  // "file = a#b.h5" in the stored configuration reads back as "a" (a rerun from the file would
+  // write elsewhere); a line break would add keys or sections.
+  for (const std::string bad : {"runs/a#b.h5", "x.h5\n[sweep]\nrun.seed = 1, 2", "x\r.h5"}) {
+    CHECK_THROWS_AS(make_config({{"output.file", bad}}), UsageError);
+    CHECK_THROWS_WITH(make_config({{"output.file", bad}}), Contains("key 'output.file'") && Contains("cannot contain '#' or a line break"));
+  }
+  CHECK(make_config({{"output.file", "runs/a b;c.h5"}}).output.file == "runs/a b;c.h5");  // other characters are kept
+}
+
 TEST_CASE("token snapshot lists", "[config]") {
   CHECK(make_config({{"model.layers", "4"}, {"output.tokens", "final"}}).output.token_layers == std::vector<int>{4});
   CHECK(make_config({{"model.layers", "2"}, {"output.tokens", "all"}}).output.token_layers == std::vector<int>{0, 1, 2});

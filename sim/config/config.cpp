@@ -380,6 +380,12 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   for (const auto& [key, value] : overrides) {
     if (!is_known_key(key))
       throw UsageError(unknown_key_message(key, ""));
+    // The stored configuration is INI text, where '#' starts a comment and a line ends the value:
+    // such a value would be cut (or add keys) when the run is rerun from its file.
+    if (value.find_first_of("#\n\r") != std::string::npos)
+      throw UsageError("key '" + key + "' = '" + printable(value) +
+                       "': a value cannot contain '#' or a line break (the configuration stored in the output is INI "
+                       "text, which would cut it there); rename the file or choose another value");
     v[key] = trim(value);
   }
 
