@@ -23,6 +23,14 @@
 //                               qr_block_size); then the counts of subnormal entries of X and of
 //                               the attention matrix per layer. With RCSIM_PROFILE_ALL set in the
 //                               environment, every sample first ("samples NAME us us ...").
+//   grad N D MASK TRIALS LAYERS THREADS
+//                            -> "grad SECONDS FORWARD BACKWARD": the gradient of the benchmark
+//                               workload's readout loss L = 1^T X(L) R (docs/science/gradients.md)
+//                               with respect to X(0) and every layer's W_Q, W_K, W_V, per trial as
+//                               the engine computes it for the gradient measures: the forward pass
+//                               (transformer_block, keeping each block's input and weights), then
+//                               the reverse pass (stack_backward). SECONDS is the wall time;
+//                               FORWARD and BACKWARD the two phases' seconds summed over threads
 //   estimate N D MASK TRIALS LAYERS THREADS
 //                            -> "estimate BYTES": run_memory_bytes of that run (what --dry-run prints)
 //   schedule SPEC LAYERS     -> "schedule L0 L1 ...": the layers output.schedule = SPEC measures
@@ -50,11 +58,15 @@
 #include "kernel/metrics.hpp"
 #include "kernel/attention.hpp"
 #include "kernel/simulation.hpp"
+#include "kernel/block.hpp"
+#include "kernel/gradients.hpp"
 
 #include <Eigen/QR>
 #include <Eigen/SVD>
 #include <cmath>
 #include <map>
+#include <mutex>
+#include <stdexcept>
 
 extern "C" void dlasq1_(const int* n, double* d, double* e, double* work, int* info);
 
@@ -107,6 +119,63 @@ void run_without_measures(const EngineSetup& s, int threads) {
   std::vector<std::thread> pool;
   for (int i = 0; i < threads; ++i) pool.emplace_back(worker);
   for (auto& th : pool) th.join();
+}
+
+// `grad`: the gradient of the readout loss for every trial (see the header comment); the seconds of
+// the forward and of the reverse phase, summed over the threads.
+struct PhaseSeconds {
+  double forward = 0, backward = 0;
+};
+PhaseSeconds run_gradients(const EngineSetup& s, int threads) {
+  const ModelSpec& c = s.config;
+  std::atomic<int> next{0};
+  std::mutex mutex;
+  PhaseSeconds total;
+  double checksum = 0;  // uses every gradient, so that none is optimised away
+  auto worker = [&] {
+    const int N = c.model.tokens, d = c.model.dim, L = c.model.layers;
+    const Normalization norm = Normalization::from_config(c);
+    const BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position, c.mlp.activation};
+    BlockWorkspace ws(N, d, c.model.key_dim);
+    Matrix X_next(N, d);
+    WeightSampler sampler(c, s.files);
+    std::vector<Matrix> inputs;
+    std::vector<LayerWeights> weights;
+    PhaseSeconds mine;
+    double sum = 0;
+    for (int trial; (trial = next.fetch_add(1)) < c.run.trials;) {
+      const auto t0 = Clock::now();
+      RandomStream rng(c.run.seed, static_cast<std::uint64_t>(trial));
+      Matrix X = initial_tokens(c, s.files, trial, rng);
+      sampler.begin_trial(rng);
+      inputs.resize(static_cast<std::size_t>(L));
+      weights.resize(static_cast<std::size_t>(L));
+      for (int t = 0; t < L; ++t) {
+        const LayerWeights& w = sampler.layer(t, rng);
+        inputs[static_cast<std::size_t>(t)] = X;
+        weights[static_cast<std::size_t>(t)] = w;
+        transformer_block(X, w, params, ws, X_next);
+        X.swap(X_next);
+      }
+      const auto t1 = Clock::now();
+      const Matrix dXL = readout_cotangent(N, readout(c, trial));
+      const std::vector<Matrix> dX = stack_backward(inputs, weights, params, dXL, [&](int, const BlockGrads& g) {
+        sum += g.dq[0](0, 0) + g.dk[0](0, 0) + g.dv[0](0, 0);
+      });
+      sum += dX[0](0, 0);
+      mine.forward += std::chrono::duration<double>(t1 - t0).count();
+      mine.backward += seconds_since(t1);
+    }
+    const std::lock_guard<std::mutex> lock(mutex);
+    total.forward += mine.forward;
+    total.backward += mine.backward;
+    checksum += sum;
+  };
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i) pool.emplace_back(worker);
+  for (auto& th : pool) th.join();
+  if (!std::isfinite(checksum)) throw std::runtime_error("grad: a non-finite gradient");
+  return total;
 }
 
 // The benchmark workload (see the header comment) with these sizes, plus `extra` keys.
@@ -292,6 +361,14 @@ int main() {
       in >> n >> d >> mask >> trials >> layers;
       const Config c = workload(n, d, mask, trials, layers, 1);
       std::cout << profile(c, prepare(c)) << std::endl;
+    } else if (cmd == "grad") {
+      int n = 0, d = 0, trials = 0, layers = 0, threads = 0;
+      std::string mask;
+      in >> n >> d >> mask >> trials >> layers >> threads;
+      const EngineSetup s = prepare(workload(n, d, mask, trials, layers, threads));
+      const auto t0 = Clock::now();
+      const PhaseSeconds p = run_gradients(s, threads);
+      std::cout << "grad " << seconds_since(t0) << " " << p.forward << " " << p.backward << std::endl;
     } else if (cmd == "estimate") {
       int n = 0, d = 0, trials = 0, layers = 0, threads = 0;
       std::string mask;

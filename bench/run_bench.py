@@ -15,7 +15,10 @@ timed right after another worker's call shared the cores with what that worker l
 samples of one point split into 8 ms and 15 ms groups (run D in docs/dev/performance-log.md).
 
 Points: the (N, d) grid with about the same flops per run; researchers' trial counts (64 to 1024
-trials at N = 128, d = 64); a deep run (10^4 layers, measures on a log schedule).
+trials at N = 128, d = 64); a deep run (10^4 layers, measures on a log schedule); the gradient
+workload (group "grad", docs/science/gradients.md): the readout loss's gradient with respect to
+X(0) and every layer's W_Q, W_K, W_V, rcsim's forward + reverse pass against PyTorch autograd on
+the same workload, with rcsim's backward time over its own forward time.
 
 The machine's float64 GEMM peak is measured between points in the same run, both ways: Eigen
 as rcsim is built (two threads, each its own 1024^3 product) and the reference's BLAS (one
@@ -114,6 +117,10 @@ def points(quick, base_layers):
     for n, d, trials in deep:
         out.append(dict(group="deep", N=n, d=d, mask="causal", measures=1, trials=trials, layers=10000,
                         schedule="log:10"))
+    for n, d in shapes:  # 64 trials (the reference batches them) of base_layers blocks
+        for mask in ("complete", "causal"):
+            out.append(dict(group="grad", N=n, d=d, mask=mask, measures=0, trials=64, layers=base_layers,
+                            schedule="all"))
     return out
 
 
@@ -197,6 +204,7 @@ def main():
             schedules[(p["schedule"], p["layers"])] = layers
 
     times = {}  # (point index, contestant) -> list of seconds
+    phases = {}  # grad points: (point index, contestant) -> list of [forward, backward] seconds
     peaks = {"eigen": [], "blas": []}
 
     def measure_peaks():
@@ -213,19 +221,24 @@ def main():
             if pi % 6 == 0:
                 measure_peaks()
             base = f"run {p['N']} {p['d']} {p['mask']} {p['measures']} {p['trials']} {p['layers']}"
+            if p["group"] == "grad":
+                base = f"grad {p['N']} {p['d']} {p['mask']} {p['trials']} {p['layers']}"
             sched = schedules.get((p["schedule"], p["layers"]))
             contestants = ["rcsim"] + list(torch_workers)
             k = (rep + pi) % len(contestants)
             for c in contestants[k:] + contestants[:k]:
                 time.sleep(args.settle)
                 if c == "rcsim":
-                    secs = rc.ask(f"{base} {args.threads} {p['schedule']}")[0]
+                    tail = "" if p["group"] == "grad" else f" {p['schedule']}"
+                    answer = rc.ask(f"{base} {args.threads}{tail}")
                     key = "rcsim"
                 else:
                     tail = f" {','.join(map(str, sched))}" if sched else ""
-                    secs = torch_workers[c].ask(f"{base} {c[1]}{tail}")[0]
+                    answer = torch_workers[c].ask(f"{base} {c[1]}{tail}")
                     key = variant_name(c)
-                times.setdefault((pi, key), []).append(secs)
+                times.setdefault((pi, key), []).append(answer[0])
+                if len(answer) == 3:  # grad: seconds of the forward and of the backward phase
+                    phases.setdefault((pi, key), []).append(answer[1:])
         print(f"  repetition {rep + 1}/{reps} done ({time.time() - t_start:.0f} s)", flush=True)
     measure_peaks()
     peak1_eigen = rc.ask("peak 1024 1")[0]
@@ -259,6 +272,11 @@ def main():
         best_key = min(meds, key=meds.get)
         best_med = meds[best_key]
         fl = attention_flops(p["N"], p["d"]) * steps
+        if p["group"] == "grad":  # nominal: a gradient counted as 3 forward passes
+            fl *= 3
+            # phase medians; rcsim's backward over its own forward
+            med = {k: [statistics.median(x) for x in zip(*v)] for (q, k), v in phases.items() if q == pi}
+            p = dict(p, phases=med, rcsim_backward_over_forward=med["rcsim"][1] / med["rcsim"][0])
         row = dict(p, rcsim_steps_per_s=steps / rc_med, torch_steps_per_s=steps / best_med, torch_best=best_key,
                    ratio=best_med / rc_med, rcsim_gflops=fl / rc_med / 1e9, torch_gflops=fl / best_med / 1e9,
                    peak_gflops=peak, rcsim_seconds=times[(pi, "rcsim")], torch_medians=meds)
@@ -267,6 +285,15 @@ def main():
               f"{p['trials']:>6} {p['layers']:>6} {p['schedule']:>6} | {row['rcsim_steps_per_s']:>11.1f} "
               f"{row['torch_steps_per_s']:>11.1f} {best_key:>14} | {row['ratio']:>6.2f} | "
               f"{row['rcsim_gflops']:>10.2f} {100 * row['rcsim_gflops'] / peak:>5.0f}% | {row['torch_gflops']:>10.2f}")
+    grads = [r for r in rows if r["group"] == "grad"]
+    if grads:
+        print()
+        print("gradient workload: forward / backward phase medians (seconds; rcsim's summed over its threads)")
+        for r in grads:
+            best = r["torch_best"]
+            (rf, rb), (tf, tb) = r["phases"]["rcsim"], r["phases"][best]
+            print(f"  N={r['N']} d={r['d']} {r['mask']:>8}: rcsim {rf:.4f} + {rb:.4f} (backward = "
+                  f"{r['rcsim_backward_over_forward']:.2f} x forward); torch {best} {tf:.4f} + {tb:.4f}")
     print()
     # Targets of the benchmark (docs/dev/performance.md).
     print("targets:")
@@ -274,11 +301,17 @@ def main():
         if r["group"] == "grid" and r["measures"] and r["N"] == 128 and r["d"] == 64:
             print(f"  measures on, N=128 d=64 {r['mask']}: ratio {r['ratio']:.2f} (>= 3): "
                   f"{'MET' if r['ratio'] >= 3 else 'MISSED'}")
-    worst = min(rows, key=lambda r: r["ratio"])  # of the points run (--shapes may leave some out)
+    for r in grads:
+        if r["N"] == 128 and r["d"] == 64:
+            print(f"  gradient, N=128 d=64 {r['mask']}: ratio {r['ratio']:.2f} (>= 2): "
+                  f"{'MET' if r['ratio'] >= 2 else 'MISSED'}; rcsim's backward {r['rcsim_backward_over_forward']:.2f} "
+                  f"x its forward (<= 3): {'MET' if r['rcsim_backward_over_forward'] <= 3 else 'MISSED'}")
+    rows_fwd = [r for r in rows if r["group"] != "grad"]
+    worst = min(rows_fwd, key=lambda r: r["ratio"])  # of the points run (--shapes may leave some out)
     print(f"  every point, measures on or off: smallest ratio {worst['ratio']:.2f} at {worst['group']} "
           f"N={worst['N']} d={worst['d']} {worst['mask']} measures {'on' if worst['measures'] else 'off'} "
           f"(>= 2): {'MET' if worst['ratio'] >= 2 else 'MISSED'}")
-    for r in rows:
+    for r in rows_fwd:
         if r["group"] == "grid" and not r["measures"] and r["N"] == 512 and r["d"] == 128 and r["mask"] == "complete":
             f = r["rcsim_gflops"] / peak
             print(f"  measures off, N=512 d=128 complete: {r['rcsim_gflops']:.1f} GFLOP/s = {100 * f:.0f}% of the "

@@ -3,6 +3,10 @@
 
 Worker for bench/run_bench.py: reads lines on stdin and answers one line each on stdout:
   run N D MASK MEASURES TRIALS LAYERS THREADS [LAYER,LAYER,...]  -> "run SECONDS" (or "error ...")
+  grad N D MASK TRIALS LAYERS THREADS -> "grad SECONDS FORWARD BACKWARD": the gradient of the readout
+                         loss L = sum over trials of 1^T X(L) R (R Gaussian, d x 1, per trial) with
+                         respect to X(0) and every layer's W_Q, W_K, W_V by autograd: the forward pass
+                         recording the graph (no attention diagnostics), then loss.backward()
   peak SIZE THREADS   -> "peak GFLOPS SECONDS": one SIZE x SIZE float64 product (torch.mm, i.e.
                          the BLAS's dgemm), best of 3
   info                -> "info LIBS": the BLAS/LAPACK libraries mapped into the process after a
@@ -25,7 +29,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-torch.set_grad_enabled(False)
+torch.set_grad_enabled(False)  # the forward workload; grad() enables autograd for itself
 F64 = torch.float64
 
 
@@ -86,6 +90,35 @@ def run(n, d, mask, with_measures, trials, layers, schedule=None, seed=20240527)
     return token, attn
 
 
+def grad(n, d, mask, trials, layers, seed=20240527):
+    """The gradient workload (see the module docstring): (seconds of the forward, of the backward)."""
+    gen = torch.Generator().manual_seed(seed)
+    blocked = None if mask == "complete" else ~torch.ones(n, n, dtype=torch.bool).tril()
+    std = 1.0 / math.sqrt(d)
+    scale = 1.0 / math.sqrt(d)
+    with torch.enable_grad():
+        t0 = time.perf_counter()
+        x0 = torch.randn(trials, n, d, dtype=F64, generator=gen).requires_grad_()
+        x = x0
+        weights = []
+        for _ in range(layers):
+            wq, wk, wv = (torch.randn(trials, d, d, dtype=F64, generator=gen).mul_(std).requires_grad_()
+                          for _ in range(3))
+            weights += [wq, wk, wv]
+            s = torch.bmm(torch.bmm(x, wq), torch.bmm(x, wk).transpose(1, 2)).mul(scale)
+            if blocked is not None:
+                s = s.masked_fill(blocked, -math.inf)
+            x = F.layer_norm(torch.bmm(torch.softmax(s, dim=-1), torch.bmm(x, wv)), (d,), eps=1e-5)
+        readout = torch.randn(trials, d, 1, dtype=F64, generator=gen)
+        loss = torch.bmm(x, readout).sum()
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+    if not all(bool(torch.isfinite(w.grad).all()) for w in weights + [x0]):
+        raise RuntimeError("non-finite gradient")
+    return t1 - t0, t2 - t1
+
+
 def loaded_libraries():
     found = set()
     with open("/proc/self/maps") as f:
@@ -124,6 +157,13 @@ def main():
         if f[0] == "peak":
             g, secs = peak(int(f[1]), int(f[2]))
             print(f"peak {g} {secs}", flush=True)
+            continue
+        if f[0] == "grad":
+            n, d, mask, trials, layers, threads = int(f[1]), int(f[2]), f[3], int(f[4]), int(f[5]), int(f[6])
+            torch.set_num_threads(threads)
+            t0 = time.perf_counter()
+            fwd, bwd = grad(n, d, mask, trials, layers)
+            print(f"grad {time.perf_counter() - t0} {fwd} {bwd}", flush=True)
             continue
         if f[0] != "run":
             print("error unknown command", f[0], flush=True)

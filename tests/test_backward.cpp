@@ -613,6 +613,54 @@ TEST_CASE("engine: gradient measures against FD of the readout loss, forward mea
   }
 }
 
+TEST_CASE("engine: the reverse pass from checkpoints (segments of 1 to 6 blocks) equals the stored one",
+          "[backward]") {
+  // Segments replay the blocks from a checkpoint (the input, the trial's stream, the weight sampler):
+  // every gradient measure must be the same, value for value, as with every block stored.
+  std::map<std::string, std::string> keys = {
+      {"model.tokens", "5"},        {"model.dim", "4"},        {"model.layers", "7"},   {"norm.type", "layernorm"},
+      {"norm.position", "pre"},     {"residual.alpha", "1"},   {"mask.type", "causal"}, {"mlp.width", "6"},
+      {"run.trials", "3"},
+      {"output.measures", "grad_x_norm,grad_wq_norm,grad_wk_norm,grad_wv_norm,jacobian_log_fro2"}};
+  const std::vector<std::pair<std::string, std::string>> weight_laws = {
+      {"weights.shared", "false"}, {"weights.shared", "true"}, {"weights.redraw_every", "3"},
+      {"weights.across_trials", "shared"}};
+  for (const auto& [key, value] : weight_laws) {
+    auto k = keys;
+    k[key] = value;
+    EngineSetup s = prepare(make_config(k));
+    REQUIRE(gradient_segment_length(s.config) == 7);  // small: every block stored
+    const RunResults stored = run_simulation(s, 1);
+    for (const int length : {1, 2, 3, 6}) {
+      INFO(key << " = " << value << ", segments of " << length);
+      s.gradient_segment = length;
+      const RunResults r = run_simulation(s, 2);
+      for (std::size_t i = 0; i < r.token.size(); ++i) CHECK(r.token[i].cwiseEqual(stored.token[i]).all());
+      for (std::size_t i = 0; i < r.attention.size(); ++i)
+        CHECK(r.attention[i].cwiseEqual(stored.attention[i]).all());
+      CHECK(stored.token[0].allFinite());
+    }
+  }
+}
+
+TEST_CASE("gradient memory: every block stored when small and checkpoints every ceil(sqrt(L)) blocks when deep",
+          "[backward][memory]") {
+  auto c = make_config({{"model.tokens", "128"}, {"model.dim", "64"}, {"model.layers", "8"},
+                        {"output.measures", "grad_x_norm"}});
+  CHECK(gradient_segment_length(c) == 8);
+  // One block: N d inputs + 3 d^2 weights + 4 d normalisation slots (layer_weight_values).
+  const double block = 128.0 * 64 + 3 * 64.0 * 64 + 4 * 64;
+  CHECK(layer_weight_values(c) == 3 * 64.0 * 64 + 4 * 64);
+  CHECK(gradient_store_bytes(c, 8) == 8.0 * 8 * block);
+  c.model.layers = 10000;  // 1.6 GB stored: checkpoints every 100 blocks, 100 + 100 blocks kept
+  CHECK(gradient_segment_length(c) == 100);
+  CHECK(gradient_store_bytes(c, 100) == 8.0 * 200 * block);
+  CHECK(gradient_store_bytes(c, 100) < kGradientStoreBytes);
+  c.model.layers = 10001;  // ceil: 101 blocks per segment, 100 checkpoints
+  CHECK(gradient_segment_length(c) == 101);
+  CHECK(gradient_store_bytes(c, 101) == 8.0 * (100 + 101) * block);
+}
+
 // --- Variants (docs/science/gradients.md, "Variants") ---
 
 TEST_CASE("skip and branch gains a X + b F(X): 3-block stacks in post, pre, peri against FD", "[backward][variants]") {

@@ -1,5 +1,6 @@
 #include "kernel/gradients.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernel/random.hpp"
@@ -31,6 +32,49 @@ std::vector<Matrix> stack_backward(const std::vector<Matrix>& inputs, const std:
     dX[ti] = std::move(g.dX);
   }
   return dX;
+}
+
+Matrix stack_backward_segments(int layers, int length, const SegmentReplay& replay, const BlockParams& p,
+                               const Matrix& dXL, const std::function<void(int, const Matrix&)>& on_dx,
+                               const std::function<void(int, const BlockGrads&)>& on_block) {
+  Matrix dX = dXL;
+  on_dx(layers, dX);
+  std::vector<Matrix> inputs;
+  std::vector<LayerWeights> weights;
+  BlockGrads g;
+  const int segments = (layers + length - 1) / length;
+  for (int s = segments - 1; s >= 0; --s) {
+    const int begin = s * length, end = std::min(layers, begin + length);
+    replay(begin, end, inputs, weights);
+    for (int t = end - 1; t >= begin; --t) {  // as stack_backward
+      const auto k = static_cast<std::size_t>(t - begin);
+      block_backward(inputs[k], weights[k], p, dX, g);
+      if (on_block) on_block(t, g);
+      dX = std::move(g.dX);
+      on_dx(t, dX);
+    }
+  }
+  return dX;
+}
+
+double layer_weight_values(const ModelSpec& c) {
+  const double d = c.model.dim, H = c.model.heads, dk = c.model.key_dim, dv = c.model.value_dim, w = c.mlp.width;
+  const double weights = H * (2 * d * dk + (dv > 0 ? 2 * d * dv : d * d)) + (w > 0 ? 2 * d * w + w + d : 0) + 4 * d;
+  const double biases = c.attention_bias ? H * (2 * dk + (dv > 0 ? dv : d)) + d : 0;  // attention.bias
+  return weights + biases;
+}
+
+double gradient_store_bytes(const ModelSpec& c, int length) {
+  const double L = c.model.layers, block = c.model.tokens * static_cast<double>(c.model.dim) + layer_weight_values(c);
+  if (length >= c.model.layers) return 8.0 * L * block;
+  const double checkpoints = std::ceil(L / length);
+  return 8.0 * (checkpoints + length) * block;
+}
+
+int gradient_segment_length(const ModelSpec& c) {
+  const int L = std::max(c.model.layers, 1);
+  if (gradient_store_bytes(c, L) <= kGradientStoreBytes) return L;
+  return std::max(1, static_cast<int>(std::ceil(std::sqrt(static_cast<double>(L)))));
 }
 
 double heads_norm(const std::vector<Matrix>& G) {

@@ -1,8 +1,9 @@
 // Gradients through a stack of blocks (docs/science/gradients.md): the reverse pass over L
 // blocks from the stored block inputs, and the readout loss of the gradient measures.
-// Memory: the engine stores the input X(t) of every block (L N d values) and each block's
-// weights; block_backward recomputes the activations inside a block from X(t). No sqrt(L)
-// checkpointing yet (it would recompute segments from every ~sqrt(L)-th input).
+// Memory: block_backward recomputes the activations inside a block from its input X(t). The engine
+// stores every block's input and weights when they fit in kGradientStoreBytes; deeper runs keep a
+// checkpoint every ~sqrt(L) blocks and recompute one segment of blocks at a time from it
+// (stack_backward_segments).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,29 @@ Matrix readout_cotangent(int tokens, const Vector& R);
 std::vector<Matrix> stack_backward(const std::vector<Matrix>& inputs, const std::vector<LayerWeights>& weights,
                                    const BlockParams& p, const Matrix& dXL,
                                    const std::function<void(int, const BlockGrads&)>& on_block = {});
+
+// The reverse pass in segments [b, e) of `length` blocks (the last one may be shorter), from the
+// last segment to the first: replay(b, e, inputs, weights) fills the inputs X(b..e-1) and weights
+// of one segment (memory: one segment at a time). on_dx(t, dL/dX(t)) is called for t = L .. 0 and
+// on_block(t, g) as in stack_backward. Returns dL/dX(0). Equal, value for value, to stack_backward
+// over the same inputs and weights.
+using SegmentReplay =
+    std::function<void(int begin, int end, std::vector<Matrix>& inputs, std::vector<LayerWeights>& weights)>;
+Matrix stack_backward_segments(int layers, int length, const SegmentReplay& replay, const BlockParams& p,
+                               const Matrix& dXL, const std::function<void(int, const Matrix&)>& on_dx,
+                               const std::function<void(int, const BlockGrads&)>& on_block = {});
+
+// The reverse pass keeps every block's input and weights up to this many bytes per worker thread;
+// beyond it, checkpoints every ~sqrt(L) blocks (gradient_segment_length).
+constexpr double kGradientStoreBytes = 64.0 * 1024 * 1024;
+// The values one block's weights hold (the attention heads, biases, MLP, normalisation slots).
+double layer_weight_values(const ModelSpec& c);
+// The blocks per segment of the reverse pass: L (everything stored) when L blocks' inputs and
+// weights take at most kGradientStoreBytes, else ceil(sqrt(L)).
+int gradient_segment_length(const ModelSpec& c);
+// The bytes the reverse pass keeps per worker thread with segments of `length` blocks: the
+// checkpoints (an input, the weight sampler's current weights) and one segment's inputs and weights.
+double gradient_store_bytes(const ModelSpec& c, int length);
 
 // sqrt(sum_h ||G_h||_F^2): the Frobenius norm of a list of per-head gradients.
 double heads_norm(const std::vector<Matrix>& G);

@@ -124,18 +124,17 @@ double run_memory_bytes(const ModelSpec& c, bool image) {
 }
 
 double work_memory_bytes(const ModelSpec& c) {
-  const double N = c.model.tokens, d = c.model.dim, H = c.model.heads, dk = c.model.key_dim;
-  const double dv = c.model.value_dim, w = c.mlp.width;
-  const double weights = H * (2 * d * dk + (dv > 0 ? 2 * d * dv : d * d)) + (w > 0 ? 2 * d * w + w + d : 0) + 4 * d;
-  const double biases = c.attention_bias ? H * (2 * dk + (dv > 0 ? dv : d)) + d : 0;  // attention.bias
+  const double N = c.model.tokens, d = c.model.dim;
   const double rk4 = c.integrator == Integrator::rk4 ? 5 * N * d : 0;  // the stages k1..k4 and their point
-  const double per_thread = N * N * (c.output.attention ? 2 : 1) + 12 * N * d + rk4 + weights + biases;
+  const double per_thread = N * N * (c.output.attention ? 2 : 1) + 12 * N * d + rk4 + layer_weight_values(c);
   const double threads = resolve_threads(c.run.threads, std::max(c.run.trials, 1));
   // The program, its libraries, HDF5's caches and the allocator's arenas: the peak RSS of a tiny
   // run (tests/hostile/memory_estimate.py, case "tiny").
   const double program = kProgramBytes;
-  // The gradient measures keep every block's input and weights for the reverse pass.
-  const double stored = wants_gradients(c) ? c.model.layers * (N * d + weights) + 20 * N * d + 4 * N * N : 0.0;
+  // The gradient measures keep the blocks' inputs and weights for the reverse pass (all of them, or
+  // checkpoints and one segment: kernel/gradients.hpp), and its work matrices.
+  const double stored =
+      wants_gradients(c) ? gradient_store_bytes(c, gradient_segment_length(c)) / 8.0 + 20 * N * d + 4 * N * N : 0.0;
   return program + 2.0 * N * N + 8.0 * threads * (per_thread + stored);
 }
 
@@ -232,15 +231,15 @@ std::size_t info_index(const std::vector<MeasureInfo>& info, const char* name) {
 
 // log ||J_t||_F^2, J_t = d(X(L) R)/dX(t): ||J_t||_F^2 = sum_i ||J_t^T e_i||^2, one reverse pass per
 // output i with the cotangent e_i R^T (docs/science/gradients.md).
-void record_jacobian(const ModelSpec& c, const std::vector<Matrix>& inputs, const std::vector<LayerWeights>& weights,
-                     const BlockParams& params, const Vector& R, int trial, RunResults& r) {
+void record_jacobian(const ModelSpec& c, int length, const SegmentReplay& replay, const BlockParams& params,
+                     const Vector& R, int trial, RunResults& r) {
   const int N = c.model.tokens;
-  std::vector<double> sq(inputs.size() + 1, 0.0);
+  std::vector<double> sq(static_cast<std::size_t>(c.model.layers) + 1, 0.0);
   for (int i = 0; i < N; ++i) {
     Matrix cot = Matrix::Zero(N, c.model.dim);
     cot.row(i) = R.transpose();
-    const std::vector<Matrix> dX = stack_backward(inputs, weights, params, cot);
-    for (std::size_t t = 0; t < dX.size(); ++t) sq[t] += dX[t].squaredNorm();
+    stack_backward_segments(c.model.layers, length, replay, params, cot,
+                            [&](int t, const Matrix& dX) { sq[static_cast<std::size_t>(t)] += dX.squaredNorm(); });
   }
   const std::size_t m = info_index(r.token_info, "jacobian_log_fro2");
   for (std::size_t t = 0; t < sq.size(); ++t)
@@ -248,10 +247,10 @@ void record_jacobian(const ModelSpec& c, const std::vector<Matrix>& inputs, cons
 }
 
 // The gradient measures (docs/science/gradients.md): the reverse pass from dL/dX(L) = 1 R^T over
-// the stored block inputs, ||dL/dX(t)||_F at the recorded layers, the weight gradients' norms at
-// the recorded attention layers.
-void record_gradients(const ModelSpec& c, const std::vector<Matrix>& inputs, const std::vector<LayerWeights>& weights,
-                      const BlockParams& params, int trial, RunResults& r) {
+// the block inputs (replayed segment by segment), ||dL/dX(t)||_F at the recorded layers, the weight
+// gradients' norms at the recorded attention layers.
+void record_gradients(const ModelSpec& c, int length, const SegmentReplay& replay, const BlockParams& params,
+                      int trial, RunResults& r) {
   const Vector R = readout(c, trial);
   const Matrix dXL = readout_cotangent(c.model.tokens, R);
   // The block-gradient measures the registry declares (grad_wq_norm, ...), by their functions.
@@ -261,27 +260,65 @@ void record_gradients(const ModelSpec& c, const std::vector<Matrix>& inputs, con
     for (std::size_t i = 0; i < r.attention_defs.size(); ++i)
       if (const BlockGradientFn f = r.attention_defs[i]->block_gradient) r.attention[i](trial, acol) = f(g);
   };
-  const std::vector<Matrix> dX = stack_backward(inputs, weights, params, dXL, on_block);
-  if (wants(c, "grad_x_norm")) {
-    const std::size_t m = info_index(r.token_info, "grad_x_norm");
-    for (std::size_t t = 0; t < dX.size(); ++t)
-      if (const int col = r.column_of_layer[t]; col >= 0) r.token[m](trial, col) = dX[t].norm();
-  }
-  if (wants(c, "jacobian_log_fro2")) record_jacobian(c, inputs, weights, params, R, trial, r);
+  const bool norms = wants(c, "grad_x_norm");
+  const std::size_t m = norms ? info_index(r.token_info, "grad_x_norm") : 0;
+  const auto on_dx = [&](int t, const Matrix& dX) {
+    if (const int col = r.column_of_layer[static_cast<std::size_t>(t)]; norms && col >= 0) r.token[m](trial, col) = dX.norm();
+  };
+  stack_backward_segments(c.model.layers, length, replay, params, dXL, on_dx, on_block);
+  if (wants(c, "jacobian_log_fro2")) record_jacobian(c, length, replay, params, R, trial, r);
 }
 
 // The signal-propagation measures of a trial (docs/science/gradients.md): update_size after each
-// block; for the gradient measures, the block inputs and weights kept for the reverse pass.
+// block; for the gradient measures, what the reverse pass needs: every block's input and weights
+// (segment length L), or a checkpoint every `length` blocks (the input, the trial's stream and the
+// weight sampler before the block's weights are drawn), from which replay() recomputes a segment
+// with the forward's own functions, exactly.
 struct SignalRecorder {
+  struct Checkpoint {
+    Matrix X;
+    RandomStream rng;
+    WeightSampler sampler;
+  };
   const ModelSpec& c;
   const bool update = wants_pass(c, MeasurePass::update), gradients = wants_gradients(c);
+  const int length;
   std::vector<Matrix> inputs;
   std::vector<LayerWeights> weights;
-  explicit SignalRecorder(const ModelSpec& spec) : c(spec) {}
+  std::vector<Checkpoint> checkpoints;
+  SignalRecorder(const ModelSpec& spec, int segment) : c(spec), length(segment > 0 ? segment : gradient_segment_length(spec)) {}
+  bool stores_all() const { return length >= c.model.layers; }
+  void before_weights(int t, const Matrix& X, const RandomStream& rng, const WeightSampler& sampler) {
+    if (gradients && !stores_all() && t % length == 0) checkpoints.push_back(Checkpoint{X, rng, sampler});
+  }
   void before_block(const Matrix& X, const LayerWeights& w) {
-    if (!gradients) return;
+    if (!gradients || !stores_all()) return;
     inputs.push_back(X);
     weights.push_back(w);
+  }
+  // The inputs and weights of the blocks [b, e): the stored ones, or recomputed from the checkpoint at b.
+  void replay(int b, int e, const BlockParams& params, std::vector<Matrix>& in, std::vector<LayerWeights>& w) const {
+    const auto n = static_cast<std::size_t>(e - b);
+    in.resize(n);
+    w.resize(n);
+    if (stores_all()) {
+      for (std::size_t k = 0; k < n; ++k) {
+        in[k] = inputs[static_cast<std::size_t>(b) + k];
+        w[k] = weights[static_cast<std::size_t>(b) + k];
+      }
+      return;
+    }
+    const Checkpoint& cp = checkpoints[static_cast<std::size_t>(b / length)];
+    RandomStream rng = cp.rng;
+    WeightSampler sampler = cp.sampler;
+    Matrix X = cp.X, X_next(X.rows(), X.cols());
+    BlockWorkspace ws(static_cast<int>(X.rows()), static_cast<int>(X.cols()), c.model.key_dim);
+    for (std::size_t k = 0; k < n; ++k) {
+      w[k] = sampler.layer(b + static_cast<int>(k), rng);
+      in[k] = X;
+      transformer_block(X, w[k], params, ws, X_next);
+      X.swap(X_next);
+    }
   }
   void after_block(const Matrix& X, const Matrix& X_next, int t, int trial, RunResults& r) const {
     if (!update) return;
@@ -291,7 +328,11 @@ struct SignalRecorder {
           r.attention[i](trial, acol) = d.update(X, X_next);
   }
   void finish(const BlockParams& params, int trial, RunResults& r) const {
-    if (gradients) record_gradients(c, inputs, weights, params, trial, r);
+    if (!gradients) return;
+    const SegmentReplay segment = [&](int b, int e, std::vector<Matrix>& in, std::vector<LayerWeights>& w) {
+      replay(b, e, params, in, w);
+    };
+    record_gradients(c, stores_all() ? c.model.layers : length, segment, params, trial, r);
   }
 };
 
@@ -312,7 +353,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   // Optional attention measures (docs/science/peers.md): of the head-averaged attention and of the product of them.
   const bool want_product = wants_pass(c, MeasurePass::attention_product);
   const bool want_attention = want_product || wants_pass(c, MeasurePass::attention);
-  SignalRecorder signal(c);  // docs/science/gradients.md
+  SignalRecorder signal(c, s.gradient_segment);  // docs/science/gradients.md
   Matrix product = want_product ? Matrix(Matrix::Identity(N, N)) : Matrix();
   BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position, c.mlp.activation};
   params.layer.keep_attention = want_attention || c.output.attention;
@@ -360,6 +401,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
       ++next_snapshot;
     }
     if (t == L) break;
+    signal.before_weights(t, X, rng, sampler);
     const LayerWeights& w = sampler.layer(t, rng);
     signal.before_block(X, w);
     LayerReport rep;

@@ -56,6 +56,9 @@ struct EngineSetup {
   InputArrays files;
   int max_rank = 0;        // largest rank the layers 1..L allow
   int max_rank_input = 0;  // min(N, d), for layer 0
+  // Blocks per segment of the gradient measures' reverse pass (kernel/gradients.hpp); 0: the
+  // automatic gradient_segment_length. Every value gives the same results (tests set it).
+  int gradient_segment = 0;
 };
 
 // Everything the engine needs before the first trial, from the model, its mask (built from
