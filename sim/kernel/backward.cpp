@@ -3,34 +3,29 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <vector>
 
 #include "kernel/attention.hpp"
 #include "kernel/errors.hpp"
 #include "kernel/layer.hpp"
 #include "kernel/mlp.hpp"
 #include "kernel/normalization.hpp"
+#include "kernel/particles.hpp"
 #include "kernel/unnormalised_attention.hpp"
 
 namespace rcsim {
 
 Matrix softmax_backward(const Matrix& A, const Matrix& dA, const MaskMatrix& mask) {
-  Matrix dS = Matrix::Zero(A.rows(), A.cols());
-  for (Eigen::Index i = 0; i < A.rows(); ++i) {
-    double dot = 0.0;  // sum_k A_ik dA_ik over the allowed entries
-    for (Eigen::Index k = 0; k < A.cols(); ++k)
-      if (mask(i, k)) dot += A(i, k) * dA(i, k);
-    for (Eigen::Index j = 0; j < A.cols(); ++j)
-      if (mask(i, j)) dS(i, j) = A(i, j) * (dA(i, j) - dot);
-  }
-  return dS;
+  // dS_ij = A_ij (dA_ij - sum_k A_ik dA_ik) over the allowed entries, exactly 0 off them.
+  const Eigen::ArrayXXd allowed = mask.cast<double>().array();
+  const Eigen::ArrayXXd AdA = allowed * A.array() * dA.array();
+  const Eigen::ArrayXd dot = AdA.rowwise().sum();
+  return (AdA - allowed * A.array() * dot.replicate(1, A.cols())).matrix();
 }
 
 Matrix usa_backward(const Matrix& A, const Matrix& dA, const MaskMatrix& mask) {
-  Matrix dS = Matrix::Zero(A.rows(), A.cols());
-  for (Eigen::Index j = 0; j < A.cols(); ++j)
-    for (Eigen::Index i = 0; i < A.rows(); ++i)
-      if (mask(i, j)) dS(i, j) = A(i, j) * dA(i, j);  // d exp(S)/N = exp(S)/N dS
-  return dS;
+  // d exp(S)/N = exp(S)/N dS on the allowed entries, exactly 0 off them.
+  return (mask.cast<double>().array() * A.array() * dA.array()).matrix();
 }
 
 namespace {
@@ -134,61 +129,99 @@ Matrix mlp_backward(const Matrix& X, const LayerWeights& w, MlpActivation act, c
   return dZ * w.mlp_in.transpose();                            // dX = dZ W_in^T
 }
 
-Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerParams& p, const Matrix& dY,
-                          BlockGrads& g) {
+namespace {
+
+// One head's forward, kept for its adjoint: Q = X W_Q (+ 1 b_Q^T), K likewise, the attention A
+// (softmax, USA or hardmax of S = Q K^T / sqrt(d_QK) on the mask, before shaping), the shaped As
+// (when attention.shape is active), X W_V (+ 1 b_V^T) and V = (X W_V) W_O (or X W_V).
+struct HeadCache {
+  Matrix Q, K, A, As, XV, V;
+};
+
+void head_forward(const Matrix& X, const LayerWeights& w, std::size_t h, const LayerParams& p, HeadCache& c) {
+  if (!w.q_bias.empty())
+    attention_logits(X, w.q[h], &w.q_bias[h], w.k[h], &w.k_bias[h], p.d_qk, c.Q, c.K, c.A);
+  else
+    attention_logits(X, w.q[h], w.k[h], p.d_qk, c.Q, c.K, c.A);
+  if (p.usa)
+    usa_weights(c.A, *p.mask);
+  else if (p.hardmax)
+    hardmax_weights(c.A, *p.mask);
+  else
+    masked_softmax(c.A, *p.mask);
+  if (p.shape.active()) {
+    c.As = c.A;
+    shape_attention(c.As, *p.mask, p.shape);
+  }
+  c.XV.noalias() = X * w.v[h];
+  if (!w.v_bias.empty()) c.XV.rowwise() += w.v_bias[h];
+  if (!w.o.empty())
+    c.V.noalias() = c.XV * w.o[h];
+  else
+    c.V = c.XV;
+}
+
+// The attention branch Y = c sum_h A_h V_h (+ 1 b_O^T) from the heads' caches, as attention_layer
+// computes it without residual and normalisation (the order of its sums may differ in the last bits).
+Matrix attention_branch(const Matrix& X, const LayerWeights& w, const LayerParams& p, std::vector<HeadCache>& heads) {
+  const std::size_t H = w.q.size();
+  heads.resize(H);
+  Matrix Y = Matrix::Zero(X.rows(), X.cols());
+  for (std::size_t h = 0; h < H; ++h) {
+    head_forward(X, w, h, p, heads[h]);
+    Y.noalias() += (p.shape.active() ? heads[h].As : heads[h].A) * heads[h].V;
+  }
+  if (p.head_mean && H > 1) Y /= static_cast<double>(H);
+  if (!w.q_bias.empty()) Y.rowwise() += w.o_bias;
+  return Y;
+}
+
+// The adjoint of attention_branch from its caches (docs/science/gradients.md, the attention table).
+Matrix attention_branch_backward(const Matrix& X, const LayerWeights& w, const LayerParams& p,
+                                 const std::vector<HeadCache>& heads, const Matrix& dY, BlockGrads& g) {
   const std::size_t H = w.q.size();
   const double head_scale = (p.head_mean && H > 1) ? 1.0 / static_cast<double>(H) : 1.0;
   const double s = 1.0 / std::sqrt(p.d_qk);
   Matrix dX = Matrix::Zero(X.rows(), X.cols());
-  Matrix Q, K, A;
   const bool biased = !w.q_bias.empty();
   if (biased) g.dout_bias += dY.colwise().sum();  // Y = ... + 1 b_O^T: db_O = 1^T dY
   for (std::size_t h = 0; h < H; ++h) {
-    // Recompute A_h with the forward's functions: S = (X W_Q + 1 b_Q^T)(X W_K + 1 b_K^T)^T / sqrt(d_QK),
-    // A = softmax(S).
-    if (biased)
-      attention_logits(X, w.q[h], &w.q_bias[h], w.k[h], &w.k_bias[h], p.d_qk, Q, K, A);
-    else
-      attention_logits(X, w.q[h], w.k[h], p.d_qk, Q, K, A);
-    if (p.usa)
-      usa_weights(A, *p.mask);
-    else
-      masked_softmax(A, *p.mask);
-    Matrix XV = X * w.v[h];
-    if (biased) XV.rowwise() += w.v_bias[h];  // V = X W_V + 1 b_V^T
-    const bool has_o = !w.o.empty();
-    const Matrix V = has_o ? Matrix(XV * w.o[h]) : XV;
+    const HeadCache& c = heads[h];
     const Matrix dYh = head_scale * dY;                  // Y = c sum_h A_h V_h
-    Matrix dA = dYh * V.transpose();                     // dA_h = dY V_h^T
-    Matrix dV;
-    if (p.shape.active()) {  // shaped: A_s = a A + b I - c C; dV = A_s^T dY, dA = a dA_s
-      Matrix As = A;
-      shape_attention(As, *p.mask, p.shape);
-      dV = As.transpose() * dYh;
-      dA *= p.shape.a;
-    } else {
-      dV = A.transpose() * dYh;                          // dV_h = A_h^T dY
-    }
+    const Matrix dV = (p.shape.active() ? c.As : c.A).transpose() * dYh;  // dV_h = A_s,h^T dY
     Matrix dXV = dV;
-    if (has_o) {
-      g.dout[h] += XV.transpose() * dV;                  // dW_O = (X W_V)^T dV
-      dXV = dV * w.o[h].transpose();
+    if (!w.o.empty()) {
+      g.dout[h].noalias() += c.XV.transpose() * dV;      // dW_O = (X W_V)^T dV
+      dXV.noalias() = dV * w.o[h].transpose();
     }
-    g.dv[h] += X.transpose() * dXV;                      // dW_V = X^T d(X W_V)
+    g.dv[h].noalias() += X.transpose() * dXV;            // dW_V = X^T d(X W_V)
     if (biased) g.dv_bias[h] += dXV.colwise().sum();   // db_V = 1^T d(X W_V + 1 b_V^T)
     dX.noalias() += dXV * w.v[h].transpose();
-    Matrix dS = p.usa ? usa_backward(A, dA, *p.mask) : softmax_backward(A, dA, *p.mask);
+    if (p.hardmax) continue;  // A is piecewise constant in S: no gradient reaches Q and K
+    Matrix dA = dYh * c.V.transpose();                   // dA_h = dY V_h^T
+    if (p.shape.active()) dA *= p.shape.a;               // A_s = a A + b I - c C: dA = a dA_s
+    Matrix dS = p.usa ? usa_backward(c.A, dA, *p.mask) : softmax_backward(c.A, dA, *p.mask);
     dS *= s;                                             // through the 1 / sqrt(d_QK)
-    const Matrix dQ = dS * K, dK = dS.transpose() * Q;   // S' = Q K^T: dQ = dS' K, dK = dS'^T Q
-    g.dq[h] += X.transpose() * dQ;
-    g.dk[h] += X.transpose() * dK;
+    const Matrix dQ = dS * c.K, dK = dS.transpose() * c.Q;  // S' = Q K^T: dQ = dS' K, dK = dS'^T Q
+    g.dq[h].noalias() += X.transpose() * dQ;
+    g.dk[h].noalias() += X.transpose() * dK;
     if (biased) {                                        // db_Q = 1^T dQ, db_K = 1^T dK
       g.dq_bias[h] += dQ.colwise().sum();
       g.dk_bias[h] += dK.colwise().sum();
     }
-    dX.noalias() += dQ * w.q[h].transpose() + dK * w.k[h].transpose();
+    dX.noalias() += dQ * w.q[h].transpose();
+    dX.noalias() += dK * w.k[h].transpose();
   }
   return dX;
+}
+
+}  // namespace
+
+Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerParams& p, const Matrix& dY,
+                          BlockGrads& g) {
+  std::vector<HeadCache> heads;
+  attention_branch(X, w, p, heads);  // recompute the heads' activations
+  return attention_branch_backward(X, w, p, heads, dY, g);
 }
 
 namespace {
@@ -317,14 +350,10 @@ void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p
   inner.norm = &identity;
   inner.dropout = nullptr;
   inner.keep_attention = false;
-  LayerWorkspace lws(static_cast<int>(X.rows()), static_cast<int>(X.cols()), 0);
-  const Branch attn = [&](const Matrix& in) {
-    Matrix out;
-    attention_layer(in, w, inner, lws, out);  // the forward's own function
-    return out;
-  };
+  std::vector<HeadCache> heads;  // the attention branch's activations, computed once for its adjoint
+  const Branch attn = [&](const Matrix& in) { return attention_branch(in, w, inner, heads); };
   const BranchBackward attn_back = [&](const Matrix& in, const Matrix& dY) {
-    return attention_backward(in, w, inner, dY, g);
+    return attention_branch_backward(in, w, inner, heads, dY, g);
   };
   const double a = p.layer.alpha;
   const double skip = p.layer.skip;
