@@ -52,7 +52,7 @@ struct Case {
   NormPosition pos = NormPosition::pre;
   MlpActivation act = MlpActivation::gelu;
   double alpha = 0.7, d_qk = 2.0;
-  bool usa = false, head_mean = false;
+  bool usa = false, head_mean = false, hardmax = false;
   double skip = 1.0;     // residual.skip (variants)
   AttentionShape shape;  // attention.shape_a/b/c (variants)
   bool attn_bias = false;  // attention.bias: b_Q, b_K, b_V per head and b_O
@@ -101,6 +101,7 @@ struct Fixture {
     shared.bias = RowVector::LinSpaced(c.d, -0.2, 0.3);
     p.layer = LayerParams{&mask, c.d_qk, c.alpha, &shared};
     p.layer.usa = c.usa;
+    p.layer.hardmax = c.hardmax;
     p.layer.head_mean = c.head_mean;
     p.layer.skip = c.skip;
     p.layer.shape = c.shape;
@@ -372,6 +373,14 @@ TEST_CASE("attention block: masks, heads, d_QK, W_O, USA, head mean against FD",
       CHECK(r.worst() < kTol);
       WARN("attention block, mask " << mask << ": largest relative error against FD " << r.worst());
       CHECK(r.o < kTol);
+    }
+    SECTION("hardmax, mask " + mask) {  // A is piecewise constant in S: only W_V and X through V
+      k.hardmax = true;
+      const StackCheck r = check_stack(k, mask, 1, 14);
+      CHECK(r.worst() < kTol);
+      CHECK(r.q == 0.0);  // the FD gradient is 0 and so is the adjoint's, exactly
+      CHECK(r.k == 0.0);
+      WARN("attention block, hardmax, mask " << mask << ": largest relative error against FD " << r.worst());
     }
     SECTION("USA, mask " + mask) {
       k.usa = true;
