@@ -17,6 +17,7 @@
 #include "config/config.hpp"
 #include "io/inputs.hpp"
 #include "kernel/backward.hpp"
+#include "kernel/dropout.hpp"
 #include "kernel/errors.hpp"
 #include "kernel/simulation.hpp"
 #include "kernel/block.hpp"
@@ -469,6 +470,78 @@ TEST_CASE("3-block stack in every placement x normalisation against FD", "[backw
   CHECK(worst > 0.0);  // the comparison measured something
 }
 
+TEST_CASE("dropout: the adjoint draws the forward's masks (3-block stacks in every placement against FD)",
+          "[backward][dropout]") {
+  // Dropout's draws do not depend on the values (one uniform per entry), so the forward from a
+  // fixed stream is a smooth function of X(0) and the weights: FD applies. The reverse pass gets
+  // each block's stream as the forward entered it; without the masks it must fail.
+  double worst = 0.0;
+  for (const NormPosition pos : {NormPosition::post, NormPosition::pre, NormPosition::peri, NormPosition::ngpt}) {
+    Case k;
+    k.pos = pos;
+    k.norm = pos == NormPosition::ngpt ? NormType::sphere : NormType::layernorm;
+    k.m = 5;
+    k.dv = 3;
+    RandomStream rng(300, 0);
+    Fixture f(k, backward_test_mask(pos == NormPosition::pre ? "causal" : "complete", k.N));
+    std::vector<LayerWeights> ws;
+    for (int t = 0; t < 3; ++t) ws.push_back(random_weights(k, rng));
+    Matrix X0 = gaussian(k.N, k.d, rng);
+    const Matrix C = gaussian(k.N, k.d, rng);
+    const RandomStream start(31, 2, kDropoutStream);
+    std::vector<Matrix> inputs;
+    std::vector<RandomStream> streams;
+    const auto forward = [&](bool record) {
+      RandomStream r = start;
+      const Dropout drop{0.3, 0.25, &r};
+      BlockParams p = f.p;
+      p.layer.dropout = &drop;
+      Matrix X = X0, next;
+      BlockWorkspace bws(k.N, k.d, k.dk);
+      for (const auto& w : ws) {
+        if (record) {
+          inputs.push_back(X);
+          streams.push_back(r);
+        }
+        transformer_block(X, w, p, bws, next);
+        X = next;
+      }
+      return X;
+    };
+    const auto loss = [&] { return forward(false).cwiseProduct(C).sum(); };
+    forward(true);
+    const auto reverse = [&](bool with_masks, BlockGrads& g0) {
+      RandomStream unused = start;
+      const Dropout drop{0.3, 0.25, &unused};
+      BlockParams p = f.p;
+      if (with_masks) p.layer.dropout = &drop;
+      Matrix dX = C;
+      BlockGrads g;
+      for (int t = 2; t >= 0; --t) {
+        RandomStream r = streams[static_cast<std::size_t>(t)];
+        block_backward(inputs[static_cast<std::size_t>(t)], ws[static_cast<std::size_t>(t)], p, dX, g,
+                       with_masks ? &r : nullptr);
+        dX = g.dX;
+        if (t == 0) g0 = g;
+      }
+      return dX;
+    };
+    BlockGrads g0, plain;
+    const Matrix dX0 = reverse(true, g0);
+    const Matrix fd_x = fd_gradient(X0, loss);
+    const double errs[] = {rel_err(dX0, fd_x), rel_err(g0.dq[0], fd_gradient(ws[0].q[0], loss)),
+                           rel_err(g0.dv[1], fd_gradient(ws[0].v[1], loss)),
+                           rel_err(g0.dout[0], fd_gradient(ws[0].o[0], loss)),
+                           rel_err(g0.mlp.d_in, fd_gradient(ws[0].mlp_in, loss))};
+    INFO(pos_name(pos) << ": x " << errs[0] << " q " << errs[1] << " v " << errs[2] << " o " << errs[3] << " W_in "
+                       << errs[4]);
+    for (const double e : errs) CHECK(e < kTol);
+    worst = std::max(worst, *std::max_element(std::begin(errs), std::end(errs)));
+    CHECK(rel_err(reverse(false, plain), fd_x) > 1e-2);  // the adjoint without the masks is wrong
+  }
+  WARN("dropout, 3-block stacks: largest relative error against FD " << worst);
+}
+
 TEST_CASE("shared normalisation (norm.params = config): the gradient of the shared gain is the sum over slots",
           "[backward]") {
   Case k;
@@ -617,8 +690,19 @@ TEST_CASE("engine: gradient measures against FD of the readout loss, forward mea
     for (std::size_t i = 0; i < a.attention.size(); ++i) CHECK(a.attention[i].cwiseEqual(b.attention[i]).all());
   }
   SECTION("what the reverse pass does not cover is refused") {
-    e.keys["dropout.attention"] = "0.1";
+    e.keys["dynamics.integrator"] = "rk4";
     CHECK_THROWS_AS(prepare(make_config(e.keys)), UsageError);
+  }
+  SECTION("dropout: ||dL/dX(0)||, ||dL/dW_Q|| against FD of the engine's loss (the same draws)") {
+    e.keys["dropout.attention"] = "0.3";
+    e.keys["dropout.output"] = "0.2";
+    const RunResults r1 = e.run();  // one block: the fixed W_Q is that block's alone
+    CHECK(std::abs(EngineRun::value(r1, "grad_wq_norm", 0) / fd_gradient(e.WQ, [&] { return e.loss(); }).norm() - 1) <
+          kTol);
+    e.keys["model.layers"] = "2";  // two blocks: the stream carries on from the first block's draws
+    const RunResults r2 = e.run();
+    CHECK(std::abs(EngineRun::value(r2, "grad_x_norm", 0) / fd_gradient(e.X0, [&] { return e.loss(); }).norm() - 1) <
+          kTol);
   }
 }
 
@@ -633,10 +717,11 @@ TEST_CASE("engine: the reverse pass from checkpoints (segments of 1 to 6 blocks)
       {"output.measures", "grad_x_norm,grad_wq_norm,grad_wk_norm,grad_wv_norm,jacobian_log_fro2"}};
   const std::vector<std::pair<std::string, std::string>> weight_laws = {
       {"weights.shared", "false"}, {"weights.shared", "true"}, {"weights.redraw_every", "3"},
-      {"weights.across_trials", "shared"}};
+      {"weights.across_trials", "shared"}, {"dropout.attention", "0.3"}};
   for (const auto& [key, value] : weight_laws) {
     auto k = keys;
     k[key] = value;
+    if (key == "dropout.attention") k["dropout.output"] = "0.2";  // every dropout stage replayed
     EngineSetup s = prepare(make_config(k));
     REQUIRE(gradient_segment_length(s.config) == 7);  // small: every block stored
     const RunResults stored = run_simulation(s, 1);

@@ -24,7 +24,8 @@ from .files import (RcsimFileError, band, label, load_analysis, load_run, load_s
                     open_sweep, run_paths, sweep_runs, sweep_table)
 from .figures import (MEASURES, atomic_writer, figure_arguments, first_layer_below, measure_grid, plot_curves, rcsim,  # noqa: F401
                       run_config, save_figure, stored_config, write_summary, write_text)
-from .engine import clusters, executable, layer, measures, resolved_config, simulate, simulate_image  # noqa: F401,E402
+from .engine import (clusters, executable, gradients, layer, measures, resolved_config, simulate,  # noqa: F401,E402
+                     simulate_image)
 
 
 def __getattr__(name):

@@ -233,6 +233,25 @@ def simulate(config_file=None, keys=None, group="metrics", quiet=True, x0=None, 
     return open_run(image, group)
 
 
+def _one_matrix_keys(who, X, weights, mask, layers, keys, sections):
+    """X as float64 [N, d], and the keys and sections of the model applied to it (N, d, one trial,
+    `layers`, from X; the rest from keys and sections as in simulate(), weights and mask added)."""
+    x = _as_float_array("X", X)
+    if x.ndim != 2:
+        raise ValueError(f"{who}: X must be one token matrix [N, d], got shape {x.shape}")
+    fixed = {"model.tokens": x.shape[0], "model.dim": x.shape[1], "model.layers": int(layers), "run.trials": 1}
+    given = {a[2:].split("=", 1)[0] for a in configuration_arguments(keys, **sections)}
+    clash = sorted(given & (set(fixed) | {"output.tokens"}))
+    if clash:
+        raise ValueError(f"{who}: {', '.join(clash)} are set from X and `layers`; do not give them")
+    sections = dict(sections)
+    if weights is not None:
+        sections["weights"] = dict(sections.get("weights", {}), **weights)
+    if mask is not None:
+        sections["mask"] = mask
+    return x, dict(keys or {}, **fixed), sections
+
+
 def layer(X, weights=None, mask=None, layers=1, all_layers=False, keys=None, **sections):
     """The model of the keys applied to one token matrix X [N, d] (rows are tokens): X(layers), or
     every X(t), t = 0..layers, as [layers + 1, N, d] with all_layers=True. N, d, the trial count
@@ -242,23 +261,39 @@ def layer(X, weights=None, mask=None, layers=1, all_layers=False, keys=None, **s
     Example, one attention layer with given weights:
         rcsim.layer(X, {"W_Q": Wq, "W_K": Wk, "W_V": Wv}, norm={"type": "none"})
     """
-    x = _as_float_array("X", X)
-    if x.ndim != 2:
-        raise ValueError(f"rcsim.layer: X must be one token matrix [N, d], got shape {x.shape}")
-    fixed = {"model.tokens": x.shape[0], "model.dim": x.shape[1], "model.layers": int(layers), "run.trials": 1,
-             "output.tokens": "all"}
-    given = {a[2:].split("=", 1)[0] for a in configuration_arguments(keys, **sections)}
-    clash = sorted(given & set(fixed))
-    if clash:
-        raise ValueError(f"rcsim.layer: {', '.join(clash)} are set from X and `layers`; do not give them")
-    all_keys = dict(keys or {}, **fixed)
-    sections = dict(sections)
-    if weights is not None:
-        sections["weights"] = dict(sections.get("weights", {}), **weights)
-    if mask is not None:
-        sections["mask"] = mask
+    x, all_keys, sections = _one_matrix_keys("rcsim.layer", X, weights, mask, layers, keys, sections)
+    all_keys["output.tokens"] = "all"
     tokens = simulate(keys=all_keys, group="/", x0=x, **sections).tokens.values[0]
     return tokens if all_layers else tokens[-1]
+
+
+def gradients(X, cotangent, weights=None, mask=None, layers=1, keys=None, **sections):
+    """The reverse pass of the model of rcsim.layer (same arguments) for a scalar loss of its output:
+    given the cotangent dLoss/dX(layers) [N, d], a dict of NumPy arrays
+      "X": the output X(layers) [N, d] (as rcsim.layer returns it);
+      "dX": dLoss/dX(t) for t = 0 .. layers, [layers + 1, N, d];
+      "W_Q", "W_K", "W_V" (and "W_O" with model.value_dim): [layers, H, rows, cols];
+      "W_in", "W_out", "b_in", "b_out" with an MLP: [layers, 1, rows, cols] ([.., 1, n] for biases);
+      "b_Q", "b_K", "b_V" [layers, H, 1, n] and "b_O" [layers, 1, 1, d] with attention biases;
+      "norm_gain", "norm_bias": [layers, 4, 1, d], slots attn, attn_out, mlp, mlp_out.
+    Each weight gradient is with respect to the block's weights as used (drawn, or given in
+    `weights`: a weight shared by all layers gets the sum over layers). Hand-written adjoints
+    (docs/science/gradients.md), float64, dropout with the run's draws (trial 0's streams); not with
+    float32, residual.project = tangent, dynamics.noise, dynamics.integrator = rk4 or
+    attention.kind = random_markov (ConfigError).
+    Example, the gradient of Loss = sum(X(2) * C) with respect to W_Q of both layers:
+        g = rcsim.gradients(X, C, {"W_Q": Wq, "W_K": Wk, "W_V": Wv}, layers=2, norm={"type": "none"})
+        g["W_Q"].sum(axis=0)[0]
+    """
+    x, all_keys, sections = _one_matrix_keys("rcsim.gradients", X, weights, mask, layers, keys, sections)
+    c = _as_float_array("cotangent", cotangent)
+    if c.shape != x.shape:
+        raise ValueError(f"rcsim.gradients: the cotangent must have X's shape {x.shape}, got {c.shape}")
+    sections, weight_arrays, mask_value = _split_sections(sections)
+    args = configuration_arguments(all_keys, **sections)
+    flat = {a[2:].split("=", 1)[0] for a in args}
+    arrays, mask_array, implied = _host_inputs(x, weight_arrays, mask_value, flat)
+    return _engine().gradients(implied + args, None, arrays, mask_array, c)
 
 
 def measures(X, rank_rtol=None, rank_atol=0.0):

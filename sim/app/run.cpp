@@ -87,16 +87,20 @@ std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::
   return run_to_image(c, p, cancel, HostInputs{});
 }
 
-std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::atomic<bool>* cancel,
-                               const HostInputs& host) {
-  require_run_memory(c, true);  // the file's image too (in memory, then copied out)
+EngineSetup prepare_host(const Config& c, const HostInputs& host) {
   if (host.mask && c.mask.type != MaskType::custom)
     throw UsageError("a mask array was given but key 'mask.type' is not custom");
   // make_mask (in prepare) checks the host's mask as it checks mask.file's: shape N x N, self-loops.
+  const MaskMatrix mask = host.mask ? *host.mask : load_mask(c);
+  return prepare(c, &mask, host.arrays ? *host.arrays : load_inputs(c));
+}
+
+std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::atomic<bool>* cancel,
+                               const HostInputs& host) {
+  require_run_memory(c, true);  // the file's image too (in memory, then copied out)
   // The digests of the files read (not of the arrays the host gave): as run_to_file records them.
   const InputDigests inputs = input_digests(c, !host.arrays, !host.mask);
-  const MaskMatrix mask = host.mask ? *host.mask : load_mask(c);
-  const EngineSetup s = prepare(c, &mask, host.arrays ? *host.arrays : load_inputs(c));
+  const EngineSetup s = prepare_host(c, host);
   check_inputs_unchanged(inputs);
   if (!s.graph.quasi_strongly_connected)
     spdlog::warn("mask is not quasi-strongly connected: the collapse theorem does not apply");

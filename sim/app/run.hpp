@@ -11,6 +11,7 @@
 #include "app/progress.hpp"
 #include "config/config.hpp"
 #include "io/run_file.hpp"
+#include "kernel/simulation.hpp"
 
 namespace rcsim {
 
@@ -42,5 +43,9 @@ struct HostInputs {
 };
 std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::atomic<bool>* cancel,
                                const HostInputs& host);
+// The engine set-up of `c` with the host's arrays and mask in place of the files (those not given
+// are read from weights.file, init.file, mask.file). UsageError for a mask array with mask.type
+// other than custom.
+EngineSetup prepare_host(const Config& c, const HostInputs& host);
 
 }  // namespace rcsim

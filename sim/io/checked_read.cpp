@@ -23,7 +23,7 @@ bool class_fits(H5T_class_t cls, Expect want) {
   switch (want) {
     case Expect::string: return cls == H5T_STRING;
     case Expect::integer: return cls == H5T_INTEGER;
-    case Expect::number: return cls == H5T_INTEGER || cls == H5T_FLOAT;
+    case Expect::number: return cls == H5T_INTEGER || cls == H5T_FLOAT || cls == H5T_ENUM;  // enum: bool (h5py)
   }
   return false;
 }

@@ -451,9 +451,23 @@ Array Group::read(const std::string& name) const {
   require_allocatable(values * sizeof(double), path_ + name + " " + shape_string(a.shape));
   const auto count = static_cast<std::size_t>(values);
   a.data.resize(count);
-  if (count > 0)
+  if (count == 0) return a;
+  Handle type(H5Dget_type(d), H5Tclose);
+  if (H5Tget_class(type.id()) != H5T_ENUM) {
     check(H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, a.data.data()), "",
           "cannot read dataset " + path_ + name);
+    return a;
+  }
+  // An enum (h5py stores bool arrays as one: FALSE = 0, TRUE = 1): its members' integer values.
+  // HDF5 converts enums only to enums, so the raw values are read in the enum's native form and
+  // converted from its integer base type to double in place (a double is at least as wide).
+  Handle native(H5Tget_native_type(type.id(), H5T_DIR_ASCEND), H5Tclose);
+  Handle base(native.id() >= 0 ? H5Tget_super(native.id()) : -1, H5Tclose);
+  if (native.id() < 0 || base.id() < 0 || H5Tget_size(base.id()) > sizeof(double))
+    fail("cannot read the enum values of " + path_ + name);
+  check(H5Dread(d, native.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, a.data.data()), "", "cannot read dataset " + path_ + name);
+  check(H5Tconvert(base.id(), H5T_NATIVE_DOUBLE, count, a.data.data(), nullptr, H5P_DEFAULT), "",
+        "cannot convert the enum values of " + path_ + name);
   return a;
 }
 

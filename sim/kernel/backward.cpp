@@ -3,9 +3,11 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
 #include "kernel/attention.hpp"
+#include "kernel/dropout.hpp"
 #include "kernel/errors.hpp"
 #include "kernel/layer.hpp"
 #include "kernel/mlp.hpp"
@@ -136,9 +138,24 @@ namespace {
 // (when attention.shape is active), X W_V (+ 1 b_V^T) and V = (X W_V) W_O (or X W_V).
 struct HeadCache {
   Matrix Q, K, A, As, XV, V;
+  Matrix D, Ad;  // with attention dropout: the mask (0 or 1/(1-p)) and the weights used, D .* A_s
+  // The attention matrix the head multiplies V with: dropped, shaped or plain.
+  const Matrix& used(const LayerParams& p) const { return D.size() ? Ad : (p.shape.active() ? As : A); }
 };
 
-void head_forward(const Matrix& X, const LayerWeights& w, std::size_t h, const LayerParams& p, HeadCache& c) {
+// The dropout mask of an m x n matrix: the draws apply_dropout makes on it (row-major, one uniform
+// per entry), as a matrix of 0 and 1/(1-p) (apply_dropout on ones: the same draws, the same scale).
+Matrix dropout_mask(Eigen::Index m, Eigen::Index n, double prob, RandomStream& rng) {
+  Matrix D = Matrix::Ones(m, n);
+  apply_dropout(D, prob, rng);
+  return D;
+}
+
+double attention_dropout(const LayerParams& p) { return p.dropout ? p.dropout->attention : 0.0; }
+double output_dropout(const LayerParams& p) { return p.dropout ? p.dropout->output : 0.0; }
+
+void head_forward(const Matrix& X, const LayerWeights& w, std::size_t h, const LayerParams& p, RandomStream* rng,
+                  HeadCache& c) {
   if (!w.q_bias.empty())
     attention_logits(X, w.q[h], &w.q_bias[h], w.k[h], &w.k_bias[h], p.d_qk, c.Q, c.K, c.A);
   else
@@ -153,6 +170,10 @@ void head_forward(const Matrix& X, const LayerWeights& w, std::size_t h, const L
     c.As = c.A;
     shape_attention(c.As, *p.mask, p.shape);
   }
+  if (attention_dropout(p) > 0.0) {  // after the shaping, as layer_impl applies it
+    c.D = dropout_mask(c.A.rows(), c.A.cols(), attention_dropout(p), *rng);
+    c.Ad = (p.shape.active() ? c.As : c.A).cwiseProduct(c.D);
+  }
   c.XV.noalias() = X * w.v[h];
   if (!w.v_bias.empty()) c.XV.rowwise() += w.v_bias[h];
   if (!w.o.empty())
@@ -161,34 +182,48 @@ void head_forward(const Matrix& X, const LayerWeights& w, std::size_t h, const L
     c.V = c.XV;
 }
 
-// The attention branch Y = c sum_h A_h V_h (+ 1 b_O^T) from the heads' caches, as attention_layer
-// computes it without residual and normalisation (the order of its sums may differ in the last bits).
-Matrix attention_branch(const Matrix& X, const LayerWeights& w, const LayerParams& p, std::vector<HeadCache>& heads) {
+// The attention branch's activations: every head's, and the output dropout mask (empty without).
+struct BranchCache {
+  std::vector<HeadCache> heads;
+  Matrix D;
+};
+
+// The attention branch Y = D .* (c sum_h A_h V_h + 1 b_O^T) from the heads' caches, as
+// attention_layer computes it without residual and normalisation (the order of its sums may differ
+// in the last bits); D the output dropout mask (ones without dropout). Dropout draws from `rng`.
+Matrix attention_branch(const Matrix& X, const LayerWeights& w, const LayerParams& p, RandomStream* rng,
+                        BranchCache& cache) {
   const std::size_t H = w.q.size();
-  heads.resize(H);
+  cache.heads.resize(H);
   Matrix Y = Matrix::Zero(X.rows(), X.cols());
   for (std::size_t h = 0; h < H; ++h) {
-    head_forward(X, w, h, p, heads[h]);
-    Y.noalias() += (p.shape.active() ? heads[h].As : heads[h].A) * heads[h].V;
+    head_forward(X, w, h, p, rng, cache.heads[h]);
+    Y.noalias() += cache.heads[h].used(p) * cache.heads[h].V;
   }
   if (p.head_mean && H > 1) Y /= static_cast<double>(H);
   if (!w.q_bias.empty()) Y.rowwise() += w.o_bias;
+  cache.D.resize(0, 0);
+  if (output_dropout(p) > 0.0) {
+    cache.D = dropout_mask(Y.rows(), Y.cols(), output_dropout(p), *rng);
+    Y = Y.cwiseProduct(cache.D);
+  }
   return Y;
 }
 
 // The adjoint of attention_branch from its caches (docs/science/gradients.md, the attention table).
 Matrix attention_branch_backward(const Matrix& X, const LayerWeights& w, const LayerParams& p,
-                                 const std::vector<HeadCache>& heads, const Matrix& dY, BlockGrads& g) {
+                                 const BranchCache& cache, const Matrix& dY_out, BlockGrads& g) {
   const std::size_t H = w.q.size();
   const double head_scale = (p.head_mean && H > 1) ? 1.0 / static_cast<double>(H) : 1.0;
   const double s = 1.0 / std::sqrt(p.d_qk);
   Matrix dX = Matrix::Zero(X.rows(), X.cols());
+  const Matrix dY = cache.D.size() ? Matrix(dY_out.cwiseProduct(cache.D)) : dY_out;  // through D .* (.)
   const bool biased = !w.q_bias.empty();
   if (biased) g.dout_bias += dY.colwise().sum();  // Y = ... + 1 b_O^T: db_O = 1^T dY
   for (std::size_t h = 0; h < H; ++h) {
-    const HeadCache& c = heads[h];
+    const HeadCache& c = cache.heads[h];
     const Matrix dYh = head_scale * dY;                  // Y = c sum_h A_h V_h
-    const Matrix dV = (p.shape.active() ? c.As : c.A).transpose() * dYh;  // dV_h = A_s,h^T dY
+    const Matrix dV = c.used(p).transpose() * dYh;       // dV_h = A_used,h^T dY
     Matrix dXV = dV;
     if (!w.o.empty()) {
       g.dout[h].noalias() += c.XV.transpose() * dV;      // dW_O = (X W_V)^T dV
@@ -199,6 +234,7 @@ Matrix attention_branch_backward(const Matrix& X, const LayerWeights& w, const L
     dX.noalias() += dXV * w.v[h].transpose();
     if (p.hardmax) continue;  // A is piecewise constant in S: no gradient reaches Q and K
     Matrix dA = dYh * c.V.transpose();                   // dA_h = dY V_h^T
+    if (c.D.size()) dA = dA.cwiseProduct(c.D);           // A_used = D .* A_s: dA_s = D .* dA_used
     if (p.shape.active()) dA *= p.shape.a;               // A_s = a A + b I - c C: dA = a dA_s
     Matrix dS = p.usa ? usa_backward(c.A, dA, *p.mask) : softmax_backward(c.A, dA, *p.mask);
     dS *= s;                                             // through the 1 / sqrt(d_QK)
@@ -219,9 +255,11 @@ Matrix attention_branch_backward(const Matrix& X, const LayerWeights& w, const L
 
 Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerParams& p, const Matrix& dY,
                           BlockGrads& g) {
-  std::vector<HeadCache> heads;
-  attention_branch(X, w, p, heads);  // recompute the heads' activations
-  return attention_branch_backward(X, w, p, heads, dY, g);
+  if (attention_dropout(p) > 0.0 || output_dropout(p) > 0.0)
+    throw std::logic_error("attention_backward: dropout needs block_backward's dropout stream");
+  BranchCache cache;
+  attention_branch(X, w, p, nullptr, cache);  // recompute the heads' activations
+  return attention_branch_backward(X, w, p, cache, dY, g);
 }
 
 namespace {
@@ -339,21 +377,21 @@ void size_grads(const LayerWeights& w, BlockGrads& g) {
 }  // namespace
 
 void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p, const Matrix& dX_next,
-                    BlockGrads& g) {
-  if (p.layer.dropout && (p.layer.dropout->attention > 0.0 || p.layer.dropout->output > 0.0))
-    throw UsageError("gradients: dropout is not supported by the backward pass");
+                    BlockGrads& g, RandomStream* dropout) {
+  const double p_out = output_dropout(p.layer);
+  if ((attention_dropout(p.layer) > 0.0 || p_out > 0.0) && !dropout)
+    throw std::logic_error("block_backward: dropout needs the dropout stream of the block");
   if (p.layer.tangent) throw UsageError("gradients: residual.project = tangent is not supported by the backward pass");
   size_grads(w, g);
   static const Normalization identity;
   LayerParams inner = p.layer;  // the attention branch alone: A(.) without residual or normalisation
   inner.alpha = 0.0;
   inner.norm = &identity;
-  inner.dropout = nullptr;
   inner.keep_attention = false;
-  std::vector<HeadCache> heads;  // the attention branch's activations, computed once for its adjoint
-  const Branch attn = [&](const Matrix& in) { return attention_branch(in, w, inner, heads); };
+  BranchCache cache;  // the attention branch's activations, computed once for its adjoint
+  const Branch attn = [&](const Matrix& in) { return attention_branch(in, w, inner, dropout, cache); };
   const BranchBackward attn_back = [&](const Matrix& in, const Matrix& dY) {
-    return attention_branch_backward(in, w, inner, heads, dY, g);
+    return attention_branch_backward(in, w, inner, cache, dY, g);
   };
   const double a = p.layer.alpha;
   const double skip = p.layer.skip;
@@ -362,13 +400,18 @@ void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p
   Matrix dMiddle = dX_next;
   if (w.mlp_in.size() > 0) {
     MlpWorkspace mws;
+    Matrix D;  // the MLP output's dropout mask (block.cpp: dropout on M's output), drawn after the attention's
     const Branch mlp = [&](const Matrix& in) {
       Matrix out;
       mlp_forward(in, w, p.activation, mws, out);
+      if (p_out > 0.0) {
+        D = dropout_mask(out.rows(), out.cols(), p_out, *dropout);
+        out = out.cwiseProduct(D);
+      }
       return out;
     };
     const BranchBackward mlp_back = [&](const Matrix& in, const Matrix& dM) {
-      return mlp_backward(in, w, p.activation, dM, g.mlp);
+      return mlp_backward(in, w, p.activation, D.size() ? Matrix(dM.cwiseProduct(D)) : dM, g.mlp);
     };
     SubBlock sm(p.position, a, skip, norm_at(w, p, kNormMlp), norm_at(w, p, kNormMlpOut), kNormMlp, kNormMlpOut);
     sm.forward(middle, mlp);

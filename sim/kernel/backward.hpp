@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernel/block.hpp"
+#include "kernel/random.hpp"
 #include "kernel/types.hpp"
 
 namespace rcsim {
@@ -61,8 +62,10 @@ struct BlockGrads {
 Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerParams& p, const Matrix& dY,
                           BlockGrads& g);
 
-// The whole block: given its input X and dL/dX_next, fill g (sized here).
+// The whole block: given its input X and dL/dX_next, fill g (sized here). With dropout
+// (p.layer.dropout with a probability > 0), `dropout` is a copy of the dropout stream as the
+// forward pass entered this block: the recompute draws the same masks from it (and advances it).
 void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p, const Matrix& dX_next,
-                    BlockGrads& g);
+                    BlockGrads& g, RandomStream* dropout = nullptr);
 
 }  // namespace rcsim

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "kernel/random.hpp"
 
@@ -39,16 +40,17 @@ Matrix stack_backward_segments(int layers, int length, const SegmentReplay& repl
                                const std::function<void(int, const BlockGrads&)>& on_block) {
   Matrix dX = dXL;
   on_dx(layers, dX);
-  std::vector<Matrix> inputs;
-  std::vector<LayerWeights> weights;
+  BlockTape tape;
   BlockGrads g;
   const int segments = (layers + length - 1) / length;
   for (int s = segments - 1; s >= 0; --s) {
     const int begin = s * length, end = std::min(layers, begin + length);
-    replay(begin, end, inputs, weights);
+    replay(begin, end, tape);
     for (int t = end - 1; t >= begin; --t) {  // as stack_backward
       const auto k = static_cast<std::size_t>(t - begin);
-      block_backward(inputs[k], weights[k], p, dX, g);
+      std::optional<RandomStream> rng;  // a copy: block_backward advances it
+      if (!tape.dropout.empty()) rng = tape.dropout[k];
+      block_backward(tape.inputs[k], tape.weights[k], p, dX, g, rng ? &*rng : nullptr);
       if (on_block) on_block(t, g);
       dX = std::move(g.dX);
       on_dx(t, dX);

@@ -12,6 +12,7 @@
 
 #include "kernel/backward.hpp"
 #include "kernel/model_spec.hpp"
+#include "kernel/random.hpp"
 #include "kernel/types.hpp"
 
 namespace rcsim {
@@ -33,12 +34,18 @@ std::vector<Matrix> stack_backward(const std::vector<Matrix>& inputs, const std:
                                    const std::function<void(int, const BlockGrads&)>& on_block = {});
 
 // The reverse pass in segments [b, e) of `length` blocks (the last one may be shorter), from the
-// last segment to the first: replay(b, e, inputs, weights) fills the inputs X(b..e-1) and weights
-// of one segment (memory: one segment at a time). on_dx(t, dL/dX(t)) is called for t = L .. 0 and
+// last segment to the first: replay(b, e, tape) fills the inputs X(b..e-1), weights (and dropout
+// streams) of one segment (memory: one segment at a time). on_dx(t, dL/dX(t)) is called for t = L .. 0 and
 // on_block(t, g) as in stack_backward. Returns dL/dX(0). Equal, value for value, to stack_backward
 // over the same inputs and weights.
-using SegmentReplay =
-    std::function<void(int begin, int end, std::vector<Matrix>& inputs, std::vector<LayerWeights>& weights)>;
+// What the reverse pass needs of the blocks of one segment: their inputs and weights, and with
+// dropout the dropout stream as the forward pass entered each block (empty without dropout).
+struct BlockTape {
+  std::vector<Matrix> inputs;
+  std::vector<LayerWeights> weights;
+  std::vector<RandomStream> dropout;
+};
+using SegmentReplay = std::function<void(int begin, int end, BlockTape& tape)>;
 Matrix stack_backward_segments(int layers, int length, const SegmentReplay& replay, const BlockParams& p,
                                const Matrix& dXL, const std::function<void(int, const Matrix&)>& on_dx,
                                const std::function<void(int, const BlockGrads&)>& on_block = {});

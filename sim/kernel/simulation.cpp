@@ -6,6 +6,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -49,6 +50,17 @@ bool wants(const ModelSpec& c, const char* name) {
 
 bool wants_gradients(const ModelSpec& c) { return wants_pass(c, MeasurePass::gradients); }
 
+// What the reverse pass (kernel/backward.hpp) does not cover yet: a UsageError starting with `who`.
+void require_reverse_pass(const ModelSpec& c, const std::string& who) {
+  if (c.integrator == Integrator::rk4) throw UsageError(who + " do not support dynamics.integrator = rk4");
+  if (c.run.precision != Precision::float64) throw UsageError(who + " need run.precision = float64");
+  if (c.residual_project != ResidualProject::none)
+    throw UsageError(who + " do not support residual.project = tangent");
+  if (c.dynamics_noise > 0.0) throw UsageError(who + " do not support dynamics.noise");
+  if (c.attention_kind == AttentionKind::random_markov)
+    throw UsageError(who + " do not support attention.kind = random_markov");
+}
+
 }  // namespace
 
 EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays inputs) {
@@ -59,18 +71,7 @@ EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays in
   s.files = std::move(inputs);
   s.max_rank = max_rank_after_layer(c);
   s.max_rank_input = std::min(c.model.tokens, c.model.dim);
-  if (wants_gradients(c)) {  // what the reverse pass (kernel/backward.hpp) does not cover yet
-    if (c.dropout.attention > 0.0 || c.dropout.output > 0.0)
-      throw UsageError("output.measures: the gradient measures do not support dropout yet");
-    if (c.run.precision != Precision::float64)
-      throw UsageError("output.measures: the gradient measures need run.precision = float64");
-    if (c.residual_project != ResidualProject::none)
-      throw UsageError("output.measures: the gradient measures do not support residual.project = tangent");
-    if (c.dynamics_noise > 0.0)
-      throw UsageError("output.measures: the gradient measures do not support dynamics.noise");
-    if (c.attention_kind == AttentionKind::random_markov)
-      throw UsageError("output.measures: the gradient measures do not support attention.kind = random_markov");
-  }
+  if (wants_gradients(c)) require_reverse_pass(c, "output.measures: the gradient measures");
   return s;
 }
 
@@ -279,44 +280,62 @@ struct SignalRecorder {
     Matrix X;
     RandomStream rng;
     WeightSampler sampler;
+    std::optional<RandomStream> dropout;
   };
   const ModelSpec& c;
   const bool update = wants_pass(c, MeasurePass::update), gradients = wants_gradients(c);
   const int length;
-  std::vector<Matrix> inputs;
-  std::vector<LayerWeights> weights;
+  BlockTape tape;  // every block's, when stored whole
   std::vector<Checkpoint> checkpoints;
   SignalRecorder(const ModelSpec& spec, int segment) : c(spec), length(segment > 0 ? segment : gradient_segment_length(spec)) {}
   bool stores_all() const { return length >= c.model.layers; }
-  void before_weights(int t, const Matrix& X, const RandomStream& rng, const WeightSampler& sampler) {
-    if (gradients && !stores_all() && t % length == 0) checkpoints.push_back(Checkpoint{X, rng, sampler});
+  static const RandomStream* dropout_stream(const BlockParams& params) {
+    return params.layer.dropout ? params.layer.dropout->rng : nullptr;
   }
-  void before_block(const Matrix& X, const LayerWeights& w) {
+  void before_weights(int t, const Matrix& X, const RandomStream& rng, const WeightSampler& sampler,
+                      const BlockParams& params) {
+    if (!gradients || stores_all() || t % length != 0) return;
+    const RandomStream* d = dropout_stream(params);
+    checkpoints.push_back(Checkpoint{X, rng, sampler, d ? std::optional<RandomStream>(*d) : std::nullopt});
+  }
+  void before_block(const Matrix& X, const LayerWeights& w, const BlockParams& params) {
     if (!gradients || !stores_all()) return;
-    inputs.push_back(X);
-    weights.push_back(w);
+    tape.inputs.push_back(X);
+    tape.weights.push_back(w);
+    if (const RandomStream* d = dropout_stream(params)) tape.dropout.push_back(*d);
   }
-  // The inputs and weights of the blocks [b, e): the stored ones, or recomputed from the checkpoint at b.
-  void replay(int b, int e, const BlockParams& params, std::vector<Matrix>& in, std::vector<LayerWeights>& w) const {
-    const auto n = static_cast<std::size_t>(e - b);
-    in.resize(n);
-    w.resize(n);
+  // The blocks [b, e): the stored ones, or recomputed from the checkpoint at b (with dropout, from
+  // the dropout stream it kept, each block's stream recorded on the way).
+  void replay(int b, int e, const BlockParams& params, BlockTape& out) const {
+    const auto n = static_cast<std::size_t>(e - b), first = static_cast<std::size_t>(b);
     if (stores_all()) {
-      for (std::size_t k = 0; k < n; ++k) {
-        in[k] = inputs[static_cast<std::size_t>(b) + k];
-        w[k] = weights[static_cast<std::size_t>(b) + k];
-      }
+      out.inputs.assign(tape.inputs.begin() + first, tape.inputs.begin() + first + n);
+      out.weights.assign(tape.weights.begin() + first, tape.weights.begin() + first + n);
+      out.dropout.clear();
+      if (!tape.dropout.empty()) out.dropout.assign(tape.dropout.begin() + first, tape.dropout.begin() + first + n);
       return;
     }
-    const Checkpoint& cp = checkpoints[static_cast<std::size_t>(b / length)];
+    const Checkpoint& cp = checkpoints[first / static_cast<std::size_t>(length)];
     RandomStream rng = cp.rng;
     WeightSampler sampler = cp.sampler;
+    std::optional<RandomStream> drop_rng = cp.dropout;
+    BlockParams replayed = params;
+    Dropout drop;
+    if (drop_rng) {
+      drop = *params.layer.dropout;
+      drop.rng = &*drop_rng;
+      replayed.layer.dropout = &drop;
+    }
     Matrix X = cp.X, X_next(X.rows(), X.cols());
     BlockWorkspace ws(static_cast<int>(X.rows()), static_cast<int>(X.cols()), c.model.key_dim);
+    out.inputs.resize(n);
+    out.weights.resize(n);
+    out.dropout.clear();
     for (std::size_t k = 0; k < n; ++k) {
-      w[k] = sampler.layer(b + static_cast<int>(k), rng);
-      in[k] = X;
-      transformer_block(X, w[k], params, ws, X_next);
+      out.weights[k] = sampler.layer(b + static_cast<int>(k), rng);
+      out.inputs[k] = X;
+      if (drop_rng) out.dropout.push_back(*drop_rng);
+      transformer_block(X, out.weights[k], replayed, ws, X_next);
       X.swap(X_next);
     }
   }
@@ -329,9 +348,7 @@ struct SignalRecorder {
   }
   void finish(const BlockParams& params, int trial, RunResults& r) const {
     if (!gradients) return;
-    const SegmentReplay segment = [&](int b, int e, std::vector<Matrix>& in, std::vector<LayerWeights>& w) {
-      replay(b, e, params, in, w);
-    };
+    const SegmentReplay segment = [&](int b, int e, BlockTape& out) { replay(b, e, params, out); };
     record_gradients(c, stores_all() ? c.model.layers : length, segment, params, trial, r);
   }
 };
@@ -401,9 +418,9 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
       ++next_snapshot;
     }
     if (t == L) break;
-    signal.before_weights(t, X, rng, sampler);
+    signal.before_weights(t, X, rng, sampler, params);
     const LayerWeights& w = sampler.layer(t, rng);
-    signal.before_block(X, w);
+    signal.before_block(X, w, params);
     LayerReport rep;
     if (single) {
       cast_weights(w, w_float);
@@ -434,6 +451,45 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   while (!r.attention_matrices.empty() && r.attention_matrices[ti].size() < r.attention_layer_index.size())
     r.attention_matrices[ti].push_back(Matrix::Constant(N, N, std::numeric_limits<double>::quiet_NaN()));
   return true;
+}
+
+TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& cotangent) {
+  const ModelSpec& c = s.config;
+  require_reverse_pass(c, "gradients");
+  const int N = c.model.tokens, d = c.model.dim, L = c.model.layers;
+  if (cotangent.rows() != N || cotangent.cols() != d)
+    throw UsageError("gradients: the cotangent dL/dX(L) must be [N, d] = [" + std::to_string(N) + ", " +
+                     std::to_string(d) + "], got [" + std::to_string(cotangent.rows()) + ", " +
+                     std::to_string(cotangent.cols()) + "]");
+  RandomStream rng(c.run.seed, static_cast<std::uint64_t>(trial));  // as run_trial
+  Matrix X = initial_tokens(c, s.files, trial, rng);
+  add_initial_noise(c, trial, X);
+  WeightSampler sampler(c, s.files);
+  sampler.begin_trial(rng);
+  const Normalization norm = Normalization::from_config(c);
+  BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position, c.mlp.activation};
+  RandomStream dropout_rng(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
+  const Dropout dropout{c.dropout.attention, c.dropout.output, &dropout_rng};
+  if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) params.layer.dropout = &dropout;
+  BlockWorkspace ws(N, d, c.model.key_dim);
+  Matrix X_next(N, d);
+  BlockTape tape;
+  for (int t = 0; t < L; ++t) {
+    tape.weights.push_back(sampler.layer(t, rng));
+    tape.inputs.push_back(X);
+    if (params.layer.dropout) tape.dropout.push_back(dropout_rng);
+    transformer_block(X, tape.weights.back(), params, ws, X_next);
+    X.swap(X_next);
+  }
+  TrialGradients out;
+  out.output = X;
+  out.blocks.resize(static_cast<std::size_t>(L));
+  out.dX.resize(static_cast<std::size_t>(L) + 1);
+  stack_backward_segments(
+      L, std::max(L, 1), [&](int, int, BlockTape& seg) { seg = tape; }, params, cotangent,
+      [&](int t, const Matrix& dX) { out.dX[static_cast<std::size_t>(t)] = dX; },
+      [&](int t, const BlockGrads& g) { out.blocks[static_cast<std::size_t>(t)] = g; });
+  return out;
 }
 
 int resolve_threads(int requested, int trials) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernel/measure_registry.hpp"
+#include "kernel/backward.hpp"
 #include "kernel/model_spec.hpp"
 #include "kernel/weights.hpp"
 #include "kernel/mask.hpp"
@@ -71,6 +72,18 @@ EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays in
 // `cancel` is polled between layers; returns false if the trial was abandoned because of it.
 bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel = nullptr);
 RunResults allocate_results(const EngineSetup& s);
+
+// The gradients of a scalar loss of X(L) for trial `trial` of `s`, given its cotangent
+// dL/dX(L) (N x d): the forward pass as run_trial computes it (same X(0) and weight draws), every
+// block kept, then the reverse pass (kernel/gradients.hpp). `output` is X(L), dX[t] = dL/dX(t)
+// for t = 0 .. L, blocks[t] the gradients of block t's weights. UsageError for what the reverse
+// pass does not cover (as for the gradient measures) or a cotangent of the wrong shape.
+struct TrialGradients {
+  Matrix output;
+  std::vector<Matrix> dX;
+  std::vector<BlockGrads> blocks;
+};
+TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& cotangent);
 
 // The process's baseline in bytes: the program, its libraries (HDF5, Eigen's, spdlog), HDF5's
 // caches, the allocator's arenas; the peak RSS of a tiny run (docs/dev/memory.md).

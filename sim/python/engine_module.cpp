@@ -215,6 +215,98 @@ py::dict cluster_partition(const DoubleArray& x, double tau) {
   return result;
 }
 
+// [A, B, rows, cols] from blocks x heads of equally shaped matrices (empty: no such parameter).
+py::array_t<double> stack4(const std::vector<std::vector<rcsim::Matrix>>& m) {
+  if (m.empty() || m.front().empty()) return py::array_t<double>();
+  const auto A = static_cast<py::ssize_t>(m.size()), B = static_cast<py::ssize_t>(m.front().size());
+  const auto R = m.front().front().rows(), C = m.front().front().cols();
+  py::array_t<double> out({A, B, static_cast<py::ssize_t>(R), static_cast<py::ssize_t>(C)});
+  for (py::ssize_t a = 0; a < A; ++a)
+    for (py::ssize_t b = 0; b < B; ++b)
+      for (Eigen::Index i = 0; i < R; ++i)
+        for (Eigen::Index j = 0; j < C; ++j) out.mutable_at(a, b, i, j) = m[a][b](i, j);
+  return out;
+}
+
+// The gradients of one trial (kernel/simulation.hpp, trial_gradients) as NumPy arrays by the
+// input arrays' names: dX [L+1, N, d]; W_Q, W_K, W_V (W_O) [L, H, rows, cols]; W_in, W_out
+// [L, 1, rows, cols] and b_in, b_out [L, 1, 1, n] with an MLP; b_Q, b_K, b_V [L, H, 1, n] and
+// b_O [L, 1, 1, d] with attention biases; norm_gain, norm_bias [L, 4, 1, d] (slots attn,
+// attn_out, mlp, mlp_out); and X, the output X(L) [N, d].
+py::dict gradients(const std::vector<std::string>& keys, const std::optional<std::string>& config_file,
+                   const std::map<std::string, DoubleArray>& arrays,
+                   const std::optional<py::array_t<std::uint8_t, py::array::c_style>>& mask,
+                   const DoubleArray& cotangent, int trial) {
+  const rcsim::Config c = resolve(keys, config_file);
+  rcsim::HostInputs host = host_inputs(c, arrays, mask);
+  if (cotangent.ndim() != 2)
+    throw rcsim::UsageError("rcsim.gradients cotangent: a 2-d array [N, d] is needed, got " +
+                            std::to_string(cotangent.ndim()) + " dimensions");
+  const rcsim::Matrix C = Eigen::Map<const rcsim::RowMajorMatrix>(cotangent.data(), cotangent.shape(0), cotangent.shape(1));
+  rcsim::TrialGradients g;
+  {
+    py::gil_scoped_release no_gil;
+    const rcsim::EngineSetup s = rcsim::prepare_host(c, host);
+    g = rcsim::trial_gradients(s, trial, C);
+  }
+  using Stack = std::vector<std::vector<rcsim::Matrix>>;
+  Stack q, k, v, o, w_in, w_out, b_in, b_out, bq, bk, bv, bo, gain, bias;
+  const auto row = [](const rcsim::RowVector& r) { return rcsim::Matrix(r); };
+  for (const rcsim::BlockGrads& b : g.blocks) {
+    q.push_back(b.dq);
+    k.push_back(b.dk);
+    v.push_back(b.dv);
+    o.push_back(b.dout);
+    if (b.mlp.d_in.size()) {
+      w_in.push_back({b.mlp.d_in});
+      w_out.push_back({b.mlp.d_out});
+    }
+    if (b.mlp.d_in_bias.size()) {
+      b_in.push_back({row(b.mlp.d_in_bias)});
+      b_out.push_back({row(b.mlp.d_out_bias)});
+    }
+    if (!b.dq_bias.empty()) {
+      bq.emplace_back();
+      bk.emplace_back();
+      bv.emplace_back();
+      for (std::size_t h = 0; h < b.dq_bias.size(); ++h) {
+        bq.back().push_back(row(b.dq_bias[h]));
+        bk.back().push_back(row(b.dk_bias[h]));
+        bv.back().push_back(row(b.dv_bias[h]));
+      }
+      bo.push_back({row(b.dout_bias)});
+    }
+    gain.emplace_back();
+    bias.emplace_back();
+    for (int slot = 0; slot < 4; ++slot) {
+      gain.back().push_back(row(b.dgain[slot]));
+      bias.back().push_back(row(b.dbias[slot]));
+    }
+  }
+  py::dict out;
+  const auto put = [&](const char* name, const Stack& m) {
+    if (!m.empty() && !m.front().empty() && m.front().front().size() > 0) out[name] = stack4(m);
+  };
+  put("dX", {g.dX});
+  out["dX"] = out["dX"].attr("reshape")(py::make_tuple(g.dX.size(), c.model.tokens, c.model.dim));
+  put("W_Q", q);
+  put("W_K", k);
+  put("W_V", v);
+  put("W_O", o);
+  put("W_in", w_in);
+  put("W_out", w_out);
+  put("b_in", b_in);
+  put("b_out", b_out);
+  put("b_Q", bq);
+  put("b_K", bk);
+  put("b_V", bv);
+  put("b_O", bo);
+  put("norm_gain", gain);
+  put("norm_bias", bias);
+  out["X"] = stack4({{g.output}}).attr("reshape")(py::make_tuple(c.model.tokens, c.model.dim));
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_engine, m) {
@@ -243,6 +335,11 @@ PYBIND11_MODULE(_engine, m) {
         py::arg("progress") = std::nullopt,
         "Run one configuration (keys as '--section.key=value', over config_file, over the key "
         "defaults) and return the bytes of its HDF5 run file.");
+  m.def("gradients", &gradients, py::arg("keys"), py::arg("config_file") = std::nullopt,
+        py::arg("arrays") = std::map<std::string, DoubleArray>{}, py::arg("mask") = std::nullopt,
+        py::arg("cotangent"), py::arg("trial") = 0,
+        "The gradients of a loss of X(L) with cotangent dL/dX(L) [N, d], for one trial of the "
+        "configuration: dict dX, W_Q, W_K, W_V, ... (analysis/rcsim/engine.py: rcsim.gradients).");
   m.def("resolved_config", [](const std::vector<std::string>& keys, const std::optional<std::string>& config_file) {
     return resolve(keys, config_file).to_ini();
   }, py::arg("keys"), py::arg("config_file") = std::nullopt,

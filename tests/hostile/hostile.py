@@ -168,6 +168,20 @@ def eye_mask(ctx):
         f["mask"] = np.eye(3, dtype="u1")  # every token attends only to itself: no centre
 
 
+def bool_mask(ctx):
+    import h5py
+    import numpy as np
+    with h5py.File(ctx.p("bool_mask.h5"), "w") as f:
+        f["mask"] = np.tril(np.ones((4, 4), dtype=bool))  # h5py stores bool as an HDF5 enum (FALSE, TRUE)
+
+
+def check_bool_mask_run(d):
+    import h5py
+    import numpy as np
+    with h5py.File(os.path.join(d, "bool.h5"), "r") as f:
+        return np.array_equal(f["mask"][()] != 0, np.tril(np.ones((4, 4), dtype=bool)))
+
+
 def check_eye_run(d):
     import h5py
     with h5py.File(os.path.join(d, "eye.h5"), "r") as f:
@@ -254,6 +268,10 @@ def cases():
         ("run_custom_mask_not_quasi_strongly_connected", eye_mask,
          ["run", "--output.file=eye.h5", "--model.tokens=3", "--mask.type=custom", "--mask.file=eye_mask.h5"] + SMALL,
          0, "not quasi-strongly connected", [], ["eye.h5"], None),
+        # issue 22: a bool mask dataset (h5py: an HDF5 enum) is read as its 0/1 values
+        ("run_reads_bool_mask_dataset", bool_mask,
+         ["run", "--output.file=bool.h5", "--model.tokens=4", "--mask.type=custom", "--mask.file=bool_mask.h5"] + SMALL,
+         0, "", [], ["bool.h5"], None),
         ("sweep_ignores_planted_index_symlink",
          lambda c: (os.makedirs(c.p("sw/p")), c.text("victim.txt"), os.symlink("../../victim.txt", c.p("sw/p/index.h5.tmp"))),
          ["sweep"] + SWEEP, 0, "", [],
@@ -444,6 +462,8 @@ def check_case(rcsim, work, case):
             problems.append(f"left behind: '{rel}'")
     if name == "run_custom_mask_not_quasi_strongly_connected" and r.returncode == 0 and not check_eye_run(d):
         problems.append("eye.h5: expected centres = [], radius = -1, quasi_strongly_connected = 0, complete = 1")
+    if name == "run_reads_bool_mask_dataset" and r.returncode == 0 and not check_bool_mask_run(d):
+        problems.append("bool.h5: /mask is not the causal mask of the bool dataset")
     if name == "dry_run_prints_memory_estimate" and "memory: about" not in r.stdout:
         problems.append("the dry run prints no memory estimate")
     status = "ok" if not problems else "FAIL"

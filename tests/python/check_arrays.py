@@ -13,7 +13,9 @@ Usage: check_arrays.py BUILD_DIR WORK_DIR
   diag(3, 2, 1): singular values 3, 2, 1, stable rank 14/9);
 - progress callbacks see (done, total) ending at (T, T); group="all" returns every group;
 - one multi-head attention layer with torch.nn.MultiheadAttention's weights (value and output
-  projections; without and with biases) gives torch's output (float64, 1e-12), if torch is installed.
+  projections; without and with biases) gives torch's output (float64, 1e-12), if torch is installed;
+- rcsim.gradients agrees with central finite differences of rcsim.layer (1e-7) and with torch
+  autograd through nn.MultiheadAttention applied three times (1e-10, if torch is installed).
 """
 import os
 import sys
@@ -295,6 +297,59 @@ else:
     yb = rcsim.simulate(keys=keys, x0=x[0].numpy(), weights=weights_b, group="/").tokens.values[0, -1]
     errb = np.abs(yb - yb_torch).max() / np.abs(yb_torch).max()
     check(errb < 1e-12, f"torch.nn.MultiheadAttention with biases = rcsim's layer (attention.bias): {errb:.1e}")
+
+# 7. rcsim.gradients: the reverse pass of rcsim.layer's model, against central finite differences
+# of rcsim.layer itself and (if installed) torch autograd through nn.MultiheadAttention.
+Xg, Cg = rng.standard_normal((5, 4)), rng.standard_normal((5, 4))
+wg = {name: 0.6 * rng.standard_normal((4, 4)) for name in ("W_Q", "W_K", "W_V")}  # one array: every layer
+kw = dict(layers=2, norm={"type": "layernorm", "position": "pre"}, residual={"alpha": 1}, mask={"type": "causal"})
+g = rcsim.gradients(Xg, Cg, wg, **kw)
+check(g["dX"].shape == (3, 5, 4) and g["W_Q"].shape == (2, 1, 4, 4) and g["norm_gain"].shape == (2, 4, 1, 4)
+      and np.array_equal(g["dX"][-1], Cg) and np.array_equal(g["X"], rcsim.layer(Xg, wg, **kw)),
+      "rcsim.gradients: dX [L+1, N, d] ending in the cotangent, W_Q [L, H, d, d_k], X = rcsim.layer's output")
+
+
+def fd(array, loss, h=1e-5):
+    out = np.zeros_like(array)
+    for i in np.ndindex(array.shape):
+        keep = array[i]
+        array[i] = keep + h
+        up = loss()
+        array[i] = keep - h
+        down = loss()
+        array[i] = keep
+        out[i] = (up - down) / (2 * h)
+    return out
+
+
+def layer_loss():
+    return float((rcsim.layer(Xg, wg, **kw) * Cg).sum())
+
+
+for name, mine, ref in (("X(0)", g["dX"][0], fd(Xg, layer_loss)),
+                        ("W_Q (summed over the layers sharing it)", g["W_Q"].sum(axis=0)[0], fd(wg["W_Q"], layer_loss)),
+                        ("W_V", g["W_V"].sum(axis=0)[0], fd(wg["W_V"], layer_loss))):
+    err = np.linalg.norm(mine - ref) / np.linalg.norm(ref)
+    check(err < 1e-7, f"rcsim.gradients with respect to {name} = finite differences of rcsim.layer: {err:.1e}")
+check(raises(lambda: rcsim.gradients(Xg, Cg, wg, dynamics={"integrator": "rk4"}, **kw), "rk4"),
+      "rcsim.gradients with dynamics.integrator = rk4: ConfigError naming rk4")
+if torch is not None:
+    xt = x[0].clone().requires_grad_()
+    y3 = xt
+    for _ in range(3):
+        y3 = mhb(y3[None], y3[None], y3[None], need_weights=False)[0][0]
+    ct = torch.randn(n, dm, dtype=torch.float64)
+    mhb.zero_grad()
+    (y3 * ct).sum().backward()
+    gt = rcsim.gradients(x[0].numpy(), ct.numpy(), weights_b, layers=3, model={"heads": H, "key_dim": dh, "value_dim": dh},
+                         norm={"type": "none"})
+    gw = mhb.in_proj_weight.grad.numpy()
+    wq_ref = np.stack([gw[h * dh:(h + 1) * dh].T for h in range(H)])  # dL/dW_Q per head, summed over layers
+    pairs = (("X(0)", gt["dX"][0], xt.grad.numpy()), ("W_Q", gt["W_Q"].sum(axis=0), wq_ref),
+             ("b_O", gt["b_O"].sum(axis=0).ravel(), mhb.out_proj.bias.grad.numpy()))
+    for name, mine, ref in pairs:
+        err = np.linalg.norm(mine - ref) / np.linalg.norm(ref)
+        check(err < 1e-10, f"rcsim.gradients = torch autograd through nn.MultiheadAttention x 3 ({name}): {err:.1e}")
 
 if failures:
     sys.exit(f"check_arrays: {len(failures)} failure(s)")
