@@ -128,9 +128,9 @@ def main():
     ax[1].set_title("angle exponent (bars: std over seeds)")
     ax[1].legend(fontsize=8)
     ax[2].set_xlabel("alpha")
-    ax[2].set_ylabel("lambda_g = (1/L) log ||d(X(L) R)/dX(0)||_F^2")
+    ax[2].set_ylabel("gradient exponent")
     ax[2].axhline(0, color="k", lw=0.6)
-    ax[2].set_title(f"gradient exponent, N = {ng} (dotted: minus the readout's log(N |R|^2) / L)")
+    ax[2].set_title(f"lambda_g (squares), lambda_g_rel (dotted), N = {ng}")
     ax[2].legend(fontsize=8)
     fig.suptitle(f"Cowsik et al. 2024 setting: pre-LN, cowsik mixing, sigma_A = {SIGMA_A}, d = {d}, gelu MLP {m}, "
                  f"L = {L}" + (" (tiny)" if a.tiny else ""))
