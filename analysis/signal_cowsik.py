@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Angle and gradient exponents over (alpha, sigma_w) (Cowsik, Nebabu, Qi, Ganguli 2024, "Geometric dynamics of
+signal propagation predict trainability of transformers"; docs/science/gradients.md, "Reproductions").
+lambda_a = log((1 - p'/q') / (1 - p/q)) from the Gram statistics `gram_p`, `gram_q` of consecutive layers
+(SCIENCE.md section 6, after an unofficial script), averaged over the L blocks and the trials; lambda_g =
+`jacobian_log_fro2` at layer 0 divided by L, (1/L) log ||d(X(L) R)/dX(0)||_F^2 with R rcsim's Gaussian readout,
+and lambda_g_rel, the same minus its value for the identity map, log(N ||R||^2) / L (`jacobian_log_fro2` at L).
+
+Setting used (the paper's exact architecture is not reproduced; what rcsim offers): residual.mixing = cowsik,
+X <- sqrt(1 - alpha^2) X + alpha F(LN(X)) for the attention and the MLP sub-blocks (pre-LN, layernorm with gain
+1 and bias 0, one alpha for both); one softmax head with W_Q, W_K entries N(0, sigma_A^2 / d), sigma_A = 0.6
+(weights.q_std = weights.k_std = 0.6 / sqrt(d)), beta = 1/sqrt(d); W_V entries N(0, sigma_w^2 / d), the gelu
+MLP's W_in N(0, sigma_w^2 / d) and W_out N(0, sigma_w^2 / m), no biases; X(0) i.i.d. N(0, 1); complete mask;
+L = 8 blocks. lambda_a at the issue's size, N = 256 tokens, d = 64, m = 256, 5 seeds (trials); lambda_g costs
+N reverse passes per trial, so it is measured with N = 32 tokens (same d, m, seeds). alpha = 1 (no skip) is left out:
+there the tokens coincide to rounding within a few blocks (1 - p/q reaches 0 or below) and lambda_a is undefined.
+
+Checks (exit status 1 naming the one that fails): (1) the angle exponent vanishes with the branch: for every
+sigma_w, |lambda_a| grows with alpha over the grid (the update sqrt(1 - alpha^2) X + alpha F is the identity at
+alpha = 0); (2) lambda_a from rcsim's gram_p and gram_q equals lambda_a computed here from the stored tokens of
+one grid point (relative 1e-9).
+
+usage: signal_cowsik.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX [--seed S]
+
+Writes PREFIX.png, PREFIX.pdf and PREFIX.txt (lambda_a, its spread over seeds, lambda_g per grid point).
+"""
+import os
+import sys
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+import h5py  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from particles_common import run_rcsim, script_args  # noqa: E402
+from rcsim.figures import atomic_writer, save_figure  # noqa: E402
+
+SIGMA_A = 0.6
+L = 8
+
+
+def settings(tiny):
+    """(N, N for lambda_g, d, m, alphas, sigma_ws, seeds): tiny is for CI (seconds), the full run is the figure."""
+    if tiny:
+        return 32, 8, 16, 64, (0.2, 0.5, 0.8), (0.5, 2.0), 2
+    return 256, 32, 64, 256, (0.1, 0.3, 0.5, 0.7, 0.9), (0.5, 1.0, 2.0, 4.0), 5
+
+
+def model_args(n, d, m, alpha, sw, trials, seed):
+    return [f"--model.tokens={n}", f"--model.dim={d}", f"--model.layers={L}", "--norm.type=layernorm",
+            "--norm.position=pre", f"--residual.alpha={alpha!r}", "--residual.mixing=cowsik",
+            f"--mlp.width={m}", "--mlp.activation=gelu",
+            f"--weights.q_std={SIGMA_A / np.sqrt(d)!r}", f"--weights.k_std={SIGMA_A / np.sqrt(d)!r}",
+            f"--weights.v_std={sw / np.sqrt(d)!r}", f"--weights.mlp_in_std={sw / np.sqrt(d)!r}",
+            f"--weights.mlp_out_std={sw / np.sqrt(m)!r}", "--init.type=gaussian",
+            f"--run.trials={trials}", f"--run.seed={seed}"]
+
+
+def angle_exponents(p, q):
+    """lambda_a per (trial, block) from p, q over (trial, layer)."""
+    r = 1 - p / q
+    return np.log(r[:, 1:] / r[:, :-1])
+
+
+def gram_pq(X):
+    """p, q of one token matrix (SCIENCE.md section 6), independent of rcsim's measures."""
+    n, d = X.shape
+    G = X @ X.T / d
+    q = np.trace(G) / n
+    return (G.sum() - np.trace(G)) / (n * (n - 1)), q
+
+
+def main():
+    a = script_args(__doc__, seed=1)
+    n, ng, d, m, alphas, sws, seeds = settings(a.tiny)
+    os.makedirs(a.data, exist_ok=True)
+    la = np.zeros((len(sws), len(alphas), seeds))
+    lg = np.zeros((len(sws), len(alphas), seeds))
+    lgr = np.zeros((len(sws), len(alphas), seeds))
+    secs = 0.0
+    check_point = (len(sws) // 2, len(alphas) // 2)
+    mismatch = None
+    for i, sw in enumerate(sws):
+        for j, al in enumerate(alphas):
+            path = os.path.join(a.data, f"signal_cowsik_a{al:g}_s{sw:g}.h5")
+            tok = ["--output.tokens=all"] if (i, j) == check_point else []
+            secs += run_rcsim(a.rcsim, path, model_args(n, d, m, al, sw, seeds, a.seed),
+                              ["--output.measures=gram_p,gram_q", *tok])
+            with h5py.File(path, "r") as f:
+                p, q = f["metrics/gram_p"][()], f["metrics/gram_q"][()]
+                lam = angle_exponents(p, q)
+                la[i, j] = lam.mean(1)
+                if tok:
+                    X = f["tokens"][()]  # [trial, layer, N, d]
+                    pq = np.array([[gram_pq(X[r, t]) for t in range(X.shape[1])] for r in range(X.shape[0])])
+                    lam_py = angle_exponents(pq[..., 0], pq[..., 1])
+                    mismatch = float(np.max(np.abs(lam_py - lam)) / max(1e-300, np.max(np.abs(lam_py))))
+            path = os.path.join(a.data, f"signal_cowsik_grad_a{al:g}_s{sw:g}.h5")
+            secs += run_rcsim(a.rcsim, path, model_args(ng, d, m, al, sw, seeds, a.seed),
+                              ["--output.measures=jacobian_log_fro2", "--output.schedule=list:0"])
+            with h5py.File(path, "r") as f:
+                lay = list(f["layer"][()])
+                jac = f["metrics/jacobian_log_fro2"][()]
+                lg[i, j] = jac[:, lay.index(0)] / L
+                lgr[i, j] = (jac[:, lay.index(0)] - jac[:, lay.index(L)]) / L
+
+    fig, ax = plt.subplots(1, 3, figsize=(16, 4.4))
+    lam_mean = np.nanmean(la, 2)
+    vmax = np.nanmax(np.abs(lam_mean))
+    im = ax[0].imshow(lam_mean, origin="lower", cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto")
+    ax[0].set_xticks(range(len(alphas)), [f"{x:g}" for x in alphas])
+    ax[0].set_yticks(range(len(sws)), [f"{x:g}" for x in sws])
+    ax[0].set_xlabel("alpha (branch weight; skip sqrt(1 - alpha^2))")
+    ax[0].set_ylabel("sigma_w")
+    ax[0].set_title(f"lambda_a (mean over {L} blocks, {seeds} seeds), N = {n}\nred: chaotic (> 0), blue: ordered")
+    for i in range(len(sws)):
+        for j in range(len(alphas)):
+            ax[0].text(j, i, f"{lam_mean[i, j]:.2f}", ha="center", va="center", fontsize=7)
+    fig.colorbar(im, ax=ax[0])
+    for i, sw in enumerate(sws):
+        ax[1].errorbar(alphas, lam_mean[i], yerr=np.nanstd(la[i], 1), marker="o", capsize=2, label=f"sigma_w = {sw:g}")
+        ax[2].errorbar(alphas, lg[i].mean(1), yerr=lg[i].std(1), marker="s", capsize=2, label=f"sigma_w = {sw:g}")
+        ax[2].plot(alphas, lgr[i].mean(1), ls=":", marker="^", color=f"C{i}")
+    ax[1].axhline(0, color="k", lw=0.6)
+    ax[1].set_xlabel("alpha")
+    ax[1].set_ylabel("lambda_a")
+    ax[1].set_title("angle exponent (bars: std over seeds)")
+    ax[1].legend(fontsize=8)
+    ax[2].set_xlabel("alpha")
+    ax[2].set_ylabel("gradient exponent")
+    ax[2].axhline(0, color="k", lw=0.6)
+    ax[2].set_title(f"lambda_g (squares), lambda_g_rel (dotted), N = {ng}")
+    ax[2].legend(fontsize=8)
+    fig.suptitle(f"Cowsik et al. 2024 setting: pre-LN, cowsik mixing, sigma_A = {SIGMA_A}, d = {d}, gelu MLP {m}, "
+                 f"L = {L}" + (" (tiny)" if a.tiny else ""))
+    fig.tight_layout()
+    save_figure(fig, a.out, dpi=110)
+
+    fails = []
+    for i, sw in enumerate(sws):
+        mag = np.abs(lam_mean[i])
+        if not np.all(np.diff(mag) > 0):
+            fails.append(f"|lambda_a| grows with alpha at sigma_w = {sw:g} ({', '.join(f'{x:.3g}' for x in lam_mean[i])})")
+    if mismatch is None or not mismatch < 1e-9:
+        fails.append(f"lambda_a from gram_p/gram_q equals lambda_a from the stored tokens (relative {mismatch})")
+    with atomic_writer(a.out + ".txt") as f:
+        f.write(f"# Cowsik et al. 2024 setting: pre-LN layernorm, residual.mixing = cowsik (skip sqrt(1 - alpha^2), branch "
+                f"alpha), sigma_A = {SIGMA_A} (W_Q, W_K std sigma_A/sqrt(d)), W_V and W_in std sigma_w/sqrt(d), W_out "
+                f"sigma_w/sqrt(m), gelu MLP m = {m}, d = {d}, L = {L}, X(0) N(0,1), {seeds} seeds (trials, seed {a.seed})"
+                f"{' (tiny)' if a.tiny else ''}\n")
+        f.write(f"# lambda_a: N = {n}, mean over the {L} blocks then over seeds (sd over seeds); lambda_g: N = {ng}, "
+                f"jacobian_log_fro2 at layer 0 / L; lambda_g_rel = (jacobian_log_fro2 at 0 - at L) / L, the readout's "
+                f"log(N |R|^2) / L removed\n")
+        f.write("sigma_w alpha lambda_a lambda_a_sd lambda_g lambda_g_sd lambda_g_rel lambda_g_rel_sd\n")
+        for i, sw in enumerate(sws):
+            for j, al in enumerate(alphas):
+                f.write(f"{sw:g} {al:g} {lam_mean[i, j]:.5g} {np.nanstd(la[i, j]):.3g} {lg[i, j].mean():.5g} "
+                        f"{lg[i, j].std():.3g} {lgr[i, j].mean():.5g} {lgr[i, j].std():.3g}\n")
+        f.write(f"lambda_a_gram_vs_tokens_relative_difference {mismatch:.3g} (sigma_w = {sws[check_point[0]]:g}, "
+                f"alpha = {alphas[check_point[1]]:g})\n")
+        f.write(f"positive_lambda_a_cells {int(np.sum(lam_mean > 0))} of {lam_mean.size}\n")
+        f.write(f"rcsim_seconds {secs:.2f}\n")
+        f.write("checks " + ("FAILED: " + "; ".join(fails) if fails else
+                             "hold: |lambda_a| grows with alpha at every sigma_w; gram-based lambda_a matches the tokens")
+                + "\n")
+    print(open(a.out + ".txt").read(), end="")
+    for msg in fails:
+        print("check failed: " + msg, file=sys.stderr)
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
