@@ -22,6 +22,8 @@
 #include "kernel/simulation.hpp"
 #include "kernel/block.hpp"
 #include "kernel/gradients.hpp"
+#include "kernel/host_arrays.hpp"
+#include "kernel/mask.hpp"
 #include "kernel/random.hpp"
 #include "kernel/signal_stats.hpp"
 #include "kernel/unnormalised_attention.hpp"
@@ -936,4 +938,38 @@ TEST_CASE("engine: grad_wo_norm against FD of the readout loss in W_O, 0 without
   plain.WO = Matrix();
   plain.keys.erase("model.value_dim");
   CHECK(EngineRun::value(plain.run(), "grad_wo_norm", 0) == 0.0);
+}
+
+TEST_CASE("engine: grad_mlp_in_norm and grad_mlp_out_norm against FD of the readout loss in W_in, W_out",
+          "[backward]") {
+  // One block with a given MLP (host arrays, as rcsim.simulate passes them): each measure is the
+  // norm of the FD gradient of L = 1^T X(1) R in that matrix.
+  RandomStream rng(29, 0);
+  const auto c = make_config({{"model.tokens", "4"},    {"model.dim", "3"},         {"model.layers", "1"},
+                              {"mlp.width", "5"},       {"norm.type", "layernorm"}, {"norm.position", "pre"},
+                              {"residual.alpha", "1"},  {"run.trials", "1"},        {"output.tokens", "all"},
+                              {"weights.mlp", "file"},  {"weights.file", "<arrays>"},
+                              {"output.measures", "grad_mlp_in_norm,grad_mlp_out_norm,grad_wq_norm"}});
+  Matrix W_in = gaussian(3, 5, rng, 0.7), W_out = gaussian(5, 3, rng, 0.5);
+  const auto nd = [](const Matrix& m) {
+    NdArray a;
+    a.shape = {static_cast<Extent>(m.rows()), static_cast<Extent>(m.cols())};
+    for (Eigen::Index i = 0; i < m.rows(); ++i)
+      for (Eigen::Index j = 0; j < m.cols(); ++j) a.data.push_back(m(i, j));
+    return a;
+  };
+  const auto run = [&] {
+    const MaskMatrix mask = make_mask(c);
+    return run_simulation(prepare(c, &mask, input_arrays_from(c, {{"W_in", nd(W_in)}, {"W_out", nd(W_out)}}, "test")), 1);
+  };
+  const auto loss = [&] { return (run().snapshots[0].back() * readout(c, 0)).sum(); };
+  const RunResults r = run();
+  const auto value = [&](const char* name) {
+    for (std::size_t i = 0; i < r.attention_info.size(); ++i)
+      if (std::string(r.attention_info[i].name) == name) return r.attention[i](0, 0);
+    throw std::logic_error(name);
+  };
+  CHECK(std::abs(value("grad_mlp_in_norm") / fd_gradient(W_in, loss).norm() - 1) < kTol);
+  CHECK(std::abs(value("grad_mlp_out_norm") / fd_gradient(W_out, loss).norm() - 1) < kTol);
+  CHECK(value("grad_wq_norm") > 0);
 }

@@ -171,6 +171,12 @@ std::vector<MeasureDef> signal_measures() {
       of_block_gradients({"grad_wo_norm", "||dL/dW_O||_F of block t, over all heads (0 without model.value_dim), "
                                           "L = 1^T X(L) R", "L per unit of W"},
                          [](const BlockGrads& g) { return heads_norm(g.dout); }),
+      of_block_gradients({"grad_mlp_in_norm", "||dL/dW_in||_F of block t's MLP (0 without an MLP), L = 1^T X(L) R",
+                          "L per unit of W"},
+                         [](const BlockGrads& g) { return g.mlp.d_in.norm(); }),
+      of_block_gradients({"grad_mlp_out_norm", "||dL/dW_out||_F of block t's MLP (0 without an MLP), L = 1^T X(L) R",
+                          "L per unit of W"},
+                         [](const BlockGrads& g) { return g.mlp.d_out.norm(); }),
       gradient({"jacobian_log_fro2", "log ||d(X(L) R)/dX(t)||_F^2 (N reverse passes); lambda_g = value at t = 0 over L",
                 "1"},
                Axis::token),
