@@ -973,3 +973,33 @@ TEST_CASE("engine: grad_mlp_in_norm and grad_mlp_out_norm against FD of the read
   CHECK(std::abs(value("grad_mlp_out_norm") / fd_gradient(W_out, loss).norm() - 1) < kTol);
   CHECK(value("grad_wq_norm") > 0);
 }
+
+TEST_CASE("jacobian_log_fro2 by Hutchinson's estimate (metrics.jacobian_probes) against the exact value",
+          "[backward]") {
+  // E ||J^T u||^2 = ||J||_F^2 for u ~ N(0, I): with K = 4000 probes the estimate's relative standard
+  // deviation is at most sqrt(2 / K) = 2.2%; the check allows 10%. One probe is a different number.
+  std::map<std::string, std::string> keys = {
+      {"model.tokens", "6"},    {"model.dim", "4"},          {"model.layers", "2"}, {"norm.type", "layernorm"},
+      {"norm.position", "pre"}, {"residual.alpha", "1"},     {"run.trials", "2"},
+      {"output.measures", "jacobian_log_fro2"}};
+  const RunResults exact = run_simulation(prepare(make_config(keys)), 1);
+  const auto jac = [](const RunResults& r) {  // the measure's row of trials x layers
+    for (std::size_t i = 0; i < r.token_info.size(); ++i)
+      if (std::string(r.token_info[i].name) == "jacobian_log_fro2") return r.token[i];
+    throw std::logic_error("jacobian_log_fro2 not recorded");
+  };
+  keys["metrics.jacobian_probes"] = "4000";
+  const EngineSetup s = prepare(make_config(keys));
+  const RunResults est = run_simulation(s, 1), est2 = run_simulation(s, 2);
+  CHECK(jac(est).cwiseEqual(jac(est2)).all());  // its own stream: independent of the threads
+  for (int trial = 0; trial < 2; ++trial)
+    for (int t = 0; t < 2; ++t) {
+      INFO("trial " << trial << " layer " << t);
+      CHECK(std::abs(std::exp(jac(est)(trial, t) - jac(exact)(trial, t)) - 1) < 0.1);
+    }
+  // At t = L the Jacobian is I_N (x) R^T: ||J||_F^2 = N ||R||^2 exactly, estimated as mean ||u||^2 ||R||^2.
+  CHECK(std::abs(std::exp(jac(est)(0, 2) - jac(exact)(0, 2)) - 1) < 0.1);
+  keys["metrics.jacobian_probes"] = "1";
+  const RunResults one = run_simulation(prepare(make_config(keys)), 1);
+  CHECK(jac(one)(0, 0) != jac(exact)(0, 0));
+}

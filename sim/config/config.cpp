@@ -356,6 +356,7 @@ void read_output(KeyValues& v, Config& c) {
                             : read_number(v, "metrics.rank_rtol");
   v["metrics.rank_rtol"] = fmt_double(c.metrics.rank_rtol);
   c.metrics.rank_atol = read_number(v, "metrics.rank_atol");
+  c.metrics.jacobian_probes = read_int(v, "metrics.jacobian_probes");
   // --- Peer measures (docs/science/peers.md) ---
   c.output.attention = read_bool(v, "output.attention");
   c.metrics.pair_threshold = read_number(v, "metrics.pair_threshold");

@@ -19,6 +19,8 @@ namespace rcsim {
 
 // The RandomStream `stream` index of the readout R of the gradient measures (dropout: 11).
 constexpr std::uint64_t kReadoutStream = 12;
+// The stream of the Hutchinson probes of jacobian_log_fro2 (metrics.jacobian_probes > 0).
+constexpr std::uint64_t kProbeStream = 13;
 
 // The readout R (d x 1, i.i.d. N(0, 1)) of `trial`: from the stream (seed, trial, kReadoutStream),
 // so it does not depend on the thread count or on any other draw of the run.

@@ -147,6 +147,7 @@ struct OutputConfig {
 struct MetricsConfig {
   double rank_rtol = -1.0;  // resolved: max(N, d) * machine epsilon
   double rank_atol = 0.0;
+  int jacobian_probes = 0;  // jacobian_log_fro2: 0 = exact (N reverse passes), K = Hutchinson, K probes
   // --- Peer measures (docs/science/peers.md) ---
   double pair_threshold = 0.999;  // pair_density: cos > threshold
   double cluster_tau = 0.999;     // clusters: edges where cos > tau

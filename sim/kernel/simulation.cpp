@@ -230,18 +230,29 @@ std::size_t info_index(const std::vector<MeasureInfo>& info, const char* name) {
   throw std::logic_error(std::string("measure not allocated: ") + name);
 }
 
-// log ||J_t||_F^2, J_t = d(X(L) R)/dX(t): ||J_t||_F^2 = sum_i ||J_t^T e_i||^2, one reverse pass per
-// output i with the cotangent e_i R^T (docs/science/gradients.md).
+// log ||J_t||_F^2, J_t = d(X(L) R)/dX(t) (docs/science/gradients.md). Exact (metrics.jacobian_probes
+// = 0): ||J_t||_F^2 = sum_i ||J_t^T e_i||^2, one reverse pass per output i with the cotangent e_i R^T.
+// Hutchinson (K probes): ||J_t||_F^2 ~ (1/K) sum_k ||J_t^T u_k||^2, u_k ~ N(0, I_N) from the trial's
+// stream kProbeStream, one reverse pass per probe with the cotangent u_k R^T.
 void record_jacobian(const ModelSpec& c, int length, const SegmentReplay& replay, const BlockParams& params,
                      const Vector& R, int trial, RunResults& r) {
-  const int N = c.model.tokens;
+  const int N = c.model.tokens, K = c.metrics.jacobian_probes;
   std::vector<double> sq(static_cast<std::size_t>(c.model.layers) + 1, 0.0);
-  for (int i = 0; i < N; ++i) {
-    Matrix cot = Matrix::Zero(N, c.model.dim);
-    cot.row(i) = R.transpose();
+  RandomStream probes(c.run.seed, static_cast<std::uint64_t>(trial), kProbeStream);
+  Matrix u(N, 1);
+  for (int i = 0; i < (K > 0 ? K : N); ++i) {
+    if (K > 0)
+      probes.fill_normal(u);
+    else {
+      u.setZero();
+      u(i, 0) = 1.0;
+    }
+    const Matrix cot = u * R.transpose();
     stack_backward_segments(c.model.layers, length, replay, params, cot,
                             [&](int t, const Matrix& dX) { sq[static_cast<std::size_t>(t)] += dX.squaredNorm(); });
   }
+  if (K > 0)
+    for (double& v : sq) v /= K;
   const std::size_t m = info_index(r.token_info, "jacobian_log_fro2");
   for (std::size_t t = 0; t < sq.size(); ++t)
     if (const int col = r.column_of_layer[t]; col >= 0) r.token[m](trial, col) = std::log(sq[t]);
