@@ -3,6 +3,7 @@ the rcsim command line of the papers' flow, a timed run, and the token angles on
 import argparse
 import shutil
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -79,3 +80,13 @@ def components(X, tau):
                 stack.append(j)
         k += 1
     return label
+
+
+def report_checks(text_path, fails, what="prediction"):
+    """Prints the numbers file and each failed check ("<what> failed: ...", on stderr); the exit code:
+    1 if a check failed, else 0 (the signal_*.py reproductions end with it)."""
+    with open(text_path) as f:
+        print(f.read(), end="")
+    for msg in fails:
+        print(f"{what} failed: " + msg, file=sys.stderr)
+    return 1 if fails else 0

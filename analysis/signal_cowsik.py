@@ -33,7 +33,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from particles_common import run_rcsim, script_args  # noqa: E402
+from particles_common import report_checks, run_rcsim, script_args  # noqa: E402
 from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 SIGMA_A = 0.6
@@ -164,10 +164,7 @@ def main():
         f.write("checks " + ("FAILED: " + "; ".join(fails) if fails else
                              "hold: |lambda_a| grows with alpha at every sigma_w; gram-based lambda_a matches the tokens")
                 + "\n")
-    print(open(a.out + ".txt").read(), end="")
-    for msg in fails:
-        print("check failed: " + msg, file=sys.stderr)
-    return 1 if fails else 0
+    return report_checks(a.out + ".txt", fails, "check")
 
 
 if __name__ == "__main__":

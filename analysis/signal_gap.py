@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from particles_common import run_rcsim, script_args  # noqa: E402
+from particles_common import report_checks, run_rcsim, script_args  # noqa: E402
 from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 L = 10
@@ -120,10 +120,7 @@ def main():
         f.write("prediction (random-Markov) " + ("FAILED: " + "; ".join(fails) if fails else
                 "holds: stable rank 1 at every T; gap removal keeps it above 1 and growing with T")
                 + "\n")
-    print(open(a.out + ".txt").read(), end="")
-    for msg in fails:
-        print("prediction failed: " + msg, file=sys.stderr)
-    return 1 if fails else 0
+    return report_checks(a.out + ".txt", fails)
 
 
 if __name__ == "__main__":

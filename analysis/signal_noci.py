@@ -28,7 +28,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from particles_common import run_rcsim, script_args  # noqa: E402
+from particles_common import report_checks, run_rcsim, script_args  # noqa: E402
 from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 MEASURES = "cos_mean,grad_wq_norm,grad_wk_norm,grad_wv_norm"
@@ -141,10 +141,7 @@ def main():
         f.write("prediction " + ("FAILED: " + "; ".join(fails) if fails else
                                  "holds: tokens align and Q/K gradients vanish relative to V's with alpha = 1, "
                                  "not with 1/sqrt(L)") + "\n")
-    print(open(a.out + ".txt").read(), end="")
-    for msg in fails:
-        print("prediction failed: " + msg, file=sys.stderr)
-    return 1 if fails else 0
+    return report_checks(a.out + ".txt", fails)
 
 
 if __name__ == "__main__":
