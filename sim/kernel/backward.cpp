@@ -134,6 +134,23 @@ Matrix mlp_backward(const Matrix& X, const LayerWeights& w, MlpActivation act, c
   return dZ * w.mlp_in.transpose();                            // dX = dZ W_in^T
 }
 
+namespace {
+
+// Adjoint of the rows y -> s y / |y| (QK-normalisation): dy = s (g - u (u . g)) / |y|, u = y / |y|;
+// a zero row (left 0 by the forward) gets 0.
+Matrix scaled_sphere_backward(const Matrix& Y, const Matrix& G, double s) {
+  Matrix dY = Matrix::Zero(Y.rows(), Y.cols());
+  for (Eigen::Index i = 0; i < Y.rows(); ++i) {
+    const double r = Y.row(i).norm();
+    if (r == 0.0) continue;
+    const RowVector u = Y.row(i) / r;
+    dY.row(i) = (s / r) * (G.row(i) - u * u.dot(G.row(i)));
+  }
+  return dY;
+}
+
+}  // namespace
+
 Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerParams& p, const Matrix& dY,
                           BlockGrads& g) {
   const std::size_t H = w.q.size();
@@ -150,6 +167,13 @@ Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerPar
       attention_logits(X, w.q[h], &w.q_bias[h], w.k[h], &w.k_bias[h], p.d_qk, Q, K, A);
     else
       attention_logits(X, w.q[h], w.k[h], p.d_qk, Q, K, A);
+    Matrix Q_raw, K_raw;  // QK-normalisation: Q, K become s q/|q|, s k/|k| (the projections kept)
+    if (p.qk_norm) {
+      Q_raw = Q;
+      K_raw = K;
+      qk_normalise(Q, K, A, p.qk_scale);
+    }
+    if (p.logit_bias.active()) add_logit_bias(A, p.logit_bias, h, H);  // constant B: dS unchanged
     if (p.usa)
       usa_weights(A, *p.mask);
     else
@@ -178,8 +202,12 @@ Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerPar
     if (biased) g.dv_bias[h] += dXV.colwise().sum();   // db_V = 1^T d(X W_V + 1 b_V^T)
     dX.noalias() += dXV * w.v[h].transpose();
     Matrix dS = p.usa ? usa_backward(A, dA, *p.mask) : softmax_backward(A, dA, *p.mask);
-    dS *= s;                                             // through the 1 / sqrt(d_QK)
-    const Matrix dQ = dS * K, dK = dS.transpose() * Q;   // S' = Q K^T: dQ = dS' K, dK = dS'^T Q
+    dS *= p.qk_norm ? std::sqrt(static_cast<double>(Q.cols())) : s;  // through 1/sqrt(d_QK) (sqrt(d_k))
+    Matrix dQ = dS * K, dK = dS.transpose() * Q;         // S' = Q K^T: dQ = dS' K, dK = dS'^T Q
+    if (p.qk_norm) {                                     // through the rows s q / |q|
+      dQ = scaled_sphere_backward(Q_raw, dQ, p.qk_scale);
+      dK = scaled_sphere_backward(K_raw, dK, p.qk_scale);
+    }
     g.dq[h] += X.transpose() * dQ;
     g.dk[h] += X.transpose() * dK;
     if (biased) {                                        // db_Q = 1^T dQ, db_K = 1^T dK
@@ -210,9 +238,11 @@ using BranchBackward = std::function<Matrix(const Matrix&, const Matrix&)>;  // 
 // and N_out (slot `out`) at placement `pos` (kernel/block.hpp). forward() keeps what backward() needs.
 // With a skip gain s (residual.skip; post, pre, peri) the residual is s X + a F(.): the adjoint adds
 // s dOut (s dZ) instead of dOut (dZ). nGPT's step has its own skip weight 1 - a (s ignored).
+// With the LayerNorm scaling c (pre), X + a F(c N(X)): the branch's input adjoint is multiplied by c.
 struct SubBlock {
   NormPosition pos;
   double a, s;
+  double c = 1.0;  // pre: the LayerNorm scaling of the layer (norm.depth_scaling), c N(X)
   const Normalization &n, &n_out;
   int main, out;
   Matrix Xn, Y, Yn, Z;  // N(X), F(.), N_out(Y), the sum before the last N
@@ -231,8 +261,9 @@ struct SubBlock {
         Y = F(X);
         Z = a != 0.0 ? residual(X, Y) : Y;
         return normalised(Z, n);
-      case NormPosition::pre:  // X + a F(N(X))
+      case NormPosition::pre:  // X + a F(c N(X)), c the LayerNorm scaling (1 without)
         Xn = normalised(X, n);
+        if (c != 1.0) Xn *= c;
         Y = F(Xn);
         return a != 0.0 ? residual(X, Y) : Y;
       case NormPosition::peri:  // X + a N_out(F(N(X)))
@@ -257,7 +288,8 @@ struct SubBlock {
         return s * dZ + dF(X, a * dZ);
       }
       case NormPosition::pre: {
-        const Matrix dXn = dF(Xn, a != 0.0 ? Matrix(a * dOut) : dOut);
+        Matrix dXn = dF(Xn, a != 0.0 ? Matrix(a * dOut) : dOut);
+        if (c != 1.0) dXn *= c;                        // d(c N(X)) = c dN
         Matrix dX = norm_backward(X, dXn, n, g.dgain[main], g.dbias[main]);
         if (a != 0.0) dX += s * dOut;
         return dX;
@@ -329,6 +361,7 @@ void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p
   const double a = p.layer.alpha;
   const double skip = p.layer.skip;
   SubBlock sa(p.position, a, skip, norm_at(w, p, kNormAttn), norm_at(w, p, kNormAttnOut), kNormAttn, kNormAttnOut);
+  sa.c = p.layer.norm_scale;
   const Matrix middle = sa.forward(X, attn);
   Matrix dMiddle = dX_next;
   if (w.mlp_in.size() > 0) {
@@ -342,6 +375,7 @@ void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p
       return mlp_backward(in, w, p.activation, dM, g.mlp);
     };
     SubBlock sm(p.position, a, skip, norm_at(w, p, kNormMlp), norm_at(w, p, kNormMlpOut), kNormMlp, kNormMlpOut);
+    sm.c = p.layer.norm_scale;
     sm.forward(middle, mlp);
     dMiddle = sm.backward(middle, dX_next, mlp_back, g);
   }
