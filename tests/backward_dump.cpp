@@ -28,6 +28,12 @@ std::map<std::string, std::string> options(int argc, char** argv) {
       {"act", "gelu"}, {"usa", "0"}, {"head_mean", "0"}, {"mask", "complete"}, {"bias", "1"},
       // variants (docs/science/gradients.md): skip gain, shaped attention
       {"skip", "1"}, {"shape_a", "1"}, {"shape_b", "0"}, {"shape_c", "0"},
+      // additive logit biases (attention.logit_bias = none | alibi | decay, attention.decay = gamma)
+      {"logit_bias", "none"}, {"decay", "1"},
+      // QK-normalisation (attention.qk_norm, attention.qk_scale)
+      {"qk_norm", "0"}, {"qk_scale", "1"},
+      // LayerNorm scaling 1/sqrt(l) of pre-LN (norm.depth_scaling = inv_sqrt_layer)
+      {"ln_scale", "0"},
       // attention.bias: b_Q, b_K, b_V per head and b_O (drawn after the other weights of a layer)
       {"attn_bias", "0"}};
   for (int i = 2; i < argc; ++i) {
@@ -96,6 +102,13 @@ int main(int argc, char** argv) {
   p.layer.head_mean = o["head_mean"] == "1";
   p.layer.skip = std::stod(o["skip"]);
   p.layer.shape = AttentionShape{std::stod(o["shape_a"]), std::stod(o["shape_b"]), std::stod(o["shape_c"])};
+  p.layer.logit_bias.kind = o["logit_bias"] == "alibi"   ? LogitBiasKind::alibi
+                            : o["logit_bias"] == "decay" ? LogitBiasKind::decay
+                                                         : LogitBiasKind::none;
+  p.layer.logit_bias.gamma = std::stod(o["decay"]);
+  p.layer.qk_norm = o["qk_norm"] == "1";
+  p.layer.qk_scale = std::stod(o["qk_scale"]);
+  p.norm_depth_scaling = o["ln_scale"] == "1";
   p.position = position(o["pos"]);
   p.activation = activation(o["act"]);
   std::vector<LayerWeights> ws(static_cast<std::size_t>(L));
@@ -133,9 +146,9 @@ int main(int argc, char** argv) {
   std::vector<Matrix> inputs;
   Matrix X = X0, next;
   BlockWorkspace bws(N, d, dk);
-  for (const auto& w : ws) {
+  for (int t = 0; t < L; ++t) {
     inputs.push_back(X);
-    transformer_block(X, w, p, bws, next);
+    transformer_block(X, ws[static_cast<std::size_t>(t)], at_layer(p, t), bws, next);
     X = next;
   }
   std::ofstream out(argv[1]);

@@ -58,6 +58,10 @@ struct Case {
   bool usa = false, head_mean = false, hardmax = false;
   double skip = 1.0;     // residual.skip (variants)
   AttentionShape shape;  // attention.shape_a/b/c (variants)
+  LogitBias logit_bias;  // attention.logit_bias, attention.decay (variants)
+  bool ln_depth_scaling = false;  // norm.depth_scaling = inv_sqrt_layer (variants; pre)
+  bool qk_norm = false;  // attention.qk_norm, attention.qk_scale (variants)
+  double qk_scale = 1.0;
   bool attn_bias = false;  // attention.bias: b_Q, b_K, b_V per head and b_O
 };
 
@@ -108,15 +112,19 @@ struct Fixture {
     p.layer.head_mean = c.head_mean;
     p.layer.skip = c.skip;
     p.layer.shape = c.shape;
+    p.layer.logit_bias = c.logit_bias;
+    p.layer.qk_norm = c.qk_norm;
+    p.layer.qk_scale = c.qk_scale;
     p.position = c.pos;
     p.activation = c.act;
+    p.norm_depth_scaling = c.ln_depth_scaling;
   }
   // X(t+1) = block(X(t)) for every block; returns X(L).
   Matrix forward(const Matrix& X0, const std::vector<LayerWeights>& ws) const {
     Matrix X = X0, next;
     BlockWorkspace bws(k.N, k.d, k.dk);
-    for (const auto& w : ws) {
-      transformer_block(X, w, p, bws, next);
+    for (std::size_t t = 0; t < ws.size(); ++t) {
+      transformer_block(X, ws[t], at_layer(p, static_cast<int>(t)), bws, next);
       X = next;
     }
     return X;
@@ -125,9 +133,9 @@ struct Fixture {
     std::vector<Matrix> in;
     Matrix X = X0, next;
     BlockWorkspace bws(k.N, k.d, k.dk);
-    for (const auto& w : ws) {
+    for (std::size_t t = 0; t < ws.size(); ++t) {
       in.push_back(X);
-      transformer_block(X, w, p, bws, next);
+      transformer_block(X, ws[t], at_layer(p, static_cast<int>(t)), bws, next);
       X = next;
     }
     return in;
@@ -908,6 +916,269 @@ TEST_CASE("variant keys: resolved values, conflicts and refusals are usage error
   CHECK(refused({{"residual.mixing", "sideways"}}, "residual.mixing"));
   CHECK(refused({{"attention.shape_b", "x"}}, "attention.shape_b"));
   CHECK(refused({{"weights.branch_gain", "-1"}}, "weights.branch_gain"));
+}
+
+TEST_CASE("additive logit biases (ALiBi, decay) against FD, and the adjoint without the bias fails",
+          "[backward][variants]") {
+  double worst = 0.0;
+  const LogitBias alibi{LogitBiasKind::alibi, 1.0}, decay{LogitBiasKind::decay, 0.6};
+  for (const std::string mask : {"complete", "causal", "window", "custom"})
+    for (const LogitBias bias : {alibi, decay})
+      for (const bool usa : {false, true}) {
+        Case k;
+        k.norm = NormType::none;
+        k.pos = NormPosition::post;
+        k.alpha = 0.0;
+        k.dv = 2;
+        k.logit_bias = bias;
+        k.usa = usa;
+        if (usa) k.d_qk = 8.0;
+        const StackCheck r = check_stack(k, mask, 1, 310);
+        INFO("mask " << mask << " kind " << static_cast<int>(bias.kind) << " usa " << usa);
+        CHECK(r.worst() < kTol);
+        worst = std::max(worst, r.worst());
+      }
+  for (const NormPosition pos : {NormPosition::post, NormPosition::pre, NormPosition::peri, NormPosition::ngpt})
+    for (const LogitBias bias : {alibi, decay}) {
+      Case k;  // 3 blocks with an MLP, layernorm, residual, 2 heads (two ALiBi slopes)
+      k.pos = pos;
+      k.m = 5;
+      k.logit_bias = bias;
+      const StackCheck r = check_stack(k, "causal", 3, 311);
+      INFO("stack " << pos_name(pos) << " kind " << static_cast<int>(bias.kind));
+      CHECK(r.worst() < kTol);
+      worst = std::max(worst, r.worst());
+    }
+  WARN("logit biases: largest relative error against FD " << worst);
+  // The comparison can fail: the adjoint of the unbiased attention against the biased forward.
+  for (const LogitBias bias : {alibi, decay}) {
+    Case k;
+    k.logit_bias = bias;
+    Case wrong = k;
+    wrong.logit_bias = LogitBias{};
+    CHECK(check_stack(k, "causal", 1, 310, &wrong).worst() > kTol);
+  }
+}
+
+TEST_CASE("logit biases: B_ij = -m_h |i - j|, slopes 2^(-8h/H), masked entries exactly 0", "[backward][variants]") {
+  const int N = 5;
+  for (const std::size_t H : {1u, 2u, 8u})
+    for (std::size_t h = 0; h < H; ++h) {
+      Matrix B = Matrix::Zero(N, N);
+      add_logit_bias(B, LogitBias{LogitBiasKind::alibi, 1.0}, h, H);
+      const double m = std::pow(2.0, -8.0 * static_cast<double>(h + 1) / static_cast<double>(H));
+      for (int i = 0; i < N; ++i)
+        for (int j = 0; j < N; ++j) CHECK(B(i, j) == Approx(-m * std::abs(i - j)).epsilon(1e-15));
+    }
+  Matrix B = Matrix::Zero(N, N);
+  add_logit_bias(B, LogitBias{LogitBiasKind::decay, 0.3}, 0, 1);
+  CHECK(B(4, 1) == Approx(3.0 * std::log(0.3)).epsilon(1e-15));
+  CHECK(B(1, 4) == B(4, 1));
+  CHECK(B(2, 2) == 0.0);
+  // Decay on zero logits: row i of softmax is gamma^(i-j) / sum_k gamma^(i-k) on the allowed entries;
+  // forbidden entries exactly 0.
+  for (const std::string type : {"causal", "custom", "window"}) {
+    const MaskMatrix mask = backward_test_mask(type, N);
+    Matrix A = Matrix::Zero(N, N);
+    add_logit_bias(A, LogitBias{LogitBiasKind::decay, 0.5}, 0, 1);
+    masked_softmax(A, mask);
+    for (int i = 0; i < N; ++i) {
+      double z = 0.0;
+      for (int j = 0; j < N; ++j)
+        if (mask(i, j)) z += std::pow(0.5, std::abs(i - j));
+      for (int j = 0; j < N; ++j) {
+        if (!mask(i, j))
+          CHECK(A(i, j) == 0.0);
+        else
+          CHECK(A(i, j) == Approx(std::pow(0.5, std::abs(i - j)) / z).epsilon(1e-14));
+      }
+    }
+  }
+}
+
+TEST_CASE("logit bias keys: stored only when set, gamma above 0 and at most 1, refusals name the key",
+          "[keys][variants]") {
+  CHECK(!make_config({}).logit_bias.active());
+  CHECK(make_config({}).to_ini().find("logit_bias") == std::string::npos);
+  CHECK(make_config({}).to_ini().find("\ndecay =") == std::string::npos);
+  const Config c = make_config({{"attention.logit_bias", "decay"}, {"attention.decay", "0.25"}});
+  CHECK(c.logit_bias.kind == LogitBiasKind::decay);
+  CHECK(c.logit_bias.gamma == 0.25);
+  CHECK(c.to_ini().find("decay = 0.25") != std::string::npos);
+  CHECK(make_config({{"attention.logit_bias", "alibi"}}).logit_bias.kind == LogitBiasKind::alibi);
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"attention.decay", "0"}, {"attention.decay", "1.5"}, {"attention.logit_bias", "rope"}}) {
+    std::map<std::string, std::string> k = {{"attention.logit_bias", "decay"}, {key, value}};
+    if (key == "attention.logit_bias") k[key] = value;
+    try {
+      make_config(k);
+      FAIL("accepted " << key << " = " << value);
+    } catch (const UsageError& e) {
+      CHECK(std::string(e.what()).find(key) != std::string::npos);
+    }
+  }
+  try {  // gamma without decay
+    make_config({{"attention.decay", "0.5"}});
+    FAIL("accepted attention.decay without decay");
+  } catch (const UsageError& e) {
+    CHECK(std::string(e.what()).find("attention.decay") != std::string::npos);
+  }
+}
+
+TEST_CASE("QK-normalisation s q/|q|, s k/|k|, logits sqrt(d_k) Q K^T against FD, the plain adjoint fails",
+          "[backward][variants]") {
+  double worst = 0.0;
+  for (const std::string mask : {"complete", "causal", "window", "custom"})
+    for (const double scale : {1.0, 1.7})
+      for (const bool attn_bias : {false, true}) {
+        Case k;
+        k.norm = NormType::none;
+        k.pos = NormPosition::post;
+        k.alpha = 0.0;
+        k.dv = 2;
+        k.qk_norm = true;
+        k.qk_scale = scale;
+        k.attn_bias = attn_bias;  // b_Q, b_K inside the normalised rows
+        const StackCheck r = check_stack(k, mask, 1, 320);
+        INFO("mask " << mask << " s " << scale << " attention biases " << attn_bias << ": q " << r.q << " k " << r.k
+                     << " bq " << r.bq << " bk " << r.bk << " x " << r.x);
+        CHECK(r.worst() < kTol);
+        worst = std::max(worst, r.worst());
+      }
+  for (const NormPosition pos : {NormPosition::post, NormPosition::pre, NormPosition::peri, NormPosition::ngpt}) {
+    Case k;  // 3 blocks with an MLP, layernorm, residual, ALiBi beside
+    k.pos = pos;
+    k.m = 5;
+    k.qk_norm = true;
+    k.qk_scale = 1.3;
+    k.logit_bias = LogitBias{LogitBiasKind::alibi, 1.0};
+    const StackCheck r = check_stack(k, "causal", 3, 321);
+    INFO("stack " << pos_name(pos));
+    CHECK(r.worst() < kTol);
+    worst = std::max(worst, r.worst());
+  }
+  WARN("QK-normalisation: largest relative error against FD " << worst);
+  // The comparison can fail: the adjoint of plain attention against the QK-normalised forward.
+  Case k;
+  k.qk_norm = true;
+  Case wrong = k;
+  wrong.qk_norm = false;
+  CHECK(check_stack(k, "causal", 1, 320, &wrong).worst() > kTol);
+}
+
+TEST_CASE("QK-normalisation keys: stored only when set, refusals name the key", "[keys][variants]") {
+  CHECK(!make_config({}).qk_norm);
+  CHECK(make_config({}).to_ini().find("qk_") == std::string::npos);
+  const Config c = make_config({{"attention.qk_norm", "true"}, {"attention.qk_scale", "2"}});
+  CHECK(c.qk_norm);
+  CHECK(c.qk_scale == 2.0);
+  CHECK(c.to_ini().find("qk_scale = 2") != std::string::npos);
+  const auto refused = [](const std::map<std::string, std::string>& k, const std::string& key) {
+    try {
+      make_config(k);
+    } catch (const UsageError& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(key) != std::string::npos);
+      return true;
+    }
+    return false;
+  };
+  CHECK(refused({{"attention.qk_scale", "2"}}, "attention.qk_scale"));
+  CHECK(refused({{"attention.qk_norm", "true"}, {"model.d_qk", "2"}}, "attention.qk_norm"));
+  CHECK(refused({{"attention.qk_norm", "true"}, {"model.beta", "2"}}, "attention.qk_norm"));
+  CHECK(refused({{"attention.qk_norm", "true"}, {"attention.kind", "random_markov"}}, "attention.qk_norm"));
+}
+
+TEST_CASE("LayerNorm scaling 1/sqrt(l) (pre-LN) against FD, and the adjoint without it fails", "[backward][variants]") {
+  double worst = 0.0;
+  for (const NormType t : {NormType::none, NormType::layernorm, NormType::rmsnorm, NormType::sphere})
+    for (const double alpha : {0.7, 0.0}) {
+      Case k;  // 3 blocks (l = 1, 2, 3), MLP, W_O, per-slot gains and biases
+      k.pos = NormPosition::pre;
+      k.norm = t;
+      k.alpha = alpha;
+      k.m = 5;
+      k.dv = 3;
+      k.ln_depth_scaling = true;
+      const StackCheck r = check_stack(k, "causal", 3, 330);
+      INFO(norm_name(t) << " alpha " << alpha << ": x " << r.x << " q " << r.q << " gain " << r.gain << " W_in "
+                        << r.w_in);
+      CHECK(r.worst() < kTol);
+      worst = std::max(worst, r.worst());
+    }
+  WARN("LayerNorm scaling: largest relative error against FD " << worst);
+  CHECK(at_layer(BlockParams{}, 3).layer.norm_scale == 1.0);  // off: every block as given
+  BlockParams on;
+  on.norm_depth_scaling = true;
+  CHECK(at_layer(on, 0).layer.norm_scale == 1.0);
+  CHECK(at_layer(on, 3).layer.norm_scale == 0.5);  // layer l = 4
+  // The comparison can fail: the plain pre-LN adjoint against the scaled forward.
+  Case k;
+  k.m = 5;
+  k.ln_depth_scaling = true;
+  Case wrong = k;
+  wrong.ln_depth_scaling = false;
+  CHECK(check_stack(k, "causal", 3, 330, &wrong).x > kTol);
+}
+
+TEST_CASE("engine: logit biases, QK-normalisation, depth scaling, gradients against FD", "[backward][variants]") {
+  RandomStream rng(24, 0);
+  EngineRun e;
+  e.X0 = gaussian(4, 3, rng);
+  e.WQ = gaussian(3, 3, rng, 0.7);
+  e.keys = {{"model.tokens", "4"},   {"model.dim", "3"},       {"model.layers", "3"}, {"norm.type", "layernorm"},
+            {"residual.alpha", "1"}, {"mlp.width", "5"},       {"run.trials", "1"},   {"output.tokens", "all"},
+            {"mask.type", "causal"}, {"norm.position", "pre"}, {"model.heads", "2"},
+            {"output.measures", "grad_x_norm,grad_wq_norm"}};
+  SECTION("alibi") { e.keys["attention.logit_bias"] = "alibi"; }
+  SECTION("decay, complete mask") {
+    e.keys["attention.logit_bias"] = "decay";
+    e.keys["attention.decay"] = "0.7";
+    e.keys["mask.type"] = "complete";
+  }
+  SECTION("QK-normalisation") {
+    e.keys["attention.qk_norm"] = "true";
+    e.keys["attention.qk_scale"] = "1.4";
+  }
+  SECTION("residual 1/sqrt(L) and LayerNorm 1/sqrt(l)") {
+    e.keys["residual.depth_scaling"] = "inv_sqrt_depth";
+    e.keys["norm.depth_scaling"] = "inv_sqrt_layer";
+  }
+  const RunResults r = e.run();  // 3 blocks: dL/dX(0)
+  const Matrix gx = fd_gradient(e.X0, [&] { return e.loss(); });
+  CHECK(std::abs(EngineRun::value(r, "grad_x_norm", 0) / gx.norm() - 1) < kTol);
+  e.keys["model.layers"] = "1";  // one block: W_Q (fixed, the same in every block) is block 0's alone
+  e.keys["model.heads"] = "1";   // and one head (a fixed W_Q is every head's: the FD gradient sums them)
+  const RunResults r1 = e.run();
+  const Matrix gq = fd_gradient(e.WQ, [&] { return e.loss(); });
+  CHECK(std::abs(EngineRun::value(r1, "grad_wq_norm", 0) / gq.norm() - 1) < kTol);
+}
+
+TEST_CASE("depth scaling keys: stored only when set, refusals name the key", "[keys][variants]") {
+  CHECK(make_config({}).to_ini().find("depth_scaling") == std::string::npos);
+  const Config c = make_config({{"residual.alpha", "1"}, {"residual.depth_scaling", "inv_sqrt_depth"},
+                                {"model.layers", "4"}, {"norm.position", "pre"},
+                                {"norm.depth_scaling", "inv_sqrt_layer"}});
+  CHECK(c.residual_depth_scaling == ResidualDepthScaling::inv_sqrt_depth);
+  CHECK(c.norm_depth_scaling == NormDepthScaling::inv_sqrt_layer);
+  CHECK(c.residual_alpha == 1.0);  // as given (and stored); the layer's branch gain is alpha / sqrt(L)
+  CHECK(layer_params(c, nullptr, nullptr).alpha == 0.5);
+  CHECK(layer_params(make_config({{"residual.alpha", "1"}}), nullptr, nullptr).alpha == 1.0);
+  const auto refused = [](const std::map<std::string, std::string>& k, const std::string& key) {
+    try {
+      make_config(k);
+    } catch (const UsageError& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(key) != std::string::npos);
+      return true;
+    }
+    return false;
+  };
+  CHECK(refused({{"residual.depth_scaling", "inv_sqrt_depth"}}, "residual.depth_scaling"));  // no residual
+  CHECK(refused({{"residual.depth_scaling", "inv_sqrt_depth"}, {"residual.alpha", "0.6"},
+                 {"residual.mixing", "cowsik"}}, "residual.depth_scaling"));
+  CHECK(refused({{"norm.depth_scaling", "inv_sqrt_layer"}}, "norm.depth_scaling"));  // post
+  CHECK(refused({{"norm.depth_scaling", "sqrt"}, {"norm.position", "pre"}}, "norm.depth_scaling"));
 }
 
 TEST_CASE("engine: grad_wo_norm against FD of the readout loss in W_O, 0 without W_O", "[backward]") {

@@ -313,3 +313,91 @@ TEST_CASE("shaped attention: the 2 x 2 case worked by hand, float64 and float32"
     }
   }
 }
+
+TEST_CASE("logit biases (ALiBi, decay): the 3 x 2 case worked by hand, float64 and float32", "[block][variants]") {
+  // W_Q = W_K = 0: the logits are B alone, A = softmax(B) on the mask, W_V = I, X rows (3, 4), (0, 2), (1, 1).
+  // Decay, gamma = 1/2, causal: rows [1], [1/3, 2/3], [1/7, 2/7, 4/7]: A X = [[3, 4], [1, 8/3], [1, 12/7]];
+  // row 0 takes nothing from the later rows (masked entries exactly 0). Complete: B_ij = |i - j| log gamma,
+  // rows [4, 2, 1] / 7, [1, 2, 1] / 4, [1, 2, 4] / 7: A X = [[13/7, 3], [1, 9/4], [1, 12/7]].
+  // ALiBi, H = 1 (m = 1/256), causal: row 1 = (e^-m x_0 + x_1) / (1 + e^-m).
+  Matrix want(3, 2);
+  const std::map<std::string, std::string> base = {{"model.tokens", "3"}, {"init.matrix", "3 4; 0 2; 1 1"}};
+  for (const std::string precision : {"float64", "float32"}) {
+    const double tol = precision == "float64" ? 1e-14 : 1e-6;
+    auto decay = base;
+    decay["attention.logit_bias"] = "decay";
+    decay["attention.decay"] = "0.5";
+    SECTION("decay, causal (" + precision + ")") {
+      decay["mask.type"] = "causal";
+      want << 3, 4, 1, 8.0 / 3, 1, 12.0 / 7;
+      const Matrix got = one_variant_layer(decay, precision);
+      check_matrix_tol(got, want, tol);
+      CHECK(got(0, 0) == 3.0);  // exactly: the masked entries contribute exactly 0
+      CHECK(got(0, 1) == 4.0);
+    }
+    SECTION("decay, complete (" + precision + ")") {
+      want << 13.0 / 7, 3, 1, 9.0 / 4, 1, 12.0 / 7;
+      check_matrix_tol(one_variant_layer(decay, precision), want, tol);
+    }
+    SECTION("alibi, causal, H = 1 (" + precision + ")") {
+      auto k = base;
+      k["attention.logit_bias"] = "alibi";
+      k["mask.type"] = "causal";
+      const double e1 = std::exp(-1.0 / 256), e2 = std::exp(-2.0 / 256);
+      const double z1 = 1 + e1, z2 = 1 + e1 + e2;
+      want << 3, 4, 3 * e1 / z1, (4 * e1 + 2) / z1, (3 * e2 + 1) / z2, (4 * e2 + 2 * e1 + 1) / z2;
+      check_matrix_tol(one_variant_layer(k, precision), want, tol);
+    }
+  }
+}
+
+TEST_CASE("QK-normalisation: the 2 x 2 case worked by hand, float64 and float32", "[block][variants]") {
+  // W_Q = W_K = W_V = I, X rows (3, 4), (0, 2): q_0 = k_0 = (0.6, 0.8) s, q_1 = k_1 = (0, 1) s, the logits
+  // sqrt(2) s^2 [[1, 0.8], [0.8, 1]]; with c = 0.2 sqrt(2) s^2, p = 1 / (1 + e^-c), q = 1 - p:
+  // A X = [[3p, 4p + 2q], [3q, 4q + 2p]]. The attention does not change when X is scaled by 10.
+  Matrix want(2, 2);
+  for (const std::string precision : {"float64", "float32"}) {
+    const double tol = precision == "float64" ? 1e-14 : 1e-6;
+    for (const double s : {1.0, 2.0}) {
+      const double c = 0.2 * std::sqrt(2.0) * s * s, p = 1 / (1 + std::exp(-c)), q = 1 - p;
+      std::map<std::string, std::string> k = {{"weights.q", "identity"},    {"weights.k", "identity"},
+                                              {"attention.qk_norm", "true"}, {"attention.qk_scale", std::to_string(s)}};
+      SECTION("s = " + std::to_string(s) + " (" + precision + ")") {
+        want << 3 * p, 4 * p + 2 * q, 3 * q, 4 * q + 2 * p;
+        check_matrix_tol(one_variant_layer(k, precision), want, tol);
+        k["init.matrix"] = "30 40; 0 20";
+        check_matrix_tol(one_variant_layer(k, precision), 10 * want, tol);
+      }
+    }
+  }
+}
+
+TEST_CASE("depth scaling: the 2 x 2 cases worked by hand, float64 and float32", "[block][variants]") {
+  // Uniform attention (W_Q = W_K = 0), W_V = I: A Z = 1 mean(Z)^T, mean(X) = m = (1.5, 3).
+  // residual.depth_scaling, L = 4, alpha = 1: X <- X + 0.5 1 mean(X)^T four times; the mean grows by 1.5
+  // per layer, so X(4) = X + 0.5 (1 + 1.5 + 2.25 + 3.375) 1 m^T = X + 4.0625 1 m^T.
+  // norm.depth_scaling, pre, norm.type none, L = 2: X(1) = X + 1 m^T (mean 2m), X(2) = X(1) + 2m / sqrt(2),
+  // so X(2) = X + (1 + sqrt(2)) 1 m^T.
+  Matrix want(2, 2);
+  for (const std::string precision : {"float64", "float32"}) {
+    const double tol = precision == "float64" ? 1e-14 : 1e-6;
+    SECTION("residual 1/sqrt(L) (" + precision + ")") {
+      want << 3 + 4.0625 * 1.5, 4 + 4.0625 * 3, 4.0625 * 1.5, 2 + 4.0625 * 3;
+      check_matrix_tol(one_variant_layer({{"model.layers", "4"},
+                                          {"residual.alpha", "1"},
+                                          {"residual.depth_scaling", "inv_sqrt_depth"}},
+                                         precision),
+                       want, tol);
+    }
+    SECTION("LayerNorm 1/sqrt(l) (" + precision + ")") {
+      const double f = 1 + std::sqrt(2.0);
+      want << 3 + 1.5 * f, 4 + 3 * f, 1.5 * f, 2 + 3 * f;
+      check_matrix_tol(one_variant_layer({{"model.layers", "2"},
+                                          {"residual.alpha", "1"},
+                                          {"norm.position", "pre"},
+                                          {"norm.depth_scaling", "inv_sqrt_layer"}},
+                                         precision),
+                       want, tol);
+    }
+  }
+}

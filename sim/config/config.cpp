@@ -287,6 +287,42 @@ void read_variants(KeyValues& v, Config& c) {
   c.attention_shape.c = read_number(v, "attention.shape_c");
 }
 
+// attention.logit_bias and attention.decay (docs/science/gradients.md): gamma only with decay;
+// attention.qk_norm and attention.qk_scale.
+void read_logit_bias_and_qk_norm(KeyValues& v, Config& c) {
+  c.logit_bias.kind = read_enum(v, "attention.logit_bias", logit_bias_names());
+  c.logit_bias.gamma = read_number(v, "attention.decay");
+  if (c.logit_bias.gamma != 1.0 && c.logit_bias.kind != LogitBiasKind::decay)
+    throw UsageError("key 'attention.decay': needs attention.logit_bias = decay");
+  // QK-normalisation: the logits' scale is sqrt(d_k), so a temperature given with it is refused.
+  c.qk_norm = read_bool(v, "attention.qk_norm");
+  c.qk_scale = read_number(v, "attention.qk_scale");
+  if (!c.qk_norm && c.qk_scale != 1.0) throw UsageError("key 'attention.qk_scale': needs attention.qk_norm = true");
+  if (c.qk_norm && c.attention_kind == AttentionKind::random_markov)
+    throw UsageError("key 'attention.qk_norm': random_markov attention has no queries and keys");
+  if (c.qk_norm && c.model.d_qk != static_cast<double>(c.model.key_dim))  // model.d_qk or model.beta given
+    throw UsageError("key 'attention.qk_norm': the logits are scaled by sqrt(d_k); a temperature model.d_qk or "
+                     "model.beta other than d_k is not used with it (give model.key_dim, attention.qk_scale)");
+}
+
+// residual.depth_scaling (alpha / sqrt(L), applied in layer_params) and norm.depth_scaling (pre-LN
+// output times 1/sqrt(l), applied per block by at_layer) (docs/science/gradients.md).
+void read_depth_scaling(KeyValues& v, Config& c) {
+  c.residual_depth_scaling = read_enum(v, "residual.depth_scaling", residual_depth_scaling_names());
+  c.norm_depth_scaling = read_enum(v, "norm.depth_scaling", norm_depth_scaling_names());
+  if (c.residual_depth_scaling != ResidualDepthScaling::none) {
+    const auto refuse = [&](const std::string& why) {
+      throw UsageError("key 'residual.depth_scaling' = " + v["residual.depth_scaling"] + ": " + why);
+    };
+    if (c.residual_alpha == 0.0) refuse("needs a residual (residual.alpha != 0)");
+    if (c.residual_mixing != ResidualMixing::none) refuse("not with residual.mixing (which alpha sets the skip?)");
+    if (c.integrator == Integrator::rk4) refuse("not with dynamics.integrator = rk4 (dt = residual.alpha)");
+  }
+  if (c.norm_depth_scaling != NormDepthScaling::none && c.norm.position != NormPosition::pre)
+    throw UsageError("key 'norm.depth_scaling' = " + v["norm.depth_scaling"] +
+                     ": LayerNorm scaling scales the pre-LN normalisations; needs norm.position = pre");
+}
+
 // X(0) and the run keys.
 void read_init_and_run(KeyValues& v, Config& c) {
   const int N = c.model.tokens, d = c.model.dim;
@@ -396,6 +432,8 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   read_attention_weights(v, c);
   read_mlp_and_weight_options(v, c);
   read_variants(v, c);
+  read_logit_bias_and_qk_norm(v, c);
+  read_depth_scaling(v, c);
   read_init_and_run(v, c);
   read_output(v, c);
   // Keys added after the golden set, at their default, are not part of the resolved text (the

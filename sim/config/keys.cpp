@@ -110,7 +110,7 @@ KeyDecl omitted_at_default(KeyDecl k) {
 const std::vector<WeightType> kQKWeights = {WeightType::gaussian, WeightType::orthogonal, WeightType::identity,
                                             WeightType::zero,     WeightType::fixed,      WeightType::file};
 
-// The model: shape, attention, mask, normalisation, residual, dynamics, dropout, MLP.
+// The model: shape and attention (block_keys: mask, normalisation, residual, dynamics, dropout, MLP).
 std::vector<KeyDecl> model_keys() {
   return {
       integer("model.tokens", text_of(kernel_default().model.tokens), 1, "number of tokens N (rows of X)"),
@@ -143,11 +143,34 @@ std::vector<KeyDecl> model_keys() {
       omitted_at_default(number("attention.shape_c", text_of(kernel_default().attention_shape.c), kAny,
                                 "shaped attention: c, the weight of the uniform attention C subtracted (a = 1, b = "
                                 "0, c = 1: spectral-gap removal A - C, Mind the Gap)")),
+      omitted_at_default(choice(
+          "attention.logit_bias", text_of(kernel_default().logit_bias.kind, logit_bias_names()),
+          names_of(logit_bias_names()),
+          "additive bias B on the logits before the softmax, beside the mask (not attention.bias, the projections' "
+          "biases): none | alibi (B_ij = -m_h |i - j|, slopes m_h = 2^(-8h/H), h = 1..H) | decay (B_ij = |i - j| "
+          "log gamma, gamma = attention.decay: weights proportional to gamma^|i-j|); |i - j| = i - j under the "
+          "causal mask")),
+      omitted_at_default(number("attention.decay", text_of(kernel_default().logit_bias.gamma),
+                                Range{0.0, true, 1.0, false},
+                                "gamma in (0, 1] of attention.logit_bias = decay")),
+      omitted_at_default(boolean(
+          "attention.qk_norm", text_of(kernel_default().qk_norm),
+          "true: QK-normalisation (nGPT): the rows of Q and K to s q_i/|q_i|, s k_j/|k_j| per head (s = "
+          "attention.qk_scale; a zero row stays 0) and the logits sqrt(d_k) Q K^T instead of Q K^T / sqrt(d_QK) "
+          "(model.d_qk and model.beta refused with it)")),
+      omitted_at_default(number("attention.qk_scale", text_of(kernel_default().qk_scale), kAny,
+                                "s_qk of attention.qk_norm: logits sqrt(d_k) s^2 cos(q_i, k_j)")),
       omitted_at_default(boolean(
           "attention.bias", text_of(kernel_default().attention_bias),
           "true: biases in the attention (GPT-2's c_attn and c_proj biases): Q = X W_Q + 1 b_Q^T, K and V likewise per "
           "head, b_O added to the sum over heads; zero unless read from weights.file (/b_Q, /b_K, /b_V with weights.q, "
           "k, v = file; /b_O with weights.o = file, or weights.v = file without model.value_dim) or given as arrays")),
+  };
+}
+
+// The mask, normalisation, residual, dynamics, dropout and MLP keys (after model_keys, in --help order).
+std::vector<KeyDecl> block_keys() {
+  return {
       choice("mask.type", text_of(kernel_default().mask.type, mask_names()), names_of(mask_names()), "attention mask (docs/science/model-spec.md)"),
       integer("mask.window", text_of(kernel_default().mask.window), 1, "window width w of the sliding-window masks"),
       file("mask.file", "", "HDF5 file with dataset /mask [N, N] (nonzero = may attend), for custom"),
@@ -177,6 +200,16 @@ std::vector<KeyDecl> model_keys() {
           "how the skip gain a is set: none (a = residual.skip) | cowsik (a = sqrt(1 - alpha^2), Cowsik et al. 2024; "
           "needs 0 < |alpha| <= 1) | deepnorm (a = (2L)^(1/4) and weights.branch_gain auto = (8L)^(-1/4), L = "
           "model.layers, Wang et al. 2022; needs norm.position = post; DeepNorm proper has residual.alpha = 1)")),
+      omitted_at_default(choice(
+          "residual.depth_scaling", text_of(kernel_default().residual_depth_scaling, residual_depth_scaling_names()),
+          names_of(residual_depth_scaling_names()),
+          "none | inv_sqrt_depth: the branch gain residual.alpha divided by sqrt(L), L = model.layers (the "
+          "1/sqrt(L) residual scaling of Noci et al. 2022); needs a residual; not with residual.mixing, rk4")),
+      omitted_at_default(choice(
+          "norm.depth_scaling", text_of(kernel_default().norm_depth_scaling, norm_depth_scaling_names()),
+          names_of(norm_depth_scaling_names()),
+          "none | inv_sqrt_layer: the output of the normalisations of layer l (1-based) multiplied by 1/sqrt(l) "
+          "(LayerNorm scaling, Sun et al. 2025, The Curse of Depth); needs norm.position = pre")),
       // --- Particles (docs/science/particles.md) ---
       omitted_at_default(choice(
           "dynamics.integrator", text_of(kernel_default().integrator, integrator_names()), names_of(integrator_names()),
@@ -297,7 +330,7 @@ choice("init.type", text_of(kernel_default().init.type, init_names()), names_of(
 
 std::vector<KeyDecl> declare_keys() {
   std::vector<KeyDecl> keys = model_keys();
-  for (auto part : {weight_keys(), input_run_output_keys()}) keys.insert(keys.end(), part.begin(), part.end());
+  for (auto part : {block_keys(), weight_keys(), input_run_output_keys()}) keys.insert(keys.end(), part.begin(), part.end());
   return keys;
 }
 

@@ -70,6 +70,21 @@ const NameTable<ResidualMixing>& mixing_names() {
       {"none", ResidualMixing::none}, {"cowsik", ResidualMixing::cowsik}, {"deepnorm", ResidualMixing::deepnorm}};
   return t;
 }
+const NameTable<LogitBiasKind>& logit_bias_names() {
+  static const NameTable<LogitBiasKind> t = {
+      {"none", LogitBiasKind::none}, {"alibi", LogitBiasKind::alibi}, {"decay", LogitBiasKind::decay}};
+  return t;
+}
+const NameTable<ResidualDepthScaling>& residual_depth_scaling_names() {
+  static const NameTable<ResidualDepthScaling> t = {{"none", ResidualDepthScaling::none},
+                                                    {"inv_sqrt_depth", ResidualDepthScaling::inv_sqrt_depth}};
+  return t;
+}
+const NameTable<NormDepthScaling>& norm_depth_scaling_names() {
+  static const NameTable<NormDepthScaling> t = {{"none", NormDepthScaling::none},
+                                                {"inv_sqrt_layer", NormDepthScaling::inv_sqrt_layer}};
+  return t;
+}
 const NameTable<BilinearType>& bilinear_names() {
   static const NameTable<BilinearType> t = {
       {"none", BilinearType::none},   {"gaussian_product", BilinearType::gaussian_product},

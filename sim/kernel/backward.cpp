@@ -133,11 +133,25 @@ Matrix mlp_backward(const Matrix& X, const LayerWeights& w, MlpActivation act, c
 
 namespace {
 
+// Adjoint of the rows y -> s y / |y| (QK-normalisation): dy = s (g - u (u . g)) / |y|, u = y / |y|;
+// a zero row (left 0 by the forward) gets 0.
+Matrix scaled_sphere_backward(const Matrix& Y, const Matrix& G, double s) {
+  Matrix dY = Matrix::Zero(Y.rows(), Y.cols());
+  for (Eigen::Index i = 0; i < Y.rows(); ++i) {
+    const double r = Y.row(i).norm();
+    if (r == 0.0) continue;
+    const RowVector u = Y.row(i) / r;
+    dY.row(i) = (s / r) * (G.row(i) - u * u.dot(G.row(i)));
+  }
+  return dY;
+}
+
 // One head's forward, kept for its adjoint: Q = X W_Q (+ 1 b_Q^T), K likewise, the attention A
 // (softmax, USA or hardmax of S = Q K^T / sqrt(d_QK) on the mask, before shaping), the shaped As
 // (when attention.shape is active), X W_V (+ 1 b_V^T) and V = (X W_V) W_O (or X W_V).
 struct HeadCache {
   Matrix Q, K, A, As, XV, V;
+  Matrix Q_raw, K_raw;  // QK-normalisation: the projections before s q/|q|, s k/|k|
   Matrix D, Ad;  // with attention dropout: the mask (0 or 1/(1-p)) and the weights used, D .* A_s
   // The attention matrix the head multiplies V with: dropped, shaped or plain.
   const Matrix& used(const LayerParams& p) const { return D.size() ? Ad : (p.shape.active() ? As : A); }
@@ -160,6 +174,12 @@ void head_forward(const Matrix& X, const LayerWeights& w, std::size_t h, const L
     attention_logits(X, w.q[h], &w.q_bias[h], w.k[h], &w.k_bias[h], p.d_qk, c.Q, c.K, c.A);
   else
     attention_logits(X, w.q[h], w.k[h], p.d_qk, c.Q, c.K, c.A);
+  if (p.qk_norm) {  // Q, K become s q/|q|, s k/|k| (the projections kept)
+    c.Q_raw = c.Q;
+    c.K_raw = c.K;
+    qk_normalise(c.Q, c.K, c.A, p.qk_scale);
+  }
+  if (p.logit_bias.active()) add_logit_bias(c.A, p.logit_bias, h, w.q.size());  // constant B: dS unchanged
   if (p.usa)
     usa_weights(c.A, *p.mask);
   else if (p.hardmax)
@@ -237,8 +257,12 @@ Matrix attention_branch_backward(const Matrix& X, const LayerWeights& w, const L
     if (c.D.size()) dA = dA.cwiseProduct(c.D);           // A_used = D .* A_s: dA_s = D .* dA_used
     if (p.shape.active()) dA *= p.shape.a;               // A_s = a A + b I - c C: dA = a dA_s
     Matrix dS = p.usa ? usa_backward(c.A, dA, *p.mask) : softmax_backward(c.A, dA, *p.mask);
-    dS *= s;                                             // through the 1 / sqrt(d_QK)
-    const Matrix dQ = dS * c.K, dK = dS.transpose() * c.Q;  // S' = Q K^T: dQ = dS' K, dK = dS'^T Q
+    dS *= p.qk_norm ? std::sqrt(static_cast<double>(c.Q.cols())) : s;  // through 1/sqrt(d_QK) (sqrt(d_k))
+    Matrix dQ = dS * c.K, dK = dS.transpose() * c.Q;     // S' = Q K^T: dQ = dS' K, dK = dS'^T Q
+    if (p.qk_norm) {                                     // through the rows s q / |q|
+      dQ = scaled_sphere_backward(c.Q_raw, dQ, p.qk_scale);
+      dK = scaled_sphere_backward(c.K_raw, dK, p.qk_scale);
+    }
     g.dq[h].noalias() += X.transpose() * dQ;
     g.dk[h].noalias() += X.transpose() * dK;
     if (biased) {                                        // db_Q = 1^T dQ, db_K = 1^T dK
@@ -281,9 +305,11 @@ using BranchBackward = std::function<Matrix(const Matrix&, const Matrix&)>;  // 
 // and N_out (slot `out`) at placement `pos` (kernel/block.hpp). forward() keeps what backward() needs.
 // With a skip gain s (residual.skip; post, pre, peri) the residual is s X + a F(.): the adjoint adds
 // s dOut (s dZ) instead of dOut (dZ). nGPT's step has its own skip weight 1 - a (s ignored).
+// With the LayerNorm scaling c (pre), X + a F(c N(X)): the branch's input adjoint is multiplied by c.
 struct SubBlock {
   NormPosition pos;
   double a, s;
+  double c = 1.0;  // pre: the LayerNorm scaling of the layer (norm.depth_scaling), c N(X)
   const Normalization &n, &n_out;
   int main, out;
   Matrix Xn, Y, Yn, Z;  // N(X), F(.), N_out(Y), the sum before the last N
@@ -302,8 +328,9 @@ struct SubBlock {
         Y = F(X);
         Z = a != 0.0 ? residual(X, Y) : Y;
         return normalised(Z, n);
-      case NormPosition::pre:  // X + a F(N(X))
+      case NormPosition::pre:  // X + a F(c N(X)), c the LayerNorm scaling (1 without)
         Xn = normalised(X, n);
+        if (c != 1.0) Xn *= c;
         Y = F(Xn);
         return a != 0.0 ? residual(X, Y) : Y;
       case NormPosition::peri:  // X + a N_out(F(N(X)))
@@ -328,7 +355,8 @@ struct SubBlock {
         return s * dZ + dF(X, a * dZ);
       }
       case NormPosition::pre: {
-        const Matrix dXn = dF(Xn, a != 0.0 ? Matrix(a * dOut) : dOut);
+        Matrix dXn = dF(Xn, a != 0.0 ? Matrix(a * dOut) : dOut);
+        if (c != 1.0) dXn *= c;                        // d(c N(X)) = c dN
         Matrix dX = norm_backward(X, dXn, n, g.dgain[main], g.dbias[main]);
         if (a != 0.0) dX += s * dOut;
         return dX;
@@ -396,6 +424,7 @@ void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p
   const double a = p.layer.alpha;
   const double skip = p.layer.skip;
   SubBlock sa(p.position, a, skip, norm_at(w, p, kNormAttn), norm_at(w, p, kNormAttnOut), kNormAttn, kNormAttnOut);
+  sa.c = p.layer.norm_scale;
   const Matrix middle = sa.forward(X, attn);
   Matrix dMiddle = dX_next;
   if (w.mlp_in.size() > 0) {
@@ -414,6 +443,7 @@ void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p
       return mlp_backward(in, w, p.activation, D.size() ? Matrix(dM.cwiseProduct(D)) : dM, g.mlp);
     };
     SubBlock sm(p.position, a, skip, norm_at(w, p, kNormMlp), norm_at(w, p, kNormMlpOut), kNormMlp, kNormMlpOut);
+    sm.c = p.layer.norm_scale;
     sm.forward(middle, mlp);
     dMiddle = sm.backward(middle, dX_next, mlp_back, g);
   }

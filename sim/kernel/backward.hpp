@@ -10,7 +10,9 @@
 // none, sphere, projection, layernorm, rmsnorm with gains and biases (norm.params = config or
 // file), the placements post, pre, peri, ngpt, the residual weight alpha, the MLP (relu, gelu,
 // gelu_tanh, biases), the skip gain s of s X + alpha F (LayerParams::skip) and shaped attention
-// a A + b I - c C (LayerParams::shape), attention biases b_Q, b_K, b_V, b_O (attention.bias).
+// a A + b I - c C (LayerParams::shape), attention biases b_Q, b_K, b_V, b_O (attention.bias),
+// additive logit biases S + B (ALiBi, decay: LayerParams::logit_bias; B constant, dS unchanged),
+// QK-normalisation (LayerParams::qk_norm, qk_scale), the pre-LN scaling c N(X) (LayerParams::norm_scale).
 // Not covered: dropout (the draws of the forward pass),
 // residual.project = tangent, float32 (block_backward refuses them: UsageError).
 #pragma once

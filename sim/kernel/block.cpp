@@ -1,5 +1,7 @@
 #include "kernel/block.hpp"
 
+#include <cmath>
+
 namespace rcsim {
 
 namespace {
@@ -62,6 +64,7 @@ int mlp_sublayer(const MatrixT<T>& X, const LayerWeightsT<T>& w, const BlockPara
   }
   ws.normalised = X;
   degenerate += normalize_rows(ws.normalised, norm_at(w, p, kNormMlp));
+  if (p.layer.norm_scale != 1.0) ws.normalised *= static_cast<T>(p.layer.norm_scale);  // LayerNorm scaling
   mlp_forward(ws.normalised, w, p.activation, ws.mlp, out);
   // Dropout on M's output, then N2_out (peri), as inside the attention sub-block.
   if (drop && drop->output > 0.0) apply_dropout(out, drop->output, *drop->rng);
@@ -96,6 +99,7 @@ LayerReport block_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
     static const Normalization identity;  // type none: attention_layer adds no normalisation
     ws.normalised = X;
     const int degenerate_in = normalize_rows(ws.normalised, norm_at(w, p, kNormAttn));
+    if (p.layer.norm_scale != 1.0) ws.normalised *= static_cast<T>(p.layer.norm_scale);  // LayerNorm scaling
     LayerParams inner = p.layer;
     inner.alpha = 0.0;  // A(N(X)) alone; the residual is added below
     inner.norm = &identity;
@@ -110,6 +114,12 @@ LayerReport block_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
 }
 
 }  // namespace
+
+BlockParams at_layer(const BlockParams& p, int t) {
+  BlockParams q = p;
+  if (p.norm_depth_scaling) q.layer.norm_scale = 1.0 / std::sqrt(static_cast<double>(t + 1));
+  return q;
+}
 
 LayerReport transformer_block(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const BlockParams& p,
                               BlockWorkspace& ws, Matrix& X_next) {

@@ -26,7 +26,12 @@ struct BlockParams {
   LayerParams layer;  // mask, temperature, residual weight a, normalisation N, dropout
   NormPosition position = NormPosition::post;
   MlpActivation activation = MlpActivation::gelu;  // of the MLP, when the weights have one
+  bool norm_depth_scaling = false;  // norm.depth_scaling = inv_sqrt_layer: see at_layer()
 };
+
+// The parameters of block t (0-based): p itself, or with norm_depth_scaling p.layer.norm_scale =
+// 1/sqrt(t + 1), the LayerNorm scaling of layer l = t + 1 (Sun et al. 2025; pre-LN only).
+BlockParams at_layer(const BlockParams& p, int t);
 
 // Work matrices of a block: the attention layer's, the normalised input of pre/peri, the MLP's.
 template <class T>

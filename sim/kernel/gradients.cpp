@@ -28,7 +28,7 @@ std::vector<Matrix> stack_backward(const std::vector<Matrix>& inputs, const std:
   BlockGrads g;
   for (int t = L - 1; t >= 0; --t) {  // dX(t) = J_t^T dX(t+1), J_t the Jacobian of block t
     const auto ti = static_cast<std::size_t>(t);
-    block_backward(inputs[ti], weights[ti], p, dX[ti + 1], g);
+    block_backward(inputs[ti], weights[ti], at_layer(p, t), dX[ti + 1], g);  // block t's parameters
     if (on_block) on_block(t, g);
     dX[ti] = std::move(g.dX);
   }

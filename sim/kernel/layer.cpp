@@ -1,6 +1,7 @@
 #include "kernel/layer.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "kernel/tangent.hpp"
 #include "kernel/particles.hpp"
@@ -38,6 +39,11 @@ LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Norma
   p.rk4 = c.integrator == Integrator::rk4;
   p.skip = c.residual_skip;  // variants (docs/science/gradients.md)
   p.shape = c.attention_shape;
+  p.logit_bias = c.logit_bias;
+  p.qk_norm = c.qk_norm;
+  p.qk_scale = c.qk_scale;
+  if (c.residual_depth_scaling == ResidualDepthScaling::inv_sqrt_depth)  // branch gain alpha / sqrt(L)
+    p.alpha = c.residual_alpha / std::sqrt(static_cast<double>(c.model.layers));
   return p;
 }
 
@@ -68,6 +74,33 @@ void shape_rows(RowMajorMatrixT<T>& A, const MaskRows& rows, const AttentionShap
   }
 }
 
+// S <- S + B_h, B_ij = -m_h |i - j| (the bias evaluated in double, then rounded to T).
+template <class T>
+void add_logit_bias_impl(Eigen::Ref<MatrixT<T>> S, const LogitBias& b, std::size_t h, std::size_t H) {
+  const double m = logit_bias_slope(b, h, H);
+  for (Eigen::Index j = 0; j < S.cols(); ++j)
+    for (Eigen::Index i = 0; i < S.rows(); ++i)
+      S(i, j) += static_cast<T>(-m * static_cast<double>(i > j ? i - j : j - i));
+}
+
+// Rows of M to s m_i / |m_i| (a zero row stays 0; the norm in double, as normalization.cpp's sphere).
+template <class T>
+void scale_rows_to(MatrixT<T>& M, double s) {
+  for (Eigen::Index i = 0; i < M.rows(); ++i) {
+    const double r = M.row(i).template cast<double>().norm();
+    if (r > 0.0) M.row(i) *= static_cast<T>(s / r);
+  }
+}
+
+// QK-normalisation: Q, K rows to s q/|q|, S = sqrt(d_k) Q K^T.
+template <class T>
+void qk_normalise_impl(MatrixT<T>& Q, MatrixT<T>& K, MatrixT<T>& S, double s) {
+  scale_rows_to<T>(Q, s);
+  scale_rows_to<T>(K, s);
+  S.noalias() = Q * K.transpose();
+  S *= static_cast<T>(std::sqrt(static_cast<double>(Q.cols())));
+}
+
 // X_next = a X + alpha Y (a = p.skip; X + alpha Y exactly as before when a = 1).
 template <class T>
 void add_residual(const Eigen::Ref<const MatrixT<T>>& X, const LayerParams& p, const MatrixT<T>& Y,
@@ -76,6 +109,21 @@ void add_residual(const Eigen::Ref<const MatrixT<T>>& X, const LayerParams& p, c
     X_next = X + static_cast<T>(p.alpha) * Y;
   else
     X_next = static_cast<T>(p.skip) * X + static_cast<T>(p.alpha) * Y;
+}
+
+// The logits of head h on the general path into ws.S: random-Markov G_h, or (X W_Q + b_Q)(X W_K + b_K)^T
+// / sqrt(d_QK) (QK-normalised: sqrt(d_k) Q_n K_n^T), plus the additive logit bias.
+template <class T>
+void general_logits(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
+                    std::size_t h, LayerWorkspaceT<T>& ws) {
+  if (p.random_markov)
+    ws.S = w.logits[h];  // independent of X
+  else if (!w.q_bias.empty())
+    attention_logits(X, w.q[h], &w.q_bias[h], w.k[h], &w.k_bias[h], p.d_qk, ws.Q, ws.K, ws.S);
+  else
+    attention_logits(X, w.q[h], w.k[h], p.d_qk, ws.Q, ws.K, ws.S);
+  if (p.qk_norm && !p.random_markov) qk_normalise_impl<T>(ws.Q, ws.K, ws.S, p.qk_scale);
+  if (p.logit_bias.active()) add_logit_bias_impl<T>(ws.S, p.logit_bias, h, w.q.size());
 }
 
 template <class T>
@@ -88,7 +136,9 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
     ws.analysed = p.mask;
   }
   const bool biased = !w.q_bias.empty();  // attention.bias: the general path
-  const bool fast = ws.rows.contiguous && !p.usa && !p.hardmax && !p.random_markov && !biased;
+  const bool fast =
+      ws.rows.contiguous && !p.usa && !p.hardmax && !p.random_markov && !biased && !p.logit_bias.active() &&
+      !p.qk_norm;
   const bool lower = ws.rows.lower_triangular;
   // One head without residual: the product goes straight into X_next.
   const bool direct = H == 1 && p.alpha == 0.0;
@@ -103,12 +153,7 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
       attention_logits_fast(X, w.q[h], w.k[h], p.d_qk, lower, ws.logits, ws.S_rows);
       s = softmax_rows(ws.S_rows, ws.rows, ws.buffer);
     } else {
-      if (p.random_markov)
-        ws.S = w.logits[h];  // independent of X
-      else if (biased)
-        attention_logits(X, w.q[h], &w.q_bias[h], w.k[h], &w.k_bias[h], p.d_qk, ws.Q, ws.K, ws.S);
-      else
-        attention_logits(X, w.q[h], w.k[h], p.d_qk, ws.Q, ws.K, ws.S);
+      general_logits<T>(X, w, p, h, ws);
       if (p.usa)
         usa_weights(ws.S, *p.mask);
       else if (p.hardmax)
@@ -222,6 +267,24 @@ LayerReport rk4_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<
 
 void shape_attention(Eigen::Ref<Matrix> A, const MaskMatrix& mask, const AttentionShape& s) {
   shape_masked<double>(A, mask, s);
+}
+
+double logit_bias_slope(const LogitBias& b, std::size_t h, std::size_t H) {
+  switch (b.kind) {
+    case LogitBiasKind::alibi:
+      return std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(H));
+    case LogitBiasKind::decay:
+      return -std::log(b.gamma);
+    case LogitBiasKind::none:
+      break;
+  }
+  return 0.0;
+}
+
+void qk_normalise(Matrix& Q, Matrix& K, Matrix& S, double scale) { qk_normalise_impl<double>(Q, K, S, scale); }
+
+void add_logit_bias(Eigen::Ref<Matrix> S, const LogitBias& b, std::size_t h, std::size_t H) {
+  add_logit_bias_impl<double>(S, b, h, H);
 }
 
 LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const LayerParams& p,

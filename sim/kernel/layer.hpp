@@ -34,6 +34,10 @@ struct LayerParams {
   double skip = 1.0;     // skip gain a of a residual: X_next = N(a X + alpha Y) (only when alpha != 0;
                          // ignored by ngpt, rk4, whose steps fix it)
   AttentionShape shape{};  // A_h <- a A_h + b I - c C after the softmax (Noci et al. 2023)
+  LogitBias logit_bias{};  // S_h + B_h before the softmax (ALiBi, decay; general path)
+  bool qk_norm = false;    // rows of Q, K to s_qk q/|q|, logits sqrt(d_k) Q K^T (nGPT; general path)
+  double qk_scale = 1.0;   // s_qk
+  double norm_scale = 1.0;  // pre-LN output multiplied by it (norm.depth_scaling: 1/sqrt(l) at layer l)
 };
 
 // The parameters of `c`'s layer for this mask and normalisation (which must outlive them).
@@ -43,6 +47,16 @@ LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Norma
 // uniform attention over the mask (row i: 1/|N_i| on N_i), b on the diagonal (every row has its
 // self-loop). Entries the mask forbids stay exactly 0. Used by attention_layer and the backward pass.
 void shape_attention(Eigen::Ref<Matrix> A, const MaskMatrix& mask, const AttentionShape& s);
+
+// Additive logit bias (docs/science/gradients.md): S <- S + B_h for head h of H (0-based h; ALiBi's
+// slope of head h is 2^(-8(h+1)/H)), B_ij = -m_h |i - j| (alibi) or |i - j| log gamma (decay).
+// Every entry is biased; the mask then sets the forbidden ones to exactly 0 after the softmax.
+void add_logit_bias(Eigen::Ref<Matrix> S, const LogitBias& b, std::size_t h, std::size_t H);
+// QK-normalisation (docs/science/gradients.md): the rows of Q and K (the projections, with their
+// biases) to s q_i / |q_i| and s k_j / |k_j| (a zero row stays 0), then S = sqrt(d_k) Q K^T with
+// d_k = Q.cols(), in place of the 1/sqrt(d_QK) logits. Used by attention_layer and the backward pass.
+void qk_normalise(Matrix& Q, Matrix& K, Matrix& S, double scale);
+double logit_bias_slope(const LogitBias& b, std::size_t h, std::size_t H);  // m_h (alibi), -log gamma (decay)
 
 // What a layer reports besides its output.
 struct LayerReport {

@@ -48,6 +48,21 @@ struct AttentionShape {
   double a = 1.0, b = 0.0, c = 0.0;
   bool active() const { return a != 1.0 || b != 0.0 || c != 0.0; }
 };
+// Additive attention biases beside the binary mask (SCIENCE.md section 6): logits S_ij + B_ij
+// before the softmax. alibi: B_ij = -m_h |i - j|, m_h = 2^(-8h/H), h = 1..H; decay:
+// B_ij = |i - j| log gamma (weights proportional to gamma^|i-j|). For the causal mask |i - j| = i - j
+// on every allowed entry; other masks get the symmetric |i - j|.
+enum class LogitBiasKind { none, alibi, decay };
+// Depth-dependent scaling: residual.depth_scaling = inv_sqrt_depth multiplies the branch gain by
+// 1/sqrt(L) (L = model.layers); norm.depth_scaling = inv_sqrt_layer multiplies the output of the pre-LN
+// normalisations of layer l (1-based) by 1/sqrt(l) (LayerNorm scaling, Sun et al. 2025).
+enum class ResidualDepthScaling { none, inv_sqrt_depth };
+enum class NormDepthScaling { none, inv_sqrt_layer };
+struct LogitBias {
+  LogitBiasKind kind = LogitBiasKind::none;
+  double gamma = 1.0;  // attention.decay (decay only)
+  bool active() const { return kind != LogitBiasKind::none; }
+};
 
 struct ModelConfig {
   int tokens = 8;      // N
@@ -170,6 +185,12 @@ struct ModelSpec {
   double residual_skip = 1.0;  // a (resolved from residual.skip and residual.mixing)
   ResidualMixing residual_mixing = ResidualMixing::none;
   AttentionShape attention_shape;
+  LogitBias logit_bias;  // attention.logit_bias, attention.decay
+  // QK-normalisation (nGPT; attention.qk_norm, attention.qk_scale): S = sqrt(d_k) (s q_i/|q_i|).(s k_j/|k_j|)
+  bool qk_norm = false;
+  double qk_scale = 1.0;
+  ResidualDepthScaling residual_depth_scaling = ResidualDepthScaling::none;
+  NormDepthScaling norm_depth_scaling = NormDepthScaling::none;
   DropoutConfig dropout;
   MlpConfig mlp;
   // --- Peer dynamics (docs/science/peers.md) ---

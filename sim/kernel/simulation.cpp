@@ -384,6 +384,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   SignalRecorder signal(c, s.gradient_segment);  // docs/science/gradients.md
   Matrix product = want_product ? Matrix(Matrix::Identity(N, N)) : Matrix();
   BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position, c.mlp.activation};
+  params.norm_depth_scaling = c.norm_depth_scaling == NormDepthScaling::inv_sqrt_layer;  // at_layer(params, t)
   params.layer.keep_attention = want_attention || c.output.attention;
   if (c.output.attention) r.attention_matrices[ti].clear();
   // Block structure, dropout and precision.
@@ -436,10 +437,10 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
     if (single) {
       cast_weights(w, w_float);
       X_float = X.cast<float>();
-      rep = transformer_block(X_float, w_float, params, *ws_float, X_next_float);
+      rep = transformer_block(X_float, w_float, at_layer(params, t), *ws_float, X_next_float);
       X_next = X_next_float.cast<double>();
     } else {
-      rep = transformer_block(X, w, params, ws, X_next);
+      rep = transformer_block(X, w, at_layer(params, t), ws, X_next);
     }
     if (noise.active()) {  // after the deterministic step (kernel/noise.hpp)
       rep.degenerate_rows += noise.apply(X_next, norm);

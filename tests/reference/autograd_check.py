@@ -76,6 +76,19 @@ def shape(a, mask, cfg):
     return sa * a + sb * torch.eye(a.shape[0], dtype=a.dtype) - sc * uniform
 
 
+def logit_bias(n, h, cfg):
+    """Additive logit bias B (SCIENCE.md section 6): ALiBi -m_h |i - j| with m_h = 2^(-8h/H), h = 1..H;
+    decay |i - j| log gamma (weights proportional to gamma^|i-j|); 0 without."""
+    kind = cfg.get("logit_bias", "none")
+    if kind == "none":
+        return 0.0
+    i = torch.arange(n, dtype=torch.float64)
+    dist = (i[:, None] - i[None, :]).abs()
+    if kind == "alibi":
+        return -(2.0 ** (-8.0 * (h + 1) / cfg["H"])) * dist
+    return dist * math.log(cfg["decay"])
+
+
 def attention(x, w, t, cfg, mask):
     """Y = sum_h A_h X W_V,h (W_O,h), A_h = masked softmax(X W_Q,h (X W_K,h)^T / sqrt(d_QK)) or USA;
     with attention biases (attention.bias) Q = X W_Q,h + b_Q,h, K, V likewise, and Y + b_O after the
@@ -86,7 +99,15 @@ def attention(x, w, t, cfg, mask):
     def b(name):  # a bias [1, n], broadcast over the rows; 0 without attention biases
         return w.get(f"l{t}.{name}", 0.0)
     for h in range(cfg["H"]):
-        s = (x @ w[f"l{t}.q{h}"] + b(f"bq{h}")) @ (x @ w[f"l{t}.k{h}"] + b(f"bk{h}")).T / math.sqrt(cfg["dqk"])
+        q, k = x @ w[f"l{t}.q{h}"] + b(f"bq{h}"), x @ w[f"l{t}.k{h}"] + b(f"bk{h}")
+        if cfg.get("qk_norm", False):  # nGPT: rows to s q/|q|, s k/|k|, logits sqrt(d_k) q k^T
+            sqk = cfg.get("qk_scale", 1.0)
+            q = sqk * q / q.norm(dim=1, keepdim=True)
+            k = sqk * k / k.norm(dim=1, keepdim=True)
+            s = q @ k.T * math.sqrt(q.shape[1])
+        else:
+            s = q @ k.T / math.sqrt(cfg["dqk"])
+        s = s + logit_bias(n, h, cfg)
         if cfg["usa"]:
             a = torch.exp(s) / n * mask
         else:
@@ -121,8 +142,8 @@ def sublayer(x, branch, cfg, w, t, main, out):
     n_out = lambda y: normalise(y, kind, w[f"l{t}.gain{out}"], w[f"l{t}.bias{out}"])
     if pos == "post":
         return n(s * x + a * branch(x) if a != 0 else branch(x))
-    if pos == "pre":
-        y = branch(n(x))
+    if pos == "pre":  # LayerNorm scaling (ln_scale): the normalisation of layer t + 1 times 1/sqrt(t + 1)
+        y = branch(n(x) / math.sqrt(t + 1) if cfg.get("ln_scale", False) else n(x))
         return s * x + a * y if a != 0 else y
     if pos == "peri":
         y = n_out(branch(n(x)))
@@ -206,6 +227,27 @@ def configurations():
              dict(pos="pre", alpha=1.0, m=6, act="gelu_tanh", dqk=3.0)])):
         yield f"attn_bias_{mask}_dv{dv}_{i % 3}", "attention biases b_Q, b_K, b_V, b_O", dict(
             base, mask=mask, dv=dv, attn_bias=True, seed=300 + i, **extra)
+
+    # Additive logit biases (attention.logit_bias): ALiBi (two heads, two slopes) and decay, every mask,
+    # softmax and USA, single blocks and 3-block stacks with an MLP.
+    for i, (mask, kind, usa) in enumerate(itertools.product(["complete", "causal", "window", "custom"],
+                                                           ["alibi", "decay"], [False, True])):
+        yield f"logit_bias_{mask}_{kind}_usa{int(usa)}", "logit biases S + B (ALiBi, decay gamma = 0.6)", dict(
+            base, mask=mask, usa=usa, logit_bias=kind, decay=0.6, norm="layernorm", pos="peri" if usa else "pre",
+            dqk=8.0 if usa else 2.0, m=4, dv=2, seed=400 + i)
+
+    # QK-normalisation (attention.qk_norm, attention.qk_scale): every mask, with and without attention
+    # biases (inside the normalised rows), ALiBi beside, 3-block stacks in every placement.
+    for i, (mask, pos, extra) in enumerate(itertools.product(
+            ["complete", "causal", "window", "custom"], ["post", "pre", "peri", "ngpt"],
+            [dict(qk_scale=1.7), dict(qk_scale=1.3, attn_bias=True, logit_bias="alibi")])):
+        yield f"qk_norm_{mask}_{pos}_{i % 2}", "QK-normalisation s q/|q|, logits sqrt(d_k) Q K^T", dict(
+            base, mask=mask, pos=pos, qk_norm=True, m=4, dv=2, seed=500 + i, **extra)
+
+    # LayerNorm scaling 1/sqrt(l) (norm.depth_scaling = inv_sqrt_layer, pre-LN): 4-block stacks.
+    for i, (norm, alpha) in enumerate(itertools.product(["none", "layernorm", "rmsnorm", "sphere"], [0.7, 0.0])):
+        yield f"ln_scale_{norm}_{alpha}", "LayerNorm scaling 1/sqrt(l) (pre, 4 blocks, MLP, W_O)", dict(
+            base, pos="pre", norm=norm, alpha=alpha, ln_scale=True, L=4, m=5, dv=3, seed=600 + i)
 
 
 def main():
