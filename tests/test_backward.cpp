@@ -727,7 +727,8 @@ TEST_CASE("engine: the reverse pass from checkpoints (segments of 1 to 6 blocks)
       {"output.measures", "grad_x_norm,grad_wq_norm,grad_wk_norm,grad_wv_norm,jacobian_log_fro2"}};
   const std::vector<std::pair<std::string, std::string>> weight_laws = {
       {"weights.shared", "false"}, {"weights.shared", "true"}, {"weights.redraw_every", "3"},
-      {"weights.across_trials", "shared"}, {"dropout.attention", "0.3"}};
+      {"weights.across_trials", "shared"}, {"dropout.attention", "0.3"},
+      {"norm.depth_scaling", "inv_sqrt_layer"}};  // the replay gives each block its own scale (at_layer)
   for (const auto& [key, value] : weight_laws) {
     auto k = keys;
     k[key] = value;

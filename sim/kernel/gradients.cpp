@@ -50,7 +50,7 @@ Matrix stack_backward_segments(int layers, int length, const SegmentReplay& repl
       const auto k = static_cast<std::size_t>(t - begin);
       std::optional<RandomStream> rng;  // a copy: block_backward advances it
       if (!tape.dropout.empty()) rng = tape.dropout[k];
-      block_backward(tape.inputs[k], tape.weights[k], p, dX, g, rng ? &*rng : nullptr);
+      block_backward(tape.inputs[k], tape.weights[k], at_layer(p, t), dX, g, rng ? &*rng : nullptr);
       if (on_block) on_block(t, g);
       dX = std::move(g.dX);
       on_dx(t, dX);

@@ -346,7 +346,7 @@ struct SignalRecorder {
       out.weights[k] = sampler.layer(b + static_cast<int>(k), rng);
       out.inputs[k] = X;
       if (drop_rng) out.dropout.push_back(*drop_rng);
-      transformer_block(X, out.weights[k], replayed, ws, X_next);
+      transformer_block(X, out.weights[k], at_layer(replayed, b + static_cast<int>(k)), ws, X_next);
       X.swap(X_next);
     }
   }
@@ -480,6 +480,7 @@ TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& co
   sampler.begin_trial(rng);
   const Normalization norm = Normalization::from_config(c);
   BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position, c.mlp.activation};
+  params.norm_depth_scaling = c.norm_depth_scaling == NormDepthScaling::inv_sqrt_layer;  // at_layer(params, t)
   RandomStream dropout_rng(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
   const Dropout dropout{c.dropout.attention, c.dropout.output, &dropout_rng};
   if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) params.layer.dropout = &dropout;
@@ -490,7 +491,7 @@ TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& co
     tape.weights.push_back(sampler.layer(t, rng));
     tape.inputs.push_back(X);
     if (params.layer.dropout) tape.dropout.push_back(dropout_rng);
-    transformer_block(X, tape.weights.back(), params, ws, X_next);
+    transformer_block(X, tape.weights.back(), at_layer(params, t), ws, X_next);
     X.swap(X_next);
   }
   TrialGradients out;
