@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "sim_support.hpp"
 #include "io/inputs.hpp"
 #include "config/config.hpp"
 #include "kernel/random.hpp"
@@ -15,13 +16,11 @@
 #include "kernel/simulation.hpp"
 
 using namespace rcsim;
+using rcsim::test::simulate;
+using rcsim::test::check_matrix;
 using Catch::Matchers::WithinRel;
 
 namespace {
-
-RunResults simulate(const std::map<std::string, std::string>& values, int threads = 1) {
-  return run_simulation(prepare(make_config(values)), threads);
-}
 
 // One layer of the hand-worked 2 x 2 case: W_Q = W_K = 0 (uniform attention on the complete
 // mask, A = [[1/2, 1/2], [1/2, 1/2]]), W_V = I, N = sphere, X(0) = [[3, 4], [0, 2]].
@@ -32,13 +31,6 @@ Matrix one_layer(const std::string& position, const std::string& alpha) {
                                  {"residual.alpha", alpha}, {"init.type", "fixed"}, {"init.matrix", "3 4; 0 2"},
                                  {"run.trials", "1"}, {"output.tokens", "final"}});
   return r.snapshots[0][0];
-}
-
-void check_matrix(const Matrix& got, const Matrix& want) {
-  REQUIRE(got.rows() == want.rows());
-  REQUIRE(got.cols() == want.cols());
-  for (Eigen::Index i = 0; i < got.rows(); ++i)
-    for (Eigen::Index j = 0; j < got.cols(); ++j) CHECK_THAT(got(i, j), WithinRel(want(i, j), 1e-14));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "sim_support.hpp"
 #include "io/inputs.hpp"
 #include "config/config.hpp"
 #include "kernel/block.hpp"
@@ -13,20 +14,11 @@
 #include "kernel/simulation.hpp"
 
 using namespace rcsim;
+using rcsim::test::simulate;
+using rcsim::test::check_matrix;
 using Catch::Matchers::WithinRel;
 
 namespace {
-
-RunResults simulate(const std::map<std::string, std::string>& values, int threads = 1) {
-  return run_simulation(prepare(make_config(values)), threads);
-}
-
-void check_matrix(const Matrix& got, const Matrix& want, double tol = 1e-14) {
-  REQUIRE(got.rows() == want.rows());
-  REQUIRE(got.cols() == want.cols());
-  for (Eigen::Index i = 0; i < got.rows(); ++i)
-    for (Eigen::Index j = 0; j < got.cols(); ++j) CHECK_THAT(got(i, j), WithinRel(want(i, j), tol));
-}
 
 // One layer on X(0) = [[3, 4], [0, 2]] with W_Q = W_K = 0: uniform attention on the complete
 // mask, A X = the mean row [1.5, 3] in both rows.

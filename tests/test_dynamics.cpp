@@ -6,6 +6,7 @@
 #include <numeric>
 #include <filesystem>
 
+#include "sim_support.hpp"
 #include "io/inputs.hpp"
 #include "config/config.hpp"
 #include "io/hdf5_file.hpp"
@@ -13,6 +14,7 @@
 #include "kernel/simulation.hpp"
 
 using namespace rcsim;
+using rcsim::test::simulate;
 using Catch::Matchers::WithinAbs;
 using Catch::Matchers::WithinRel;
 
@@ -67,10 +69,6 @@ Decay fitted_decay(const RunResults& r) {
   std::sort(rates.begin(), rates.end());
   out.rate = rates[rates.size() / 2];
   return out;
-}
-
-RunResults simulate(const std::map<std::string, std::string>& values, int threads = 1) {
-  return run_simulation(prepare(make_config(values)), threads);
 }
 
 }  // namespace

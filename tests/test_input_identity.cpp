@@ -14,18 +14,14 @@
 #include "io/input_digest.hpp"
 #include "io/inputs.hpp"
 #include "io/run_file.hpp"
+#include "cli_support.hpp"
 
 using namespace rcsim;
 namespace fs = std::filesystem;
 
 namespace {
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("rcsim_identity_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path identity_dir(const std::string& name) { return rcsim::test::fresh_dir("rcsim_identity_" + name); }
 
 // An init.file with /X0 [N, d] = scale * (1, 2, 3, ...).
 void write_x0(const fs::path& path, int n, int d, double scale) {
@@ -49,7 +45,7 @@ std::string file_sha256(const fs::path& p) { return sha256_of_file(p.string(), "
 TEST_CASE("sha256 of bytes and of files: the FIPS 180-2 test vectors", "[io][identity]") {
   CHECK(sha256_of_bytes("", 0) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   CHECK(sha256_of_bytes("abc", 3) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  const fs::path d = fresh_dir("vectors");
+  const fs::path d = identity_dir("vectors");
   {
     std::ofstream f(d / "abc.txt", std::ios::binary);
     f << "abc";
@@ -60,7 +56,7 @@ TEST_CASE("sha256 of bytes and of files: the FIPS 180-2 test vectors", "[io][ide
 }
 
 TEST_CASE("a run without input files has no digests, one with init.file has its file's", "[io][identity]") {
-  const fs::path d = fresh_dir("digests");
+  const fs::path d = identity_dir("digests");
   CHECK(input_digests(make_config({})).empty());
   write_x0(d / "x0.h5", 4, 3, 1.0);
   const InputDigests in = input_digests(init_config(d));
@@ -71,7 +67,7 @@ TEST_CASE("a run without input files has no digests, one with init.file has its 
 }
 
 TEST_CASE("a complete run file whose init.file content changed is another configuration", "[io][identity]") {
-  const fs::path d = fresh_dir("rerun");
+  const fs::path d = identity_dir("rerun");
   write_x0(d / "x0.h5", 4, 3, 1.0);
   const Config c = init_config(d);
   run_to_file(c, {"test", 1}, nullptr, false);
@@ -95,7 +91,7 @@ TEST_CASE("a complete run file whose init.file content changed is another config
 }
 
 TEST_CASE("old run files without input_sha256: matched only by runs that read no file", "[io][identity]") {
-  const fs::path d = fresh_dir("old");
+  const fs::path d = identity_dir("old");
   write_x0(d / "x0.h5", 4, 3, 1.0);
   const Config c = init_config(d);
   run_to_file(c, {"test", 1}, nullptr, false);
@@ -116,7 +112,7 @@ TEST_CASE("old run files without input_sha256: matched only by runs that read no
 }
 
 TEST_CASE("a checkpoint of another init.file content is never resumed", "[io][identity][checkpoint]") {
-  const fs::path d = fresh_dir("checkpoint");
+  const fs::path d = identity_dir("checkpoint");
   write_x0(d / "x0.h5", 4, 3, 1.0);
   const Config c = init_config(d, 4);
   const std::string path = c.output.file + ".partial";
@@ -153,7 +149,7 @@ TEST_CASE("a checkpoint of another init.file content is never resumed", "[io][id
 }
 
 TEST_CASE("an input file that changes after hashing is an error naming it", "[io][identity]") {
-  const fs::path d = fresh_dir("changed");
+  const fs::path d = identity_dir("changed");
   write_x0(d / "x0.h5", 4, 3, 1.0);
   const InputDigests in = input_digests(init_config(d));
   CHECK_NOTHROW(check_inputs_unchanged(in));

@@ -6,18 +6,19 @@
 #include <map>
 #include <string>
 
+#include "sim_support.hpp"
 #include "app/run.hpp"
 #include "config/config.hpp"
 #include "kernel/errors.hpp"
 #include "kernel/simulation.hpp"
 
 using namespace rcsim;
+using rcsim::test::simulate;
 
 namespace {
 
 using Keys = std::map<std::string, std::string>;
 
-RunResults simulate(const Keys& keys, int threads = 1) { return run_simulation(prepare(make_config(keys), nullptr, {}), threads); }
 
 double mean(const Matrix& m) { return m.mean(); }
 double variance(const Matrix& m) { return (m.array() - m.mean()).square().sum() / static_cast<double>(m.size() - 1); }
