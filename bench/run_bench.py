@@ -165,6 +165,8 @@ def main():
         if not grid:
             ap.error(f"--shapes '{args.shapes}': no point of the {'quick' if args.quick else 'full'} set has these shapes")
 
+    if not os.access(args.bench, os.X_OK):  # not in the default target; bench/run_bench.sh builds it
+        sys.exit(f"run_bench.py: no benchmark worker {args.bench}: build it with `cmake --build build --target rcsim_bench`")
     rc = Worker([args.bench])
     allocators = {"plain": {}}
     if os.path.exists(JEMALLOC):

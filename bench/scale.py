@@ -17,6 +17,7 @@ import argparse
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,6 +32,8 @@ def main():
     ap.add_argument("--mask", default="complete")
     ap.add_argument("--precision", default="float64", choices=["float64", "float32"])
     args = ap.parse_args()
+    if not os.access(args.bench, os.X_OK):  # not in the default target
+        sys.exit(f"scale.py: no benchmark worker {args.bench}: build it with `cmake --build build --target rcsim_bench`")
     print(f"{'N':>5} {'d':>4} {'layers':>6} | {'s/layer':>9} {'GFLOP/s':>8} {'s/trial':>8} | {'peak RSS MB':>11} {'estimate MB':>11}")
     for d in (int(v) for v in args.dims.split(",")):
         for n in (int(v) for v in args.sizes.split(",")):
