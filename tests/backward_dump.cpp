@@ -64,6 +64,7 @@ NormPosition position(const std::string& s) {
 MlpActivation activation(const std::string& s) {
   if (s == "relu") return MlpActivation::relu;
   if (s == "gelu_tanh") return MlpActivation::gelu_tanh;
+  if (s == "tanh") return MlpActivation::tanh;
   return MlpActivation::gelu;
 }
 

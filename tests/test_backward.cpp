@@ -338,9 +338,10 @@ TEST_CASE("normalisation adjoints against FD (input, gain, bias)", "[backward]")
   WARN("normalisation adjoints: largest relative error against FD " << worst);
 }
 
-TEST_CASE("MLP adjoint against FD for relu, gelu, gelu_tanh", "[backward]") {
+TEST_CASE("MLP adjoint against FD for relu, gelu, gelu_tanh, tanh", "[backward]") {
   double worst = 0.0;
-  for (const MlpActivation a : {MlpActivation::relu, MlpActivation::gelu, MlpActivation::gelu_tanh}) {
+  for (const MlpActivation a :
+       {MlpActivation::relu, MlpActivation::gelu, MlpActivation::gelu_tanh, MlpActivation::tanh}) {
     Case k;
     k.m = 6;
     RandomStream rng(10, static_cast<std::uint64_t>(a));

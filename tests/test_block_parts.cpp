@@ -81,6 +81,10 @@ TEST_CASE("mlp_activation: relu, exact gelu and GPT-2's tanh gelu at hand-checke
   // the exact 0.8413447460685429 in the 4th digit).
   CHECK_THAT(mlp_activation(1.0, MlpActivation::gelu_tanh), WithinRel(0.8411919906082768, 1e-14));
   CHECK_THAT(mlp_activation(1.0, MlpActivation::gelu), WithinRel(0.8413447460685429, 1e-14));
+  // tanh: (e - 1/e) / (e + 1/e) at z = 1, and odd.
+  CHECK_THAT(mlp_activation(1.0, MlpActivation::tanh), WithinRel(0.7615941559557649, 1e-15));
+  CHECK(mlp_activation(-0.5, MlpActivation::tanh) == -mlp_activation(0.5, MlpActivation::tanh));
+  CHECK_THAT(mlp_activation(0.5, MlpActivation::tanh), WithinRel(0.46211715726000974, 1e-15));
 }
 
 TEST_CASE("MLP sub-block: the 2 x 2 block worked by hand", "[block][mlp]") {

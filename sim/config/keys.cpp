@@ -232,7 +232,8 @@ std::vector<KeyDecl> block_keys() {
               "hidden width m of the MLP sub-block after attention, MLP(X) = act(X W_in + b_in) W_out + b_out, placed "
               "by norm.position with a normalisation of its own; 0 = no MLP"),
       choice("mlp.activation", text_of(kernel_default().mlp.activation, mlp_activation_names()), names_of(mlp_activation_names()),
-             "relu | gelu (exact: x Phi(x) = x (1 + erf(x / sqrt 2)) / 2) | gelu_tanh (GPT-2's tanh approximation)"),
+             "relu | gelu (exact: x Phi(x) = x (1 + erf(x / sqrt 2)) / 2) | gelu_tanh (GPT-2's tanh approximation) | tanh "
+             "(odd and bounded: the classic chaotic activation of mean-field signal propagation)"),
       boolean("mlp.bias", text_of(kernel_default().mlp.bias), "true: the MLP has biases b_in, b_out (weights.mlp_*_bias_std, or from weights.file)"),
   };
 }

@@ -29,7 +29,8 @@ const NameTable<Precision>& precision_names() {
 }
 const NameTable<MlpActivation>& mlp_activation_names() {
   static const NameTable<MlpActivation> t = {
-      {"relu", MlpActivation::relu}, {"gelu", MlpActivation::gelu}, {"gelu_tanh", MlpActivation::gelu_tanh}};
+      {"relu", MlpActivation::relu}, {"gelu", MlpActivation::gelu}, {"gelu_tanh", MlpActivation::gelu_tanh},
+      {"tanh", MlpActivation::tanh}};
   return t;
 }
 const NameTable<WeightType>& weight_names() {

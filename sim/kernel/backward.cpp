@@ -111,6 +111,10 @@ double activation_derivative(double z, MlpActivation a) {
       const double t = std::tanh(c * (z + k * z * z * z));
       return 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * c * (1.0 + 3.0 * k * z * z);
     }
+    case MlpActivation::tanh: {  // tanh' = 1 - tanh^2
+      const double t = std::tanh(z);
+      return 1.0 - t * t;
+    }
   }
   return 1.0;
 }

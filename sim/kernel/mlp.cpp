@@ -13,6 +13,7 @@ T activation(T z, MlpActivation a) {
     case MlpActivation::gelu: return T(0.5) * z * (T(1) + std::erf(z * T(0.70710678118654752440)));
     case MlpActivation::gelu_tanh:
       return T(0.5) * z * (T(1) + std::tanh(T(0.79788456080286535588) * (z + T(0.044715) * z * z * z)));
+    case MlpActivation::tanh: return std::tanh(z);
   }
   return z;
 }

@@ -1,7 +1,8 @@
 // The MLP (feed-forward) sub-block of a transformer block, row by row:
 //   M(X) = act(X W_in + b_in) W_out + b_out,   W_in d x m, W_out m x d (mlp.width = m),
 //   act = relu: max(0, z) | gelu: z Phi(z) = z (1 + erf(z / sqrt 2)) / 2 (exact, as BERT and
-//   torch.nn.GELU()) | gelu_tanh: z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3))) / 2 (GPT-2's).
+//   torch.nn.GELU()) | gelu_tanh: z (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3))) / 2 (GPT-2's) |
+//   tanh: tanh(z).
 // Biases are added when the weights have them (mlp.bias).
 #pragma once
 

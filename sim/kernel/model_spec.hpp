@@ -36,7 +36,7 @@ enum class BilinearType { none, gaussian_product, symmetric, goe, wigner, identi
 // Transformer-block structure: where the normalisation sits, and the arithmetic.
 enum class NormPosition { post, pre, peri, ngpt };
 enum class Precision { float64, float32 };
-enum class MlpActivation { relu, gelu, gelu_tanh };
+enum class MlpActivation { relu, gelu, gelu_tanh, tanh };
 
 // --- Variants (docs/science/gradients.md, "Variants") ---
 // How the skip gain a of X <- a X + b F(X) is chosen (b = residual.alpha): none (a = residual.skip),

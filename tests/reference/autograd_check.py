@@ -64,6 +64,8 @@ def activation(z, act):
         return torch.relu(z)
     if act == "gelu":
         return torch.nn.functional.gelu(z)
+    if act == "tanh":
+        return torch.tanh(z)
     return torch.nn.functional.gelu(z, approximate="tanh")
 
 
@@ -206,7 +208,7 @@ def configurations():
     for mask, usa in itertools.product(["complete", "causal", "window", "custom"], [False, True]):
         yield f"mask_{mask}_usa{int(usa)}", "masks, USA, head mean, d_QK (3 blocks)", dict(
             base, mask=mask, usa=usa, head_mean=True, dqk=0.25, norm="sphere", pos="post", alpha=0.0)
-    for act in ["relu", "gelu", "gelu_tanh"]:
+    for act in ["relu", "gelu", "gelu_tanh", "tanh"]:
         yield f"mlp_{act}", "MLP activations (3 blocks)", dict(base, m=6, act=act, H=1, dk=4)
     # Variants (docs/science/gradients.md): skip gains (Cowsik's 0.8 = sqrt(1 - 0.6^2), DeepNorm's
     # (2L)^(1/4) with L = 3 and alpha = 1), shaped attention and gap removal.

@@ -52,6 +52,8 @@ def activation(z, kind):
         return 0.5 * z * (1.0 + np.vectorize(erf, otypes=[z.dtype])(z / np.sqrt(z.dtype.type(2.0))))
     if kind == "gelu_tanh":
         return 0.5 * z * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (z + 0.044715 * z ** 3)))
+    if kind == "tanh":
+        return np.tanh(z)
     raise ValueError(kind)
 
 
@@ -116,7 +118,11 @@ def main():
               dict(position="pre", alpha=1.0, norm="layernorm", mask="causal", heads=2, precision="float32",
                    dv=3, mlp=7, act="gelu", bias=True, params="file"),
               dict(position="post", alpha=0.0, norm="rmsnorm", mask="sliding_window", heads=1, precision="float32",
-                   mlp=6, act="gelu_tanh", bias=True)]
+                   mlp=6, act="gelu_tanh", bias=True),
+              dict(position="pre", alpha=1.0, norm="layernorm", mask="causal", heads=2, precision="float64",
+                   mlp=6, act="tanh", bias=True),
+              dict(position="peri", alpha=0.6, norm="rmsnorm", mask="complete", heads=1, precision="float32",
+                   dv=3, mlp=5, act="tanh", bias=False)]
     failures = 0
     for ci, case in enumerate(cases):
         H = case["heads"]
