@@ -7,18 +7,22 @@ lambda_a = log((1 - p'/q') / (1 - p/q)) from the Gram statistics `gram_p`, `gram
 and lambda_g_rel, the same minus its value for the identity map, log(N ||R||^2) / L (`jacobian_log_fro2` at L).
 
 Setting used (the paper's exact architecture is not reproduced; what rcsim offers): residual.mixing = cowsik,
-X <- sqrt(1 - alpha^2) X + alpha F(LN(X)) for the attention and the MLP sub-blocks (pre-LN, layernorm with gain
-1 and bias 0, one alpha for both); one softmax head with W_Q, W_K entries N(0, sigma_A^2 / d), sigma_A = 0.6
-(weights.q_std = weights.k_std = 0.6 / sqrt(d)), beta = 1/sqrt(d); W_V entries N(0, sigma_w^2 / d), the gelu
-MLP's W_in N(0, sigma_w^2 / d) and W_out N(0, sigma_w^2 / m), no biases; X(0) i.i.d. N(0, 1); complete mask;
-L = 8 blocks. lambda_a at the issue's size, N = 256 tokens, d = 64, m = 256, 5 seeds (trials); lambda_g costs
-N reverse passes per trial, so it is measured with N = 32 tokens (same d, m, seeds). alpha = 1 (no skip) is left out:
-there the tokens coincide to rounding within a few blocks (1 - p/q reaches 0 or below) and lambda_a is undefined.
+X <- sqrt(1 - alpha_A^2) X + alpha_A A(LN(X)) for the attention sub-block and X <- sqrt(1 - alpha_M^2) X +
+alpha_M M(LN(X)) for the MLP sub-block (pre-LN, layernorm with gain 1 and bias 0; alpha_A = residual.alpha = 0.1,
+alpha_M = residual.mlp_alpha over the grid); one softmax head with W_Q, W_K entries N(0, sigma_A^2 / d),
+sigma_A = 0.6 (weights.q_std = weights.k_std = 0.6 / sqrt(d)), beta = 1/sqrt(d); W_V entries N(0, sigma_w^2 / d),
+the tanh MLP's W_in N(0, sigma_w^2 / d) and W_out N(0, sigma_w^2 / m), no biases; X(0) the permutation-symmetric
+simplex of the paper's analysis: unit tokens with pairwise cosine 0.5 (init.type = equiangular, init.rho = 0.5,
+which needs N <= d); complete mask; L = 8 blocks; N = 64 tokens, d = 64, m = 256, 5 seeds (trials). lambda_g costs
+N reverse passes per trial, so it is measured with N = 32 tokens (same d, m, seeds).
+Why this setting (docs/science/gradients.md, "Reproductions"): with one alpha for both sub-blocks, the near-uniform
+attention at sigma_A = 0.6 averages the tokens and orders every cell; from i.i.d. Gaussian tokens (already nearly
+orthogonal, 1 - p/q near 1) a chaotic phase cannot show as lambda_a > 0; relu and gelu MLPs contract correlations.
 
-Checks (exit status 1 naming the one that fails): (1) the angle exponent vanishes with the branch: for every
-sigma_w, |lambda_a| grows with alpha over the grid (the update sqrt(1 - alpha^2) X + alpha F is the identity at
-alpha = 0); (2) lambda_a from rcsim's gram_p and gram_q equals lambda_a computed here from the stored tokens of
-one grid point (relative 1e-9).
+Checks (exit status 1 naming the one that fails): (1) the ordered phase: lambda_a < 0 at the smallest alpha_M for
+every sigma_w; (2) the chaotic phase: lambda_a > 0 at the largest alpha_M for every sigma_w >= 2 (the boundary lies
+between); (3) lambda_a from rcsim's gram_p and gram_q equals lambda_a computed here from the stored tokens of one
+grid point (relative 1e-9).
 
 usage: signal_cowsik.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX [--seed S]
 
@@ -37,23 +41,24 @@ from particles_common import report_checks, run_rcsim, script_args  # noqa: E402
 from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 SIGMA_A = 0.6
+ALPHA_A = 0.1
 L = 8
 
 
 def settings(tiny):
     """(N, N for lambda_g, d, m, alphas, sigma_ws, seeds): tiny is for CI (seconds), the full run is the figure."""
     if tiny:
-        return 32, 8, 16, 64, (0.2, 0.5, 0.8), (0.5, 2.0), 2
-    return 256, 32, 64, 256, (0.1, 0.3, 0.5, 0.7, 0.9), (0.5, 1.0, 2.0, 4.0), 5
+        return 16, 8, 16, 64, (0.1, 0.5, 0.9), (0.5, 2.0), 2
+    return 64, 32, 64, 256, (0.1, 0.3, 0.5, 0.7, 0.9), (0.5, 1.0, 2.0, 4.0, 8.0), 5
 
 
-def model_args(n, d, m, alpha, sw, trials, seed):
+def model_args(n, d, m, alpha_m, sw, trials, seed):
     return [f"--model.tokens={n}", f"--model.dim={d}", f"--model.layers={L}", "--norm.type=layernorm",
-            "--norm.position=pre", f"--residual.alpha={alpha!r}", "--residual.mixing=cowsik",
-            f"--mlp.width={m}", "--mlp.activation=gelu",
+            "--norm.position=pre", f"--residual.alpha={ALPHA_A!r}", f"--residual.mlp_alpha={alpha_m!r}",
+            "--residual.mixing=cowsik", f"--mlp.width={m}", "--mlp.activation=tanh",
             f"--weights.q_std={SIGMA_A / np.sqrt(d)!r}", f"--weights.k_std={SIGMA_A / np.sqrt(d)!r}",
             f"--weights.v_std={sw / np.sqrt(d)!r}", f"--weights.mlp_in_std={sw / np.sqrt(d)!r}",
-            f"--weights.mlp_out_std={sw / np.sqrt(m)!r}", "--init.type=gaussian",
+            f"--weights.mlp_out_std={sw / np.sqrt(m)!r}", "--init.type=equiangular", "--init.rho=0.5",
             f"--run.trials={trials}", f"--run.seed={seed}"]
 
 
@@ -111,7 +116,7 @@ def main():
     im = ax[0].imshow(lam_mean, origin="lower", cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto")
     ax[0].set_xticks(range(len(alphas)), [f"{x:g}" for x in alphas])
     ax[0].set_yticks(range(len(sws)), [f"{x:g}" for x in sws])
-    ax[0].set_xlabel("alpha (branch weight; skip sqrt(1 - alpha^2))")
+    ax[0].set_xlabel("alpha_M (MLP branch weight; skip sqrt(1 - alpha_M^2))")
     ax[0].set_ylabel("sigma_w")
     ax[0].set_title(f"lambda_a (mean over {L} blocks, {seeds} seeds), N = {n}\nred: chaotic (> 0), blue: ordered")
     for i in range(len(sws)):
@@ -123,46 +128,51 @@ def main():
         ax[2].errorbar(alphas, lg[i].mean(1), yerr=lg[i].std(1), marker="s", capsize=2, label=f"sigma_w = {sw:g}")
         ax[2].plot(alphas, lgr[i].mean(1), ls=":", marker="^", color=f"C{i}")
     ax[1].axhline(0, color="k", lw=0.6)
-    ax[1].set_xlabel("alpha")
+    ax[1].set_xlabel("alpha_M")
     ax[1].set_ylabel("lambda_a")
     ax[1].set_title("angle exponent (bars: std over seeds)")
     ax[1].legend(fontsize=8)
-    ax[2].set_xlabel("alpha")
+    ax[2].set_xlabel("alpha_M")
     ax[2].set_ylabel("gradient exponent")
     ax[2].axhline(0, color="k", lw=0.6)
     ax[2].set_title(f"lambda_g (squares), lambda_g_rel (dotted), N = {ng}")
     ax[2].legend(fontsize=8)
-    fig.suptitle(f"Cowsik et al. 2024 setting: pre-LN, cowsik mixing, sigma_A = {SIGMA_A}, d = {d}, gelu MLP {m}, "
-                 f"L = {L}" + (" (tiny)" if a.tiny else ""))
+    fig.suptitle(f"Cowsik et al. 2024 setting: pre-LN, cowsik mixing, alpha_A = {ALPHA_A}, sigma_A = {SIGMA_A}, d = {d}, "
+                 f"tanh MLP {m}, X(0) simplex cos 0.5, L = {L}" + (" (tiny)" if a.tiny else ""))
     fig.tight_layout()
     save_figure(fig, a.out, dpi=110)
 
     fails = []
-    for i, sw in enumerate(sws):
-        mag = np.abs(lam_mean[i])
-        if not np.all(np.diff(mag) > 0):
-            fails.append(f"|lambda_a| grows with alpha at sigma_w = {sw:g} ({', '.join(f'{x:.3g}' for x in lam_mean[i])})")
+    if not np.all(lam_mean[:, 0] < 0):
+        fails.append(f"ordered phase: lambda_a < 0 at alpha_M = {alphas[0]:g} for every sigma_w "
+                     f"({', '.join(f'{x:.3g}' for x in lam_mean[:, 0])})")
+    chaotic = [i for i, sw in enumerate(sws) if sw >= 2]
+    if not np.all(lam_mean[chaotic, -1] > 0):
+        fails.append(f"chaotic phase: lambda_a > 0 at alpha_M = {alphas[-1]:g} for sigma_w >= 2 "
+                     f"({', '.join(f'{x:.3g}' for x in lam_mean[chaotic, -1])})")
     if mismatch is None or not mismatch < 1e-9:
         fails.append(f"lambda_a from gram_p/gram_q equals lambda_a from the stored tokens (relative {mismatch})")
     with atomic_writer(a.out + ".txt") as f:
-        f.write(f"# Cowsik et al. 2024 setting: pre-LN layernorm, residual.mixing = cowsik (skip sqrt(1 - alpha^2), branch "
-                f"alpha), sigma_A = {SIGMA_A} (W_Q, W_K std sigma_A/sqrt(d)), W_V and W_in std sigma_w/sqrt(d), W_out "
-                f"sigma_w/sqrt(m), gelu MLP m = {m}, d = {d}, L = {L}, X(0) N(0,1), {seeds} seeds (trials, seed {a.seed})"
+        f.write(f"# Cowsik et al. 2024 setting: pre-LN layernorm, residual.mixing = cowsik (skip sqrt(1 - alpha^2) per "
+                f"sub-block), attention branch alpha_A = {ALPHA_A}, MLP branch alpha_M (residual.mlp_alpha), sigma_A = "
+                f"{SIGMA_A} (W_Q, W_K std sigma_A/sqrt(d)), W_V and W_in std sigma_w/sqrt(d), W_out sigma_w/sqrt(m), tanh "
+                f"MLP m = {m}, d = {d}, L = {L}, X(0) equiangular (cosine 0.5), {seeds} seeds (trials, seed {a.seed})"
                 f"{' (tiny)' if a.tiny else ''}\n")
         f.write(f"# lambda_a: N = {n}, mean over the {L} blocks then over seeds (sd over seeds); lambda_g: N = {ng}, "
                 f"jacobian_log_fro2 at layer 0 / L; lambda_g_rel = (jacobian_log_fro2 at 0 - at L) / L, the readout's "
                 f"log(N |R|^2) / L removed\n")
-        f.write("sigma_w alpha lambda_a lambda_a_sd lambda_g lambda_g_sd lambda_g_rel lambda_g_rel_sd\n")
+        f.write("sigma_w alpha_M lambda_a lambda_a_sd lambda_g lambda_g_sd lambda_g_rel lambda_g_rel_sd\n")
         for i, sw in enumerate(sws):
             for j, al in enumerate(alphas):
                 f.write(f"{sw:g} {al:g} {lam_mean[i, j]:.5g} {np.nanstd(la[i, j]):.3g} {lg[i, j].mean():.5g} "
                         f"{lg[i, j].std():.3g} {lgr[i, j].mean():.5g} {lgr[i, j].std():.3g}\n")
         f.write(f"lambda_a_gram_vs_tokens_relative_difference {mismatch:.3g} (sigma_w = {sws[check_point[0]]:g}, "
-                f"alpha = {alphas[check_point[1]]:g})\n")
+                f"alpha_M = {alphas[check_point[1]]:g})\n")
         f.write(f"positive_lambda_a_cells {int(np.sum(lam_mean > 0))} of {lam_mean.size}\n")
         f.write(f"rcsim_seconds {secs:.2f}\n")
         f.write("checks " + ("FAILED: " + "; ".join(fails) if fails else
-                             "hold: |lambda_a| grows with alpha at every sigma_w; gram-based lambda_a matches the tokens")
+                             "hold: ordered at the smallest alpha_M, chaotic at the largest for sigma_w >= 2; gram-based "
+                             "lambda_a matches the tokens")
                 + "\n")
     return report_checks(a.out + ".txt", fails, "check")
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <iterator>
 #include <functional>
+#include <optional>
 #include <iomanip>
 #include <map>
 #include <sstream>
@@ -57,6 +58,7 @@ struct Case {
   double alpha = 0.7, d_qk = 2.0;
   bool usa = false, head_mean = false, hardmax = false;
   double skip = 1.0;     // residual.skip (variants)
+  std::optional<double> mlp_alpha, mlp_skip;  // residual.mlp_alpha and its skip gain (variants)
   AttentionShape shape;  // attention.shape_a/b/c (variants)
   LogitBias logit_bias;  // attention.logit_bias, attention.decay (variants)
   bool ln_depth_scaling = false;  // norm.depth_scaling = inv_sqrt_layer (variants; pre)
@@ -118,6 +120,8 @@ struct Fixture {
     p.position = c.pos;
     p.activation = c.act;
     p.norm_depth_scaling = c.ln_depth_scaling;
+    p.mlp_alpha = c.mlp_alpha;
+    p.mlp_skip = c.mlp_skip;
   }
   // X(t+1) = block(X(t)) for every block; returns X(L).
   Matrix forward(const Matrix& X0, const std::vector<LayerWeights>& ws) const {
@@ -854,6 +858,61 @@ TEST_CASE("shaped attention: C is the uniform attention over the mask, masked en
   CHECK(S.rowwise().sum().cwiseAbs().maxCoeff() < 1e-15);
 }
 
+TEST_CASE("MLP branch weight alpha_M and skip a_M apart from the attention's: stacks against FD", "[backward][variants]") {
+  double worst = 0.0;
+  for (const NormPosition pos : {NormPosition::post, NormPosition::pre, NormPosition::peri, NormPosition::ngpt})
+    for (const double a_m : {0.3, 0.0, 1.4}) {
+      Case k;
+      k.pos = pos;
+      k.norm = pos == NormPosition::ngpt ? NormType::rmsnorm : NormType::layernorm;
+      k.alpha = 0.6;
+      k.m = 5;
+      k.mlp_alpha = a_m;
+      if (pos != NormPosition::ngpt && a_m != 0.0) k.mlp_skip = std::sqrt(std::abs(1.0 - a_m * a_m));
+      const StackCheck r = check_stack(k, pos == NormPosition::pre ? "causal" : "complete", 3, 210);
+      INFO(pos_name(pos) << " alpha_M " << a_m << ": x " << r.x << " q " << r.q << " W_in " << r.w_in);
+      CHECK(r.worst() < kTol);
+      worst = std::max(worst, r.worst());
+    }
+  WARN("MLP branch weight stacks: largest relative error against FD " << worst);
+  // The comparison can fail: the adjoint with the attention's alpha for the MLP, against alpha_M's forward.
+  Case k;
+  k.alpha = 0.6;
+  k.m = 5;
+  k.mlp_alpha = 0.3;
+  k.mlp_skip = 0.9;
+  Case wrong = k;
+  wrong.mlp_alpha.reset();
+  wrong.mlp_skip.reset();
+  CHECK(check_stack(k, "complete", 3, 210, &wrong).x > kTol);
+}
+
+TEST_CASE("residual.mlp_alpha: resolved values and refusals naming the key", "[keys][variants]") {
+  std::map<std::string, std::string> keys = {{"model.tokens", "4"}, {"model.dim", "3"}, {"residual.alpha", "0.6"},
+                                             {"mlp.width", "5"}};
+  CHECK_FALSE(make_config(keys).residual_mlp_alpha.has_value());  // auto: the attention's alpha
+  keys["residual.mlp_alpha"] = "0.8";
+  CHECK(*make_config(keys).residual_mlp_alpha == 0.8);
+  CHECK_FALSE(make_config(keys).residual_mlp_skip.has_value());
+  keys["residual.mixing"] = "cowsik";
+  const Config c = make_config(keys);
+  CHECK(*c.residual_mlp_skip == Approx(0.6).epsilon(1e-15));  // sqrt(1 - 0.8^2)
+  CHECK(c.residual_skip == Approx(0.8).epsilon(1e-15));       // sqrt(1 - 0.6^2), the attention's
+  keys["residual.mlp_alpha"] = "1.5";
+  const auto message = [&] {
+    try {
+      make_config(keys);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(message(), Catch::Matchers::Contains("residual.mlp_alpha") && Catch::Matchers::Contains("<= 1"));
+  keys.erase("residual.mixing");
+  keys["mlp.width"] = "0";
+  CHECK_THAT(message(), Catch::Matchers::Contains("residual.mlp_alpha") && Catch::Matchers::Contains("mlp.width"));
+}
+
 TEST_CASE("engine: DeepNorm (residual.mixing = deepnorm) and Cowsik mixing, gradients against FD",
           "[backward][variants]") {
   RandomStream rng(22, 0);
@@ -874,6 +933,12 @@ TEST_CASE("engine: DeepNorm (residual.mixing = deepnorm) and Cowsik mixing, grad
     e.keys["residual.alpha"] = "0.6";
     e.keys["norm.position"] = "pre";
     CHECK(make_config(e.keys).residual_skip == Approx(0.8).epsilon(1e-15));
+  }
+  SECTION("cowsik with the MLP's own alpha_M: skip sqrt(1 - alpha_M^2) for the MLP sub-block") {
+    e.keys["residual.mixing"] = "cowsik";
+    e.keys["residual.alpha"] = "0.6";
+    e.keys["residual.mlp_alpha"] = "0.9";
+    e.keys["norm.position"] = "pre";
   }
   SECTION("shaped attention, gap removal") {
     e.keys["attention.shape_c"] = "1";

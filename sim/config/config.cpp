@@ -287,6 +287,24 @@ void read_variants(KeyValues& v, Config& c) {
   c.attention_shape.c = read_number(v, "attention.shape_c");
 }
 
+// residual.mlp_alpha (docs/science/gradients.md): the MLP sub-block's own branch weight alpha_M; its
+// skip gain follows residual.mixing as the attention's does (cowsik: sqrt(1 - alpha_M^2)).
+void read_mlp_residual(KeyValues& v, Config& c) {
+  if (is_auto(v, "residual.mlp_alpha")) return;
+  const double a = read_number(v, "residual.mlp_alpha");
+  const auto refuse = [&](const std::string& why) {
+    throw UsageError("key 'residual.mlp_alpha' = " + v["residual.mlp_alpha"] + ": " + why);
+  };
+  if (c.mlp.width == 0) refuse("needs an MLP sub-block (mlp.width > 0)");
+  c.residual_mlp_alpha = a;
+  if (c.residual_mixing == ResidualMixing::cowsik) {
+    if (!(std::abs(a) <= 1.0)) refuse("cowsik needs |residual.mlp_alpha| <= 1 (a_M = sqrt(1 - alpha_M^2))");
+    c.residual_mlp_skip = std::sqrt(1.0 - a * a);
+  } else if (c.residual_skip != 1.0 && a == 0.0) {
+    refuse("a skip gain needs a residual (residual.mlp_alpha != 0)");
+  }
+}
+
 // attention.logit_bias and attention.decay (docs/science/gradients.md): gamma only with decay;
 // attention.qk_norm and attention.qk_scale.
 void read_logit_bias_and_qk_norm(KeyValues& v, Config& c) {
@@ -432,6 +450,7 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
   read_attention_weights(v, c);
   read_mlp_and_weight_options(v, c);
   read_variants(v, c);
+  read_mlp_residual(v, c);
   read_logit_bias_and_qk_norm(v, c);
   read_depth_scaling(v, c);
   read_init_and_run(v, c);

@@ -195,6 +195,13 @@ std::vector<KeyDecl> block_keys() {
           "skip gain a of the residual X <- a X + alpha F(X) (F the attention or MLP branch; post: N(a X + alpha "
           "F(X)), pre and peri likewise; needs residual.alpha != 0; not with norm.position = ngpt)",
           "1, or what residual.mixing sets")),
+      omitted_at_default(number(
+          "residual.mlp_alpha", "auto", kAny,
+          "branch weight alpha_M of the MLP sub-block, X <- a_M X + alpha_M M(X) (Cowsik et al. 2024's MLP "
+          "residual strength beside the attention's residual.alpha; nGPT's MLP step size); its skip gain a_M follows "
+          "residual.mixing (cowsik: sqrt(1 - alpha_M^2)) or residual.skip; scaled by residual.depth_scaling; "
+          "needs mlp.width > 0",
+          "residual.alpha")),
       omitted_at_default(choice(
           "residual.mixing", text_of(kernel_default().residual_mixing, mixing_names()), names_of(mixing_names()),
           "how the skip gain a is set: none (a = residual.skip) | cowsik (a = sqrt(1 - alpha^2), Cowsik et al. 2024; "

@@ -446,7 +446,7 @@ void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p
     const BranchBackward mlp_back = [&](const Matrix& in, const Matrix& dM) {
       return mlp_backward(in, w, p.activation, D.size() ? Matrix(dM.cwiseProduct(D)) : dM, g.mlp);
     };
-    SubBlock sm(p.position, a, skip, norm_at(w, p, kNormMlp), norm_at(w, p, kNormMlpOut), kNormMlp, kNormMlpOut);
+    SubBlock sm(p.position, mlp_alpha_of(p), mlp_skip_of(p), norm_at(w, p, kNormMlp), norm_at(w, p, kNormMlpOut), kNormMlp, kNormMlpOut);
     sm.c = p.layer.norm_scale;
     sm.forward(middle, mlp);
     dMiddle = sm.backward(middle, dX_next, mlp_back, g);

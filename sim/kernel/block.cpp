@@ -46,7 +46,7 @@ void ngpt_step(const MatrixT<T>& X, double alpha, MatrixT<T>& Y) {
 template <class T>
 int mlp_sublayer(const MatrixT<T>& X, const LayerWeightsT<T>& w, const BlockParams& p, BlockWorkspaceT<T>& ws,
                  MatrixT<T>& out) {
-  const double alpha = p.layer.alpha;
+  const double alpha = mlp_alpha_of(p), skip = mlp_skip_of(p);
   int degenerate = 0;
   const Dropout* drop = p.layer.dropout;
   if (p.position == NormPosition::ngpt) {  // N2(X + a (N2_out(M(X)) - X))
@@ -59,7 +59,7 @@ int mlp_sublayer(const MatrixT<T>& X, const LayerWeightsT<T>& w, const BlockPara
   if (p.position == NormPosition::post) {
     mlp_forward(X, w, p.activation, ws.mlp, ws.normalised);
     if (drop && drop->output > 0.0) apply_dropout(ws.normalised, drop->output, *drop->rng);
-    add_residual<T>(X, alpha, p.layer.skip, ws.normalised, out);
+    add_residual<T>(X, alpha, skip, ws.normalised, out);
     return normalize_rows(out, norm_at(w, p, kNormMlp));
   }
   ws.normalised = X;
@@ -69,7 +69,7 @@ int mlp_sublayer(const MatrixT<T>& X, const LayerWeightsT<T>& w, const BlockPara
   // Dropout on M's output, then N2_out (peri), as inside the attention sub-block.
   if (drop && drop->output > 0.0) apply_dropout(out, drop->output, *drop->rng);
   if (p.position == NormPosition::peri) degenerate += normalize_rows(out, norm_at(w, p, kNormMlpOut));
-  scale_and_skip<T>(X, alpha, p.layer.skip, out);
+  scale_and_skip<T>(X, alpha, skip, out);
   return degenerate;
 }
 
@@ -114,6 +114,21 @@ LayerReport block_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
 }
 
 }  // namespace
+
+BlockParams block_params(const ModelSpec& c, const MaskMatrix* mask, const Normalization* norm) {
+  BlockParams p;
+  p.layer = layer_params(c, mask, norm);
+  p.position = c.norm.position;
+  p.activation = c.mlp.activation;
+  p.norm_depth_scaling = c.norm_depth_scaling == NormDepthScaling::inv_sqrt_layer;  // at_layer(p, t)
+  if (c.residual_mlp_alpha) {
+    p.mlp_alpha = *c.residual_mlp_alpha;
+    if (c.residual_depth_scaling == ResidualDepthScaling::inv_sqrt_depth)  // as layer_params' alpha
+      p.mlp_alpha = *c.residual_mlp_alpha / std::sqrt(static_cast<double>(c.model.layers));
+  }
+  p.mlp_skip = c.residual_mlp_skip;
+  return p;
+}
 
 BlockParams at_layer(const BlockParams& p, int t) {
   BlockParams q = p;

@@ -16,6 +16,8 @@
 // M's output (dropout.output), before the residual.
 #pragma once
 
+#include <optional>
+
 #include "kernel/model_spec.hpp"
 #include "kernel/layer.hpp"
 #include "kernel/mlp.hpp"
@@ -27,7 +29,16 @@ struct BlockParams {
   NormPosition position = NormPosition::post;
   MlpActivation activation = MlpActivation::gelu;  // of the MLP, when the weights have one
   bool norm_depth_scaling = false;  // norm.depth_scaling = inv_sqrt_layer: see at_layer()
+  // The MLP sub-block's branch weight and skip gain (residual.mlp_alpha); unset = layer.alpha, layer.skip.
+  std::optional<double> mlp_alpha, mlp_skip;
 };
+
+// The branch weight and the skip gain of the MLP sub-block of p.
+inline double mlp_alpha_of(const BlockParams& p) { return p.mlp_alpha.value_or(p.layer.alpha); }
+inline double mlp_skip_of(const BlockParams& p) { return p.mlp_skip.value_or(p.layer.skip); }
+
+// The parameters of `c`'s blocks for this mask and normalisation (which must outlive them).
+BlockParams block_params(const ModelSpec& c, const MaskMatrix* mask, const Normalization* norm);
 
 // The parameters of block t (0-based): p itself, or with norm_depth_scaling p.layer.norm_scale =
 // 1/sqrt(t + 1), the LayerNorm scaling of layer l = t + 1 (Sun et al. 2025; pre-LN only).

@@ -3,6 +3,8 @@
 // fill it directly. Nothing here parses text or touches files.
 #pragma once
 
+#include <optional>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -183,6 +185,9 @@ struct ModelSpec {
   double residual_alpha = 0.0;
   // --- Variants (docs/science/gradients.md): X <- a X + alpha F(X), A <- a A + b I - c C ---
   double residual_skip = 1.0;  // a (resolved from residual.skip and residual.mixing)
+  // The MLP sub-block's own branch weight and skip gain (residual.mlp_alpha; Cowsik et al.'s
+  // alpha_M beside the attention's alpha_A); unset = residual_alpha and residual_skip.
+  std::optional<double> residual_mlp_alpha, residual_mlp_skip;
   ResidualMixing residual_mixing = ResidualMixing::none;
   AttentionShape attention_shape;
   LogitBias logit_bias;  // attention.logit_bias, attention.decay

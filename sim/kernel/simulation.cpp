@@ -383,8 +383,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   const bool want_attention = want_product || wants_pass(c, MeasurePass::attention);
   SignalRecorder signal(c, s.gradient_segment);  // docs/science/gradients.md
   Matrix product = want_product ? Matrix(Matrix::Identity(N, N)) : Matrix();
-  BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position, c.mlp.activation};
-  params.norm_depth_scaling = c.norm_depth_scaling == NormDepthScaling::inv_sqrt_layer;  // at_layer(params, t)
+  BlockParams params = block_params(c, &s.mask, &norm);
   params.layer.keep_attention = want_attention || c.output.attention;
   if (c.output.attention) r.attention_matrices[ti].clear();
   // Block structure, dropout and precision.
@@ -479,8 +478,7 @@ TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& co
   WeightSampler sampler(c, s.files);
   sampler.begin_trial(rng);
   const Normalization norm = Normalization::from_config(c);
-  BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position, c.mlp.activation};
-  params.norm_depth_scaling = c.norm_depth_scaling == NormDepthScaling::inv_sqrt_layer;  // at_layer(params, t)
+  BlockParams params = block_params(c, &s.mask, &norm);
   RandomStream dropout_rng(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
   const Dropout dropout{c.dropout.attention, c.dropout.output, &dropout_rng};
   if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) params.layer.dropout = &dropout;

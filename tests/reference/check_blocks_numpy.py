@@ -75,13 +75,14 @@ def sublayer(x, f, alpha, position, n_in, n_out):
     return x + alpha * y if alpha != 0 else y
 
 
-def block(x, w, mask, d_qk, alpha, position, norm, wo=None, m=None, act=None, norms=None):
-    """norms: None (every normalisation is `norm`) or four functions attn, attn_out, mlp, mlp_out."""
+def block(x, w, mask, d_qk, alpha, position, norm, wo=None, m=None, act=None, norms=None, mlp_alpha=None):
+    """norms: None (every normalisation is `norm`) or four functions attn, attn_out, mlp, mlp_out;
+    mlp_alpha: the MLP sub-block's branch weight (residual.mlp_alpha; None = alpha)."""
     wq, wk, wv = w
     n = norms or [norm] * 4
     x = sublayer(x, lambda z: attention(z, wq, wk, wv, mask, d_qk, wo), alpha, position, n[0], n[1])
     if m is not None:
-        x = sublayer(x, lambda z: mlp(z, m, act), alpha, position, n[2], n[3])
+        x = sublayer(x, lambda z: mlp(z, m, act), alpha if mlp_alpha is None else mlp_alpha, position, n[2], n[3])
     return x
 
 
@@ -122,7 +123,14 @@ def main():
               dict(position="pre", alpha=1.0, norm="layernorm", mask="causal", heads=2, precision="float64",
                    mlp=6, act="tanh", bias=True),
               dict(position="peri", alpha=0.6, norm="rmsnorm", mask="complete", heads=1, precision="float32",
-                   dv=3, mlp=5, act="tanh", bias=False)]
+                   dv=3, mlp=5, act="tanh", bias=False),
+              # residual.mlp_alpha: the MLP's own branch weight (0 = no residual around the MLP)
+              dict(position="pre", alpha=0.4, norm="layernorm", mask="causal", heads=2, precision="float64",
+                   mlp=6, act="gelu", bias=True, mlp_alpha=1.3),
+              dict(position="post", alpha=1.0, norm="layernorm", mask="complete", heads=1, precision="float64",
+                   dv=3, mlp=4, act="relu", bias=False, mlp_alpha=0.0),
+              dict(position="ngpt", alpha=0.3, norm="rmsnorm", mask="causal", heads=2, precision="float64",
+                   mlp=5, act="tanh", bias=True, mlp_alpha=0.7)]
     failures = 0
     for ci, case in enumerate(cases):
         H = case["heads"]
@@ -173,6 +181,8 @@ def main():
                 "--init.type=file", f"--init.file={path}", "--weights.q=file", "--weights.k=file",
                 "--weights.v=file", f"--weights.file={path}", f"--run.trials={T}", "--output.tokens=all",
                 f"--output.file={out}"] + extra_args
+        if "mlp_alpha" in case:
+            args.append(f"--residual.mlp_alpha={case['mlp_alpha']}")
         subprocess.run(args, check=True)
         with h5py.File(out, "r") as f:
             got = f["tokens"][()]
@@ -203,7 +213,8 @@ def main():
                                  for s in ("attn", "attn_out", "mlp", "mlp_out")]
                     x = rnd(block(x, w, mask, d_qk, ft(case["alpha"]), case["position"], norm,
                                   wo=None if wo is None else wo[t], m=None if mlps is None else mlps[t],
-                                  act=case.get("act"), norms=norms))
+                                  act=case.get("act"), norms=norms,
+                                  mlp_alpha=None if "mlp_alpha" not in case else ft(case["mlp_alpha"])))
         ok = worst <= tol
         failures += not ok
         print(f"{'ok      ' if ok else 'MISMATCH'} {case}: max relative token difference {worst:.2e} (tolerance {tol:g})")
