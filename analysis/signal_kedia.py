@@ -40,7 +40,8 @@ that of the forms with the input correlation (the comparison can tell a wrong fo
 checked: the uniform-attention forward (exp(s2) -> 1, no shift) and the values-only attention gradient.
 
 usage: signal_kedia.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX [--seed S]
-(--rcsim and --data are accepted for the common command line; the runs are in-process, nothing is written there.)
+(The runs are in-process, through the package rcsim of the build whose executable --rcsim names, BUILD/python, or
+else the one on PYTHONPATH; --data is accepted for the common command line, nothing is written there.)
 
 Writes PREFIX.png and PREFIX.txt (the settings, closed form, Monte Carlo and relative error per setting, the
 quantiles per component and overall, next to the paper's).
@@ -59,8 +60,19 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path = [q for q in sys.path if os.path.abspath(q or ".") != _HERE] + [_HERE]
 from particles_common import report_checks, script_args  # noqa: E402
 
-import rcsim  # noqa: E402
-from rcsim.figures import atomic_writer, save_figure  # noqa: E402
+rcsim = None   # imported in main(): the package of the build whose executable --rcsim names, if it has one
+
+
+def import_rcsim(executable):
+    """Import the package rcsim with its compiled engine: BUILD/python beside BUILD/sim/rcsim (--rcsim) first when
+    it exists (so `--rcsim build/sim/rcsim` needs no PYTHONPATH), else what PYTHONPATH gives."""
+    global rcsim
+    cand = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(executable))), "python")
+    if os.path.isdir(os.path.join(cand, "rcsim")):
+        sys.path.insert(0, cand)
+    import rcsim as module
+    import rcsim.figures  # noqa: F401
+    rcsim = module
 
 KINDS = ("attn", "ffn_relu", "ffn_gelu", "preln", "postln")
 PAPER = {"forward": (1.4, 4.1, 7.8), "gradient": (2.2, 13.3, 44.5)}   # median, p90, p99 in %, as the issue quotes
@@ -207,6 +219,8 @@ def quantiles(e):
 
 def main():
     a = script_args(__doc__, seed=1)
+    import_rcsim(a.rcsim)
+    atomic_writer, save_figure = rcsim.figures.atomic_writer, rcsim.figures.save_figure
     count, trials = (8, 16) if a.tiny else (40, 48)
     rng = np.random.default_rng(a.seed)
     settings = sample_settings(rng, count, a.tiny)
