@@ -27,6 +27,7 @@ struct BlockParams {
   NormPosition position = NormPosition::post;
   MlpActivation activation = MlpActivation::gelu;  // of the MLP, when the weights have one
   bool norm_depth_scaling = false;  // norm.depth_scaling = inv_sqrt_layer: see at_layer()
+  bool single = false;  // run.precision = float32: block_backward computes in float (the forward ignores it)
 };
 
 // The parameters of block t (0-based): p itself, or with norm_depth_scaling p.layer.norm_scale =
