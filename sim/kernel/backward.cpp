@@ -16,53 +16,62 @@
 #include "kernel/unnormalised_attention.hpp"
 
 namespace rcsim {
+namespace bwd {
 
-Matrix softmax_backward(const Matrix& A, const Matrix& dA, const MaskMatrix& mask) {
+template <class T>
+MatrixT<T> softmax_backward(const MatrixT<T>& A, const MatrixT<T>& dA, const MaskMatrix& mask) {
   // dS_ij = A_ij (dA_ij - sum_k A_ik dA_ik) over the allowed entries, exactly 0 off them.
-  const Eigen::ArrayXXd allowed = mask.cast<double>().array();
-  const Eigen::ArrayXXd AdA = allowed * A.array() * dA.array();
-  const Eigen::ArrayXd dot = AdA.rowwise().sum();
+  using Arr = Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic>;
+  const Arr allowed = mask.template cast<T>().array();
+  const Arr AdA = allowed * A.array() * dA.array();
+  const Eigen::Array<T, Eigen::Dynamic, 1> dot = AdA.rowwise().sum();
   return (AdA - allowed * A.array() * dot.replicate(1, A.cols())).matrix();
 }
 
-Matrix usa_backward(const Matrix& A, const Matrix& dA, const MaskMatrix& mask) {
+template <class T>
+MatrixT<T> usa_backward(const MatrixT<T>& A, const MatrixT<T>& dA, const MaskMatrix& mask) {
   // d exp(S)/N = exp(S)/N dS on the allowed entries, exactly 0 off them.
-  return (mask.cast<double>().array() * A.array() * dA.array()).matrix();
+  return (mask.template cast<T>().array() * A.array() * dA.array()).matrix();
 }
 
 namespace {
 
 // 1 / sqrt(r^2 / d + eps) as normalization.cpp computes it (exact sqrt(d) / r for eps = 0).
-double inverse_rms(double r, double d, double eps) {
-  if (eps == 0.0) return std::sqrt(d) / r;
-  return 1.0 / std::sqrt(r * r / d + eps);
+template <class T>
+T inverse_rms(T r, T d, T eps) {
+  if (eps == T(0)) return std::sqrt(d) / r;
+  return T(1) / std::sqrt(r * r / d + eps);
 }
 
 // Adjoint of xhat = c * inv(c), inv = (||c||^2 / d + eps)^(-1/2):
 //   dc = inv (dxhat - xhat (xhat . dxhat) / d).
-RowVector scaled_backward(const RowVector& xhat, double inv, const RowVector& dxhat) {
-  const double d = static_cast<double>(xhat.size());
+template <class T>
+RowVectorT<T> scaled_backward(const RowVectorT<T>& xhat, T inv, const RowVectorT<T>& dxhat) {
+  const T d = static_cast<T>(xhat.size());
   return inv * (dxhat - xhat * (xhat.dot(dxhat) / d));
 }
 
 }  // namespace
 
-Matrix norm_backward(const Matrix& Y, const Matrix& dOut, const Normalization& norm, RowVector& dgain,
-                     RowVector& dbias) {
+template <class T>
+MatrixT<T> norm_backward(const MatrixT<T>& Y, const MatrixT<T>& dOut, const Normalization& norm, RowVectorT<T>& dgain,
+                     RowVectorT<T>& dbias) {
   const Eigen::Index n = Y.rows(), dd = Y.cols();
-  const double d = static_cast<double>(dd), tiny = std::numeric_limits<double>::min();
-  if (dgain.size() != dd) dgain = RowVector::Zero(dd);
-  if (dbias.size() != dd) dbias = RowVector::Zero(dd);
+  const T d = static_cast<T>(dd), tiny = std::numeric_limits<T>::min();
+  const T eps = static_cast<T>(norm.eps);
+  const RowVectorT<T> gain = norm.gain.template cast<T>();
+  if (dgain.size() != dd) dgain = RowVectorT<T>::Zero(dd);
+  if (dbias.size() != dd) dbias = RowVectorT<T>::Zero(dd);
   if (norm.type == NormType::none) return dOut;
-  Matrix dY = Matrix::Zero(n, dd);
+  MatrixT<T> dY = MatrixT<T>::Zero(n, dd);
   for (Eigen::Index i = 0; i < n; ++i) {
-    const RowVector y = Y.row(i), g = dOut.row(i);
+    const RowVectorT<T> y = Y.row(i), g = dOut.row(i);
     switch (norm.type) {
       case NormType::none: break;
       case NormType::sphere: {  // out = y / ||y||: dy = (g - u (u . g)) / ||y||, u = y / ||y||
-        const double r = y.norm();
+        const T r = y.norm();
         if (r < tiny) break;
-        const RowVector u = y / r;
+        const RowVectorT<T> u = y / r;
         dY.row(i) = (g - u * u.dot(g)) / r;
         break;
       }
@@ -71,23 +80,23 @@ Matrix norm_backward(const Matrix& Y, const Matrix& dOut, const Normalization& n
         break;
       case NormType::layernorm: {  // out = gain xhat + b, xhat = c inv, c = y - mean(y)
         dbias += g;
-        const RowVector c = y.array() - y.mean();
-        const double r = c.norm();
+        const RowVectorT<T> c = y.array() - y.mean();
+        const T r = c.norm();
         if (r < tiny) break;
-        const double inv = inverse_rms(r, d, norm.eps);
-        const RowVector xhat = c * inv;
+        const T inv = inverse_rms<T>(r, d, eps);
+        const RowVectorT<T> xhat = c * inv;
         dgain += g.cwiseProduct(xhat);
-        const RowVector dc = scaled_backward(xhat, inv, g.cwiseProduct(norm.gain));
+        const RowVectorT<T> dc = scaled_backward<T>(xhat, inv, g.cwiseProduct(gain));
         dY.row(i) = dc.array() - dc.mean();
         break;
       }
       case NormType::rmsnorm: {  // out = gain xhat, xhat = y inv
-        const double r = y.norm();
+        const T r = y.norm();
         if (r < tiny) break;
-        const double inv = inverse_rms(r, d, norm.eps);
-        const RowVector xhat = y * inv;
+        const T inv = inverse_rms<T>(r, d, eps);
+        const RowVectorT<T> xhat = y * inv;
         dgain += g.cwiseProduct(xhat);
-        dY.row(i) = scaled_backward(xhat, inv, g.cwiseProduct(norm.gain));
+        dY.row(i) = scaled_backward<T>(xhat, inv, g.cwiseProduct(gain));
         break;
       }
     }
@@ -98,38 +107,40 @@ Matrix norm_backward(const Matrix& Y, const Matrix& dOut, const Normalization& n
 namespace {
 
 // act'(z) for the MLP activations (kernel/mlp.hpp).
-double activation_derivative(double z, MlpActivation a) {
+template <class T>
+T activation_derivative(T z, MlpActivation a) {
   switch (a) {
-    case MlpActivation::relu: return z > 0.0 ? 1.0 : 0.0;
+    case MlpActivation::relu: return z > T(0) ? T(1) : T(0);
     case MlpActivation::gelu: {  // d/dz z Phi(z) = Phi(z) + z phi(z)
-      const double Phi = 0.5 * (1.0 + std::erf(z * 0.70710678118654752440));
-      const double phi = 0.39894228040143267794 * std::exp(-0.5 * z * z);
+      const T Phi = T(0.5) * (T(1) + std::erf(z * T(0.70710678118654752440)));
+      const T phi = T(0.39894228040143267794) * std::exp(T(-0.5) * z * z);
       return Phi + z * phi;
     }
     case MlpActivation::gelu_tanh: {  // u = c (z + k z^3), f = z (1 + tanh u) / 2
-      const double c = 0.79788456080286535588, k = 0.044715;
-      const double t = std::tanh(c * (z + k * z * z * z));
-      return 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * c * (1.0 + 3.0 * k * z * z);
+      const T c = T(0.79788456080286535588), k = T(0.044715);
+      const T t = std::tanh(c * (z + k * z * z * z));
+      return T(0.5) * (T(1) + t) + T(0.5) * z * (T(1) - t * t) * c * (T(1) + T(3) * k * z * z);
     }
     case MlpActivation::tanh: {  // tanh' = 1 - tanh^2
-      const double t = std::tanh(z);
-      return 1.0 - t * t;
+      const T t = std::tanh(z);
+      return T(1) - t * t;
     }
   }
-  return 1.0;
+  return T(1);
 }
 
 }  // namespace
 
-Matrix mlp_backward(const Matrix& X, const LayerWeights& w, MlpActivation act, const Matrix& dOut, MlpGrads& g) {
+template <class T>
+MatrixT<T> mlp_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, MlpActivation act, const MatrixT<T>& dOut, MlpGradsT<T>& g) {
   // Forward: Z = X W_in + b_in, H = act(Z), M = H W_out + b_out.
-  Matrix Z = X * w.mlp_in;
+  MatrixT<T> Z = X * w.mlp_in;
   if (w.mlp_in_bias.size()) Z.rowwise() += w.mlp_in_bias;
-  const Matrix Hact = Z.unaryExpr([act](double z) { return mlp_activation(z, act); });
+  const MatrixT<T> Hact = Z.unaryExpr([act](T z) { return mlp_activation(z, act); });
   g.d_out = Hact.transpose() * dOut;                           // dW_out = H^T dM
   if (w.mlp_out_bias.size()) g.d_out_bias = dOut.colwise().sum();  // db_out = 1^T dM
-  const Matrix dZ = (dOut * w.mlp_out.transpose()).cwiseProduct(
-      Z.unaryExpr([act](double z) { return activation_derivative(z, act); }));  // dZ = (dM W_out^T) .* act'(Z)
+  const MatrixT<T> dZ = (dOut * w.mlp_out.transpose()).cwiseProduct(
+      Z.unaryExpr([act](T z) { return activation_derivative<T>(z, act); }));  // dZ = (dM W_out^T) .* act'(Z)
   g.d_in = X.transpose() * dZ;                                 // dW_in = X^T dZ
   if (w.mlp_in_bias.size()) g.d_in_bias = dZ.colwise().sum();
   return dZ * w.mlp_in.transpose();                            // dX = dZ W_in^T
@@ -139,12 +150,13 @@ namespace {
 
 // Adjoint of the rows y -> s y / |y| (QK-normalisation): dy = s (g - u (u . g)) / |y|, u = y / |y|;
 // a zero row (left 0 by the forward) gets 0.
-Matrix scaled_sphere_backward(const Matrix& Y, const Matrix& G, double s) {
-  Matrix dY = Matrix::Zero(Y.rows(), Y.cols());
+template <class T>
+MatrixT<T> scaled_sphere_backward(const MatrixT<T>& Y, const MatrixT<T>& G, T s) {
+  MatrixT<T> dY = MatrixT<T>::Zero(Y.rows(), Y.cols());
   for (Eigen::Index i = 0; i < Y.rows(); ++i) {
-    const double r = Y.row(i).norm();
+    const T r = Y.row(i).norm();
     if (r == 0.0) continue;
-    const RowVector u = Y.row(i) / r;
+    const RowVectorT<T> u = Y.row(i) / r;
     dY.row(i) = (s / r) * (G.row(i) - u * u.dot(G.row(i)));
   }
   return dY;
@@ -153,18 +165,20 @@ Matrix scaled_sphere_backward(const Matrix& Y, const Matrix& G, double s) {
 // One head's forward, kept for its adjoint: Q = X W_Q (+ 1 b_Q^T), K likewise, the attention A
 // (softmax, USA or hardmax of S = Q K^T / sqrt(d_QK) on the mask, before shaping), the shaped As
 // (when attention.shape is active), X W_V (+ 1 b_V^T) and V = (X W_V) W_O (or X W_V).
+template <class T>
 struct HeadCache {
-  Matrix Q, K, A, As, XV, V;
-  Matrix Q_raw, K_raw;  // QK-normalisation: the projections before s q/|q|, s k/|k|
-  Matrix D, Ad;  // with attention dropout: the mask (0 or 1/(1-p)) and the weights used, D .* A_s
+  MatrixT<T> Q, K, A, As, XV, V;
+  MatrixT<T> Q_raw, K_raw;  // QK-normalisation: the projections before s q/|q|, s k/|k|
+  MatrixT<T> D, Ad;  // with attention dropout: the mask (0 or 1/(1-p)) and the weights used, D .* A_s
   // The attention matrix the head multiplies V with: dropped, shaped or plain.
-  const Matrix& used(const LayerParams& p) const { return D.size() ? Ad : (p.shape.active() ? As : A); }
+  const MatrixT<T>& used(const LayerParams& p) const { return D.size() ? Ad : (p.shape.active() ? As : A); }
 };
 
 // The dropout mask of an m x n matrix: the draws apply_dropout makes on it (row-major, one uniform
 // per entry), as a matrix of 0 and 1/(1-p) (apply_dropout on ones: the same draws, the same scale).
-Matrix dropout_mask(Eigen::Index m, Eigen::Index n, double prob, RandomStream& rng) {
-  Matrix D = Matrix::Ones(m, n);
+template <class T>
+MatrixT<T> dropout_mask(Eigen::Index m, Eigen::Index n, double prob, RandomStream& rng) {
+  MatrixT<T> D = MatrixT<T>::Ones(m, n);
   apply_dropout(D, prob, rng);
   return D;
 }
@@ -172,8 +186,9 @@ Matrix dropout_mask(Eigen::Index m, Eigen::Index n, double prob, RandomStream& r
 double attention_dropout(const LayerParams& p) { return p.dropout ? p.dropout->attention : 0.0; }
 double output_dropout(const LayerParams& p) { return p.dropout ? p.dropout->output : 0.0; }
 
-void head_forward(const Matrix& X, const LayerWeights& w, std::size_t h, const LayerParams& p, RandomStream* rng,
-                  HeadCache& c) {
+template <class T>
+void head_forward(const MatrixT<T>& X, const LayerWeightsT<T>& w, std::size_t h, const LayerParams& p, RandomStream* rng,
+                  HeadCache<T>& c) {
   if (!w.q_bias.empty())
     attention_logits(X, w.q[h], &w.q_bias[h], w.k[h], &w.k_bias[h], p.d_qk, c.Q, c.K, c.A);
   else
@@ -195,7 +210,7 @@ void head_forward(const Matrix& X, const LayerWeights& w, std::size_t h, const L
     shape_attention(c.As, *p.mask, p.shape);
   }
   if (attention_dropout(p) > 0.0) {  // after the shaping, as layer_impl applies it
-    c.D = dropout_mask(c.A.rows(), c.A.cols(), attention_dropout(p), *rng);
+    c.D = dropout_mask<T>(c.A.rows(), c.A.cols(), attention_dropout(p), *rng);
     c.Ad = (p.shape.active() ? c.As : c.A).cwiseProduct(c.D);
   }
   c.XV.noalias() = X * w.v[h];
@@ -207,48 +222,51 @@ void head_forward(const Matrix& X, const LayerWeights& w, std::size_t h, const L
 }
 
 // The attention branch's activations: every head's, and the output dropout mask (empty without).
+template <class T>
 struct BranchCache {
-  std::vector<HeadCache> heads;
-  Matrix D;
+  std::vector<HeadCache<T>> heads;
+  MatrixT<T> D;
 };
 
 // The attention branch Y = D .* (c sum_h A_h V_h + 1 b_O^T) from the heads' caches, as
 // attention_layer computes it without residual and normalisation (the order of its sums may differ
 // in the last bits); D the output dropout mask (ones without dropout). Dropout draws from `rng`.
-Matrix attention_branch(const Matrix& X, const LayerWeights& w, const LayerParams& p, RandomStream* rng,
-                        BranchCache& cache) {
+template <class T>
+MatrixT<T> attention_branch(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerParams& p, RandomStream* rng,
+                        BranchCache<T>& cache) {
   const std::size_t H = w.q.size();
   cache.heads.resize(H);
-  Matrix Y = Matrix::Zero(X.rows(), X.cols());
+  MatrixT<T> Y = MatrixT<T>::Zero(X.rows(), X.cols());
   for (std::size_t h = 0; h < H; ++h) {
     head_forward(X, w, h, p, rng, cache.heads[h]);
     Y.noalias() += cache.heads[h].used(p) * cache.heads[h].V;
   }
-  if (p.head_mean && H > 1) Y /= static_cast<double>(H);
+  if (p.head_mean && H > 1) Y /= static_cast<T>(H);
   if (!w.q_bias.empty()) Y.rowwise() += w.o_bias;
   cache.D.resize(0, 0);
   if (output_dropout(p) > 0.0) {
-    cache.D = dropout_mask(Y.rows(), Y.cols(), output_dropout(p), *rng);
+    cache.D = dropout_mask<T>(Y.rows(), Y.cols(), output_dropout(p), *rng);
     Y = Y.cwiseProduct(cache.D);
   }
   return Y;
 }
 
 // The adjoint of attention_branch from its caches (docs/science/gradients.md, the attention table).
-Matrix attention_branch_backward(const Matrix& X, const LayerWeights& w, const LayerParams& p,
-                                 const BranchCache& cache, const Matrix& dY_out, BlockGrads& g) {
+template <class T>
+MatrixT<T> attention_branch_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerParams& p,
+                                 const BranchCache<T>& cache, const MatrixT<T>& dY_out, BlockGradsT<T>& g) {
   const std::size_t H = w.q.size();
-  const double head_scale = (p.head_mean && H > 1) ? 1.0 / static_cast<double>(H) : 1.0;
-  const double s = 1.0 / std::sqrt(p.d_qk);
-  Matrix dX = Matrix::Zero(X.rows(), X.cols());
-  const Matrix dY = cache.D.size() ? Matrix(dY_out.cwiseProduct(cache.D)) : dY_out;  // through D .* (.)
+  const T head_scale = (p.head_mean && H > 1) ? T(1) / static_cast<T>(H) : T(1);
+  const T s = T(1) / std::sqrt(static_cast<T>(p.d_qk));
+  MatrixT<T> dX = MatrixT<T>::Zero(X.rows(), X.cols());
+  const MatrixT<T> dY = cache.D.size() ? MatrixT<T>(dY_out.cwiseProduct(cache.D)) : dY_out;  // through D .* (.)
   const bool biased = !w.q_bias.empty();
   if (biased) g.dout_bias += dY.colwise().sum();  // Y = ... + 1 b_O^T: db_O = 1^T dY
   for (std::size_t h = 0; h < H; ++h) {
-    const HeadCache& c = cache.heads[h];
-    const Matrix dYh = head_scale * dY;                  // Y = c sum_h A_h V_h
-    const Matrix dV = c.used(p).transpose() * dYh;       // dV_h = A_used,h^T dY
-    Matrix dXV = dV;
+    const HeadCache<T>& c = cache.heads[h];
+    const MatrixT<T> dYh = head_scale * dY;                  // Y = c sum_h A_h V_h
+    const MatrixT<T> dV = c.used(p).transpose() * dYh;       // dV_h = A_used,h^T dY
+    MatrixT<T> dXV = dV;
     if (!w.o.empty()) {
       g.dout[h].noalias() += c.XV.transpose() * dV;      // dW_O = (X W_V)^T dV
       dXV.noalias() = dV * w.o[h].transpose();
@@ -257,15 +275,15 @@ Matrix attention_branch_backward(const Matrix& X, const LayerWeights& w, const L
     if (biased) g.dv_bias[h] += dXV.colwise().sum();   // db_V = 1^T d(X W_V + 1 b_V^T)
     dX.noalias() += dXV * w.v[h].transpose();
     if (p.hardmax) continue;  // A is piecewise constant in S: no gradient reaches Q and K
-    Matrix dA = dYh * c.V.transpose();                   // dA_h = dY V_h^T
+    MatrixT<T> dA = dYh * c.V.transpose();                   // dA_h = dY V_h^T
     if (c.D.size()) dA = dA.cwiseProduct(c.D);           // A_used = D .* A_s: dA_s = D .* dA_used
-    if (p.shape.active()) dA *= p.shape.a;               // A_s = a A + b I - c C: dA = a dA_s
-    Matrix dS = p.usa ? usa_backward(c.A, dA, *p.mask) : softmax_backward(c.A, dA, *p.mask);
-    dS *= p.qk_norm ? std::sqrt(static_cast<double>(c.Q.cols())) : s;  // through 1/sqrt(d_QK) (sqrt(d_k))
-    Matrix dQ = dS * c.K, dK = dS.transpose() * c.Q;     // S' = Q K^T: dQ = dS' K, dK = dS'^T Q
+    if (p.shape.active()) dA *= static_cast<T>(p.shape.a);               // A_s = a A + b I - c C: dA = a dA_s
+    MatrixT<T> dS = p.usa ? usa_backward(c.A, dA, *p.mask) : softmax_backward(c.A, dA, *p.mask);
+    dS *= p.qk_norm ? std::sqrt(static_cast<T>(c.Q.cols())) : s;  // through 1/sqrt(d_QK) (sqrt(d_k))
+    MatrixT<T> dQ = dS * c.K, dK = dS.transpose() * c.Q;     // S' = Q K^T: dQ = dS' K, dK = dS'^T Q
     if (p.qk_norm) {                                     // through the rows s q / |q|
-      dQ = scaled_sphere_backward(c.Q_raw, dQ, p.qk_scale);
-      dK = scaled_sphere_backward(c.K_raw, dK, p.qk_scale);
+      dQ = scaled_sphere_backward<T>(c.Q_raw, dQ, static_cast<T>(p.qk_scale));
+      dK = scaled_sphere_backward<T>(c.K_raw, dK, static_cast<T>(p.qk_scale));
     }
     g.dq[h].noalias() += X.transpose() * dQ;
     g.dk[h].noalias() += X.transpose() * dK;
@@ -281,52 +299,58 @@ Matrix attention_branch_backward(const Matrix& X, const LayerWeights& w, const L
 
 }  // namespace
 
-Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerParams& p, const Matrix& dY,
-                          BlockGrads& g) {
+template <class T>
+MatrixT<T> attention_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerParams& p, const MatrixT<T>& dY,
+                          BlockGradsT<T>& g) {
   if (attention_dropout(p) > 0.0 || output_dropout(p) > 0.0)
     throw std::logic_error("attention_backward: dropout needs block_backward's dropout stream");
-  BranchCache cache;
+  BranchCache<T> cache;
   attention_branch(X, w, p, nullptr, cache);  // recompute the heads' activations
   return attention_branch_backward(X, w, p, cache, dY, g);
 }
 
 namespace {
 
-const Normalization& norm_at(const LayerWeights& w, const BlockParams& p, int slot) {
+template <class T>
+const Normalization& norm_at(const LayerWeightsT<T>& w, const BlockParams& p, int slot) {
   return w.norms_from_file ? w.norms[slot] : *p.layer.norm;
 }
 
-Matrix normalised(const Matrix& Y, const Normalization& n) {
-  Matrix Z = Y;
+template <class T>
+MatrixT<T> normalised(const MatrixT<T>& Y, const Normalization& n) {
+  MatrixT<T> Z = Y;
   normalize_rows(Z, n);
   return Z;
 }
 
-using Branch = std::function<Matrix(const Matrix&)>;                          // F(input)
-using BranchBackward = std::function<Matrix(const Matrix&, const Matrix&)>;  // (input, dF) -> d input
+template <class T>
+using Branch = std::function<MatrixT<T>(const MatrixT<T>&)>;                          // F(input)
+template <class T>
+using BranchBackward = std::function<MatrixT<T>(const MatrixT<T>&, const MatrixT<T>&)>;  // (input, dF) -> d input
 
 // One sub-block (attention or MLP) around the branch F with the normalisations N (slot `main`)
 // and N_out (slot `out`) at placement `pos` (kernel/block.hpp). forward() keeps what backward() needs.
 // With a skip gain s (residual.skip; post, pre, peri) the residual is s X + a F(.): the adjoint adds
 // s dOut (s dZ) instead of dOut (dZ). nGPT's step has its own skip weight 1 - a (s ignored).
 // With the LayerNorm scaling c (pre), X + a F(c N(X)): the branch's input adjoint is multiplied by c.
+template <class T>
 struct SubBlock {
   NormPosition pos;
-  double a, s;
-  double c = 1.0;  // pre: the LayerNorm scaling of the layer (norm.depth_scaling), c N(X)
+  T a, s;
+  T c = T(1);  // pre: the LayerNorm scaling of the layer (norm.depth_scaling), c N(X)
   const Normalization &n, &n_out;
   int main, out;
-  Matrix Xn, Y, Yn, Z;  // N(X), F(.), N_out(Y), the sum before the last N
+  MatrixT<T> Xn, Y, Yn, Z;  // N(X), F(.), N_out(Y), the sum before the last N
 
   SubBlock(NormPosition pos_, double a_, double s_, const Normalization& n_, const Normalization& n_out_, int main_,
            int out_)
       : pos(pos_), a(a_), s(s_), n(n_), n_out(n_out_), main(main_), out(out_) {}
 
-  Matrix residual(const Matrix& X, const Matrix& F) const {
-    return s == 1.0 ? Matrix(X + a * F) : Matrix(s * X + a * F);
+  MatrixT<T> residual(const MatrixT<T>& X, const MatrixT<T>& F) const {
+    return s == 1.0 ? MatrixT<T>(X + a * F) : MatrixT<T>(s * X + a * F);
   }
 
-  Matrix forward(const Matrix& X, const Branch& F) {
+  MatrixT<T> forward(const MatrixT<T>& X, const Branch<T>& F) {
     switch (pos) {
       case NormPosition::post:  // N(X + a F(X))  (a = 0: N(F(X)))
         Y = F(X);
@@ -351,65 +375,67 @@ struct SubBlock {
     return X;
   }
 
-  Matrix backward(const Matrix& X, const Matrix& dOut, const BranchBackward& dF, BlockGrads& g) const {
+  MatrixT<T> backward(const MatrixT<T>& X, const MatrixT<T>& dOut, const BranchBackward<T>& dF, BlockGradsT<T>& g) const {
     switch (pos) {
       case NormPosition::post: {
-        const Matrix dZ = norm_backward(Z, dOut, n, g.dgain[main], g.dbias[main]);
+        const MatrixT<T> dZ = norm_backward(Z, dOut, n, g.dgain[main], g.dbias[main]);
         if (a == 0.0) return dF(X, dZ);
         return s * dZ + dF(X, a * dZ);
       }
       case NormPosition::pre: {
-        Matrix dXn = dF(Xn, a != 0.0 ? Matrix(a * dOut) : dOut);
+        MatrixT<T> dXn = dF(Xn, a != 0.0 ? MatrixT<T>(a * dOut) : dOut);
         if (c != 1.0) dXn *= c;                        // d(c N(X)) = c dN
-        Matrix dX = norm_backward(X, dXn, n, g.dgain[main], g.dbias[main]);
+        MatrixT<T> dX = norm_backward(X, dXn, n, g.dgain[main], g.dbias[main]);
         if (a != 0.0) dX += s * dOut;
         return dX;
       }
       case NormPosition::peri: {
-        const Matrix dY = norm_backward(Y, a != 0.0 ? Matrix(a * dOut) : dOut, n_out, g.dgain[out], g.dbias[out]);
-        Matrix dX = norm_backward(X, dF(Xn, dY), n, g.dgain[main], g.dbias[main]);
+        const MatrixT<T> dY = norm_backward(Y, a != 0.0 ? MatrixT<T>(a * dOut) : dOut, n_out, g.dgain[out], g.dbias[out]);
+        MatrixT<T> dX = norm_backward(X, dF(Xn, dY), n, g.dgain[main], g.dbias[main]);
         if (a != 0.0) dX += s * dOut;
         return dX;
       }
       case NormPosition::ngpt: {
-        const Matrix dZ = norm_backward(Z, dOut, n, g.dgain[main], g.dbias[main]);  // Z = (1 - a) X + a Yn
-        const Matrix dY = norm_backward(Y, a * dZ, n_out, g.dgain[out], g.dbias[out]);
-        return (1.0 - a) * dZ + dF(X, dY);
+        const MatrixT<T> dZ = norm_backward(Z, dOut, n, g.dgain[main], g.dbias[main]);  // Z = (1 - a) X + a Yn
+        const MatrixT<T> dY = norm_backward(Y, a * dZ, n_out, g.dgain[out], g.dbias[out]);
+        return (T(1) - a) * dZ + dF(X, dY);
       }
     }
     return dOut;
   }
 };
 
-void size_grads(const LayerWeights& w, BlockGrads& g) {
-  const auto zeros = [](const std::vector<Matrix>& m, std::vector<Matrix>& out) {
+template <class T>
+void size_grads(const LayerWeightsT<T>& w, BlockGradsT<T>& g) {
+  const auto zeros = [](const std::vector<MatrixT<T>>& m, std::vector<MatrixT<T>>& out) {
     out.clear();
-    for (const auto& x : m) out.push_back(Matrix::Zero(x.rows(), x.cols()));
+    for (const auto& x : m) out.push_back(MatrixT<T>::Zero(x.rows(), x.cols()));
   };
   zeros(w.q, g.dq);
   zeros(w.k, g.dk);
   zeros(w.v, g.dv);
   zeros(w.o, g.dout);
-  const auto zero_rows = [](const std::vector<RowVector>& b, std::vector<RowVector>& out) {
+  const auto zero_rows = [](const std::vector<RowVectorT<T>>& b, std::vector<RowVectorT<T>>& out) {
     out.clear();
-    for (const auto& x : b) out.push_back(RowVector::Zero(x.size()));
+    for (const auto& x : b) out.push_back(RowVectorT<T>::Zero(x.size()));
   };
   zero_rows(w.q_bias, g.dq_bias);
   zero_rows(w.k_bias, g.dk_bias);
   zero_rows(w.v_bias, g.dv_bias);
-  g.dout_bias = RowVector::Zero(w.o_bias.size());
-  g.mlp = MlpGrads{};
+  g.dout_bias = RowVectorT<T>::Zero(w.o_bias.size());
+  g.mlp = MlpGradsT<T>{};
   const Eigen::Index d = w.q.empty() ? 0 : w.q[0].rows();
   for (int s = 0; s < 4; ++s) {
-    g.dgain[s] = RowVector::Zero(d);
-    g.dbias[s] = RowVector::Zero(d);
+    g.dgain[s] = RowVectorT<T>::Zero(d);
+    g.dbias[s] = RowVectorT<T>::Zero(d);
   }
 }
 
 }  // namespace
 
-void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p, const Matrix& dX_next,
-                    BlockGrads& g, RandomStream* dropout) {
+template <class T>
+void block_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const BlockParams& p, const MatrixT<T>& dX_next,
+                    BlockGradsT<T>& g, RandomStream* dropout) {
   const double p_out = output_dropout(p.layer);
   if ((attention_dropout(p.layer) > 0.0 || p_out > 0.0) && !dropout)
     throw std::logic_error("block_backward: dropout needs the dropout stream of the block");
@@ -420,38 +446,118 @@ void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p
   inner.alpha = 0.0;
   inner.norm = &identity;
   inner.keep_attention = false;
-  BranchCache cache;  // the attention branch's activations, computed once for its adjoint
-  const Branch attn = [&](const Matrix& in) { return attention_branch(in, w, inner, dropout, cache); };
-  const BranchBackward attn_back = [&](const Matrix& in, const Matrix& dY) {
+  BranchCache<T> cache;  // the attention branch's activations, computed once for its adjoint
+  const Branch<T> attn = [&](const MatrixT<T>& in) { return attention_branch(in, w, inner, dropout, cache); };
+  const BranchBackward<T> attn_back = [&](const MatrixT<T>& in, const MatrixT<T>& dY) {
     return attention_branch_backward(in, w, inner, cache, dY, g);
   };
   const double a = p.layer.alpha;
   const double skip = p.layer.skip;
-  SubBlock sa(p.position, a, skip, norm_at(w, p, kNormAttn), norm_at(w, p, kNormAttnOut), kNormAttn, kNormAttnOut);
-  sa.c = p.layer.norm_scale;
-  const Matrix middle = sa.forward(X, attn);
-  Matrix dMiddle = dX_next;
+  SubBlock<T> sa(p.position, a, skip, norm_at(w, p, kNormAttn), norm_at(w, p, kNormAttnOut), kNormAttn, kNormAttnOut);
+  sa.c = static_cast<T>(p.layer.norm_scale);
+  const MatrixT<T> middle = sa.forward(X, attn);
+  MatrixT<T> dMiddle = dX_next;
   if (w.mlp_in.size() > 0) {
-    MlpWorkspace mws;
-    Matrix D;  // the MLP output's dropout mask (block.cpp: dropout on M's output), drawn after the attention's
-    const Branch mlp = [&](const Matrix& in) {
-      Matrix out;
+    MlpWorkspaceT<T> mws;
+    MatrixT<T> D;  // the MLP output's dropout mask (block.cpp: dropout on M's output), drawn after the attention's
+    const Branch<T> mlp = [&](const MatrixT<T>& in) {
+      MatrixT<T> out;
       mlp_forward(in, w, p.activation, mws, out);
       if (p_out > 0.0) {
-        D = dropout_mask(out.rows(), out.cols(), p_out, *dropout);
+        D = dropout_mask<T>(out.rows(), out.cols(), p_out, *dropout);
         out = out.cwiseProduct(D);
       }
       return out;
     };
-    const BranchBackward mlp_back = [&](const Matrix& in, const Matrix& dM) {
-      return mlp_backward(in, w, p.activation, D.size() ? Matrix(dM.cwiseProduct(D)) : dM, g.mlp);
+    const BranchBackward<T> mlp_back = [&](const MatrixT<T>& in, const MatrixT<T>& dM) {
+      return mlp_backward(in, w, p.activation, D.size() ? MatrixT<T>(dM.cwiseProduct(D)) : dM, g.mlp);
     };
-    SubBlock sm(p.position, mlp_alpha_of(p), mlp_skip_of(p), norm_at(w, p, kNormMlp), norm_at(w, p, kNormMlpOut), kNormMlp, kNormMlpOut);
-    sm.c = p.layer.norm_scale;
+    SubBlock<T> sm(p.position, mlp_alpha_of(p), mlp_skip_of(p), norm_at(w, p, kNormMlp), norm_at(w, p, kNormMlpOut),
+                   kNormMlp, kNormMlpOut);
+    sm.c = static_cast<T>(p.layer.norm_scale);
     sm.forward(middle, mlp);
     dMiddle = sm.backward(middle, dX_next, mlp_back, g);
   }
   g.dX = sa.backward(X, dMiddle, attn_back, g);
+}
+
+}  // namespace bwd
+
+Matrix softmax_backward(const Matrix& A, const Matrix& dA, const MaskMatrix& mask) {
+  return bwd::softmax_backward<double>(A, dA, mask);
+}
+Matrix usa_backward(const Matrix& A, const Matrix& dA, const MaskMatrix& mask) {
+  return bwd::usa_backward<double>(A, dA, mask);
+}
+Matrix norm_backward(const Matrix& Y, const Matrix& dOut, const Normalization& norm, RowVector& dgain,
+                     RowVector& dbias) {
+  return bwd::norm_backward<double>(Y, dOut, norm, dgain, dbias);
+}
+MatrixF norm_backward(const MatrixF& Y, const MatrixF& dOut, const Normalization& norm, RowVectorT<float>& dgain,
+                      RowVectorT<float>& dbias) {
+  return bwd::norm_backward<float>(Y, dOut, norm, dgain, dbias);
+}
+Matrix mlp_backward(const Matrix& X, const LayerWeights& w, MlpActivation act, const Matrix& dOut, MlpGrads& g) {
+  return bwd::mlp_backward<double>(X, w, act, dOut, g);
+}
+Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerParams& p, const Matrix& dY,
+                          BlockGrads& g) {
+  return bwd::attention_backward<double>(X, w, p, dY, g);
+}
+
+void block_backward(const MatrixF& X, const LayerWeightsT<float>& w, const BlockParams& p, const MatrixF& dX_next,
+                    BlockGradsT<float>& g, RandomStream* dropout) {
+  bwd::block_backward<float>(X, w, p, dX_next, g, dropout);
+}
+
+namespace {
+std::vector<Matrix> widen(const std::vector<MatrixF>& v) {
+  std::vector<Matrix> out;
+  out.reserve(v.size());
+  for (const auto& m : v) out.push_back(m.cast<double>());
+  return out;
+}
+std::vector<RowVector> widen(const std::vector<RowVectorT<float>>& v) {
+  std::vector<RowVector> out;
+  out.reserve(v.size());
+  for (const auto& m : v) out.push_back(m.cast<double>());
+  return out;
+}
+}  // namespace
+
+void widen_grads(const BlockGradsT<float>& f, BlockGrads& g) {
+  g.dX = f.dX.cast<double>();
+  g.dq = widen(f.dq);
+  g.dk = widen(f.dk);
+  g.dv = widen(f.dv);
+  g.dout = widen(f.dout);
+  g.dq_bias = widen(f.dq_bias);
+  g.dk_bias = widen(f.dk_bias);
+  g.dv_bias = widen(f.dv_bias);
+  g.dout_bias = f.dout_bias.cast<double>();
+  g.mlp.d_in = f.mlp.d_in.cast<double>();
+  g.mlp.d_out = f.mlp.d_out.cast<double>();
+  g.mlp.d_in_bias = f.mlp.d_in_bias.cast<double>();
+  g.mlp.d_out_bias = f.mlp.d_out_bias.cast<double>();
+  for (int s = 0; s < 4; ++s) {
+    g.dgain[s] = f.dgain[s].cast<double>();
+    g.dbias[s] = f.dbias[s].cast<double>();
+  }
+}
+
+void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p, const Matrix& dX_next,
+                    BlockGrads& g, RandomStream* dropout) {
+  if (!p.single) {
+    bwd::block_backward<double>(X, w, p, dX_next, g, dropout);
+    return;
+  }
+  // run.precision = float32: the block's adjoint in float on the tokens, weights and cotangent
+  // rounded to float (X holds float values exactly: the forward's tokens), widened afterwards.
+  LayerWeightsT<float> wf;
+  cast_weights(w, wf);
+  BlockGradsT<float> gf;
+  bwd::block_backward<float>(X.cast<float>(), wf, p, dX_next.cast<float>(), gf, dropout);
+  widen_grads(gf, g);
 }
 
 }  // namespace rcsim

@@ -1,5 +1,5 @@
 // Reverse mode (hand-written adjoints, the way llm.c writes its backward pass) through one
-// transformer block (kernel/block.hpp), in float64. Notation of docs/science/gradients.md:
+// transformer block (kernel/block.hpp), in float64 or (run.precision = float32) float. Notation of docs/science/gradients.md:
 // for a scalar loss L, dZ denotes dL/dZ (same shape as Z). Every backward function recomputes
 // the forward activations it needs from the block's input with the forward code's own functions
 // (attention_logits, masked_softmax, usa_weights, normalize_rows, mlp_activation); the engine
@@ -13,8 +13,7 @@
 // a A + b I - c C (LayerParams::shape), attention biases b_Q, b_K, b_V, b_O (attention.bias),
 // additive logit biases S + B (ALiBi, decay: LayerParams::logit_bias; B constant, dS unchanged),
 // QK-normalisation (LayerParams::qk_norm, qk_scale), the pre-LN scaling c N(X) (LayerParams::norm_scale).
-// Not covered: dropout (the draws of the forward pass),
-// residual.project = tangent, float32 (block_backward refuses them: UsageError).
+// Not covered: residual.project = tangent (block_backward refuses it: UsageError).
 #pragma once
 
 #include <vector>
@@ -39,24 +38,28 @@ Matrix norm_backward(const Matrix& Y, const Matrix& dOut, const Normalization& n
                      RowVector& dbias);
 
 // MLP adjoint: X the MLP's input, dOut the gradient of M(X). Returns dX, fills the weight grads.
-struct MlpGrads {
-  Matrix d_in, d_out;          // dL/dW_in (d x m), dL/dW_out (m x d)
-  RowVector d_in_bias, d_out_bias;  // dL/db_in (m), dL/db_out (d); empty without biases
+template <class T>
+struct MlpGradsT {
+  MatrixT<T> d_in, d_out;          // dL/dW_in (d x m), dL/dW_out (m x d)
+  RowVectorT<T> d_in_bias, d_out_bias;  // dL/db_in (m), dL/db_out (d); empty without biases
 };
+using MlpGrads = MlpGradsT<double>;
 Matrix mlp_backward(const Matrix& X, const LayerWeights& w, MlpActivation act, const Matrix& dOut, MlpGrads& g);
 
 // The gradients of one block: w.r.t. its input and every parameter (shapes as LayerWeights).
 // norm gains/biases per slot (NormSlot); with norm.params = config all slots share one N, and
 // the gradient w.r.t. that shared gain is the sum over the slots the placement uses.
-struct BlockGrads {
-  Matrix dX;
-  std::vector<Matrix> dq, dk, dv, dout;  // per head; dout (W_O) empty without model.value_dim
+template <class T>
+struct BlockGradsT {
+  MatrixT<T> dX;
+  std::vector<MatrixT<T>> dq, dk, dv, dout;  // per head; dout (W_O) empty without model.value_dim
   // attention.bias: dL/db_Q, dL/db_K, dL/db_V per head, dL/db_O; empty without attention biases
-  std::vector<RowVector> dq_bias, dk_bias, dv_bias;
-  RowVector dout_bias;
-  MlpGrads mlp;                          // empty matrices without an MLP
-  RowVector dgain[4], dbias[4];          // zero for the slots the placement does not use
+  std::vector<RowVectorT<T>> dq_bias, dk_bias, dv_bias;
+  RowVectorT<T> dout_bias;
+  MlpGradsT<T> mlp;                      // empty matrices without an MLP
+  RowVectorT<T> dgain[4], dbias[4];      // zero for the slots the placement does not use
 };
+using BlockGrads = BlockGradsT<double>;
 
 // Attention sub-layer alone (no residual, no normalisation): Y = sum_h A_h X W_V,h (W_O,h)
 // (divided by H for head_mix = mean; with attention.bias Q, K, X W_V,h get + 1 b^T and Y + 1 b_O^T).
@@ -67,7 +70,16 @@ Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerPar
 // The whole block: given its input X and dL/dX_next, fill g (sized here). With dropout
 // (p.layer.dropout with a probability > 0), `dropout` is a copy of the dropout stream as the
 // forward pass entered this block: the recompute draws the same masks from it (and advances it).
+// With p.single (run.precision = float32) the adjoint computes in float, as the forward does: X,
+// the weights and dX_next rounded to float (the float block_backward below), g widened to double.
 void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p, const Matrix& dX_next,
                     BlockGrads& g, RandomStream* dropout = nullptr);
+// The same adjoint in float arithmetic (one template with the double one, backward.cpp).
+void block_backward(const MatrixF& X, const LayerWeightsT<float>& w, const BlockParams& p, const MatrixF& dX_next,
+                    BlockGradsT<float>& g, RandomStream* dropout = nullptr);
+MatrixF norm_backward(const MatrixF& Y, const MatrixF& dOut, const Normalization& norm, RowVectorT<float>& dgain,
+                      RowVectorT<float>& dbias);
+// g = f widened to double.
+void widen_grads(const BlockGradsT<float>& f, BlockGrads& g);
 
 }  // namespace rcsim

@@ -31,6 +31,7 @@ struct BlockParams {
   bool norm_depth_scaling = false;  // norm.depth_scaling = inv_sqrt_layer: see at_layer()
   // The MLP sub-block's branch weight and skip gain (residual.mlp_alpha); unset = layer.alpha, layer.skip.
   std::optional<double> mlp_alpha, mlp_skip;
+  bool single = false;  // run.precision = float32: block_backward computes in float (the forward ignores it)
 };
 
 // The branch weight and the skip gain of the MLP sub-block of p.

@@ -286,6 +286,13 @@ void qk_normalise(Matrix& Q, Matrix& K, Matrix& S, double scale) { qk_normalise_
 void add_logit_bias(Eigen::Ref<Matrix> S, const LogitBias& b, std::size_t h, std::size_t H) {
   add_logit_bias_impl<double>(S, b, h, H);
 }
+void add_logit_bias(Eigen::Ref<MatrixF> S, const LogitBias& b, std::size_t h, std::size_t H) {
+  add_logit_bias_impl<float>(S, b, h, H);
+}
+void qk_normalise(MatrixF& Q, MatrixF& K, MatrixF& S, double scale) { qk_normalise_impl<float>(Q, K, S, scale); }
+void shape_attention(Eigen::Ref<MatrixF> A, const MaskMatrix& mask, const AttentionShape& s) {
+  shape_masked<float>(A, mask, s);
+}
 
 LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const LayerParams& p,
                             LayerWorkspace& ws, Matrix& X_next) {

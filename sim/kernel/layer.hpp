@@ -47,15 +47,18 @@ LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Norma
 // uniform attention over the mask (row i: 1/|N_i| on N_i), b on the diagonal (every row has its
 // self-loop). Entries the mask forbids stay exactly 0. Used by attention_layer and the backward pass.
 void shape_attention(Eigen::Ref<Matrix> A, const MaskMatrix& mask, const AttentionShape& s);
+void shape_attention(Eigen::Ref<MatrixF> A, const MaskMatrix& mask, const AttentionShape& s);  // float32
 
 // Additive logit bias (docs/science/gradients.md): S <- S + B_h for head h of H (0-based h; ALiBi's
 // slope of head h is 2^(-8(h+1)/H)), B_ij = -m_h |i - j| (alibi) or |i - j| log gamma (decay).
 // Every entry is biased; the mask then sets the forbidden ones to exactly 0 after the softmax.
 void add_logit_bias(Eigen::Ref<Matrix> S, const LogitBias& b, std::size_t h, std::size_t H);
+void add_logit_bias(Eigen::Ref<MatrixF> S, const LogitBias& b, std::size_t h, std::size_t H);  // float32
 // QK-normalisation (docs/science/gradients.md): the rows of Q and K (the projections, with their
 // biases) to s q_i / |q_i| and s k_j / |k_j| (a zero row stays 0), then S = sqrt(d_k) Q K^T with
 // d_k = Q.cols(), in place of the 1/sqrt(d_QK) logits. Used by attention_layer and the backward pass.
 void qk_normalise(Matrix& Q, Matrix& K, Matrix& S, double scale);
+void qk_normalise(MatrixF& Q, MatrixF& K, MatrixF& S, double scale);  // float32
 double logit_bias_slope(const LogitBias& b, std::size_t h, std::size_t H);  // m_h (alibi), -log gamma (decay)
 
 // What a layer reports besides its output.

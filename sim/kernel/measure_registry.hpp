@@ -20,7 +20,9 @@ namespace rcsim {
 struct EngineSetup;    // kernel/simulation.hpp
 struct LayerReport;    // kernel/layer.hpp
 struct TokenMeasures;  // kernel/metrics.hpp
-struct BlockGrads;     // kernel/backward.hpp
+template <class T>
+struct BlockGradsT;  // kernel/backward.hpp
+using BlockGrads = BlockGradsT<double>;
 
 // A per-layer measure as stored in /metrics: name, long_name and units attributes.
 struct MeasureInfo {

@@ -31,6 +31,7 @@ void forward_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>&
 }  // namespace
 
 double mlp_activation(double z, MlpActivation a) { return activation<double>(z, a); }
+float mlp_activation(float z, MlpActivation a) { return activation<float>(z, a); }
 
 void mlp_forward(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, MlpActivation a, MlpWorkspace& ws,
                  Matrix& out) {

@@ -20,6 +20,7 @@ using MlpWorkspace = MlpWorkspaceT<double>;
 
 // The activation applied entry by entry.
 double mlp_activation(double z, MlpActivation a);
+float mlp_activation(float z, MlpActivation a);  // run.precision = float32
 
 // out = M(X) (N x d) with the MLP weights of `w`; out must not alias X.
 void mlp_forward(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, MlpActivation a, MlpWorkspace& ws,

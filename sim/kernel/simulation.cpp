@@ -53,7 +53,6 @@ bool wants_gradients(const ModelSpec& c) { return wants_pass(c, MeasurePass::gra
 // What the reverse pass (kernel/backward.hpp) does not cover yet: a UsageError starting with `who`.
 void require_reverse_pass(const ModelSpec& c, const std::string& who) {
   if (c.integrator == Integrator::rk4) throw UsageError(who + " do not support dynamics.integrator = rk4");
-  if (c.run.precision != Precision::float64) throw UsageError(who + " need run.precision = float64");
   if (c.residual_project != ResidualProject::none)
     throw UsageError(who + " do not support residual.project = tangent");
   if (c.dynamics_noise > 0.0) throw UsageError(who + " do not support dynamics.noise");
@@ -339,6 +338,8 @@ struct SignalRecorder {
     }
     Matrix X = cp.X, X_next(X.rows(), X.cols());
     BlockWorkspace ws(static_cast<int>(X.rows()), static_cast<int>(X.cols()), c.model.key_dim);
+    std::optional<BlockWorkspaceT<float>> ws_float;  // run.precision = float32: the float forward, as run_trial
+    if (params.single) ws_float.emplace(static_cast<int>(X.rows()), static_cast<int>(X.cols()), c.model.key_dim);
     out.inputs.resize(n);
     out.weights.resize(n);
     out.dropout.clear();
@@ -346,7 +347,15 @@ struct SignalRecorder {
       out.weights[k] = sampler.layer(b + static_cast<int>(k), rng);
       out.inputs[k] = X;
       if (drop_rng) out.dropout.push_back(*drop_rng);
-      transformer_block(X, out.weights[k], at_layer(replayed, b + static_cast<int>(k)), ws, X_next);
+      if (params.single) {
+        LayerWeightsT<float> wf;
+        cast_weights(out.weights[k], wf);
+        MatrixF Xf = X.cast<float>(), Xf_next;
+        transformer_block(Xf, wf, at_layer(replayed, b + static_cast<int>(k)), *ws_float, Xf_next);
+        X_next = Xf_next.cast<double>();
+      } else {
+        transformer_block(X, out.weights[k], at_layer(replayed, b + static_cast<int>(k)), ws, X_next);
+      }
       X.swap(X_next);
     }
   }
@@ -394,6 +403,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   // the tokens and weights rounded to float; X holds the float tokens exactly, in double, for the
   // measures.
   const bool single = c.run.precision == Precision::float32;
+  params.single = single;  // the reverse pass in float too (block_backward)
   if (single) X = X.cast<float>().cast<double>();
   BlockWorkspace ws(single ? 0 : N, single ? 0 : d, c.model.key_dim);
   std::optional<BlockWorkspaceT<float>> ws_float;
@@ -484,12 +494,27 @@ TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& co
   if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) params.layer.dropout = &dropout;
   BlockWorkspace ws(N, d, c.model.key_dim);
   Matrix X_next(N, d);
+  // run.precision = float32: the float forward of run_trial and the float reverse pass (block_backward).
+  params.single = c.run.precision == Precision::float32;
+  std::optional<BlockWorkspaceT<float>> ws_float;
+  if (params.single) {
+    ws_float.emplace(N, d, c.model.key_dim);
+    X = X.cast<float>().cast<double>();
+  }
   BlockTape tape;
   for (int t = 0; t < L; ++t) {
     tape.weights.push_back(sampler.layer(t, rng));
     tape.inputs.push_back(X);
     if (params.layer.dropout) tape.dropout.push_back(dropout_rng);
-    transformer_block(X, tape.weights.back(), at_layer(params, t), ws, X_next);
+    if (params.single) {
+      LayerWeightsT<float> wf;
+      cast_weights(tape.weights.back(), wf);
+      MatrixF Xf = X.cast<float>(), Xf_next;
+      transformer_block(Xf, wf, at_layer(params, t), *ws_float, Xf_next);
+      X_next = Xf_next.cast<double>();
+    } else {
+      transformer_block(X, tape.weights.back(), at_layer(params, t), ws, X_next);
+    }
     X.swap(X_next);
   }
   TrialGradients out;

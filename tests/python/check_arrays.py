@@ -350,6 +350,26 @@ if torch is not None:
     for name, mine, ref in pairs:
         err = np.linalg.norm(mine - ref) / np.linalg.norm(ref)
         check(err < 1e-10, f"rcsim.gradients = torch autograd through nn.MultiheadAttention x 3 ({name}): {err:.1e}")
+    # run.precision = float32: rcsim's float reverse pass against torch autograd in float32 (the same
+    # weights rounded to float), and not equal to rcsim's float64 gradients (float arithmetic was used).
+    import copy
+    mhf = copy.deepcopy(mhb).float()
+    xf = x[0].float().clone().requires_grad_()
+    yf = xf
+    for _ in range(3):
+        yf = mhf(yf[None], yf[None], yf[None], need_weights=False)[0][0]
+    (yf * ct.float()).sum().backward()
+    gf = rcsim.gradients(x[0].float().double().numpy(), ct.float().double().numpy(), weights_b, layers=3,
+                         model={"heads": H, "key_dim": dh, "value_dim": dh}, norm={"type": "none"},
+                         run={"precision": "float32"})
+    gwf = mhf.in_proj_weight.grad.double().numpy()
+    pairs = (("X(0)", gf["dX"][0], xf.grad.double().numpy(), gt["dX"][0]),
+             ("W_Q", gf["W_Q"].sum(axis=0), np.stack([gwf[h * dh:(h + 1) * dh].T for h in range(H)]), gt["W_Q"].sum(axis=0)))
+    for name, mine, ref, f64 in pairs:
+        err = np.linalg.norm(mine - ref) / np.linalg.norm(ref)
+        gap = np.linalg.norm(mine - f64) / np.linalg.norm(f64)
+        check(err < 1e-4 and gap > 1e-12,
+              f"rcsim.gradients in float32 = torch float32 autograd x 3 ({name}): {err:.1e}; from float64: {gap:.1e}")
 
 if failures:
     sys.exit(f"check_arrays: {len(failures)} failure(s)")
