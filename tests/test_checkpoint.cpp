@@ -242,3 +242,51 @@ TEST_CASE("a partial trial group of a loaded checkpoint is recomputed and replac
   }
   cp.remove();
 }
+
+TEST_CASE("a measure with a token axis: checkpointed, resumed and written as [trial, layer, token]",
+          "[io][checkpoint]") {
+  // last_token_sensitivity has N values per recorded layer (MeasureShape::per_token): the checkpoint
+  // stacks them as N rows of the layers, the run file stores [trial, layer, token] and its summary
+  // [layer, token] (statistics over trials of each entry).
+  const std::string out = (fs::temp_directory_path() / "rcsim_test_token_axis.h5").string();
+  fs::remove(out);
+  const int N = 5, T = 4;
+  const Config c = make_config({{"model.tokens", "5"}, {"model.dim", "3"}, {"model.layers", "4"},
+                                {"run.trials", "4"}, {"output.schedule", "list:0 1 4"}, {"mask.type", "causal"},
+                                {"output.measures", "last_token_sensitivity,jacobian_log_spec2,clusters"},
+                                {"output.file", out}});
+  const RunResults full = run_simulation(prepare(c), 1);
+  std::size_t m = 0;
+  while (std::string(full.token_info[m].name) != "last_token_sensitivity") ++m;
+  REQUIRE(full.token[m].cols() == 3 * N);
+  REQUIRE(full.token[m].allFinite());
+  {
+    RunResults saved = full;
+    Checkpoint cp(out + ".partial", c.to_ini(), {});
+    cp.completed(saved, 1);
+    cp.completed(saved, 2);
+    cp.flush(saved);
+    RunResults loaded = allocate_results(prepare(c));
+    Checkpoint again(out + ".partial", c.to_ini(), {});
+    CHECK(again.load(loaded) == std::vector<char>{0, 1, 1, 0});
+    CHECK(loaded.token[m].row(2) == full.token[m].row(2));
+  }
+  run_to_file(c, {"test", 1}, nullptr, false);
+  CHECK_FALSE(fs::exists(out + ".partial"));
+  const h5::File f = h5::File::open_read(out);
+  const h5::Array a = f.read("metrics/last_token_sensitivity");
+  CHECK(a.shape == Extents{4, 3, 5});
+  for (int t = 0; t < T; ++t)
+    for (int k = 0; k < 3; ++k)
+      for (int i = 0; i < N; ++i)
+        CHECK(a.data[static_cast<std::size_t>((t * 3 + k) * N + i)] == full.token[m](t, k * N + i));
+  const h5::Array mean = f.read("summary/last_token_sensitivity_mean");
+  CHECK(mean.shape == Extents{3, 5});
+  for (int k = 0; k < 3; ++k)
+    for (int i = 0; i < N; ++i)
+      CHECK(mean.data[static_cast<std::size_t>(k * N + i)] == Approx(full.token[m].col(k * N + i).mean()).epsilon(1e-14));
+  CHECK(f.read("metrics/token").shape == Extents{5});
+  CHECK(f.read("metrics/jacobian_log_spec2").shape == Extents{4, 3});  // the scalar measures as before
+  CHECK(f.read("metrics/mu").shape == Extents{4, 3});
+  fs::remove(out);
+}

@@ -125,6 +125,17 @@ def _positive(values, log):
     return np.maximum(values, np.finfo(float).tiny) if log else values
 
 
+def _per_layer(run, m):
+    """The [trial, layer] values of measure m; a measure with a token axis ([trial, layer, token],
+    e.g. last_token_sensitivity) has no single curve per trial and is refused with a pointer."""
+    values = np.asarray(run["metrics"][m], dtype=float)
+    if values.ndim != 2:
+        raise SystemExit(f"rcsim.plot: measure '{m}' has shape {list(values.shape)} [trial, layer, token]: one value "
+                         f"per token, not one curve per trial; select a token first, e.g. "
+                         f"rcsim.open_run(path).{m}.sel(token=0)")
+    return values
+
+
 def plot_curves_figure(runs, measures, trials="band", xscale="log", yscale="log", style="paper"):
     """A figure with one panel per measure, one curve per run."""
     import matplotlib.pyplot as plt
@@ -137,7 +148,7 @@ def plot_curves_figure(runs, measures, trials="band", xscale="log", yscale="log"
             if m not in run["metrics"]:
                 raise SystemExit(f"rcsim.plot: measure '{m}' is not in the run (it has: "
                                  f"{', '.join(sorted(k for k in run['metrics'] if not k.endswith('layer')))})")
-            values = np.asarray(run["metrics"][m], dtype=float)
+            values = _per_layer(run, m)
             layers = run["layer"] if values.shape[1] == len(run["layer"]) else run["attention_layer"]
             x = layers + 1 if xscale == "log" else layers
             colour = colours[i % len(colours)]
@@ -189,7 +200,7 @@ def plot_heatmap_figure(runs, key_x, key_y, measure, layer=None, style="paper"):
         t = layers[-1] if layer is None else layer
         if t not in layers:
             raise SystemExit(f"rcsim.plot: layer {t} was not recorded (output.schedule); recorded: {layers}")
-        grid[yi[v[key_y]], xi[v[key_x]]] = np.nanmedian(run["metrics"][measure][:, layers.index(t)])
+        grid[yi[v[key_y]], xi[v[key_x]]] = np.nanmedian(_per_layer(run, measure)[:, layers.index(t)])
     import textwrap
     fig, ax = plt.subplots(figsize=(width * 1.2, width))
     finite = grid[np.isfinite(grid)]

@@ -328,7 +328,7 @@ choice("init.type", text_of(kernel_default().init.type, init_names()), names_of(
       number("metrics.rank_atol", text_of(kernel_default().metrics.rank_atol), kNonNegative, "absolute rank tolerance; tol = max(atol, rtol * sigma_max)"),
       omitted_at_default(integer("metrics.jacobian_probes", text_of(kernel_default().metrics.jacobian_probes), 0,
                                  "jacobian_log_fro2: 0 = exact (N reverse passes); K > 0 = Hutchinson's estimate "
-                                 "from K Gaussian probes (K reverse passes, stream 13)")),
+                                 "from K Gaussian probes (K reverse passes, stream 13); K > 0 is refused with jacobian_log_spec2 (exact only)")),
       // --- Peer measures (docs/science/peers.md) ---
       number("metrics.pair_threshold", text_of(kernel_default().metrics.pair_threshold), kAny,
              "pair_density counts ordered pairs i != j with cos(x_i, x_j) > threshold"),

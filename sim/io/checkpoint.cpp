@@ -35,6 +35,15 @@ std::vector<double> stack_rows(const std::vector<Matrix>& ms, int trial) {
   return out;
 }
 
+// The shape of the stacked rows of `ms` recorded at `layers` layers: [rows, layers], one row per
+// value of each layer (a scalar measure gives one row, a per-token one N: MeasureShape), so
+// [count, layers] when every measure is scalar.
+std::vector<hsize_t> stacked_shape(const std::vector<Matrix>& ms, std::size_t layers) {
+  std::size_t values = 0;
+  for (const Matrix& m : ms) values += static_cast<std::size_t>(m.cols());
+  return {layers ? values / layers : ms.size(), layers};
+}
+
 void unstack_rows(const h5::Array& a, std::vector<Matrix>& ms, int trial) {
   std::size_t k = 0;
   for (Matrix& m : ms)
@@ -161,9 +170,12 @@ std::vector<char> Checkpoint::load(RunResults& r) {
       if (!f.exists(g + "/diagnostics")) continue;  // written last: the trial's group is whole
       const auto ti = static_cast<std::size_t>(t);
       // Every array's shape checked against this run's before use (a hostile or damaged checkpoint).
-      const auto cols = [](const std::vector<Matrix>& ms) { return ms.empty() ? 0LL : static_cast<long long>(ms[0].cols()); };
-      unstack_rows(h5::read_shaped(f, g + "/token", {static_cast<long long>(r.token.size()), cols(r.token)}), r.token, t);
-      unstack_rows(h5::read_shaped(f, g + "/attention", {static_cast<long long>(r.attention.size()), cols(r.attention)}),
+      const auto shape = [](const std::vector<Matrix>& ms, std::size_t layers) {
+        const std::vector<hsize_t> s = stacked_shape(ms, layers);
+        return std::vector<long long>{static_cast<long long>(s[0]), static_cast<long long>(s[1])};
+      };
+      unstack_rows(h5::read_shaped(f, g + "/token", shape(r.token, r.layer_index.size())), r.token, t);
+      unstack_rows(h5::read_shaped(f, g + "/attention", shape(r.attention, r.attention_layer_index.size())),
                    r.attention, t);
       // The large data stay in the file (the run file's writer reads them from there): each read
       // once here, one trial at a time, so that a damaged one discards the checkpoint now, and
@@ -269,8 +281,8 @@ void Checkpoint::write_pending(const h5::File& f, const RunResults& r) const {
     const auto ti = static_cast<std::size_t>(t);
     const h5::Group g = f.create_group(name);
     const auto tok = stack_rows(r.token, t), att = stack_rows(r.attention, t);
-    g.write("token", {r.token.size(), tok.size() / r.token.size()}, tok.data());
-    g.write("attention", {r.attention.size(), att.size() / std::max<std::size_t>(r.attention.size(), 1)}, att.data());
+    g.write("token", stacked_shape(r.token, r.layer_index.size()), tok.data());
+    g.write("attention", stacked_shape(r.attention, r.attention_layer_index.size()), att.data());
     if (!r.spectrum.empty()) {
       const auto sp = flatten(r.spectrum[ti]);
       g.write("spectrum", {static_cast<hsize_t>(r.spectrum[ti].rows()), static_cast<hsize_t>(r.spectrum[ti].cols())}, sp.data());

@@ -37,11 +37,6 @@ std::vector<std::int64_t> iota(int n) {
   return v;
 }
 
-h5::Dataset write_matrix(const h5::Group& g, const std::string& name, const Eigen::Ref<const Matrix>& m) {
-  const std::vector<double> data = row_major(m);
-  return g.write(name, {static_cast<hsize_t>(m.rows()), static_cast<hsize_t>(m.cols())}, data.data());
-}
-
 // Where the writer finds a trial's large data (spectrum, token snapshots, attention matrices):
 // in `r` while they are in memory, in the checkpoint once a flush has freed them
 // (Checkpoint::stored; docs/dev/memory.md). Both give the same float64 values.
@@ -106,26 +101,66 @@ struct Coordinates {
   }
 };
 
+// The axes after [trial] of a measure recorded at `layers` layers with `width` values per layer:
+// [layer] for a scalar one, [layer, token] (extra_axis) for a per-token one (MeasureShape).
+struct MeasureAxes {
+  std::string layer_dim;
+  const char* extra_axis = nullptr;  // value_axis_name() of the registry, nullptr: scalar
+  hsize_t width = 1;
+  std::vector<hsize_t> shape(hsize_t layers) const {
+    return extra_axis ? std::vector<hsize_t>{layers, width} : std::vector<hsize_t>{layers};
+  }
+  std::vector<std::string> dims() const {
+    return extra_axis ? std::vector<std::string>{layer_dim, extra_axis} : std::vector<std::string>{layer_dim};
+  }
+};
+
+MeasureAxes axes_of(const MeasureDef& def, int tokens, const std::string& layer_dim) {
+  return {layer_dim, value_axis_name(def), static_cast<hsize_t>(values_per_layer(def, tokens))};
+}
+
+// The coordinate of a measure's extra axis (token: 0..N-1), written once per group before its first use.
+void write_value_axis(const h5::Group& g, const MeasureAxes& axes) {
+  if (!axes.extra_axis || g.exists(axes.extra_axis)) return;
+  std::vector<std::int64_t> index(static_cast<std::size_t>(axes.width));
+  for (std::size_t i = 0; i < index.size(); ++i) index[i] = static_cast<std::int64_t>(i);
+  g.write_coordinate(axes.extra_axis, index, "token index i (row i of X, 0-based; the last token is N - 1)");
+}
+
+// The statistics over trials of each column of `m` (trials x layers x width), shaped as the axes.
 void write_summary(const h5::Group& g, const std::string& name, const Eigen::Ref<const Matrix>& m,
-                   const MeasureInfo& info, const std::string& layer_dim) {
+                   const MeasureInfo& info, const MeasureAxes& axes) {
   const ColumnStats s = column_stats(m);
   const std::pair<const char*, const Vector*> parts[] = {
       {"_mean", &s.mean}, {"_median", &s.median}, {"_q10", &s.q10}, {"_q90", &s.q90}};
+  write_value_axis(g, axes);
   for (const auto& [suffix, v] : parts) {
-    const h5::Dataset ds = g.write(name + suffix, {static_cast<hsize_t>(v->size())}, v->data());
+    const h5::Dataset ds = g.write(name + suffix, axes.shape(static_cast<hsize_t>(v->size()) / axes.width), v->data());
     ds.set_attr("long_name", std::string(info.long_name) + " (" + (suffix + 1) + " over trials)");
     ds.set_attr("units", info.units);
-    g.label_axes(ds, {layer_dim});
+    g.label_axes(ds, axes.dims());
   }
 }
 
-// A [trial, layer] measure with its attributes and dimension scales.
+void write_summary(const h5::Group& g, const std::string& name, const Eigen::Ref<const Matrix>& m,
+                   const MeasureInfo& info, const std::string& layer_dim) {
+  write_summary(g, name, m, info, MeasureAxes{layer_dim});
+}
+
+// A [trial, layer] (or [trial, layer, token]) measure with its attributes and dimension scales:
+// column k * width + i of `m` is layer k, value i, so m's rows in C order are the array's.
 h5::Dataset write_measure(const h5::Group& g, const MeasureInfo& info, const Eigen::Ref<const Matrix>& m,
-                          const std::string& layer_dim) {
-  h5::Dataset ds = write_matrix(g, info.name, m);
+                          const MeasureAxes& axes) {
+  write_value_axis(g, axes);
+  std::vector<hsize_t> shape = axes.shape(static_cast<hsize_t>(m.cols()) / axes.width);
+  shape.insert(shape.begin(), static_cast<hsize_t>(m.rows()));
+  const std::vector<double> data = row_major(m);
+  h5::Dataset ds = g.write(info.name, shape, data.data());
   ds.set_attr("long_name", info.long_name);
   ds.set_attr("units", info.units);
-  g.label_axes(ds, {"trial", layer_dim});
+  std::vector<std::string> dims = axes.dims();
+  dims.insert(dims.begin(), "trial");
+  g.label_axes(ds, dims);
   return ds;
 }
 
@@ -134,7 +169,8 @@ h5::Dataset write_measure(const h5::Group& g, const MeasureInfo& info, const Eig
 void write_measures(const h5::Group& metrics, const EngineSetup& s, const std::vector<const MeasureDef*>& defs,
                     const std::vector<Matrix>& values, const std::string& layer_dim) {
   for (std::size_t i = 0; i < defs.size(); ++i) {
-    const h5::Dataset ds = write_measure(metrics, defs[i]->info, values[i], layer_dim);
+    const h5::Dataset ds =
+        write_measure(metrics, defs[i]->info, values[i], axes_of(*defs[i], s.config.model.tokens, layer_dim));
     for (const MeasureAttribute& a : measure_attributes(*defs[i], s)) {
       if (a.integer)
         ds.set_attr(a.name, a.integer_value);
@@ -273,9 +309,10 @@ void write_summary_group(const h5::File& f, const EngineSetup& s, const RunResul
   const h5::Group g = f.create_group("summary");
   coords.write(g);
   for (std::size_t i = 0; i < r.token_info.size(); ++i)
-    write_summary(g, r.token_info[i].name, r.token[i], r.token_info[i], "layer");
+    write_summary(g, r.token_info[i].name, r.token[i], r.token_info[i], axes_of(*r.token_defs[i], r.tokens, "layer"));
   for (std::size_t i = 0; i < r.attention_info.size(); ++i)
-    write_summary(g, r.attention_info[i].name, r.attention[i], r.attention_info[i], "attention_layer");
+    write_summary(g, r.attention_info[i].name, r.attention[i], r.attention_info[i],
+                  axes_of(*r.attention_defs[i], r.tokens, "attention_layer"));
   const Matrix log_mu = r.token[token_column(r, "mu")].unaryExpr([](double x) { return std::log10(x); });
   write_summary(g, "log10_mu", log_mu, {"log10_mu", "log10 of mu (-inf where mu = 0)", "1"}, "layer");
   const auto S = static_cast<Eigen::Index>(layer_ids.size());

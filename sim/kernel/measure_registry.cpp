@@ -50,7 +50,11 @@ MeasureDef of_update(MeasureInfo info, UpdateMeasureFn fn) {
   d.update = fn;
   return d;
 }
-MeasureDef gradient(MeasureInfo info, Axis axis) { return MeasureDef{info, axis, Pass::gradients}; }
+MeasureDef gradient(MeasureInfo info, Axis axis, MeasureShape shape = MeasureShape::scalar) {
+  MeasureDef d{info, axis, Pass::gradients};
+  d.shape = shape;
+  return d;
+}
 MeasureDef of_block_gradients(MeasureInfo info, BlockGradientFn fn) {
   MeasureDef d{info, Axis::attention, Pass::gradients};
   d.block_gradient = fn;
@@ -180,6 +184,14 @@ std::vector<MeasureDef> signal_measures() {
       gradient({"jacobian_log_fro2", "log ||d(X(L) R)/dX(t)||_F^2 (N reverse passes); lambda_g = value at t = 0 over L",
                 "1"},
                Axis::token),
+      gradient({"jacobian_log_spec2", "log ||d(X(L) R)/dX(t)||_2^2, the squared spectral norm: the largest eigenvalue "
+                                      "of the N x N Gram matrix of the Jacobian's rows (N reverse passes, exact)",
+                "1"},
+               Axis::token),
+      gradient({"last_token_sensitivity", "S_i(t) = ||d x_N(L) / d x_i(t)||_F, the last token's output row against "
+                                          "each input token i (d reverse passes; over-squashing, Barbero et al. 2024)",
+                "X(L) per unit of X(t)"},
+               Axis::token, MeasureShape::per_token),
   };
 }
 
@@ -264,6 +276,14 @@ bool wants_pass(const ModelSpec& c, MeasurePass pass) {
   for (const auto& name : c.output.measures)
     if (const MeasureDef* d = find_measure(name); d && d->pass == pass) return true;
   return false;
+}
+
+int values_per_layer(const MeasureDef& def, int tokens) {
+  return def.shape == MeasureShape::per_token ? tokens : 1;
+}
+
+const char* value_axis_name(const MeasureDef& def) {
+  return def.shape == MeasureShape::per_token ? "token" : nullptr;
 }
 
 std::vector<MeasureAttribute> measure_attributes(const MeasureDef& def, const EngineSetup& s) {

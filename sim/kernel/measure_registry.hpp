@@ -35,6 +35,12 @@ struct MeasureInfo {
 // t -> t+1, layers 0..L-1 (reported at t).
 enum class MeasureAxis { token, attention };
 
+// How many values a measure has at each recorded layer: one (a dataset [trial, layer]), or one per
+// token i = 0..N-1 (a dataset [trial, layer, token], e.g. last_token_sensitivity). Every writer and
+// reader of the results (allocation, /metrics, /summary, checkpoints, memory estimates) takes the
+// width from values_per_layer(), nowhere else.
+enum class MeasureShape { scalar, per_token };
+
 // What fills a measure's column.
 enum class MeasurePass {
   core,               // always recorded: a TokenMeasures member (core_token) or the layer's report (core_report)
@@ -64,6 +70,7 @@ struct MeasureDef {
   MeasureInfo info;
   MeasureAxis axis;
   MeasurePass pass;
+  MeasureShape shape = MeasureShape::scalar;
   // Exactly the one member that belongs to `pass` is set (for gradients: block_gradient, or none for
   // the token-axis gradient measures, which the reverse pass fills by name):
   double TokenMeasures::*core_token = nullptr;  // core token measures
@@ -89,6 +96,13 @@ const std::vector<std::string>& optional_measure_names();
 bool measure_wanted(const ModelSpec& c, const MeasureDef& def);
 // True if `c` asks for a measure filled by `pass`.
 bool wants_pass(const ModelSpec& c, MeasurePass pass);
+// The values of `def` per recorded layer in a run of `tokens` tokens: 1 (scalar) or N (per_token).
+// A measure's results are a trials x (recorded layers x values_per_layer) matrix, column
+// k * values_per_layer + i for recorded layer k and value i: in C order, the [trial, layer, token]
+// array the file stores.
+int values_per_layer(const MeasureDef& def, int tokens);
+// The name of the extra axis of a measure of that shape ("token"), or nullptr for a scalar one.
+const char* value_axis_name(const MeasureDef& def);
 // The extra /metrics attributes of `def` in a run of `s` (empty if it has none).
 std::vector<MeasureAttribute> measure_attributes(const MeasureDef& def, const EngineSetup& s);
 

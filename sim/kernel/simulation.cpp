@@ -71,6 +71,10 @@ EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays in
   s.max_rank = max_rank_after_layer(c);
   s.max_rank_input = std::min(c.model.tokens, c.model.dim);
   if (wants_gradients(c)) require_reverse_pass(c, "output.measures: the gradient measures");
+  if (wants(c, "jacobian_log_spec2") && c.metrics.jacobian_probes > 0)
+    throw UsageError("output.measures: jacobian_log_spec2 is computed exactly (N reverse passes) and has no "
+                     "Hutchinson estimate; metrics.jacobian_probes = " + std::to_string(c.metrics.jacobian_probes) +
+                     " is allowed only without it (set metrics.jacobian_probes = 0, or leave jacobian_log_spec2 out)");
   return s;
 }
 
@@ -100,7 +104,8 @@ double results_memory_bytes(const ModelSpec& c, bool whole) {
   const auto [S, Sa] = recorded_layers(c);
   double token_columns = 0, attention_columns = 0;  // the core measures and the asked ones
   for (const MeasureDef& m : measure_registry())
-    if (measure_wanted(c, m)) (m.axis == MeasureAxis::token ? token_columns : attention_columns) += 1;
+    if (measure_wanted(c, m))
+      (m.axis == MeasureAxis::token ? token_columns : attention_columns) += values_per_layer(m, c.model.tokens);
   const double measures = 8.0 * T * (S * token_columns + Sa * attention_columns);
   // The large per-trial data: freed once a checkpoint flush has written them (run_to_file), so at
   // most the cap, the trials in flight and one more (io/checkpoint.hpp, docs/dev/memory.md).
@@ -123,6 +128,12 @@ double run_memory_bytes(const ModelSpec& c, bool image) {
   return (image ? 3.0 * results_memory_bytes(c, true) : results_memory_bytes(c)) + work_memory_bytes(c);
 }
 
+int jacobian_chunk_layers(const ModelSpec& c) {
+  const double per_layer = 8.0 * c.model.tokens * c.model.tokens * static_cast<double>(c.model.dim);
+  const double fit = std::floor(kGradientStoreBytes / per_layer);
+  return fit >= c.model.layers + 1.0 ? c.model.layers + 1 : std::max(1, static_cast<int>(fit));
+}
+
 double work_memory_bytes(const ModelSpec& c) {
   const double N = c.model.tokens, d = c.model.dim;
   const double rk4 = c.integrator == Integrator::rk4 ? 5 * N * d : 0;  // the stages k1..k4 and their point
@@ -135,7 +146,11 @@ double work_memory_bytes(const ModelSpec& c) {
   // checkpoints and one segment: kernel/gradients.hpp), and its work matrices.
   const double stored =
       wants_gradients(c) ? gradient_store_bytes(c, gradient_segment_length(c)) / 8.0 + 20 * N * d + 4 * N * N : 0.0;
-  return program + 2.0 * N * N + 8.0 * threads * (per_thread + stored);
+  // jacobian_log_spec2 keeps the N rows (N x N d) of the Jacobian at a chunk of recorded layers, and
+  // the N x N Gram matrix with its eigensolver's work.
+  const double S = recorded_layers(c).first;
+  const double rows = wants(c, "jacobian_log_spec2") ? std::min(S, static_cast<double>(jacobian_chunk_layers(c))) * N * N * d + 4 * N * N : 0.0;
+  return program + 2.0 * N * N + 8.0 * threads * (per_thread + stored + rows);
 }
 
 void require_run_memory(const ModelSpec& c, bool image) {
@@ -182,8 +197,10 @@ RunResults allocate_results(const EngineSetup& s) {
     (token ? r.token_info : r.attention_info).push_back(d.info);
     (token ? r.token_defs : r.attention_defs).push_back(&d);
   }
-  r.token.assign(r.token_info.size(), Matrix::Constant(r.trials, S, nan));
-  r.attention.assign(r.attention_info.size(), Matrix::Constant(r.trials, Sa, nan));
+  // Each measure's values_per_layer() columns per recorded layer (kernel/measure_registry.hpp).
+  for (const MeasureDef* d : r.token_defs) r.token.push_back(Matrix::Constant(r.trials, S * values_per_layer(*d, r.tokens), nan));
+  for (const MeasureDef* d : r.attention_defs)
+    r.attention.push_back(Matrix::Constant(r.trials, Sa * values_per_layer(*d, r.tokens), nan));
   if (c.output.spectrum) r.spectrum.assign(static_cast<std::size_t>(r.trials), Matrix());
   if (!c.output.token_layers.empty()) r.snapshots.assign(static_cast<std::size_t>(r.trials), {});
   if (c.output.attention) r.attention_matrices.assign(static_cast<std::size_t>(r.trials), {});
@@ -229,27 +246,54 @@ std::size_t info_index(const std::vector<MeasureInfo>& info, const char* name) {
   throw std::logic_error(std::string("measure not allocated: ") + name);
 }
 
-// log ||J_t||_F^2, J_t = d(X(L) R)/dX(t) (docs/science/gradients.md). Exact (metrics.jacobian_probes
-// = 0): ||J_t||_F^2 = sum_i ||J_t^T e_i||^2, one reverse pass per output i with the cotangent e_i R^T.
-// Hutchinson (K probes): ||J_t||_F^2 ~ (1/K) sum_k ||J_t^T u_k||^2, u_k ~ N(0, I_N) from the trial's
-// stream kProbeStream, one reverse pass per probe with the cotangent u_k R^T.
-void record_jacobian(const ModelSpec& c, int length, const SegmentReplay& replay, const BlockParams& params,
-                     const Vector& R, int trial, RunResults& r) {
-  const int N = c.model.tokens, K = c.metrics.jacobian_probes;
+// The Jacobian measures of J_t = d(X(L) R)/dX(t), an N x (N d) matrix (docs/science/gradients.md).
+// jacobian_log_fro2 = log ||J_t||_F^2. Exact (metrics.jacobian_probes = 0): ||J_t||_F^2 = sum_i
+// ||J_t^T e_i||^2, one reverse pass per output i with the cotangent e_i R^T. Hutchinson (K probes):
+// ||J_t||_F^2 ~ (1/K) sum_k ||J_t^T u_k||^2, u_k ~ N(0, I_N) from the trial's stream kProbeStream,
+// one reverse pass per probe with the cotangent u_k R^T.
+// jacobian_log_spec2 = log ||J_t||_2^2 = log lambda_max(J_t J_t^T): the same N exact passes give the
+// rows J_t^T e_i (dX(t), flattened) at every t; kept for a chunk of recorded layers at a time (at most
+// jacobian_chunk_layers(c) of them, the passes repeated per chunk), then the N x N Gram matrix's
+// largest eigenvalue. One set of passes serves both measures (the first chunk's gives ||J_t||_F^2).
+void record_jacobian(const ModelSpec& c, int length, int chunk_layers, const SegmentReplay& replay,
+                     const BlockParams& params, const Vector& R, int trial, RunResults& r) {
+  const int N = c.model.tokens, d = c.model.dim, K = c.metrics.jacobian_probes;
+  const bool fro = wants(c, "jacobian_log_fro2"), spec = wants(c, "jacobian_log_spec2");
+  const std::size_t S = r.layer_index.size();
+  const std::size_t chunk = spec ? static_cast<std::size_t>(std::max(chunk_layers, 1)) : S;
   std::vector<double> sq(static_cast<std::size_t>(c.model.layers) + 1, 0.0);
-  RandomStream probes(c.run.seed, static_cast<std::uint64_t>(trial), kProbeStream);
+  const std::size_t m_spec = spec ? info_index(r.token_info, "jacobian_log_spec2") : 0;
   Matrix u(N, 1);
-  for (int i = 0; i < (K > 0 ? K : N); ++i) {
-    if (K > 0)
-      probes.fill_normal(u);
-    else {
-      u.setZero();
-      u(i, 0) = 1.0;
+  std::vector<Matrix> rows;  // rows[k - first]: J_t, t = layer_index[k], one row per pass
+  for (std::size_t first = 0; first < S; first += chunk) {
+    const std::size_t last = std::min(first + chunk, S);
+    if (spec) rows.assign(last - first, Matrix(N, static_cast<Eigen::Index>(N) * d));
+    RandomStream probes(c.run.seed, static_cast<std::uint64_t>(trial), kProbeStream);
+    for (int i = 0; i < (K > 0 ? K : N); ++i) {
+      if (K > 0)
+        probes.fill_normal(u);
+      else {
+        u.setZero();
+        u(i, 0) = 1.0;
+      }
+      const Matrix cot = u * R.transpose();
+      stack_backward_segments(c.model.layers, length, replay, params, cot, [&](int t, const Matrix& dX) {
+        if (first == 0) sq[static_cast<std::size_t>(t)] += dX.squaredNorm();
+        if (!spec) return;
+        const int col = r.column_of_layer[static_cast<std::size_t>(t)];
+        if (col < 0 || static_cast<std::size_t>(col) < first || static_cast<std::size_t>(col) >= last) return;
+        // Row i of J_t: dX(t) of the cotangent e_i R^T, in any fixed order of its N d entries.
+        rows[static_cast<std::size_t>(col) - first].row(i) = Eigen::Map<const RowVector>(dX.data(), dX.size());
+      });
     }
-    const Matrix cot = u * R.transpose();
-    stack_backward_segments(c.model.layers, length, replay, params, cot,
-                            [&](int t, const Matrix& dX) { sq[static_cast<std::size_t>(t)] += dX.squaredNorm(); });
+    for (std::size_t k = first; k < last && spec; ++k) {
+      const Matrix& J = rows[k - first];
+      const Matrix gram = J * J.transpose();
+      const Eigen::SelfAdjointEigenSolver<Matrix> eig(gram, Eigen::EigenvaluesOnly);
+      r.token[m_spec](trial, static_cast<Eigen::Index>(k)) = std::log(eig.eigenvalues().maxCoeff());
+    }
   }
+  if (!fro) return;
   if (K > 0)
     for (double& v : sq) v /= K;
   const std::size_t m = info_index(r.token_info, "jacobian_log_fro2");
@@ -257,11 +301,33 @@ void record_jacobian(const ModelSpec& c, int length, const SegmentReplay& replay
     if (const int col = r.column_of_layer[t]; col >= 0) r.token[m](trial, col) = std::log(sq[t]);
 }
 
+// last_token_sensitivity: S_i(t) = ||d x_{N-1}(L) / d x_i(t)||_F for every token i (rows 0-based, the
+// last one N-1), at every recorded layer t (docs/science/gradients.md). d reverse passes, the k-th
+// from the cotangent e_{N-1} e_k^T (d x_{N-1,k}(L) / dX(t) is its dX(t)): S_i(t)^2 = sum_k ||row i of
+// dX(t)||^2. Stored at column col * N + i of the measure's results (values_per_layer = N).
+void record_last_token(const ModelSpec& c, int length, const SegmentReplay& replay, const BlockParams& params,
+                       int trial, RunResults& r) {
+  const int N = c.model.tokens, d = c.model.dim;
+  std::vector<Vector> sq(static_cast<std::size_t>(c.model.layers) + 1, Vector::Zero(N));
+  Matrix cot = Matrix::Zero(N, d);
+  for (int k = 0; k < d; ++k) {
+    cot.setZero();
+    cot(N - 1, k) = 1.0;
+    stack_backward_segments(c.model.layers, length, replay, params, cot, [&](int t, const Matrix& dX) {
+      if (r.column_of_layer[static_cast<std::size_t>(t)] >= 0) sq[static_cast<std::size_t>(t)] += dX.rowwise().squaredNorm();
+    });
+  }
+  const std::size_t m = info_index(r.token_info, "last_token_sensitivity");
+  for (std::size_t t = 0; t < sq.size(); ++t)
+    if (const int col = r.column_of_layer[t]; col >= 0)
+      for (int i = 0; i < N; ++i) r.token[m](trial, static_cast<Eigen::Index>(col) * N + i) = std::sqrt(sq[t](i));
+}
+
 // The gradient measures (docs/science/gradients.md): the reverse pass from dL/dX(L) = 1 R^T over
 // the block inputs (replayed segment by segment), ||dL/dX(t)||_F at the recorded layers, the weight
 // gradients' norms at the recorded attention layers.
-void record_gradients(const ModelSpec& c, int length, const SegmentReplay& replay, const BlockParams& params,
-                      int trial, RunResults& r) {
+void record_gradients(const ModelSpec& c, int length, int chunk_layers, const SegmentReplay& replay,
+                      const BlockParams& params, int trial, RunResults& r) {
   const Vector R = readout(c, trial);
   const Matrix dXL = readout_cotangent(c.model.tokens, R);
   // The block-gradient measures the registry declares (grad_wq_norm, ...), by their functions.
@@ -277,7 +343,9 @@ void record_gradients(const ModelSpec& c, int length, const SegmentReplay& repla
     if (const int col = r.column_of_layer[static_cast<std::size_t>(t)]; norms && col >= 0) r.token[m](trial, col) = dX.norm();
   };
   stack_backward_segments(c.model.layers, length, replay, params, dXL, on_dx, on_block);
-  if (wants(c, "jacobian_log_fro2")) record_jacobian(c, length, replay, params, R, trial, r);
+  if (wants(c, "jacobian_log_fro2") || wants(c, "jacobian_log_spec2"))
+    record_jacobian(c, length, chunk_layers, replay, params, R, trial, r);
+  if (wants(c, "last_token_sensitivity")) record_last_token(c, length, replay, params, trial, r);
 }
 
 // The signal-propagation measures of a trial (docs/science/gradients.md): update_size after each
@@ -297,7 +365,10 @@ struct SignalRecorder {
   const int length;
   BlockTape tape;  // every block's, when stored whole
   std::vector<Checkpoint> checkpoints;
-  SignalRecorder(const ModelSpec& spec, int segment) : c(spec), length(segment > 0 ? segment : gradient_segment_length(spec)) {}
+  const int chunk_layers;  // jacobian_log_spec2: recorded layers per set of N reverse passes
+  SignalRecorder(const ModelSpec& spec, int segment, int chunk)
+      : c(spec), length(segment > 0 ? segment : gradient_segment_length(spec)),
+        chunk_layers(chunk > 0 ? chunk : jacobian_chunk_layers(spec)) {}
   bool stores_all() const { return length >= c.model.layers; }
   static const RandomStream* dropout_stream(const BlockParams& params) {
     return params.layer.dropout ? params.layer.dropout->rng : nullptr;
@@ -369,7 +440,7 @@ struct SignalRecorder {
   void finish(const BlockParams& params, int trial, RunResults& r) const {
     if (!gradients) return;
     const SegmentReplay segment = [&](int b, int e, BlockTape& out) { replay(b, e, params, out); };
-    record_gradients(c, stores_all() ? c.model.layers : length, segment, params, trial, r);
+    record_gradients(c, stores_all() ? c.model.layers : length, chunk_layers, segment, params, trial, r);
   }
 };
 
@@ -390,7 +461,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   // Optional attention measures (docs/science/peers.md): of the head-averaged attention and of the product of them.
   const bool want_product = wants_pass(c, MeasurePass::attention_product);
   const bool want_attention = want_product || wants_pass(c, MeasurePass::attention);
-  SignalRecorder signal(c, s.gradient_segment);  // docs/science/gradients.md
+  SignalRecorder signal(c, s.gradient_segment, s.jacobian_chunk);  // docs/science/gradients.md
   Matrix product = want_product ? Matrix(Matrix::Identity(N, N)) : Matrix();
   BlockParams params = block_params(c, &s.mask, &norm);
   params.layer.keep_attention = want_attention || c.output.attention;

@@ -60,7 +60,14 @@ struct EngineSetup {
   // Blocks per segment of the gradient measures' reverse pass (kernel/gradients.hpp); 0: the
   // automatic gradient_segment_length. Every value gives the same results (tests set it).
   int gradient_segment = 0;
+  // Recorded layers whose Jacobian rows jacobian_log_spec2 keeps at a time (one set of N reverse
+  // passes per chunk); 0: the automatic jacobian_chunk_layers. Every value gives the same results.
+  int jacobian_chunk = 0;
 };
+
+// jacobian_log_spec2's chunk: as many recorded layers as their N x (N d) Jacobians fit in
+// kGradientStoreBytes (kernel/gradients.hpp), at least 1, at most L + 1.
+int jacobian_chunk_layers(const ModelSpec& c);
 
 // Everything the engine needs before the first trial, from the model, its mask (built from
 // mask.type, or `custom` for mask.type = custom) and its input arrays (the weight source:

@@ -5,7 +5,7 @@ selection (`.sel(layer=t)`) equal to the raw h5py arrays at the position where /
     check_xarray.py RCSIM WORKDIR
 
 Makes one file of each kind with the binary (a run with a log-spaced schedule, a run with the
-spectrum and token snapshots, a sweep index, a run annotated by `rcsim analyze`, an equilibria
+spectrum and token snapshots, a run with a [trial, layer, token] measure (last_token_sensitivity), a sweep index, a run annotated by `rcsim analyze`, an equilibria
 file, the four geometry files), then for each group of each file:
   - xr.open_dataset(path, group=g, engine="h5netcdf") succeeds;
   - every axis of every array is a coordinate of that group (no positional dimension);
@@ -107,6 +107,47 @@ def check_selection(path):
     return checked
 
 
+def check_token_axis(path):
+    """A measure with a token axis (last_token_sensitivity, [trial, layer, token]): xarray labels it
+    (trial, layer, token) with the group's own `token` coordinate 0..N-1, .sel(layer=t, token=i) is the
+    raw value, /summary/<m>_mean is [layer, token] and equals the NaN-ignoring mean over trials, and
+    the package's readers (open_run, load_run) give the same arrays."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "analysis"))
+    import rcsim
+    name = "last_token_sensitivity"
+    checked = 0
+    with h5py.File(path, "r") as f:
+        layer, raw, mean = f["layer"][()], f["metrics"][name][()], f["summary"][name + "_mean"][()]
+        n, trials = int(f.attrs["tokens"]), int(f.attrs["trials"])
+    if raw.shape != (trials, len(layer), n) or mean.shape != (len(layer), n):
+        fail(f"{name}: shapes {raw.shape}, {mean.shape}, expected (trials, {len(layer)}, {n}) and ({len(layer)}, {n})")
+        return 0
+    for g, want_dims in (("metrics", ("trial", "layer", "token")), ("summary", ("layer", "token"))):
+        with xr.open_dataset(path, group=g, engine="h5netcdf") as ds:
+            var = ds[name if g == "metrics" else name + "_mean"]
+            if var.dims != want_dims:
+                fail(f"{g}/{name}: xarray dims {var.dims}, expected {want_dims}")
+            if not np.array_equal(ds["token"].values, np.arange(n)):
+                fail(f"{g}: the token coordinate is not 0..N-1")
+            checked += 1
+    ds = rcsim.open_run(path)
+    for t in [int(layer[1]), int(layer[-1])]:
+        k = int(np.flatnonzero(layer == t)[0])
+        for i in (0, n - 1):
+            if ds[name].sel(layer=t, token=i).values.tolist() != raw[:, k, i].tolist():
+                fail(f"open_run: {name}.sel(layer={t}, token={i}) differs from the raw array")
+            checked += 1
+    if not np.allclose(np.nanmean(raw, axis=0), mean, rtol=1e-14, atol=0):
+        fail(f"summary/{name}_mean is not the mean over trials")
+    # At layer L the last token's output selects itself: S_{N-1}(L) = sqrt(d), the others 0.
+    d = int(ds.attrs["dim"])
+    if not (np.all(raw[:, -1, n - 1] == np.sqrt(d)) and np.all(raw[:, -1, : n - 1] == 0)):
+        fail(f"{name} at layer L is not sqrt(d) e_(N-1)")
+    if not np.array_equal(rcsim.load_run(path)["metrics"][name], raw):
+        fail(f"load_run: {name} differs from the raw array")
+    return checked + 3
+
+
 def check_package(run, sweep):
     """The package's labelled readers: open_run and open_sweep (swept keys as dimensions) give the
     raw arrays of the right file at the right layer; loaders raise RcsimFileError, not SystemExit."""
@@ -160,6 +201,9 @@ def main():
     example = os.path.join(work, "example.h5")
     rcsim(exe, "run", "--config", os.path.join(src, "configs", "example.ini"), "--run.trials=2",
           "--model.layers=12", "--output.schedule=log:4", f"--output.file={example}", "--force")
+    sensitivity = os.path.join(work, "sensitivity.h5")  # a measure with a token axis, log schedule
+    rcsim(exe, "run", "--config", ini, f"--output.file={sensitivity}", "--force", "--model.layers=20",
+          "--mask.type=sliding_window", "--output.measures=last_token_sensitivity,jacobian_log_spec2,grad_x_norm")
     analysed = os.path.join(work, "analysed.h5")
     rcsim(exe, "run", "--config", ini, f"--output.file={analysed}", "--force")
     rcsim(exe, "analyze", analysed)
@@ -179,12 +223,13 @@ def main():
     for name, args in geometry.items():
         rcsim(exe, *args, f"--output.file={os.path.join(work, name)}", "--force")
 
-    files = [run, example, analysed, os.path.join(sweep, "index.h5"), equilibria] + \
+    files = [run, example, analysed, sensitivity, os.path.join(sweep, "index.h5"), equilibria] + \
         [os.path.join(work, n) for n in geometry] + \
         [os.path.join(sweep, n) for n in sorted(os.listdir(sweep)) if n != "index.h5" and n.endswith(".h5")]
     for path in files:
         check_labelled(path)
-    checked = sum(check_selection(p) for p in (run, example, analysed)) + check_package(run, sweep)
+    checked = sum(check_selection(p) for p in (run, example, analysed, sensitivity)) + check_package(run, sweep) + \
+        check_token_axis(sensitivity)
     print(f"check_xarray: {len(files)} files opened group by group; {checked} label selections compared; "
           f"{len(failures)} failure(s)")
     return 1 if failures else 0
