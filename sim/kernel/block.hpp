@@ -22,15 +22,32 @@
 
 namespace rcsim {
 
+// The settings of blocks from..to (model.layer_overrides, ModelSpec::layer_overrides) as the block
+// reads them: the normalisation N, its position, the residual weights, the temperature, the MLP's
+// activation. `norm` is held here, so the table must outlive the BlockParams that point to it.
+struct LayerSetting {
+  int from = 0, to = 0;  // 0-based, inclusive
+  NormPosition position = NormPosition::post;
+  MlpActivation activation = MlpActivation::gelu;
+  double alpha = 0.0, skip = 1.0, d_qk = 1.0;  // LayerParams::alpha (with residual.depth_scaling), skip, d_qk
+  Normalization norm;
+};
+using LayerSettings = std::vector<LayerSetting>;
+// The table of c.layer_overrides (empty when there is none).
+LayerSettings layer_settings(const ModelSpec& c);
+
 struct BlockParams {
   LayerParams layer;  // mask, temperature, residual weight a, normalisation N, dropout
   NormPosition position = NormPosition::post;
   MlpActivation activation = MlpActivation::gelu;  // of the MLP, when the weights have one
   bool norm_depth_scaling = false;  // norm.depth_scaling = inv_sqrt_layer: see at_layer()
+  const LayerSettings* per_layer = nullptr;  // model.layer_overrides: see at_layer()
 };
 
-// The parameters of block t (0-based): p itself, or with norm_depth_scaling p.layer.norm_scale =
-// 1/sqrt(t + 1), the LayerNorm scaling of layer l = t + 1 (Sun et al. 2025; pre-LN only).
+// The parameters of block t (0-based): p itself, with the settings of the range of p.per_layer
+// that holds t (position, N, alpha, skip, d_qk, activation), and with norm_depth_scaling
+// p.layer.norm_scale = 1/sqrt(t + 1), the LayerNorm scaling of layer l = t + 1 (Sun et al. 2025;
+// pre-LN only). Every path (forward, segment replay, backward) reads block t's parameters here.
 BlockParams at_layer(const BlockParams& p, int t);
 
 // Work matrices of a block: the attention layer's, the normalised input of pre/peri, the MLP's.

@@ -385,6 +385,8 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   Matrix product = want_product ? Matrix(Matrix::Identity(N, N)) : Matrix();
   BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position, c.mlp.activation};
   params.norm_depth_scaling = c.norm_depth_scaling == NormDepthScaling::inv_sqrt_layer;  // at_layer(params, t)
+  const LayerSettings per_layer = layer_settings(c);  // model.layer_overrides, read by at_layer(params, t)
+  if (!per_layer.empty()) params.per_layer = &per_layer;
   params.layer.keep_attention = want_attention || c.output.attention;
   if (c.output.attention) r.attention_matrices[ti].clear();
   // Block structure, dropout and precision.
@@ -481,6 +483,8 @@ TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& co
   const Normalization norm = Normalization::from_config(c);
   BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position, c.mlp.activation};
   params.norm_depth_scaling = c.norm_depth_scaling == NormDepthScaling::inv_sqrt_layer;  // at_layer(params, t)
+  const LayerSettings per_layer = layer_settings(c);  // model.layer_overrides, read by at_layer(params, t)
+  if (!per_layer.empty()) params.per_layer = &per_layer;
   RandomStream dropout_rng(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
   const Dropout dropout{c.dropout.attention, c.dropout.output, &dropout_rng};
   if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) params.layer.dropout = &dropout;
