@@ -13,6 +13,7 @@
 #include "config/config.hpp"
 #include "io/checkpoint.hpp"
 #include "io/hdf5_file.hpp"
+#include "io/inputs.hpp"
 #include "kernel/errors.hpp"
 #include "kernel/simulation.hpp"
 
