@@ -35,7 +35,9 @@ std::map<std::string, std::string> options(int argc, char** argv) {
       // LayerNorm scaling 1/sqrt(l) of pre-LN (norm.depth_scaling = inv_sqrt_layer)
       {"ln_scale", "0"},
       // attention.bias: b_Q, b_K, b_V per head and b_O (drawn after the other weights of a layer)
-      {"attn_bias", "0"}};
+      {"attn_bias", "0"},
+      // settings per layer range (model.layer_overrides): blocks 0..mix_to (-1: none) with these
+      {"mix_to", "-1"}, {"mix_pos", "post"}, {"mix_alpha", "0.7"}, {"mix_dqk", "2"}, {"mix_act", "gelu"}};
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     const auto eq = a.find('=');
@@ -112,6 +114,22 @@ int main(int argc, char** argv) {
   p.norm_depth_scaling = o["ln_scale"] == "1";
   p.position = position(o["pos"]);
   p.activation = activation(o["act"]);
+  ModelSpec spec;  // model.layer_overrides: blocks 0..mix_to (the normalisations are the file's, per slot)
+  spec.model.dim = d;
+  spec.model.layers = L;
+  if (std::stoi(o["mix_to"]) >= 0) {
+    LayerOverride lo;
+    lo.from = 0, lo.to = std::stoi(o["mix_to"]);
+    lo.position = position(o["mix_pos"]);
+    lo.norm_type = norm_type(o["norm"]);
+    lo.residual_alpha = std::stod(o["mix_alpha"]);
+    lo.residual_skip = p.layer.skip;
+    lo.d_qk = std::stod(o["mix_dqk"]);
+    lo.activation = activation(o["mix_act"]);
+    spec.layer_overrides.push_back(lo);
+  }
+  const LayerSettings per_layer = layer_settings(spec);
+  if (!per_layer.empty()) p.per_layer = &per_layer;
   std::vector<LayerWeights> ws(static_cast<std::size_t>(L));
   for (auto& w : ws) {
     for (int h = 0; h < H; ++h) {

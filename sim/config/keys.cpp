@@ -129,6 +129,15 @@ std::vector<KeyDecl> model_keys() {
       integer("model.value_dim", text_of(kernel_default().model.value_dim), 0,
               "per-head value width d_v: W_V,h is d x d_v and head h adds A_h X W_V,h W_O,h (W_O,h d_v x d, "
               "weights.o); 0 = no output projection, W_V,h is d x d"),
+      // --- Settings per layer range (docs/science/gradients.md) ---
+      omitted_at_default(text(
+          "model.layer_overrides", "none",
+          "none | entries FROM-TO:key=value separated by ';' (several keys of one range separated by ','; TO "
+          "omitted: to the last block; FROM alone: one block)",
+          "block settings per range of blocks (0-based, inclusive; ranges disjoint and inside 0..model.layers-1); "
+          "blocks outside every range keep the keys' own values. Keys allowed: norm.position, norm.type, "
+          "residual.alpha, model.d_qk, model.beta, mlp.activation. Mix-LN: 0-3:norm.position=post; "
+          "4-:norm.position=pre")),
       choice("attention.kind", text_of(kernel_default().attention_kind, attention_names()), names_of(attention_names()),
              "softmax (rows normalised) | usa (unnormalised: A_ij = exp(beta <x_i W_Q, x_j W_K>) / N on allowed "
              "entries) | hardmax (A_ij = 1/|S_i| on the maximisers S_i of <x_i W_Q, x_j W_K> over the allowed j; ties "

@@ -130,8 +130,37 @@ BlockParams block_params(const ModelSpec& c, const MaskMatrix* mask, const Norma
   return p;
 }
 
+LayerSettings layer_settings(const ModelSpec& c) {
+  LayerSettings table;
+  for (const auto& o : c.layer_overrides) {
+    LayerSetting s;
+    s.from = o.from, s.to = o.to;
+    s.position = o.position;
+    s.activation = o.activation;
+    s.alpha = o.residual_alpha;
+    if (c.residual_depth_scaling == ResidualDepthScaling::inv_sqrt_depth)  // as layer_params
+      s.alpha = o.residual_alpha / std::sqrt(static_cast<double>(c.model.layers));
+    s.skip = o.residual_skip;
+    s.d_qk = o.d_qk;
+    s.norm = Normalization(o.norm_type, c.model.dim, c.norm.eps, c.norm.gain, c.norm.bias);
+    table.push_back(std::move(s));
+  }
+  return table;
+}
+
 BlockParams at_layer(const BlockParams& p, int t) {
   BlockParams q = p;
+  if (p.per_layer)
+    for (const LayerSetting& s : *p.per_layer)
+      if (s.from <= t && t <= s.to) {
+        q.position = s.position;
+        q.activation = s.activation;
+        q.layer.alpha = s.alpha;
+        q.layer.skip = s.skip;
+        q.layer.d_qk = s.d_qk;
+        q.layer.norm = &s.norm;
+        break;
+      }
   if (p.norm_depth_scaling) q.layer.norm_scale = 1.0 / std::sqrt(static_cast<double>(t + 1));
   return q;
 }

@@ -24,6 +24,20 @@
 
 namespace rcsim {
 
+// The settings of blocks from..to (model.layer_overrides, ModelSpec::layer_overrides) as the block
+// reads them: the normalisation N, its position, the residual weights, the temperature, the MLP's
+// activation. `norm` is held here, so the table must outlive the BlockParams that point to it.
+struct LayerSetting {
+  int from = 0, to = 0;  // 0-based, inclusive
+  NormPosition position = NormPosition::post;
+  MlpActivation activation = MlpActivation::gelu;
+  double alpha = 0.0, skip = 1.0, d_qk = 1.0;  // LayerParams::alpha (with residual.depth_scaling), skip, d_qk
+  Normalization norm;
+};
+using LayerSettings = std::vector<LayerSetting>;
+// The table of c.layer_overrides (empty when there is none).
+LayerSettings layer_settings(const ModelSpec& c);
+
 struct BlockParams {
   LayerParams layer;  // mask, temperature, residual weight a, normalisation N, dropout
   NormPosition position = NormPosition::post;
@@ -32,6 +46,7 @@ struct BlockParams {
   // The MLP sub-block's branch weight and skip gain (residual.mlp_alpha); unset = layer.alpha, layer.skip.
   std::optional<double> mlp_alpha, mlp_skip;
   bool single = false;  // run.precision = float32: block_backward computes in float (the forward ignores it)
+  const LayerSettings* per_layer = nullptr;  // model.layer_overrides: see at_layer()
 };
 
 // The branch weight and the skip gain of the MLP sub-block of p.
@@ -41,8 +56,10 @@ inline double mlp_skip_of(const BlockParams& p) { return p.mlp_skip.value_or(p.l
 // The parameters of `c`'s blocks for this mask and normalisation (which must outlive them).
 BlockParams block_params(const ModelSpec& c, const MaskMatrix* mask, const Normalization* norm);
 
-// The parameters of block t (0-based): p itself, or with norm_depth_scaling p.layer.norm_scale =
-// 1/sqrt(t + 1), the LayerNorm scaling of layer l = t + 1 (Sun et al. 2025; pre-LN only).
+// The parameters of block t (0-based): p itself, with the settings of the range of p.per_layer
+// that holds t (position, N, alpha, skip, d_qk, activation), and with norm_depth_scaling
+// p.layer.norm_scale = 1/sqrt(t + 1), the LayerNorm scaling of layer l = t + 1 (Sun et al. 2025;
+// pre-LN only). Every path (forward, segment replay, backward) reads block t's parameters here.
 BlockParams at_layer(const BlockParams& p, int t);
 
 // Work matrices of a block: the attention layer's, the normalised input of pre/peri, the MLP's.

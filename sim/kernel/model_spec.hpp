@@ -176,6 +176,19 @@ const std::vector<std::string>& peer_measure_names();
 // The same joined with " | ": the list of `rcsim --help-keys` and of the validation message.
 std::string optional_measure_names_text();
 
+// model.layer_overrides (docs/science/gradients.md, "Settings per layer range"): the settings of
+// blocks from..to (0-based, inclusive), resolved by the configuration layer as the base settings
+// with the range's keys applied. Blocks outside every range use the base settings.
+struct LayerOverride {
+  int from = 0, to = 0;
+  NormPosition position = NormPosition::post;  // norm.position
+  NormType norm_type = kDefaultNormType;       // norm.type
+  double residual_alpha = 0.0;                 // residual.alpha (before residual.depth_scaling)
+  double residual_skip = 1.0;                  // the skip gain a (residual.skip / residual.mixing)
+  double d_qk = 1.0;                           // model.d_qk / model.beta
+  MlpActivation activation = MlpActivation::gelu;  // mlp.activation
+};
+
 // Everything the kernel needs to run trials: the model, its inputs and what is measured.
 // config/config.hpp's Config extends it with the key -> text map and the sweep.
 struct ModelSpec {
@@ -198,6 +211,7 @@ struct ModelSpec {
   NormDepthScaling norm_depth_scaling = NormDepthScaling::none;
   DropoutConfig dropout;
   MlpConfig mlp;
+  std::vector<LayerOverride> layer_overrides;  // model.layer_overrides; empty = every block alike
   // --- Peer dynamics (docs/science/peers.md) ---
   AttentionKind attention_kind = AttentionKind::softmax;
   bool attention_bias = false;  // attention.bias: b_Q, b_K, b_V per head and b_O (zero unless read)

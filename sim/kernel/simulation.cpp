@@ -464,6 +464,8 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   SignalRecorder signal(c, s.gradient_segment, s.jacobian_chunk);  // docs/science/gradients.md
   Matrix product = want_product ? Matrix(Matrix::Identity(N, N)) : Matrix();
   BlockParams params = block_params(c, &s.mask, &norm);
+  const LayerSettings per_layer = layer_settings(c);  // model.layer_overrides, read by at_layer(params, t)
+  if (!per_layer.empty()) params.per_layer = &per_layer;
   params.layer.keep_attention = want_attention || c.output.attention;
   if (c.output.attention) r.attention_matrices[ti].clear();
   // Block structure, dropout and precision.
@@ -560,6 +562,8 @@ TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& co
   sampler.begin_trial(rng);
   const Normalization norm = Normalization::from_config(c);
   BlockParams params = block_params(c, &s.mask, &norm);
+  const LayerSettings per_layer = layer_settings(c);  // model.layer_overrides, read by at_layer(params, t)
+  if (!per_layer.empty()) params.per_layer = &per_layer;
   RandomStream dropout_rng(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
   const Dropout dropout{c.dropout.attention, c.dropout.output, &dropout_rng};
   if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) params.layer.dropout = &dropout;

@@ -159,9 +159,12 @@ def torch_gradients(arrays, cfg):
     mask = arrays["mask"]
     x = x0
     for t in range(cfg["L"]):
-        x = sublayer(x, lambda z: attention(z, w, t, cfg, mask), cfg, w, t, 0, 1)
+        c = cfg
+        if t <= cfg.get("mix_to", -1):  # model.layer_overrides: the first blocks' own settings
+            c = dict(cfg, pos=cfg["mix_pos"], alpha=cfg["mix_alpha"], dqk=cfg["mix_dqk"], act=cfg["mix_act"])
+        x = sublayer(x, lambda z: attention(z, w, t, c, mask), c, w, t, 0, 1)
         if cfg["m"] > 0:
-            x = sublayer(x, lambda z: mlp(z, w, t, cfg), cfg, w, t, 2, 3)
+            x = sublayer(x, lambda z: mlp(z, w, t, c), c, w, t, 2, 3)
     loss = (arrays["C"] * x).sum()
     loss.backward()
     grads = {"grad." + k: (v.grad if v.grad is not None else torch.zeros_like(v)) for k, v in w.items()}
@@ -250,6 +253,16 @@ def configurations():
     for i, (norm, alpha) in enumerate(itertools.product(["none", "layernorm", "rmsnorm", "sphere"], [0.7, 0.0])):
         yield f"ln_scale_{norm}_{alpha}", "LayerNorm scaling 1/sqrt(l) (pre, 4 blocks, MLP, W_O)", dict(
             base, pos="pre", norm=norm, alpha=alpha, ln_scale=True, L=4, m=5, dv=3, seed=600 + i)
+
+    # Settings per layer range (model.layer_overrides): Mix-LN (post-LN blocks 0-1, pre-LN after) and
+    # other splits of placement, residual weight, temperature and activation, 4-block stacks.
+    for i, (pos, mix_pos, norm) in enumerate(itertools.product(["pre", "post"], ["post", "pre", "peri"],
+                                                               ["layernorm", "rmsnorm"])):
+        if pos == mix_pos:
+            continue
+        yield f"mix_{mix_pos}_{pos}_{norm}", "settings per layer range (Mix-LN etc., 4 blocks, MLP, W_O)", dict(
+            base, pos=pos, norm=norm, alpha=0.7, L=4, m=5, dv=3, seed=700 + i, mix_to=1, mix_pos=mix_pos,
+            mix_alpha=0.4 if i % 2 else 1.0, mix_dqk=3.0, mix_act="relu" if i % 2 else "gelu")
 
 
 def main():

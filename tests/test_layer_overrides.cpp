@@ -1,0 +1,146 @@
+// model.layer_overrides (docs/science/gradients.md, "Settings per layer range"): the key, its stored
+// text (INI round trip, resume from a checkpoint) and every bad value (exit code 2, one message
+// naming the key, the entry and what is allowed). The forward, the reverse pass against finite
+// differences and the engine's bitwise equalities are in test_backward.cpp ([layers]).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "app/run.hpp"
+#include "config/config.hpp"
+#include "io/checkpoint.hpp"
+#include "io/hdf5_file.hpp"
+#include "io/inputs.hpp"
+#include "kernel/errors.hpp"
+#include "kernel/simulation.hpp"
+
+#include "cli_support.hpp"
+
+using namespace rcsim;
+namespace fs = std::filesystem;
+
+namespace {
+const std::map<std::string, std::string> kMixLn = {
+    {"model.tokens", "5"},  {"model.dim", "3"},        {"model.layers", "6"},       {"run.trials", "3"},
+    {"norm.type", "layernorm"}, {"norm.position", "pre"}, {"residual.alpha", "1"},  {"mlp.width", "4"},
+    {"model.layer_overrides", "0-2:norm.position=post; 3-:norm.position=pre,mlp.activation=relu"}};
+}  // namespace
+
+TEST_CASE("model.layer_overrides: resolved ranges, stored only when set", "[keys][layers]") {
+  CHECK(make_config({}).to_ini().find("layer_overrides") == std::string::npos);  // default runs unchanged
+  CHECK(make_config({{"model.layer_overrides", "none"}}).layer_overrides.empty());
+  const Config c = make_config(kMixLn);
+  REQUIRE(c.layer_overrides.size() == 2);
+  CHECK(c.layer_overrides[0].from == 0);
+  CHECK(c.layer_overrides[0].to == 2);
+  CHECK(c.layer_overrides[0].position == NormPosition::post);
+  CHECK(c.layer_overrides[0].activation == MlpActivation::gelu);  // the base's
+  CHECK(c.layer_overrides[1].from == 3);
+  CHECK(c.layer_overrides[1].to == 5);  // "3-": to the last block
+  CHECK(c.layer_overrides[1].activation == MlpActivation::relu);
+  // One block alone, the temperature by beta, residual mixing resolved per range.
+  const Config d = make_config({{"model.layers", "4"}, {"residual.alpha", "0.6"}, {"residual.mixing", "cowsik"},
+                                {"model.layer_overrides", "2:model.beta=0.5,residual.alpha=0.8"}});
+  REQUIRE(d.layer_overrides.size() == 1);
+  CHECK(d.layer_overrides[0].from == 2);
+  CHECK(d.layer_overrides[0].to == 2);
+  CHECK(d.layer_overrides[0].d_qk == 4.0);  // 1 / 0.5^2
+  CHECK(d.layer_overrides[0].residual_skip == Approx(0.6).epsilon(1e-15));  // sqrt(1 - 0.8^2)
+  CHECK(d.residual_skip == Approx(0.8).epsilon(1e-15));  // the base: sqrt(1 - 0.6^2)
+}
+
+TEST_CASE("model.layer_overrides: the stored INI text reruns to the same configuration and results, and a run "
+          "resumes from its checkpoint", "[keys][layers][checkpoint]") {
+  const fs::path dir = test::fresh_dir("rcsim_layer_overrides");
+  const std::string out = (dir / "mix.h5").string();
+  auto keys = kMixLn;
+  keys["output.file"] = out;
+  const Config c = make_config(keys);
+  const std::string ini = c.to_ini();
+  CHECK(ini.find("layer_overrides = 0-2:norm.position=post; 3-:norm.position=pre,mlp.activation=relu") !=
+        std::string::npos);
+  test::write_text(dir / "stored.ini", ini);
+  const Config again = make_config(parse_config_sources({}, (dir / "stored.ini").string()).values);
+  CHECK(again.to_ini() == ini);
+  REQUIRE(again.layer_overrides.size() == 2);
+  CHECK(again.layer_overrides[1].activation == MlpActivation::relu);
+  const RunResults full = run_simulation(prepare(c), 1);
+  {
+    RunResults saved = full;
+    Checkpoint cp(out + ".partial", ini, {});
+    cp.completed(saved, 1);
+    cp.flush(saved);
+  }
+  run_to_file(again, {"test", 1}, nullptr, false);
+  CHECK_FALSE(fs::exists(out + ".partial"));
+  const h5::File f = h5::File::open_read(out);
+  CHECK(f.read_string("config") == ini);
+  const h5::Array mu = f.read("metrics/mu");
+  for (int t = 0; t < 3; ++t)
+    for (int l = 0; l <= 6; ++l) CHECK(mu.data[static_cast<std::size_t>(t * 7 + l)] == full.token[0](t, l));
+  // And the overrides matter: the run without them differs.
+  auto plain = keys;
+  plain.erase("model.layer_overrides");
+  CHECK_FALSE(run_simulation(prepare(make_config(plain)), 1).token[0].cwiseEqual(full.token[0]).all());
+}
+
+TEST_CASE("model.layer_overrides: every bad value is a usage error naming the key, the entry and what is allowed",
+          "[hostile][keys][layers]") {
+  struct Bad {
+    std::string value;
+    std::vector<std::string> says;  // fragments of the message
+    std::map<std::string, std::string> with = {};
+  };
+  const std::vector<Bad> bad = {
+      {"0-1:norm.psition=pre", {"entry '0-1:norm.psition=pre'", "unknown key 'norm.psition'", "norm.position",
+                                "keys allowed per layer: norm.position, norm.type"}},
+      {"0-1:mask.type=causal", {"key 'mask.type' is not a setting that may differ by layer", "mlp.activation"}},
+      {"0-1:model.layers=3", {"key 'model.layers' is not a setting that may differ by layer"}},
+      {"0-1:norm.position=sideways", {"entry '0-1:norm.position=sideways'", "norm.position", "sideways",
+                                      "post | pre | peri | ngpt"}},
+      {"0-1:residual.alpha=abc", {"residual.alpha", "abc"}},
+      {"0-1:model.d_qk=-2", {"model.d_qk", "-2", "> 0"}},
+      {"0-1:mlp.activation=swish", {"mlp.activation", "swish", "relu | gelu | gelu_tanh | tanh"}},
+      {"0-1:norm.type=batchnorm", {"norm.type", "batchnorm"}},
+      {"3-1:norm.position=pre", {"empty range 3-1 (FROM must be <= TO)"}},
+      {"0-9:norm.position=pre", {"block 9 is beyond the depth: blocks are 0 .. 3 (model.layers = 4)"}},
+      {"4:norm.position=pre", {"block 4 is beyond the depth"}},
+      {"x-2:norm.position=pre", {"block index 'x' is not an integer >= 0", "FROM-TO:key=value"}},
+      {"-1-2:norm.position=pre", {"block index '' is not an integer >= 0"}},
+      {"0-2:norm.position=pre; 2-3:norm.position=post",
+       {"entry '2-3:norm.position=post'", "overlaps the range 0-2 of an earlier entry (ranges must be disjoint)"}},
+      {"0-1 norm.position=pre", {"no ':' after the range", "FROM-TO:key=value"}},
+      {"0-1:", {"no key=value after ':'"}},
+      {"0-1:norm.position", {"'norm.position' is not key=value"}},
+      {"0-1:norm.position=", {"key 'norm.position' has no value"}},
+      {"0-1:norm.position=pre,norm.position=post", {"key 'norm.position' given twice"}},
+      // The key's own cross-checks, for the range's settings.
+      {"0-1:norm.position=post", {"entry '0-1:norm.position=post'", "norm.depth_scaling", "needs norm.position = pre"},
+       {{"norm.position", "pre"}, {"norm.depth_scaling", "inv_sqrt_layer"}}},
+      {"0-1:model.beta=0.5", {"model.beta", "model.d_qk", "disagree"}, {{"model.d_qk", "3"}}},
+      {"0:residual.alpha=0", {"residual.mixing", "needs a residual"}, {{"residual.alpha", "0.5"}, {"residual.mixing", "cowsik"}}},
+      // Settings the whole stack shares.
+      {"0:norm.type=rmsnorm", {"norm.params = file", "cannot differ by layer"},
+       {{"norm.type", "layernorm"}, {"norm.params", "file"}, {"weights.file", "w.h5"}}},
+      {"0:residual.alpha=0.5", {"not with dynamics.noise > 0"}, {{"dynamics.noise", "0.1"}}},
+  };
+  const fs::path dir = test::fresh_dir("rcsim_layer_overrides_bad");
+  const std::string out = (dir / "x.h5").string();
+  for (const Bad& b : bad) {
+    std::map<std::string, std::string> keys = {{"model.layers", "4"}, {"model.layer_overrides", b.value}};
+    for (const auto& [k, v] : b.with) keys[k] = v;
+    INFO("model.layer_overrides = " << b.value);
+    const std::string msg = test::message_of([&] { make_config(keys); });
+    INFO(msg);
+    CHECK_THROWS_AS(make_config(keys), UsageError);
+    CHECK(msg.rfind("key 'model.layer_overrides': ", 0) == 0);
+    for (const auto& s : b.says) CHECK(msg.find(s) != std::string::npos);
+    std::vector<std::string> args = {"run", "--quiet", "--output.file=" + out};
+    for (const auto& [k, v] : keys) args.push_back("--" + k + "=" + v);
+    CHECK(cli_main(args) == 2);
+    CHECK_FALSE(fs::exists(out));
+  }
+}
