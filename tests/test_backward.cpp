@@ -97,6 +97,8 @@ LayerWeights random_weights(const Case& k, RandomStream& rng) {
     }
     w.o_bias = gaussian(1, k.d, rng, 0.5);
   }
+  if (k.logit_bias.kind == LogitBiasKind::file)  // B_h from a file: drawn after everything else
+    for (int h = 0; h < k.H; ++h) w.logit_bias.push_back(gaussian(k.N, k.N, rng, 1.5));
   return w;
 }
 
@@ -990,9 +992,9 @@ TEST_CASE("variant keys: resolved values, conflicts and refusals are usage error
 TEST_CASE("additive logit biases (ALiBi, decay) against FD, and the adjoint without the bias fails",
           "[backward][variants]") {
   double worst = 0.0;
-  const LogitBias alibi{LogitBiasKind::alibi, 1.0}, decay{LogitBiasKind::decay, 0.6};
+  const LogitBias alibi{LogitBiasKind::alibi, 1.0}, decay{LogitBiasKind::decay, 0.6}, file{LogitBiasKind::file, 1.0};
   for (const std::string mask : {"complete", "causal", "window", "custom"})
-    for (const LogitBias bias : {alibi, decay})
+    for (const LogitBias bias : {alibi, decay, file})
       for (const bool usa : {false, true}) {
         Case k;
         k.norm = NormType::none;
@@ -1008,7 +1010,7 @@ TEST_CASE("additive logit biases (ALiBi, decay) against FD, and the adjoint with
         worst = std::max(worst, r.worst());
       }
   for (const NormPosition pos : {NormPosition::post, NormPosition::pre, NormPosition::peri, NormPosition::ngpt})
-    for (const LogitBias bias : {alibi, decay}) {
+    for (const LogitBias bias : {alibi, decay, file}) {
       Case k;  // 3 blocks with an MLP, layernorm, residual, 2 heads (two ALiBi slopes)
       k.pos = pos;
       k.m = 5;
@@ -1020,7 +1022,7 @@ TEST_CASE("additive logit biases (ALiBi, decay) against FD, and the adjoint with
     }
   WARN("logit biases: largest relative error against FD " << worst);
   // The comparison can fail: the adjoint of the unbiased attention against the biased forward.
-  for (const LogitBias bias : {alibi, decay}) {
+  for (const LogitBias bias : {alibi, decay, file}) {
     Case k;
     k.logit_bias = bias;
     Case wrong = k;
@@ -1980,4 +1982,46 @@ TEST_CASE("an override of every block equals the key set globally, bitwise (forw
   CHECK(prepare(make_config(mixed)).max_rank == 3);
   mixed["model.layer_overrides"] = "2:norm.position=pre";
   CHECK(prepare(make_config(mixed)).max_rank == 4);
+}
+
+TEST_CASE("engine: metrics.readout = last_token, the gradient and Jacobian measures of x_N(L) R against FD",
+          "[backward]") {
+  RandomStream rng(23, 0);
+  EngineRun e;
+  e.X0 = gaussian(4, 3, rng);
+  e.WQ = gaussian(3, 3, rng, 0.7);
+  e.keys = {{"model.tokens", "4"},      {"model.dim", "3"},       {"model.layers", "2"},
+            {"norm.type", "layernorm"}, {"norm.position", "pre"}, {"residual.alpha", "1"},
+            {"mask.type", "causal"},    {"mlp.width", "5"},       {"run.trials", "1"},
+            {"output.tokens", "all"},   {"metrics.readout", "last_token"},
+            {"output.measures", "grad_x_norm,grad_wq_norm,jacobian_log_fro2,jacobian_log_spec2"}};
+  const RunResults r = e.run();
+  const Vector R = readout(make_config(e.keys), 0);
+  const auto last_loss = [&] { return e.run().snapshots[0].back().row(3).dot(R); };  // x_N(L) R
+  const Matrix gx = fd_gradient(e.X0, last_loss);
+  CHECK(std::abs(EngineRun::value(r, "grad_x_norm", 0) / gx.norm() - 1) < kTol);
+  {  // one block (the fixed W_Q serves every block, so FD in it sums the blocks' gradients)
+    EngineRun one = e;
+    one.keys["model.layers"] = "1";
+    const Matrix gq = fd_gradient(one.WQ, [&] { return one.run().snapshots[0].back().row(3).dot(R); });
+    CHECK(std::abs(EngineRun::value(one.run(), "grad_wq_norm", 0) / gq.norm() - 1) < kTol);
+  }
+  CHECK(EngineRun::value(r, "grad_x_norm", 2) == Approx(R.norm()).epsilon(1e-14));  // ||e_N R^T||
+  // One output: J_t is the row dL/dX(t), so ||J_t||_2^2 = ||J_t||_F^2 = ||dL/dX(t)||^2.
+  CHECK(std::abs(EngineRun::value(r, "jacobian_log_fro2", 0) - std::log(gx.squaredNorm())) < kTol);
+  for (int t = 0; t <= 2; ++t) {
+    const double g = EngineRun::value(r, "grad_x_norm", t);
+    CHECK(EngineRun::value(r, "jacobian_log_fro2", t) == Approx(std::log(g * g)).epsilon(1e-13));
+    CHECK(EngineRun::value(r, "jacobian_log_spec2", t) == Approx(std::log(g * g)).epsilon(1e-13));
+  }
+  // The check can fail: the all-token loss 1^T X(L) R has another gradient.
+  const Matrix g_all = fd_gradient(e.X0, [&] { return e.loss(); });
+  CHECK(std::abs(g_all.norm() / gx.norm() - 1) > 0.01);
+  auto probes = e.keys;
+  probes["metrics.jacobian_probes"] = "4";
+  CHECK_THROWS_WITH(make_config(probes), Catch::Contains("metrics.jacobian_probes") && Catch::Contains("last_token"));
+  auto bad = e.keys;
+  bad["metrics.readout"] = "first_token";
+  CHECK_THROWS_WITH(make_config(bad), Catch::Contains("metrics.readout") && Catch::Contains("all_tokens") &&
+                                          Catch::Contains("last_token"));
 }

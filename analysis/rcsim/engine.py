@@ -84,7 +84,8 @@ def configuration_arguments(keys=None, **sections):
 # files of init.file and weights.file) and the key whose type `file` makes the model take it.
 _WEIGHT_KEYS = {"W_Q": "weights.q", "W_K": "weights.k", "W_V": "weights.v", "W_O": "weights.o",
                 "W_in": "weights.mlp", "W_out": "weights.mlp", "b_in": "weights.mlp", "b_out": "weights.mlp",
-                "b_Q": "weights.q", "b_K": "weights.k", "b_V": "weights.v", "b_O": "attention.bias"}
+                "b_Q": "weights.q", "b_K": "weights.k", "b_V": "weights.v", "b_O": "attention.bias",
+                "logit_bias": "attention.logit_bias"}
 # The attention biases imply attention.bias = true (b_O goes with W_O, or with W_V without model.value_dim).
 _ATTENTION_BIASES = ("b_Q", "b_K", "b_V", "b_O")
 _NORM_STEMS = ("norm_attn", "norm_attn_out", "norm_mlp", "norm_mlp_out")

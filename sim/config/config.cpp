@@ -242,7 +242,7 @@ void read_mlp_and_weight_options(KeyValues& v, Config& c) {
     throw UsageError("keys 'weights.shared' and 'weights.redraw_every': give one of the two (shared = never redrawn)");
   c.weights.shared_across_trials = read_choice(v, "weights.across_trials") == "shared";
   c.weights.file = v["weights.file"];
-  for (const char* w : {"weights.q", "weights.k", "weights.v", "weights.o", "weights.mlp", "norm.params"})
+  for (const char* w : {"weights.q", "weights.k", "weights.v", "weights.o", "weights.mlp", "norm.params", "attention.logit_bias"})
     if (v[w] == "file" && c.weights.file.empty())
       throw UsageError(std::string("key 'weights.file': required when ") + w + " = file");
 
@@ -411,6 +411,11 @@ void read_output(KeyValues& v, Config& c) {
   v["metrics.rank_rtol"] = fmt_double(c.metrics.rank_rtol);
   c.metrics.rank_atol = read_number(v, "metrics.rank_atol");
   c.metrics.jacobian_probes = read_int(v, "metrics.jacobian_probes");
+  c.metrics.readout = read_enum(v, "metrics.readout", readout_names());
+  if (c.metrics.readout == Readout::last_token && c.metrics.jacobian_probes > 0)
+    throw UsageError("key 'metrics.jacobian_probes': with metrics.readout = last_token the Jacobian of x_N(L) R has one "
+                     "row, computed exactly by one reverse pass; probes are allowed only with metrics.readout = all_tokens "
+                     "(set metrics.jacobian_probes = 0)");
   // --- Peer measures (docs/science/peers.md) ---
   c.output.attention = read_bool(v, "output.attention");
   c.metrics.pair_threshold = read_number(v, "metrics.pair_threshold");

@@ -157,8 +157,9 @@ std::vector<KeyDecl> model_keys() {
           names_of(logit_bias_names()),
           "additive bias B on the logits before the softmax, beside the mask (not attention.bias, the projections' "
           "biases): none | alibi (B_ij = -m_h |i - j|, slopes m_h = 2^(-8h/H), h = 1..H) | decay (B_ij = |i - j| "
-          "log gamma, gamma = attention.decay: weights proportional to gamma^|i-j|); |i - j| = i - j under the "
-          "causal mask")),
+          "log gamma, gamma = attention.decay: weights proportional to gamma^|i-j|) | file (B from weights.file "
+          "/logit_bias [N, N] or [L, N, N], with heads [H, N, N] or [L, H, N, N]; finite values); |i - j| = i - j "
+          "under the causal mask")),
       omitted_at_default(number("attention.decay", text_of(kernel_default().logit_bias.gamma),
                                 Range{0.0, true, 1.0, false},
                                 "gamma in (0, 1] of attention.logit_bias = decay")),
@@ -338,6 +339,11 @@ choice("init.type", text_of(kernel_default().init.type, init_names()), names_of(
       omitted_at_default(integer("metrics.jacobian_probes", text_of(kernel_default().metrics.jacobian_probes), 0,
                                  "jacobian_log_fro2: 0 = exact (N reverse passes); K > 0 = Hutchinson's estimate "
                                  "from K Gaussian probes (K reverse passes, stream 13); K > 0 is refused with jacobian_log_spec2 (exact only)")),
+      omitted_at_default(choice(
+          "metrics.readout", text_of(kernel_default().metrics.readout, readout_names()), names_of(readout_names()),
+          "the loss of the gradient measures, R ~ N(0, I_d) per trial: all_tokens L = 1^T X(L) R (every token's readout "
+          "summed) | last_token L = x_N(L) R (the last token's alone, as a next-token loss reads it); also the outputs "
+          "of jacobian_log_fro2/_spec2: the N rows of X(L) R, or the last one (one exact reverse pass; no probes)")),
       // --- Peer measures (docs/science/peers.md) ---
       number("metrics.pair_threshold", text_of(kernel_default().metrics.pair_threshold), kAny,
              "pair_density counts ordered pairs i != j with cos(x_i, x_j) > threshold"),

@@ -71,9 +71,14 @@ const NameTable<ResidualMixing>& mixing_names() {
       {"none", ResidualMixing::none}, {"cowsik", ResidualMixing::cowsik}, {"deepnorm", ResidualMixing::deepnorm}};
   return t;
 }
+const NameTable<Readout>& readout_names() {
+  static const NameTable<Readout> t = {{"all_tokens", Readout::all_tokens}, {"last_token", Readout::last_token}};
+  return t;
+}
 const NameTable<LogitBiasKind>& logit_bias_names() {
   static const NameTable<LogitBiasKind> t = {
-      {"none", LogitBiasKind::none}, {"alibi", LogitBiasKind::alibi}, {"decay", LogitBiasKind::decay}};
+      {"none", LogitBiasKind::none}, {"alibi", LogitBiasKind::alibi}, {"decay", LogitBiasKind::decay},
+      {"file", LogitBiasKind::file}};
   return t;
 }
 const NameTable<ResidualDepthScaling>& residual_depth_scaling_names() {

@@ -198,7 +198,7 @@ void head_forward(const MatrixT<T>& X, const LayerWeightsT<T>& w, std::size_t h,
     c.K_raw = c.K;
     qk_normalise(c.Q, c.K, c.A, p.qk_scale);
   }
-  if (p.logit_bias.active()) add_logit_bias(c.A, p.logit_bias, h, w.q.size());  // constant B: dS unchanged
+  if (p.logit_bias.active()) add_logit_bias(c.A, p.logit_bias, w, h);  // constant B: dS unchanged
   if (p.usa)
     usa_weights(c.A, *p.mask);
   else if (p.hardmax)

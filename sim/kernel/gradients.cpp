@@ -19,6 +19,13 @@ Matrix readout_cotangent(int tokens, const Vector& R) {
   return Vector::Ones(tokens) * R.transpose();  // d(1^T X R)/dX = 1 R^T
 }
 
+Matrix readout_cotangent(int tokens, const Vector& R, Readout which) {
+  if (which == Readout::all_tokens) return readout_cotangent(tokens, R);
+  Matrix dXL = Matrix::Zero(tokens, R.size());  // d(x_N R)/dX = e_N R^T
+  dXL.row(tokens - 1) = R.transpose();
+  return dXL;
+}
+
 std::vector<Matrix> stack_backward(const std::vector<Matrix>& inputs, const std::vector<LayerWeights>& weights,
                                    const BlockParams& p, const Matrix& dXL,
                                    const std::function<void(int, const BlockGrads&)>& on_block) {

@@ -27,6 +27,8 @@ constexpr std::uint64_t kProbeStream = 13;
 Vector readout(const ModelSpec& c, int trial);
 // dL/dX(L) for the loss L = sum_i (X(L) R)_i = 1^T X(L) R: the N x d matrix 1 R^T.
 Matrix readout_cotangent(int tokens, const Vector& R);
+// dL/dX(L) of metrics.readout: 1 R^T (all_tokens), or e_N R^T (last_token: row N - 1 only).
+Matrix readout_cotangent(int tokens, const Vector& R, Readout which);
 
 // Reverse pass: inputs[t] = X(t), the input of block t (t = 0 .. L-1), weights[t] its weights,
 // dXL = dL/dX(L). Returns dL/dX(t) for t = 0 .. L (element L is dXL); on_block(t, g) is called

@@ -123,7 +123,7 @@ void general_logits(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T
   else
     attention_logits(X, w.q[h], w.k[h], p.d_qk, ws.Q, ws.K, ws.S);
   if (p.qk_norm && !p.random_markov) qk_normalise_impl<T>(ws.Q, ws.K, ws.S, p.qk_scale);
-  if (p.logit_bias.active()) add_logit_bias_impl<T>(ws.S, p.logit_bias, h, w.q.size());
+  if (p.logit_bias.active()) add_logit_bias(ws.S, p.logit_bias, w, h);
 }
 
 template <class T>
@@ -276,6 +276,7 @@ double logit_bias_slope(const LogitBias& b, std::size_t h, std::size_t H) {
     case LogitBiasKind::decay:
       return -std::log(b.gamma);
     case LogitBiasKind::none:
+    case LogitBiasKind::file:  // no slope: B is given (add_logit_bias with the layer's weights)
       break;
   }
   return 0.0;
@@ -288,6 +289,18 @@ void add_logit_bias(Eigen::Ref<Matrix> S, const LogitBias& b, std::size_t h, std
 }
 void add_logit_bias(Eigen::Ref<MatrixF> S, const LogitBias& b, std::size_t h, std::size_t H) {
   add_logit_bias_impl<float>(S, b, h, H);
+}
+void add_logit_bias(Eigen::Ref<Matrix> S, const LogitBias& b, const LayerWeights& w, std::size_t h) {
+  if (b.kind == LogitBiasKind::file)
+    S += w.logit_bias[h];
+  else
+    add_logit_bias_impl<double>(S, b, h, w.q.size());
+}
+void add_logit_bias(Eigen::Ref<MatrixF> S, const LogitBias& b, const LayerWeightsT<float>& w, std::size_t h) {
+  if (b.kind == LogitBiasKind::file)
+    S += w.logit_bias[h];
+  else
+    add_logit_bias_impl<float>(S, b, h, w.q.size());
 }
 void qk_normalise(MatrixF& Q, MatrixF& K, MatrixF& S, double scale) { qk_normalise_impl<float>(Q, K, S, scale); }
 void shape_attention(Eigen::Ref<MatrixF> A, const MaskMatrix& mask, const AttentionShape& s) {

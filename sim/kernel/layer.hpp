@@ -54,6 +54,10 @@ void shape_attention(Eigen::Ref<MatrixF> A, const MaskMatrix& mask, const Attent
 // Every entry is biased; the mask then sets the forbidden ones to exactly 0 after the softmax.
 void add_logit_bias(Eigen::Ref<Matrix> S, const LogitBias& b, std::size_t h, std::size_t H);
 void add_logit_bias(Eigen::Ref<MatrixF> S, const LogitBias& b, std::size_t h, std::size_t H);  // float32
+// The same for layer weights `w`: attention.logit_bias = file adds w.logit_bias[h] (the layer's B_h
+// from weights.file), the other kinds as above.
+void add_logit_bias(Eigen::Ref<Matrix> S, const LogitBias& b, const LayerWeights& w, std::size_t h);
+void add_logit_bias(Eigen::Ref<MatrixF> S, const LogitBias& b, const LayerWeightsT<float>& w, std::size_t h);
 // QK-normalisation (docs/science/gradients.md): the rows of Q and K (the projections, with their
 // biases) to s q_i / |q_i| and s k_j / |k_j| (a zero row stays 0), then S = sqrt(d_k) Q K^T with
 // d_k = Q.cols(), in place of the 1/sqrt(d_QK) logits. Used by attention_layer and the backward pass.

@@ -54,7 +54,7 @@ struct AttentionShape {
 // before the softmax. alibi: B_ij = -m_h |i - j|, m_h = 2^(-8h/H), h = 1..H; decay:
 // B_ij = |i - j| log gamma (weights proportional to gamma^|i-j|). For the causal mask |i - j| = i - j
 // on every allowed entry; other masks get the symmetric |i - j|.
-enum class LogitBiasKind { none, alibi, decay };
+enum class LogitBiasKind { none, alibi, decay, file };  // file: B from weights.file /logit_bias
 // Depth-dependent scaling: residual.depth_scaling = inv_sqrt_depth multiplies the branch gain by
 // 1/sqrt(L) (L = model.layers); norm.depth_scaling = inv_sqrt_layer multiplies the output of the pre-LN
 // normalisations of layer l (1-based) by 1/sqrt(l) (LayerNorm scaling, Sun et al. 2025).
@@ -161,10 +161,15 @@ struct OutputConfig {
   bool attention = false;             // store the head-averaged attention matrices
 };
 
+// metrics.readout: the loss of the gradient measures, L = 1^T X(L) R (all_tokens) or x_N(L) R
+// (last_token: the last token's readout alone, as a next-token loss reads it).
+enum class Readout { all_tokens, last_token };
+
 struct MetricsConfig {
   double rank_rtol = -1.0;  // resolved: max(N, d) * machine epsilon
   double rank_atol = 0.0;
   int jacobian_probes = 0;  // jacobian_log_fro2: 0 = exact (N reverse passes), K = Hutchinson, K probes
+  Readout readout = Readout::all_tokens;  // metrics.readout (docs/science/gradients.md)
   // --- Peer measures (docs/science/peers.md) ---
   double pair_threshold = 0.999;  // pair_density: cos > threshold
   double cluster_tau = 0.999;     // clusters: edges where cos > tau

@@ -255,6 +255,8 @@ std::size_t info_index(const std::vector<MeasureInfo>& info, const char* name) {
 // rows J_t^T e_i (dX(t), flattened) at every t; kept for a chunk of recorded layers at a time (at most
 // jacobian_chunk_layers(c) of them, the passes repeated per chunk), then the N x N Gram matrix's
 // largest eigenvalue. One set of passes serves both measures (the first chunk's gives ||J_t||_F^2).
+// With metrics.readout = last_token, J_t = d(x_N(L) R)/dX(t) is the one row of output N - 1: one
+// exact pass, and ||J_t||_2 = ||J_t||_F.
 void record_jacobian(const ModelSpec& c, int length, int chunk_layers, const SegmentReplay& replay,
                      const BlockParams& params, const Vector& R, int trial, RunResults& r) {
   const int N = c.model.tokens, d = c.model.dim, K = c.metrics.jacobian_probes;
@@ -263,30 +265,32 @@ void record_jacobian(const ModelSpec& c, int length, int chunk_layers, const Seg
   const std::size_t chunk = spec ? static_cast<std::size_t>(std::max(chunk_layers, 1)) : S;
   std::vector<double> sq(static_cast<std::size_t>(c.model.layers) + 1, 0.0);
   const std::size_t m_spec = spec ? info_index(r.token_info, "jacobian_log_spec2") : 0;
+  const bool last = c.metrics.readout == Readout::last_token;  // (no probes then: the configuration refuses them)
+  const int outputs = last ? 1 : N;  // the rows of J_t
   Matrix u(N, 1);
   std::vector<Matrix> rows;  // rows[k - first]: J_t, t = layer_index[k], one row per pass
   for (std::size_t first = 0; first < S; first += chunk) {
-    const std::size_t last = std::min(first + chunk, S);
-    if (spec) rows.assign(last - first, Matrix(N, static_cast<Eigen::Index>(N) * d));
+    const std::size_t end = std::min(first + chunk, S);
+    if (spec) rows.assign(end - first, Matrix(outputs, static_cast<Eigen::Index>(N) * d));
     RandomStream probes(c.run.seed, static_cast<std::uint64_t>(trial), kProbeStream);
-    for (int i = 0; i < (K > 0 ? K : N); ++i) {
+    for (int i = 0; i < (K > 0 ? K : outputs); ++i) {
       if (K > 0)
         probes.fill_normal(u);
       else {
         u.setZero();
-        u(i, 0) = 1.0;
+        u(last ? N - 1 : i, 0) = 1.0;
       }
       const Matrix cot = u * R.transpose();
       stack_backward_segments(c.model.layers, length, replay, params, cot, [&](int t, const Matrix& dX) {
         if (first == 0) sq[static_cast<std::size_t>(t)] += dX.squaredNorm();
         if (!spec) return;
         const int col = r.column_of_layer[static_cast<std::size_t>(t)];
-        if (col < 0 || static_cast<std::size_t>(col) < first || static_cast<std::size_t>(col) >= last) return;
+        if (col < 0 || static_cast<std::size_t>(col) < first || static_cast<std::size_t>(col) >= end) return;
         // Row i of J_t: dX(t) of the cotangent e_i R^T, in any fixed order of its N d entries.
         rows[static_cast<std::size_t>(col) - first].row(i) = Eigen::Map<const RowVector>(dX.data(), dX.size());
       });
     }
-    for (std::size_t k = first; k < last && spec; ++k) {
+    for (std::size_t k = first; k < end && spec; ++k) {
       const Matrix& J = rows[k - first];
       const Matrix gram = J * J.transpose();
       const Eigen::SelfAdjointEigenSolver<Matrix> eig(gram, Eigen::EigenvaluesOnly);
@@ -323,13 +327,14 @@ void record_last_token(const ModelSpec& c, int length, const SegmentReplay& repl
       for (int i = 0; i < N; ++i) r.token[m](trial, static_cast<Eigen::Index>(col) * N + i) = std::sqrt(sq[t](i));
 }
 
-// The gradient measures (docs/science/gradients.md): the reverse pass from dL/dX(L) = 1 R^T over
+// The gradient measures (docs/science/gradients.md): the reverse pass from dL/dX(L) = 1 R^T (or e_N R^T,
+// metrics.readout = last_token) over
 // the block inputs (replayed segment by segment), ||dL/dX(t)||_F at the recorded layers, the weight
 // gradients' norms at the recorded attention layers.
 void record_gradients(const ModelSpec& c, int length, int chunk_layers, const SegmentReplay& replay,
                       const BlockParams& params, int trial, RunResults& r) {
   const Vector R = readout(c, trial);
-  const Matrix dXL = readout_cotangent(c.model.tokens, R);
+  const Matrix dXL = readout_cotangent(c.model.tokens, R, c.metrics.readout);
   // The block-gradient measures the registry declares (grad_wq_norm, ...), by their functions.
   const auto on_block = [&](int t, const BlockGrads& g) {
     const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)];

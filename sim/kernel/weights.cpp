@@ -56,6 +56,7 @@ std::vector<InputRequirement> input_requirements(const ModelSpec& c, InputArrays
                                               : c.weights.v.type == WeightType::file;
     if (o_file) req.push_back({wf, "b_O", layer_shapes(c, {d}), &in.b_o});
   }
+  if (c.logit_bias.kind == LogitBiasKind::file) req.push_back({wf, "logit_bias", weight_shapes(c, N, N), &in.logit_bias});
   if (m > 0 && c.weights.mlp == WeightType::file) {
     req.push_back({wf, "W_in", layer_shapes(c, {d, m}), &in.w_in});
     req.push_back({wf, "W_out", layer_shapes(c, {m, d}), &in.w_out});
@@ -112,6 +113,7 @@ void cast_weights(const LayerWeights& w, LayerWeightsT<float>& out) {
   cast_all(w.v, out.v);
   cast_all(w.o, out.o);
   cast_all(w.logits, out.logits);
+  cast_all(w.logit_bias, out.logit_bias);
   const auto cast_rows = [](const std::vector<RowVector>& from, std::vector<RowVectorT<float>>& to) {
     to.resize(from.size());
     for (std::size_t i = 0; i < from.size(); ++i) to[i] = from[i].cast<float>();
@@ -141,6 +143,11 @@ WeightSampler::WeightSampler(const ModelSpec& c, const InputArrays& files) : c_(
   current_.v.assign(H, Matrix(d, dv > 0 ? dv : d));
   if (dv > 0) current_.o.assign(H, Matrix(dv, d));
   if (c.attention_kind == AttentionKind::random_markov) current_.logits.assign(H, Matrix(c.model.tokens, c.model.tokens));
+  if (c.logit_bias.kind == LogitBiasKind::file) {
+    if (!files.logit_bias)  // the hosts check their inputs (io/inputs.cpp, host_arrays.cpp); a kernel guard
+      throw UsageError("attention.logit_bias = file: no /logit_bias array was given (weights.file or weights={'logit_bias': B})");
+    current_.logit_bias.assign(H, Matrix(c.model.tokens, c.model.tokens));
+  }
   if (m > 0) {
     current_.mlp_in.resize(d, m);
     current_.mlp_out.resize(m, d);
@@ -204,6 +211,13 @@ void WeightSampler::draw(int layer, RandomStream& rng, LayerWeights& out) const 
   }
   if (c_.norm.params_from_file) load_norms(layer, out);
   if (c_.attention_bias) load_attention_biases(layer, out);
+  if (files_.logit_bias) {  // attention.logit_bias = file: read, not drawn (no draw from rng)
+    WeightSpec from_file;
+    from_file.type = WeightType::file;
+    for (int h = 0; h < H; ++h)
+      draw_one(from_file, files_.logit_bias, layer, h, c_.model.tokens, c_.model.tokens, rng,
+               out.logit_bias[static_cast<std::size_t>(h)]);
+  }
 }
 
 void WeightSampler::load_attention_biases(int layer, LayerWeights& out) const {

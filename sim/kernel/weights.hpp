@@ -26,6 +26,7 @@ struct LayerWeightsT {
   std::vector<MatrixT<T>> q, k, v;  // q[h], k[h]: d x d_k; v[h]: d x d (d x d_v with model.value_dim)
   std::vector<MatrixT<T>> o;        // o[h]: d_v x d (model.value_dim > 0); empty = no output projection
   std::vector<MatrixT<T>> logits;   // logits[h]: N x N i.i.d. N(0, 1) (attention.kind = random_markov)
+  std::vector<MatrixT<T>> logit_bias;  // logit_bias[h]: N x N, B_h (attention.logit_bias = file); else empty
   // attention.bias: b_Q[h], b_K[h] (d_k), b_V[h] (d_v or d), b_O (d); empty = no attention biases.
   std::vector<RowVectorT<T>> q_bias, k_bias, v_bias;
   RowVectorT<T> o_bias;
@@ -53,11 +54,14 @@ void cast_weights(const LayerWeights& w, LayerWeightsT<float>& out);
 //         /b_V [d_v] or [L, d_v] (weights.v = file; d_v = d without model.value_dim); with H > 1
 //         [H, ..] or [L, H, ..]; /b_O [d] or [L, d] (weights.o = file, or weights.v = file
 //         without model.value_dim)
+//   attention.logit_bias = file: /logit_bias [N, N] or [L, N, N]; with H > 1 [H, N, N] or
+//         [L, H, N, N] (finite values; the mask, not the bias, forbids entries)
 // These arrays are the kernel's weight source: the io layer fills them from weights.file and
 // init.file (io/inputs.hpp), Python from NumPy arrays; the kernel never reads a file.
 struct InputArrays {
   std::optional<NdArray> x0, w_q, w_k, w_v, w_o, w_in, w_out, b_in, b_out;
   std::optional<NdArray> b_q, b_k, b_v, b_o;  // attention.bias
+  std::optional<NdArray> logit_bias;          // attention.logit_bias = file
   std::optional<NdArray> norm_gain[4], norm_bias[4];
 };
 

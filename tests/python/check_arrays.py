@@ -15,7 +15,9 @@ Usage: check_arrays.py BUILD_DIR WORK_DIR
 - one multi-head attention layer with torch.nn.MultiheadAttention's weights (value and output
   projections; without and with biases) gives torch's output (float64, 1e-12), if torch is installed;
 - rcsim.gradients agrees with central finite differences of rcsim.layer (1e-7) and with torch
-  autograd through nn.MultiheadAttention applied three times (1e-10, if torch is installed).
+  autograd through nn.MultiheadAttention applied three times (1e-10, if torch is installed);
+- an additive logit bias matrix (weights={"logit_bias": B}) equals torch's float attn_mask, forward
+  (1e-12) and autograd (1e-10).
 """
 import os
 import sys
@@ -370,6 +372,32 @@ if torch is not None:
         gap = np.linalg.norm(mine - f64) / np.linalg.norm(f64)
         check(err < 1e-4 and gap > 1e-12,
               f"rcsim.gradients in float32 = torch float32 autograd x 3 ({name}): {err:.1e}; from float64: {gap:.1e}")
+
+# 8. An additive logit bias matrix (weights={"logit_bias": B} -> attention.logit_bias = file) against
+# torch's float attn_mask, which nn.MultiheadAttention adds to each head's logits: forward and autograd.
+if torch is not None:
+    B = 1.5 * rng.standard_normal((H, n, n))
+    Bt = torch.from_numpy(B)
+    weights_B = dict(weights_b, logit_bias=B)
+    yB_torch = mhb(x, x, x, attn_mask=Bt, need_weights=False)[0][0].detach().numpy()
+    yB = rcsim.simulate(keys=keys, x0=x[0].numpy(), weights=weights_B, group="/").tokens.values[0, -1]
+    errB = np.abs(yB - yB_torch).max() / np.abs(yB_torch).max()
+    gapB = np.abs(yb - yB_torch).max() / np.abs(yB_torch).max()  # the unbiased layer differs
+    check(errB < 1e-12 and gapB > 1e-3,
+          f"logit_bias B = torch's float attn_mask (per head): {errB:.1e}; without B: {gapB:.1e}")
+    xt = x[0].clone().requires_grad_()
+    y3 = xt
+    for _ in range(3):
+        y3 = mhb(y3[None], y3[None], y3[None], attn_mask=Bt, need_weights=False)[0][0]
+    mhb.zero_grad()
+    (y3 * ct).sum().backward()
+    gB = rcsim.gradients(x[0].numpy(), ct.numpy(), weights_B, layers=3,
+                         model={"heads": H, "key_dim": dh, "value_dim": dh}, norm={"type": "none"})
+    gw = mhb.in_proj_weight.grad.numpy()
+    for name, mine, ref in (("X(0)", gB["dX"][0], xt.grad.numpy()),
+                            ("W_K", gB["W_K"].sum(axis=0), np.stack([gw[dm + h * dh:dm + (h + 1) * dh].T for h in range(H)]))):
+        err = np.linalg.norm(mine - ref) / np.linalg.norm(ref)
+        check(err < 1e-10, f"rcsim.gradients with logit_bias = torch autograd with attn_mask x 3 ({name}): {err:.1e}")
 
 if failures:
     sys.exit(f"check_arrays: {len(failures)} failure(s)")
