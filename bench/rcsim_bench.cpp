@@ -135,7 +135,7 @@ PhaseSeconds run_gradients(const EngineSetup& s, int threads) {
   auto worker = [&] {
     const int N = c.model.tokens, d = c.model.dim, L = c.model.layers;
     const Normalization norm = Normalization::from_config(c);
-    const BlockParams params{layer_params(c, &s.mask, &norm), c.norm.position, c.mlp.activation};
+    const BlockParams params = block_params(c, &s.mask, &norm);
     BlockWorkspace ws(N, d, c.model.key_dim);
     Matrix X_next(N, d);
     WeightSampler sampler(c, s.files);
