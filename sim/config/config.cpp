@@ -411,6 +411,8 @@ void read_output(KeyValues& v, Config& c) {
   v["metrics.rank_rtol"] = fmt_double(c.metrics.rank_rtol);
   c.metrics.rank_atol = read_number(v, "metrics.rank_atol");
   c.metrics.jacobian_probes = read_int(v, "metrics.jacobian_probes");
+  c.metrics.power_iterations = read_int(v, "metrics.power_iterations");
+  c.metrics.power_tolerance = read_number(v, "metrics.power_tolerance");
   // --- Peer measures (docs/science/peers.md) ---
   c.output.attention = read_bool(v, "output.attention");
   c.metrics.pair_threshold = read_number(v, "metrics.pair_threshold");
