@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include "kernel/block_cache.hpp"
