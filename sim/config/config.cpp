@@ -416,6 +416,8 @@ void read_output(KeyValues& v, Config& c) {
     throw UsageError("key 'metrics.jacobian_probes': with metrics.readout = last_token the Jacobian of x_N(L) R has one "
                      "row, computed exactly by one reverse pass; probes are allowed only with metrics.readout = all_tokens "
                      "(set metrics.jacobian_probes = 0)");
+  c.metrics.power_iterations = read_int(v, "metrics.power_iterations");
+  c.metrics.power_tolerance = read_number(v, "metrics.power_tolerance");
   // --- Peer measures (docs/science/peers.md) ---
   c.output.attention = read_bool(v, "output.attention");
   c.metrics.pair_threshold = read_number(v, "metrics.pair_threshold");

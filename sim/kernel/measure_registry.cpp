@@ -50,9 +50,11 @@ MeasureDef of_update(MeasureInfo info, UpdateMeasureFn fn) {
   d.update = fn;
   return d;
 }
-MeasureDef gradient(MeasureInfo info, Axis axis, MeasureShape shape = MeasureShape::scalar) {
+MeasureDef gradient(MeasureInfo info, Axis axis, MeasureShape shape = MeasureShape::scalar,
+                    MeasureAttributesFn attributes = nullptr) {
   MeasureDef d{info, axis, Pass::gradients};
   d.shape = shape;
+  d.attributes = attributes;
   return d;
 }
 MeasureDef of_block_gradients(MeasureInfo info, BlockGradientFn fn) {
@@ -188,6 +190,15 @@ std::vector<MeasureDef> signal_measures() {
                                       "of the N x N Gram matrix of the Jacobian's rows (N reverse passes, exact)",
                 "1"},
                Axis::token),
+      gradient({"jacobian_log_spec2_full", "log ||dX(L)/dX(t)||_2^2, the squared spectral norm of the full Nd x Nd "
+                                           "Jacobian by power iteration on J^T J (one JVP and one VJP per step, "
+                                           "metrics.power_iterations, stream 15): a lower bound converging from below",
+                "1"},
+               Axis::token, MeasureShape::scalar,
+               [](const EngineSetup& s) -> std::vector<MeasureAttribute> {
+                 return {integer("power_iterations", s.config.metrics.power_iterations),
+                         real("power_tolerance", s.config.metrics.power_tolerance)};
+               }),
       gradient({"last_token_sensitivity", "S_i(t) = ||d x_N(L) / d x_i(t)||_F, the last token's output row against "
                                           "each input token i (d reverse passes; over-squashing, Barbero et al. 2024)",
                 "X(L) per unit of X(t)"},

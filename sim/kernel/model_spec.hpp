@@ -170,6 +170,10 @@ struct MetricsConfig {
   double rank_atol = 0.0;
   int jacobian_probes = 0;  // jacobian_log_fro2: 0 = exact (N reverse passes), K = Hutchinson, K probes
   Readout readout = Readout::all_tokens;  // metrics.readout (docs/science/gradients.md)
+  // jacobian_log_spec2_full: power iteration on J_t^T J_t, at most this many JVPs per layer t,
+  // stopping when the Rayleigh quotient's relative change is at most power_tolerance
+  int power_iterations = 50;
+  double power_tolerance = 1e-10;
   // --- Peer measures (docs/science/peers.md) ---
   double pair_threshold = 0.999;  // pair_density: cos > threshold
   double cluster_tau = 0.999;     // clusters: edges where cos > tau

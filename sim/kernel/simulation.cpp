@@ -14,6 +14,7 @@
 #include "kernel/block.hpp"
 #include "kernel/dropout.hpp"
 #include "kernel/errors.hpp"
+#include "kernel/forward_mode.hpp"
 #include "kernel/gradients.hpp"
 #include "kernel/layer.hpp"
 #include "kernel/metrics.hpp"
@@ -75,6 +76,10 @@ EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays in
     throw UsageError("output.measures: jacobian_log_spec2 is computed exactly (N reverse passes) and has no "
                      "Hutchinson estimate; metrics.jacobian_probes = " + std::to_string(c.metrics.jacobian_probes) +
                      " is allowed only without it (set metrics.jacobian_probes = 0, or leave jacobian_log_spec2 out)");
+  if (wants(c, "jacobian_log_spec2_full") && c.run.precision == Precision::float32)
+    throw UsageError("output.measures: jacobian_log_spec2_full (the forward-mode pass) is computed in float64 only; "
+                     "run.precision = float32 is not supported with it (set run.precision = float64, or leave "
+                     "jacobian_log_spec2_full out)");
   return s;
 }
 
@@ -327,6 +332,25 @@ void record_last_token(const ModelSpec& c, int length, const SegmentReplay& repl
       for (int i = 0; i < N; ++i) r.token[m](trial, static_cast<Eigen::Index>(col) * N + i) = std::sqrt(sq[t](i));
 }
 
+// jacobian_log_spec2_full = log ||J_t||_2^2 for the full Jacobian J_t = dX(L)/dX(t) (Nd x Nd) at every
+// recorded layer t (docs/science/gradients.md): power iteration on J_t^T J_t (kernel/forward_mode.hpp),
+// one JVP through blocks t .. L-1 and one VJP back per step, from a Gaussian start vector of the
+// trial's own stream (seed, trial, kPowerStream), drawn afresh for each recorded layer in ascending
+// order. The Rayleigh quotient is a lower bound of ||J_t||_2^2 converging from below.
+void record_jacobian_full(const ModelSpec& c, int length, const SegmentReplay& replay, const BlockParams& params,
+                          int trial, RunResults& r) {
+  StackJacobian J(c.model.layers, length, replay, params);
+  RandomStream start(c.run.seed, static_cast<std::uint64_t>(trial), kPowerStream);
+  Matrix V0(c.model.tokens, c.model.dim);
+  const std::size_t m = info_index(r.token_info, "jacobian_log_spec2_full");
+  for (std::size_t k = 0; k < r.layer_index.size(); ++k) {
+    start.fill_normal(V0);
+    const PowerIteration p =
+        jacobian_power_iteration(J, r.layer_index[k], V0, c.metrics.power_iterations, c.metrics.power_tolerance);
+    r.token[m](trial, static_cast<Eigen::Index>(k)) = std::log(p.lambda);
+  }
+}
+
 // The gradient measures (docs/science/gradients.md): the reverse pass from dL/dX(L) = 1 R^T (or e_N R^T,
 // metrics.readout = last_token) over
 // the block inputs (replayed segment by segment), ||dL/dX(t)||_F at the recorded layers, the weight
@@ -351,6 +375,7 @@ void record_gradients(const ModelSpec& c, int length, int chunk_layers, const Se
   if (wants(c, "jacobian_log_fro2") || wants(c, "jacobian_log_spec2"))
     record_jacobian(c, length, chunk_layers, replay, params, R, trial, r);
   if (wants(c, "last_token_sensitivity")) record_last_token(c, length, replay, params, trial, r);
+  if (wants(c, "jacobian_log_spec2_full")) record_jacobian_full(c, length, replay, params, trial, r);
 }
 
 // The signal-propagation measures of a trial (docs/science/gradients.md): update_size after each

@@ -81,6 +81,10 @@ CASES = [
     ("log schedule, attention, 2 threads", None,
      {"output.schedule": "log:3", "model.layers": 40, "mask.type": "unidirectional_sliding_window",
       "mask.window": 2, "output.attention": True, "run.threads": 2, "run.trials": 5, "norm.type": "sphere"}, {}),
+    ("full Jacobian spectral norm (forward mode)", None,
+     {"model.tokens": 6, "model.dim": 4, "model.layers": 4, "norm.type": "layernorm", "norm.position": "pre",
+      "residual.alpha": 1, "mlp.width": 5, "run.trials": 2, "metrics.power_iterations": 30,
+      "output.measures": "jacobian_log_spec2,jacobian_log_spec2_full"}, {}),
 ]
 
 for i, (name, config_file, keys, sections) in enumerate(CASES):
@@ -122,6 +126,12 @@ for i, (name, config_file, keys, sections) in enumerate(CASES):
     print(f"{name}: {len(da)} datasets bitwise equal, {n_vars} xarray variables in {len(group_names)} groups equal")
 
 # run.threads does not change the result.
+# The forward-mode measure comes through simulate() as a (trial, layer) variable with its attributes.
+full = rcsim.simulate(keys=CASES[-1][2])
+check("jacobian_log_spec2_full" in full.data_vars and full["jacobian_log_spec2_full"].dims == ("trial", "layer"),
+      "simulate: jacobian_log_spec2_full missing or not (trial, layer)")
+check(bool(np.all(np.isfinite(full["jacobian_log_spec2_full"].values))), "simulate: jacobian_log_spec2_full not finite")
+
 one = rcsim.simulate(keys={"run.trials": 6, "run.threads": 1, "model.layers": 20})
 two = rcsim.simulate(keys={"run.trials": 6, "run.threads": 2, "model.layers": 20})
 check(all(same(one[v].values, two[v].values) for v in one.data_vars), "run.threads 1 and 2 differ")
