@@ -475,13 +475,11 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   const NoiseStep noise_step{noise.scale(), &norm, noise.stream()};  // dynamics.noise, for the reverse pass
   if (noise.active()) params.noise = &noise_step;
   if (c.output.attention) r.attention_matrices[ti].clear();
-  // Block structure, dropout and precision.
   RandomStream dropout_rng(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
   const Dropout dropout{c.dropout.attention, c.dropout.output, &dropout_rng};
   if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) params.layer.dropout = &dropout;
-  // run.precision = float32: the block computes in float (transformer_block's float overload) on
-  // the tokens and weights rounded to float; X holds the float tokens exactly, in double, for the
-  // measures.
+  // run.precision = float32: the block computes in float (transformer_block's float overload) on the tokens
+  // and weights rounded to float; X holds the float tokens exactly, in double, for the measures.
   const bool single = c.run.precision == Precision::float32;
   params.single = single;  // the reverse pass in float too (block_backward)
   if (single) X = X.cast<float>().cast<double>();
