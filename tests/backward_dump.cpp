@@ -14,6 +14,7 @@
 
 #include "kernel/block.hpp"
 #include "kernel/gradients.hpp"
+#include "kernel/noise.hpp"
 #include "kernel/random.hpp"
 #include "backward_masks.hpp"
 
@@ -37,7 +38,11 @@ std::map<std::string, std::string> options(int argc, char** argv) {
       // attention.bias: b_Q, b_K, b_V per head and b_O (drawn after the other weights of a layer)
       {"attn_bias", "0"},
       // settings per layer range (model.layer_overrides): blocks 0..mix_to (-1: none) with these
-      {"mix_to", "-1"}, {"mix_pos", "post"}, {"mix_alpha", "0.7"}, {"mix_dqk", "2"}, {"mix_act", "gelu"}};
+      {"mix_to", "-1"}, {"mix_pos", "post"}, {"mix_alpha", "0.7"}, {"mix_dqk", "2"}, {"mix_act", "gelu"},
+      // particles and peers: random-Markov logits G_h (markov.T.H, drawn after a layer's other weights),
+      // the tangent projection, the RK4 step, the noise step P(X + noise.T) after each block (noise =
+      // sigma sqrt(dt), noise_norm = none | sphere; the draws from the stream (seed, 0, 14))
+      {"markov", "0"}, {"tangent", "0"}, {"rk4", "0"}, {"noise", "0"}, {"noise_norm", "sphere"}};
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     const auto eq = a.find('=');
@@ -111,6 +116,13 @@ int main(int argc, char** argv) {
   p.layer.logit_bias.gamma = std::stod(o["decay"]);
   p.layer.qk_norm = o["qk_norm"] == "1";
   p.layer.qk_scale = std::stod(o["qk_scale"]);
+  p.layer.random_markov = o["markov"] == "1";
+  p.layer.tangent = o["tangent"] == "1";
+  p.layer.rk4 = o["rk4"] == "1";
+  const double noise = std::stod(o["noise"]);
+  const Normalization noise_norm(norm_type(o["noise_norm"]), d, 0.0);
+  const NoiseStep noise_step{noise, &noise_norm, nullptr};
+  if (noise > 0.0) p.noise = &noise_step;
   p.norm_depth_scaling = o["ln_scale"] == "1";
   p.position = position(o["pos"]);
   p.activation = activation(o["act"]);
@@ -160,14 +172,27 @@ int main(int argc, char** argv) {
       }
       w.o_bias = gaussian(1, d, rng, 0.5);
     }
+    if (p.layer.random_markov)
+      for (int h = 0; h < H; ++h) w.logits.push_back(gaussian(N, N, rng, 1.0));
   }
   const Matrix X0 = gaussian(N, d, rng, 1.0), C = gaussian(N, d, rng, 1.0);
-  std::vector<Matrix> inputs;
+  BlockTape tape;
+  tape.weights = ws;
+  std::vector<Matrix> noises;  // noise * G_t, the draws added after block t
+  RandomStream z(std::stoull(o["seed"]), 0, 14);
   Matrix X = X0, next;
   BlockWorkspace bws(N, d, dk);
   for (int t = 0; t < L; ++t) {
-    inputs.push_back(X);
+    tape.inputs.push_back(X);
     transformer_block(X, ws[static_cast<std::size_t>(t)], at_layer(p, t), bws, next);
+    if (noise > 0.0) {
+      tape.noise.push_back(z);
+      RandomStream copy = z;
+      Matrix G(N, d);
+      copy.fill_normal(G);
+      noises.push_back(noise * G);
+      apply_dynamics_noise(next, noise, z, noise_norm);
+    }
     X = next;
   }
   std::ofstream out(argv[1]);
@@ -204,6 +229,9 @@ int main(int argc, char** argv) {
       put(out, pre + "gain" + std::to_string(s), w.norms[s].gain);
       put(out, pre + "bias" + std::to_string(s), w.norms[s].bias);
     }
+    for (int h = 0; h < static_cast<int>(w.logits.size()); ++h)
+      put(out, "markov." + std::to_string(t) + "." + std::to_string(h), w.logits[static_cast<std::size_t>(h)]);
+    if (noise > 0.0) put(out, "noise." + std::to_string(t), noises[static_cast<std::size_t>(t)]);
   }
   const auto on_block = [&](int t, const BlockGrads& g) {
     const std::string pre = "grad.l" + std::to_string(t) + ".";
@@ -232,7 +260,8 @@ int main(int argc, char** argv) {
       put(out, pre + "bias" + std::to_string(s), g.dbias[s]);
     }
   };
-  const std::vector<Matrix> dX = stack_backward(inputs, ws, p, C, on_block);
-  put(out, "grad.X0", dX[0]);
+  const Matrix dX0 = stack_backward_segments(
+      L, L, [&](int, int, BlockTape& seg) { seg = tape; }, p, C, [](int, const Matrix&) {}, on_block);
+  put(out, "grad.X0", dX0);
   return out.good() ? 0 : 1;
 }

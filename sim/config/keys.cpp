@@ -143,7 +143,7 @@ std::vector<KeyDecl> model_keys() {
              "entries) | hardmax (A_ij = 1/|S_i| on the maximisers S_i of <x_i W_Q, x_j W_K> over the allowed j; ties "
              "within a relative 1e-12, 1e-5 in float32; docs/science/particles.md) | random_markov (A = softmax(G) on the "
              "mask, G i.i.d. N(0, 1) per head, drawn with the weights and independent of X: Mind the Gap's random "
-             "Markov attention; gradient measures refused)"),
+             "Markov attention; its gradients reach no W_Q, W_K)"),
       // --- Variants (docs/science/gradients.md): shaped attention, Noci et al. 2023 ---
       omitted_at_default(number("attention.shape_a", text_of(kernel_default().attention_shape.a), kAny,
                                 "shaped attention A = a softmax(S) + b I - c C (C the uniform attention over the "
@@ -238,7 +238,7 @@ std::vector<KeyDecl> block_keys() {
           "dynamics.noise", text_of(kernel_default().dynamics_noise), kNonNegative,
           "noisy transformer: after each layer X <- P(X + sigma sqrt(dt) G), G i.i.d. N(0, 1) from the stream (seed, "
           "trial, 14), dt = |residual.alpha| (1 if 0), P = norm.type (none, or sphere with norm.position = post); "
-          "gradient measures refused")),
+          "the reverse pass replays the same draws")),
       number("dropout.attention", text_of(kernel_default().dropout.attention), kProbability,
              "dropout probability p on every head's attention weights (training mode: kept weights scaled by "
              "1/(1-p); /attention stores the weights before dropout; a stage with p = 0 draws nothing)"),

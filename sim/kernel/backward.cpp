@@ -14,6 +14,7 @@
 #include "kernel/mlp.hpp"
 #include "kernel/normalization.hpp"
 #include "kernel/particles.hpp"
+#include "kernel/tangent.hpp"
 #include "kernel/unnormalised_attention.hpp"
 
 namespace rcsim {
@@ -129,6 +130,27 @@ MatrixT<T> scaled_sphere_backward(const MatrixT<T>& Y, const MatrixT<T>& G, T s)
   return dY;
 }
 
+}  // namespace
+
+template <class T>
+MatrixT<T> tangent_backward(const MatrixT<T>& X, const MatrixT<T>& V, const MatrixT<T>& G, MatrixT<T>& dX) {
+  // F = P_X(V) row by row, P_x v = v - c x, c = (v . x) / |x|^2 (a zero row of X: F = V).
+  //   dv = P_x(g) = g - ((g . x) / |x|^2) x,
+  //   dx = -c g - ((g . x) / |x|^2) v + 2 c ((g . x) / |x|^2) x.
+  MatrixT<T> dV = G;
+  dX = MatrixT<T>::Zero(X.rows(), X.cols());
+  for (Eigen::Index i = 0; i < X.rows(); ++i) {
+    const T xx = X.row(i).squaredNorm();
+    if (!(xx > T(0))) continue;
+    const T c = V.row(i).dot(X.row(i)) / xx, e = G.row(i).dot(X.row(i)) / xx;
+    dV.row(i) -= e * X.row(i);
+    dX.row(i) = -c * G.row(i) - e * V.row(i) + (T(2) * c * e) * X.row(i);
+  }
+  return dV;
+}
+
+namespace {
+
 // The adjoint of attention_branch from its caches (docs/science/gradients.md, the attention table).
 template <class T>
 MatrixT<T> attention_branch_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerParams& p,
@@ -153,6 +175,7 @@ MatrixT<T> attention_branch_backward(const MatrixT<T>& X, const LayerWeightsT<T>
     if (biased) g.dv_bias[h] += dXV.colwise().sum();   // db_V = 1^T d(X W_V + 1 b_V^T)
     dX.noalias() += dXV * w.v[h].transpose();
     if (p.hardmax) continue;  // A is piecewise constant in S: no gradient reaches Q and K
+    if (p.random_markov) continue;  // A = softmax(G_h) does not depend on X: dW_Q = dW_K = 0 exactly
     MatrixT<T> dA = dYh * c.V.transpose();                   // dA_h = dY V_h^T
     if (c.D.size()) dA = dA.cwiseProduct(c.D);           // A_used = D .* A_s: dA_s = D .* dA_used
     if (p.shape.active()) dA *= static_cast<T>(p.shape.a);               // A_s = a A + b I - c C: dA = a dA_s
@@ -217,30 +240,122 @@ void size_grads(const LayerWeightsT<T>& w, BlockGradsT<T>& g) {
 
 }  // namespace
 
+namespace {
+
+// dynamics.integrator = rk4 (kernel/layer.cpp rk4_impl; post, no MLP, no dropout): with the field
+// F(Z) = A(Z) (P_Z(A(Z)) with residual.project = tangent), A the attention branch alone,
+//   k1 = F(X), k2 = F(X + dt/2 k1), k3 = F(X + dt/2 k2), k4 = F(X + dt k3),
+//   out = N(X + dt/6 (k1 + 2 k2 + 2 k3 + k4)).
+// Adjoint (dS = N^T(dout)): dk1 = dk4 = dt/6 dS, dk2 = dk3 = dt/3 dS, dX = dS; then stage by stage
+// from the last, dZ_i = F^T(Z_i, dk_i), dX += dZ_i and dk_{i-1} += c_i dZ_i (c = dt/2, dt/2, dt);
+// the weights' gradients summed over the four stages.
+template <class T>
+struct Rk4Step {
+  const LayerWeightsT<T>& w;
+  const LayerParams& inner;  // the attention branch alone
+  bool tangent;
+  const Normalization& n;
+  T dt;
+  BranchCache<T> cache[4];
+  MatrixT<T> Z[4], A[4], S;  // the stage points, the branch outputs before the projection, the sum
+
+  MatrixT<T> field(int i) {  // k_i = F(Z_i)
+    A[i] = attention_branch<T>(Z[i], w, inner, nullptr, cache[i]);
+    if (!tangent) return A[i];
+    MatrixT<T> k = A[i];
+    project_tangent(Z[i], k);
+    return k;
+  }
+  MatrixT<T> forward(const MatrixT<T>& X) {
+    Z[0] = X;
+    const MatrixT<T> k1 = field(0);
+    Z[1] = X + (dt / T(2)) * k1;
+    const MatrixT<T> k2 = field(1);
+    Z[2] = X + (dt / T(2)) * k2;
+    const MatrixT<T> k3 = field(2);
+    Z[3] = X + dt * k3;
+    const MatrixT<T> k4 = field(3);
+    S = X + (dt / T(6)) * (k1 + T(2) * k2 + T(2) * k3 + k4);
+    return normalised(S, n);
+  }
+  MatrixT<T> backward(const MatrixT<T>& dOut, BlockGradsT<T>& g) {
+    const MatrixT<T> dS = norm_backward<T>(S, dOut, n, g.dgain[kNormAttn], g.dbias[kNormAttn]);
+    MatrixT<T> dk[4] = {(dt / T(6)) * dS, (dt / T(3)) * dS, (dt / T(3)) * dS, (dt / T(6)) * dS};
+    MatrixT<T> dX = dS;
+    const T step[4] = {T(0), dt / T(2), dt / T(2), dt};  // Z_i = X + step_i k_{i-1}
+    for (int i = 3; i >= 0; --i) {
+      MatrixT<T> dZ, dA = dk[i];
+      if (tangent) {  // k_i = P_{Z_i}(A_i): through both arguments
+        MatrixT<T> dZp;
+        dA = tangent_backward<T>(Z[i], A[i], dk[i], dZp);
+        dZ = attention_branch_backward<T>(Z[i], w, inner, cache[i], dA, g) + dZp;
+      } else {
+        dZ = attention_branch_backward<T>(Z[i], w, inner, cache[i], dA, g);
+      }
+      dX += dZ;
+      if (i > 0) dk[i - 1] += step[i] * dZ;
+    }
+    return dX;
+  }
+};
+
+}  // namespace
+
 template <class T>
 void block_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const BlockParams& p, const MatrixT<T>& dX_next,
-                    BlockGradsT<T>& g, RandomStream* dropout) {
+                    BlockGradsT<T>& g, RandomStream* dropout, RandomStream* noise) {
   const double p_out = output_dropout(p.layer);
   if ((attention_dropout(p.layer) > 0.0 || p_out > 0.0) && !dropout)
     throw std::logic_error("block_backward: dropout needs the dropout stream of the block");
-  if (p.layer.tangent) throw UsageError("gradients: residual.project = tangent is not supported by the backward pass");
+  const bool noisy = p.noise && p.noise->scale > 0.0;
+  if (noisy && !noise) throw std::logic_error("block_backward: dynamics.noise needs the noise stream of the block");
   size_grads(w, g);
   static const Normalization identity;
   LayerParams inner = p.layer;  // the attention branch alone: A(.) without residual or normalisation
   inner.alpha = 0.0;
   inner.norm = &identity;
   inner.keep_attention = false;
+  inner.tangent = false;
+  inner.rk4 = false;
+  const bool tangent = p.layer.tangent;  // residual.project = tangent (post, no MLP): F(X) = P_X(A(X))
+  // The block's output before the noise, and the adjoint of the noise step: with dynamics.noise,
+  // X_next = P(out + scale G) in double (run_trial), G drawn from (a copy of) the block's noise stream.
+  const auto through_noise = [&](const MatrixT<T>& out) -> MatrixT<T> {
+    if (!noisy) return dX_next;
+    Matrix G(out.rows(), out.cols());
+    noise->fill_normal(G);
+    Matrix y = out.template cast<double>();
+    y += p.noise->scale * G;
+    RowVector dgain, dbias;  // the noise's P (none or sphere) has no parameters
+    return norm_backward<double>(y, dX_next.template cast<double>(), *p.noise->norm, dgain, dbias).template cast<T>();
+  };
+  if (p.layer.rk4) {  // one RK4 step of the attention flow (post, no MLP, no dropout: config)
+    Rk4Step<T> step{w, inner, tangent, norm_at(w, p, kNormAttn), static_cast<T>(p.layer.alpha), {}, {}, {}, {}};
+    const MatrixT<T> out = step.forward(X);
+    g.dX = step.backward(through_noise(out), g);
+    return;
+  }
   BranchCache<T> cache;  // the attention branch's activations, computed once for its adjoint
-  const Branch<T> attn = [&](const MatrixT<T>& in) { return attention_branch(in, w, inner, dropout, cache); };
+  MatrixT<T> A_out;      // tangent: the branch output before the projection
+  const Branch<T> attn = [&](const MatrixT<T>& in) {
+    MatrixT<T> Y = attention_branch(in, w, inner, dropout, cache);
+    if (!tangent) return Y;
+    A_out = Y;
+    project_tangent(in, Y);
+    return Y;
+  };
   const BranchBackward<T> attn_back = [&](const MatrixT<T>& in, const MatrixT<T>& dY) {
-    return attention_branch_backward(in, w, inner, cache, dY, g);
+    if (!tangent) return attention_branch_backward(in, w, inner, cache, dY, g);
+    MatrixT<T> dIn;  // F = P_in(A(in)): the projection's adjoint in its vector and in its point
+    const MatrixT<T> dA = tangent_backward<T>(in, A_out, dY, dIn);
+    return MatrixT<T>(attention_branch_backward(in, w, inner, cache, dA, g) + dIn);
   };
   const double a = p.layer.alpha;
   const double skip = p.layer.skip;
   SubBlock<T> sa(p.position, a, skip, norm_at(w, p, kNormAttn), norm_at(w, p, kNormAttnOut), kNormAttn, kNormAttnOut);
   sa.c = static_cast<T>(p.layer.norm_scale);
   const MatrixT<T> middle = sa.forward(X, attn);
-  MatrixT<T> dMiddle = dX_next;
+  MatrixT<T> dMiddle;
   if (w.mlp_in.size() > 0) {
     MlpWorkspaceT<T> mws;
     MatrixT<T> D;  // the MLP output's dropout mask (block.cpp: dropout on M's output), drawn after the attention's
@@ -259,8 +374,10 @@ void block_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const BlockP
     SubBlock<T> sm(p.position, mlp_alpha_of(p), mlp_skip_of(p), norm_at(w, p, kNormMlp), norm_at(w, p, kNormMlpOut),
                    kNormMlp, kNormMlpOut);
     sm.c = static_cast<T>(p.layer.norm_scale);
-    sm.forward(middle, mlp);
-    dMiddle = sm.backward(middle, dX_next, mlp_back, g);
+    const MatrixT<T> out = sm.forward(middle, mlp);
+    dMiddle = sm.backward(middle, through_noise(out), mlp_back, g);
+  } else {
+    dMiddle = through_noise(middle);
   }
   g.dX = sa.backward(X, dMiddle, attn_back, g);
 }
@@ -288,10 +405,13 @@ Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerPar
                           BlockGrads& g) {
   return bwd::attention_backward<double>(X, w, p, dY, g);
 }
+Matrix tangent_backward(const Matrix& X, const Matrix& V, const Matrix& G, Matrix& dX) {
+  return bwd::tangent_backward<double>(X, V, G, dX);
+}
 
 void block_backward(const MatrixF& X, const LayerWeightsT<float>& w, const BlockParams& p, const MatrixF& dX_next,
-                    BlockGradsT<float>& g, RandomStream* dropout) {
-  bwd::block_backward<float>(X, w, p, dX_next, g, dropout);
+                    BlockGradsT<float>& g, RandomStream* dropout, RandomStream* noise) {
+  bwd::block_backward<float>(X, w, p, dX_next, g, dropout, noise);
 }
 
 namespace {
@@ -330,9 +450,9 @@ void widen_grads(const BlockGradsT<float>& f, BlockGrads& g) {
 }
 
 void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p, const Matrix& dX_next,
-                    BlockGrads& g, RandomStream* dropout) {
+                    BlockGrads& g, RandomStream* dropout, RandomStream* noise) {
   if (!p.single) {
-    bwd::block_backward<double>(X, w, p, dX_next, g, dropout);
+    bwd::block_backward<double>(X, w, p, dX_next, g, dropout, noise);
     return;
   }
   // run.precision = float32: the block's adjoint in float on the tokens, weights and cotangent
@@ -340,7 +460,7 @@ void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p
   LayerWeightsT<float> wf;
   cast_weights(w, wf);
   BlockGradsT<float> gf;
-  bwd::block_backward<float>(X.cast<float>(), wf, p, dX_next.cast<float>(), gf, dropout);
+  bwd::block_backward<float>(X.cast<float>(), wf, p, dX_next.cast<float>(), gf, dropout, noise);
   widen_grads(gf, g);
 }
 

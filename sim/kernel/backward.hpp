@@ -13,7 +13,10 @@
 // a A + b I - c C (LayerParams::shape), attention biases b_Q, b_K, b_V, b_O (attention.bias),
 // additive logit biases S + B (ALiBi, decay: LayerParams::logit_bias; B constant, dS unchanged),
 // QK-normalisation (LayerParams::qk_norm, qk_scale), the pre-LN scaling c N(X) (LayerParams::norm_scale).
-// Not covered: residual.project = tangent (block_backward refuses it: UsageError).
+// Also (particles, peers): random-Markov attention A = softmax(G_h) (no gradient reaches W_Q, W_K),
+// residual.project = tangent (the projection P_X(A(X)) differentiated in A and in X), the RK4 step
+// of the attention flow (dynamics.integrator = rk4: through the four stages), and the noise step
+// after a block (dynamics.noise: X <- P(X + scale G), the same draws G, P differentiated).
 #pragma once
 
 #include <vector>
@@ -72,11 +75,19 @@ Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerPar
 // forward pass entered this block: the recompute draws the same masks from it (and advances it).
 // With p.single (run.precision = float32) the adjoint computes in float, as the forward does: X,
 // the weights and dX_next rounded to float (the float block_backward below), g widened to double.
+// With dynamics.noise (p.noise with a scale > 0) dX_next is the gradient of the output after the
+// noise step X_next = P(block(X) + scale G), and `noise` a copy of the noise stream as the forward
+// pass entered the block's noise draw (G is drawn from it again; the stream advances).
 void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p, const Matrix& dX_next,
-                    BlockGrads& g, RandomStream* dropout = nullptr);
+                    BlockGrads& g, RandomStream* dropout = nullptr, RandomStream* noise = nullptr);
 // The same adjoint in float arithmetic (one template with the double one, backward.cpp).
 void block_backward(const MatrixF& X, const LayerWeightsT<float>& w, const BlockParams& p, const MatrixF& dX_next,
-                    BlockGradsT<float>& g, RandomStream* dropout = nullptr);
+                    BlockGradsT<float>& g, RandomStream* dropout = nullptr, RandomStream* noise = nullptr);
+// The tangent projection's adjoint (residual.project = tangent, kernel/tangent.hpp): for
+// F = P_X(V) row by row, P_x v = v - ((v . x) / |x|^2) x, and G = dL/dF, returns dL/dV = P_x(G) and
+// sets dX = dL/dX = -c G - e V + 2 c e X row by row, c = (v . x) / |x|^2, e = (G . x) / |x|^2
+// (zero rows of X: dV = G, dX = 0).
+Matrix tangent_backward(const Matrix& X, const Matrix& V, const Matrix& G, Matrix& dX);
 MatrixF norm_backward(const MatrixF& Y, const MatrixF& dOut, const Normalization& norm, RowVectorT<float>& dgain,
                       RowVectorT<float>& dbias);
 // g = f widened to double.

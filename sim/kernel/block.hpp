@@ -21,6 +21,7 @@
 #include "kernel/model_spec.hpp"
 #include "kernel/layer.hpp"
 #include "kernel/mlp.hpp"
+#include "kernel/random.hpp"
 
 namespace rcsim {
 
@@ -38,6 +39,15 @@ using LayerSettings = std::vector<LayerSetting>;
 // The table of c.layer_overrides (empty when there is none).
 LayerSettings layer_settings(const ModelSpec& c);
 
+// The noise step after a block (dynamics.noise, kernel/noise.hpp): X <- P(X + scale G), G i.i.d.
+// N(0, 1) drawn from *rng (the trial's stream kDynamicsNoiseStream). The callers of
+// transformer_block apply it (run_trial, the segment replay); block_backward differentiates it.
+struct NoiseStep {
+  double scale = 0.0;
+  const Normalization* norm = nullptr;  // P: none or sphere (config)
+  RandomStream* rng = nullptr;
+};
+
 struct BlockParams {
   LayerParams layer;  // mask, temperature, residual weight a, normalisation N, dropout
   NormPosition position = NormPosition::post;
@@ -47,6 +57,7 @@ struct BlockParams {
   std::optional<double> mlp_alpha, mlp_skip;
   bool single = false;  // run.precision = float32: block_backward computes in float (the forward ignores it)
   const LayerSettings* per_layer = nullptr;  // model.layer_overrides: see at_layer()
+  const NoiseStep* noise = nullptr;  // dynamics.noise > 0: the step after each block (nullptr = none)
 };
 
 // The branch weight and the skip gain of the MLP sub-block of p.

@@ -84,11 +84,13 @@ inline double output_dropout(const LayerParams& p) { return p.dropout ? p.dropou
 template <class T>
 void head_forward(const MatrixT<T>& X, const LayerWeightsT<T>& w, std::size_t h, const LayerParams& p, RandomStream* rng,
                   HeadCache<T>& c) {
-  if (!w.q_bias.empty())
+  if (p.random_markov)  // A = softmax(G_h) on the mask: the layer's drawn logits, independent of X
+    c.A = w.logits[h];
+  else if (!w.q_bias.empty())
     attention_logits(X, w.q[h], &w.q_bias[h], w.k[h], &w.k_bias[h], p.d_qk, c.Q, c.K, c.A);
   else
     attention_logits(X, w.q[h], w.k[h], p.d_qk, c.Q, c.K, c.A);
-  if (p.qk_norm) {  // Q, K become s q/|q|, s k/|k| (the projections kept)
+  if (p.qk_norm && !p.random_markov) {  // Q, K become s q/|q|, s k/|k| (the projections kept)
     c.Q_raw = c.Q;
     c.K_raw = c.K;
     qk_normalise(c.Q, c.K, c.A, p.qk_scale);

@@ -55,9 +55,11 @@ Matrix stack_backward_segments(int layers, int length, const SegmentReplay& repl
     replay(begin, end, tape);
     for (int t = end - 1; t >= begin; --t) {  // as stack_backward
       const auto k = static_cast<std::size_t>(t - begin);
-      std::optional<RandomStream> rng;  // a copy: block_backward advances it
+      std::optional<RandomStream> rng, noise;  // copies: block_backward advances them
       if (!tape.dropout.empty()) rng = tape.dropout[k];
-      block_backward(tape.inputs[k], tape.weights[k], at_layer(p, t), dX, g, rng ? &*rng : nullptr);
+      if (!tape.noise.empty()) noise = tape.noise[k];
+      block_backward(tape.inputs[k], tape.weights[k], at_layer(p, t), dX, g, rng ? &*rng : nullptr,
+                     noise ? &*noise : nullptr);
       if (on_block) on_block(t, g);
       dX = std::move(g.dX);
       on_dx(t, dX);
@@ -74,7 +76,10 @@ double layer_weight_values(const ModelSpec& c) {
 }
 
 double gradient_store_bytes(const ModelSpec& c, int length) {
-  const double L = c.model.layers, block = c.model.tokens * static_cast<double>(c.model.dim) + layer_weight_values(c);
+  double block = c.model.tokens * static_cast<double>(c.model.dim) + layer_weight_values(c);
+  if (c.attention_kind == AttentionKind::random_markov)  // each block's logits G_h, N x N per head
+    block += c.model.heads * static_cast<double>(c.model.tokens) * c.model.tokens;
+  const double L = c.model.layers;
   if (length >= c.model.layers) return 8.0 * L * block;
   const double checkpoints = std::ceil(L / length);
   return 8.0 * (checkpoints + length) * block;

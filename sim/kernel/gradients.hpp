@@ -43,11 +43,13 @@ std::vector<Matrix> stack_backward(const std::vector<Matrix>& inputs, const std:
 // on_block(t, g) as in stack_backward. Returns dL/dX(0). Equal, value for value, to stack_backward
 // over the same inputs and weights.
 // What the reverse pass needs of the blocks of one segment: their inputs and weights, and with
-// dropout the dropout stream as the forward pass entered each block (empty without dropout).
+// dropout the dropout stream as the forward pass entered each block (empty without dropout), with
+// dynamics.noise the noise stream as the forward pass entered each block's noise draw (empty without).
 struct BlockTape {
   std::vector<Matrix> inputs;
   std::vector<LayerWeights> weights;
   std::vector<RandomStream> dropout;
+  std::vector<RandomStream> noise;
 };
 using SegmentReplay = std::function<void(int begin, int end, BlockTape& tape)>;
 Matrix stack_backward_segments(int layers, int length, const SegmentReplay& replay, const BlockParams& p,

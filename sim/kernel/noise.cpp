@@ -28,4 +28,11 @@ int DynamicsNoise::apply(Matrix& X, const Normalization& norm) {
   return normalize_rows(X, norm);
 }
 
+int apply_dynamics_noise(Matrix& X, double scale, RandomStream& rng, const Normalization& norm) {
+  Matrix G(X.rows(), X.cols());
+  rng.fill_normal(G);
+  X += scale * G;
+  return normalize_rows(X, norm);
+}
+
 }  // namespace rcsim

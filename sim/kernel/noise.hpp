@@ -26,12 +26,19 @@ void add_initial_noise(const ModelSpec& c, int trial, Matrix& X);
 // afresh per layer, sigma = dynamics.noise, dt = |residual.alpha| (1 when residual.alpha = 0), P the
 // normalisation (none or sphere; config refuses the others). An Euler-Maruyama step split from
 // the deterministic step: the deterministic layer first, then the noise, then P.
+// One noise step from the stream `rng` as DynamicsNoise::apply makes it (the same draws and
+// arithmetic): X <- P(X + scale G). The segment replay of the reverse pass uses it.
+int apply_dynamics_noise(Matrix& X, double scale, RandomStream& rng, const Normalization& norm);
+
 class DynamicsNoise {
  public:
   DynamicsNoise(const ModelSpec& c, int trial);
   bool active() const { return rng_.has_value(); }
   // Returns the number of degenerate rows of P.
   int apply(Matrix& X, const Normalization& norm);
+  double scale() const { return scale_; }  // sigma sqrt(dt)
+  // The stream the next layer's G is drawn from (nullptr without noise): the reverse pass keeps copies.
+  RandomStream* stream() { return rng_ ? &*rng_ : nullptr; }
 
  private:
   double scale_ = 0.0;

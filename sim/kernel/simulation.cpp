@@ -51,14 +51,17 @@ bool wants(const ModelSpec& c, const char* name) {
 
 bool wants_gradients(const ModelSpec& c) { return wants_pass(c, MeasurePass::gradients); }
 
-// What the reverse pass (kernel/backward.hpp) does not cover yet: a UsageError starting with `who`.
-void require_reverse_pass(const ModelSpec& c, const std::string& who) {
-  if (c.integrator == Integrator::rk4) throw UsageError(who + " do not support dynamics.integrator = rk4");
-  if (c.residual_project != ResidualProject::none)
-    throw UsageError(who + " do not support residual.project = tangent");
-  if (c.dynamics_noise > 0.0) throw UsageError(who + " do not support dynamics.noise");
-  if (c.attention_kind == AttentionKind::random_markov)
-    throw UsageError(who + " do not support attention.kind = random_markov");
+// What the forward-mode pass (kernel/forward_mode.hpp) does not cover: the settings the reverse pass
+// gained last (the particle and peer dynamics); a UsageError naming the measure and the key.
+void require_forward_mode(const ModelSpec& c) {
+  const auto refuse = [](const std::string& setting) {
+    throw UsageError("output.measures: jacobian_log_spec2_full (the forward-mode pass) does not support " + setting +
+                     " (the reverse-pass measures do: jacobian_log_fro2, jacobian_log_spec2, grad_*)");
+  };
+  if (c.integrator == Integrator::rk4) refuse("dynamics.integrator = rk4");
+  if (c.residual_project != ResidualProject::none) refuse("residual.project = tangent");
+  if (c.dynamics_noise > 0.0) refuse("dynamics.noise");
+  if (c.attention_kind == AttentionKind::random_markov) refuse("attention.kind = random_markov");
 }
 
 }  // namespace
@@ -71,11 +74,11 @@ EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays in
   s.files = std::move(inputs);
   s.max_rank = max_rank_after_layer(c);
   s.max_rank_input = std::min(c.model.tokens, c.model.dim);
-  if (wants_gradients(c)) require_reverse_pass(c, "output.measures: the gradient measures");
   if (wants(c, "jacobian_log_spec2") && c.metrics.jacobian_probes > 0)
     throw UsageError("output.measures: jacobian_log_spec2 is computed exactly (N reverse passes) and has no "
                      "Hutchinson estimate; metrics.jacobian_probes = " + std::to_string(c.metrics.jacobian_probes) +
                      " is allowed only without it (set metrics.jacobian_probes = 0, or leave jacobian_log_spec2 out)");
+  if (wants(c, "jacobian_log_spec2_full")) require_forward_mode(c);
   if (wants(c, "jacobian_log_spec2_full") && c.run.precision == Precision::float32)
     throw UsageError("output.measures: jacobian_log_spec2_full (the forward-mode pass) is computed in float64 only; "
                      "run.precision = float32 is not supported with it (set run.precision = float64, or leave "
@@ -389,6 +392,7 @@ struct SignalRecorder {
     RandomStream rng;
     WeightSampler sampler;
     std::optional<RandomStream> dropout;
+    std::optional<RandomStream> noise;  // dynamics.noise: the noise stream before block t's draw
   };
   const ModelSpec& c;
   const bool update = wants_pass(c, MeasurePass::update), gradients = wants_gradients(c);
@@ -403,17 +407,23 @@ struct SignalRecorder {
   static const RandomStream* dropout_stream(const BlockParams& params) {
     return params.layer.dropout ? params.layer.dropout->rng : nullptr;
   }
+  static const RandomStream* noise_stream(const BlockParams& params) {
+    return params.noise ? params.noise->rng : nullptr;
+  }
   void before_weights(int t, const Matrix& X, const RandomStream& rng, const WeightSampler& sampler,
                       const BlockParams& params) {
     if (!gradients || stores_all() || t % length != 0) return;
     const RandomStream* d = dropout_stream(params);
-    checkpoints.push_back(Checkpoint{X, rng, sampler, d ? std::optional<RandomStream>(*d) : std::nullopt});
+    const RandomStream* z = noise_stream(params);
+    checkpoints.push_back(Checkpoint{X, rng, sampler, d ? std::optional<RandomStream>(*d) : std::nullopt,
+                                     z ? std::optional<RandomStream>(*z) : std::nullopt});
   }
   void before_block(const Matrix& X, const LayerWeights& w, const BlockParams& params) {
     if (!gradients || !stores_all()) return;
     tape.inputs.push_back(X);
     tape.weights.push_back(w);
     if (const RandomStream* d = dropout_stream(params)) tape.dropout.push_back(*d);
+    if (const RandomStream* z = noise_stream(params)) tape.noise.push_back(*z);
   }
   // The blocks [b, e): the stored ones, or recomputed from the checkpoint at b (with dropout, from
   // the dropout stream it kept, each block's stream recorded on the way).
@@ -424,12 +434,15 @@ struct SignalRecorder {
       out.weights.assign(tape.weights.begin() + first, tape.weights.begin() + first + n);
       out.dropout.clear();
       if (!tape.dropout.empty()) out.dropout.assign(tape.dropout.begin() + first, tape.dropout.begin() + first + n);
+      out.noise.clear();
+      if (!tape.noise.empty()) out.noise.assign(tape.noise.begin() + first, tape.noise.begin() + first + n);
       return;
     }
     const Checkpoint& cp = checkpoints[first / static_cast<std::size_t>(length)];
     RandomStream rng = cp.rng;
     WeightSampler sampler = cp.sampler;
     std::optional<RandomStream> drop_rng = cp.dropout;
+    std::optional<RandomStream> noise_rng = cp.noise;  // dynamics.noise: replayed after each block
     BlockParams replayed = params;
     Dropout drop;
     if (drop_rng) {
@@ -444,10 +457,12 @@ struct SignalRecorder {
     out.inputs.resize(n);
     out.weights.resize(n);
     out.dropout.clear();
+    out.noise.clear();
     for (std::size_t k = 0; k < n; ++k) {
       out.weights[k] = sampler.layer(b + static_cast<int>(k), rng);
       out.inputs[k] = X;
       if (drop_rng) out.dropout.push_back(*drop_rng);
+      if (noise_rng) out.noise.push_back(*noise_rng);
       if (params.single) {
         LayerWeightsT<float> wf;
         cast_weights(out.weights[k], wf);
@@ -456,6 +471,10 @@ struct SignalRecorder {
         X_next = Xf_next.cast<double>();
       } else {
         transformer_block(X, out.weights[k], at_layer(replayed, b + static_cast<int>(k)), ws, X_next);
+      }
+      if (noise_rng) {  // as run_trial: the noise step after the block, then float32's rounding
+        apply_dynamics_noise(X_next, params.noise->scale, *noise_rng, *params.noise->norm);
+        if (params.single) X_next = X_next.cast<float>().cast<double>();
       }
       X.swap(X_next);
     }
@@ -497,14 +516,14 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   const LayerSettings per_layer = layer_settings(c);  // model.layer_overrides, read by at_layer(params, t)
   if (!per_layer.empty()) params.per_layer = &per_layer;
   params.layer.keep_attention = want_attention || c.output.attention;
+  const NoiseStep noise_step{noise.scale(), &norm, noise.stream()};  // dynamics.noise, for the reverse pass
+  if (noise.active()) params.noise = &noise_step;
   if (c.output.attention) r.attention_matrices[ti].clear();
-  // Block structure, dropout and precision.
   RandomStream dropout_rng(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
   const Dropout dropout{c.dropout.attention, c.dropout.output, &dropout_rng};
   if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) params.layer.dropout = &dropout;
-  // run.precision = float32: the block computes in float (transformer_block's float overload) on
-  // the tokens and weights rounded to float; X holds the float tokens exactly, in double, for the
-  // measures.
+  // run.precision = float32: the block computes in float (transformer_block's float overload) on the tokens
+  // and weights rounded to float; X holds the float tokens exactly, in double, for the measures.
   const bool single = c.run.precision == Precision::float32;
   params.single = single;  // the reverse pass in float too (block_backward)
   if (single) X = X.cast<float>().cast<double>();
@@ -579,7 +598,6 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
 
 TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& cotangent) {
   const ModelSpec& c = s.config;
-  require_reverse_pass(c, "gradients");
   const int N = c.model.tokens, d = c.model.dim, L = c.model.layers;
   if (cotangent.rows() != N || cotangent.cols() != d)
     throw UsageError("gradients: the cotangent dL/dX(L) must be [N, d] = [" + std::to_string(N) + ", " +
@@ -597,6 +615,9 @@ TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& co
   RandomStream dropout_rng(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
   const Dropout dropout{c.dropout.attention, c.dropout.output, &dropout_rng};
   if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) params.layer.dropout = &dropout;
+  DynamicsNoise noise(c, trial);  // dynamics.noise: the step after each block, as run_trial
+  const NoiseStep noise_step{noise.scale(), &norm, noise.stream()};
+  if (noise.active()) params.noise = &noise_step;
   BlockWorkspace ws(N, d, c.model.key_dim);
   Matrix X_next(N, d);
   // run.precision = float32: the float forward of run_trial and the float reverse pass (block_backward).
@@ -611,6 +632,7 @@ TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& co
     tape.weights.push_back(sampler.layer(t, rng));
     tape.inputs.push_back(X);
     if (params.layer.dropout) tape.dropout.push_back(dropout_rng);
+    if (noise.active()) tape.noise.push_back(*noise.stream());
     if (params.single) {
       LayerWeightsT<float> wf;
       cast_weights(tape.weights.back(), wf);
@@ -619,6 +641,10 @@ TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& co
       X_next = Xf_next.cast<double>();
     } else {
       transformer_block(X, tape.weights.back(), at_layer(params, t), ws, X_next);
+    }
+    if (noise.active()) {
+      noise.apply(X_next, norm);
+      if (params.single) X_next = X_next.cast<float>().cast<double>();
     }
     X.swap(X_next);
   }

@@ -334,7 +334,23 @@ for name, mine, ref in (("X(0)", g["dX"][0], fd(Xg, layer_loss)),
     err = np.linalg.norm(mine - ref) / np.linalg.norm(ref)
     check(err < 1e-7, f"rcsim.gradients with respect to {name} = finite differences of rcsim.layer: {err:.1e}")
 check(raises(lambda: rcsim.gradients(Xg, Cg, wg, dynamics={"integrator": "rk4"}, **kw), "rk4"),
-      "rcsim.gradients with dynamics.integrator = rk4: ConfigError naming rk4")
+      "rcsim.gradients with dynamics.integrator = rk4 and pre-LN: ConfigError naming rk4")
+# The particle settings (issue 23, item 1): RK4 with the tangent projection and noise, random-Markov
+# attention; post, sphere. rcsim.gradients against finite differences of rcsim.layer (the same draws).
+for extra in (dict(residual={"alpha": 0.5, "project": "tangent"}, dynamics={"integrator": "rk4", "noise": 0.2}),
+              dict(residual={"alpha": 0.5}, attention={"kind": "random_markov"})):
+    kwp = dict(layers=2, norm={"type": "sphere", "position": "post"}, mask={"type": "causal"}, **extra)
+    gp = rcsim.gradients(Xg, Cg, wg, **kwp)
+    loss_p = lambda: float((rcsim.layer(Xg, wg, **kwp) * Cg).sum())
+    markov = "attention" in extra
+    for name, mine, ref in (("X(0)", gp["dX"][0], fd(Xg, loss_p)), ("W_Q", gp["W_Q"].sum(axis=0)[0], fd(wg["W_Q"], loss_p)),
+                            ("W_V", gp["W_V"].sum(axis=0)[0], fd(wg["W_V"], loss_p))):
+        if markov and name == "W_Q":
+            check(np.all(mine == 0) and np.all(ref == 0), "rcsim.gradients random_markov: W_Q's gradient exactly 0, as FD's")
+            continue
+        err = np.linalg.norm(mine - ref) / np.linalg.norm(ref)
+        check(err < 1e-7, f"rcsim.gradients ({'random_markov' if markov else 'rk4 + tangent + noise'}) with respect "
+                          f"to {name} = finite differences of rcsim.layer: {err:.1e}")
 if torch is not None:
     xt = x[0].clone().requires_grad_()
     y3 = xt

@@ -91,7 +91,7 @@ def logit_bias(n, h, cfg):
     return dist * math.log(cfg["decay"])
 
 
-def attention(x, w, t, cfg, mask):
+def attention(x, w, t, cfg, mask, arrays=None):
     """Y = sum_h A_h X W_V,h (W_O,h), A_h = masked softmax(X W_Q,h (X W_K,h)^T / sqrt(d_QK)) or USA;
     with attention biases (attention.bias) Q = X W_Q,h + b_Q,h, K, V likewise, and Y + b_O after the
     sum (and the division by H)."""
@@ -109,6 +109,8 @@ def attention(x, w, t, cfg, mask):
             s = q @ k.T * math.sqrt(q.shape[1])
         else:
             s = q @ k.T / math.sqrt(cfg["dqk"])
+        if cfg.get("markov", False):  # random-Markov attention: the drawn logits G_h, independent of X
+            s = arrays[f"markov.{t}.{h}"]
         s = s + logit_bias(n, h, cfg)
         if cfg["usa"]:
             a = torch.exp(s) / n * mask
@@ -143,6 +145,8 @@ def sublayer(x, branch, cfg, w, t, main, out):
     n = lambda y: normalise(y, kind, w[f"l{t}.gain{main}"], w[f"l{t}.bias{main}"])
     n_out = lambda y: normalise(y, kind, w[f"l{t}.gain{out}"], w[f"l{t}.bias{out}"])
     if pos == "post":
+        if cfg.get("tangent", False):  # residual.project = tangent: X + a P_X(A(X))
+            return n(s * x + a * tangent(x, branch(x)))
         return n(s * x + a * branch(x) if a != 0 else branch(x))
     if pos == "pre":  # LayerNorm scaling (ln_scale): the normalisation of layer t + 1 times 1/sqrt(t + 1)
         y = branch(n(x) / math.sqrt(t + 1) if cfg.get("ln_scale", False) else n(x))
@@ -151,6 +155,23 @@ def sublayer(x, branch, cfg, w, t, main, out):
         y = n_out(branch(n(x)))
         return s * x + a * y if a != 0 else y
     return n(x + a * (n_out(branch(x)) - x))
+
+
+def tangent(x, v):
+    """P_x(v) row by row: v - (<v, x> / |x|^2) x (peer dynamics, kernel/tangent.hpp)."""
+    return v - ((v * x).sum(dim=1, keepdim=True) / (x * x).sum(dim=1, keepdim=True)) * x
+
+
+def rk4_block(x, branch, cfg, w, t):
+    """dynamics.integrator = rk4: one classical RK4 step of size dt = alpha of the field F(Z) = A(Z)
+    (P_Z(A(Z)) with the tangent projection), then the normalisation (slot 0)."""
+    dt = cfg["alpha"]
+    f = (lambda z: tangent(z, branch(z))) if cfg.get("tangent", False) else branch
+    k1 = f(x)
+    k2 = f(x + dt / 2 * k1)
+    k3 = f(x + dt / 2 * k2)
+    k4 = f(x + dt * k3)
+    return normalise(x + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4), cfg["norm"], w[f"l{t}.gain0"], w[f"l{t}.bias0"])
 
 
 def torch_gradients(arrays, cfg):
@@ -162,9 +183,15 @@ def torch_gradients(arrays, cfg):
         c = cfg
         if t <= cfg.get("mix_to", -1):  # model.layer_overrides: the first blocks' own settings
             c = dict(cfg, pos=cfg["mix_pos"], alpha=cfg["mix_alpha"], dqk=cfg["mix_dqk"], act=cfg["mix_act"])
-        x = sublayer(x, lambda z: attention(z, w, t, c, mask), c, w, t, 0, 1)
+        branch = lambda z: attention(z, w, t, c, mask, arrays)
+        if cfg.get("rk4", False):
+            x = rk4_block(x, branch, c, w, t)
+        else:
+            x = sublayer(x, branch, c, w, t, 0, 1)
         if cfg["m"] > 0:
             x = sublayer(x, lambda z: mlp(z, w, t, c), c, w, t, 2, 3)
+        if cfg.get("noise", 0) > 0:  # dynamics.noise: P(X + sigma sqrt(dt) G_t), the same draws
+            x = normalise(x + arrays[f"noise.{t}"], cfg.get("noise_norm", "sphere"), None, None)
     loss = (arrays["C"] * x).sum()
     loss.backward()
     grads = {"grad." + k: (v.grad if v.grad is not None else torch.zeros_like(v)) for k, v in w.items()}
@@ -263,6 +290,22 @@ def configurations():
         yield f"mix_{mix_pos}_{pos}_{norm}", "settings per layer range (Mix-LN etc., 4 blocks, MLP, W_O)", dict(
             base, pos=pos, norm=norm, alpha=0.7, L=4, m=5, dv=3, seed=700 + i, mix_to=1, mix_pos=mix_pos,
             mix_alpha=0.4 if i % 2 else 1.0, mix_dqk=3.0, mix_act="relu" if i % 2 else "gelu")
+
+    # Particles and peers (the settings the reverse pass refused before): random-Markov attention
+    # (W_Q, W_K get 0), the tangent projection, the RK4 step (with the projection), the noise step
+    # after each block; every mask, post (tangent and rk4 need it, no MLP), 3-block stacks.
+    for i, (mask, extra) in enumerate(itertools.product(
+            ["complete", "causal", "window", "custom"],
+            [dict(markov=True, pos="pre", m=5, dv=3), dict(markov=True, head_mean=True),
+             dict(tangent=True, norm="sphere", alpha=0.6, dv=3), dict(tangent=True, norm="none", alpha=0.4),
+             dict(rk4=True, norm="sphere", alpha=0.45, dv=3), dict(rk4=True, tangent=True, norm="sphere", alpha=0.5),
+             dict(rk4=True, markov=True, norm="none", alpha=0.3),
+             dict(noise=0.3, norm="sphere", alpha=0.5, dv=3), dict(noise=0.3, norm="none", noise_norm="none", alpha=0.5),
+             dict(noise=0.25, rk4=True, tangent=True, norm="sphere", alpha=0.5)])):
+        cfg = dict(base, mask=mask, pos="post", norm="layernorm", seed=800 + i)
+        cfg.update(extra)
+        kind = "+".join(k for k in ("markov", "tangent", "rk4", "noise") if cfg.get(k))
+        yield f"particles_{mask}_{i % 10}_{kind}", "random_markov, tangent, rk4, dynamics.noise (3 blocks)", cfg
 
 
 def main():
