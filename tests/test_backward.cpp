@@ -11,6 +11,7 @@
 #include <optional>
 #include <iomanip>
 #include <map>
+#include <set>
 #include <sstream>
 #include <limits>
 #include <string>
@@ -1327,19 +1328,29 @@ TEST_CASE("engine: grad_mlp_in_norm and grad_mlp_out_norm against FD of the read
   CHECK(value("grad_wq_norm") > 0);
 }
 
-TEST_CASE("jacobian_log_fro2 by Hutchinson's estimate (metrics.jacobian_probes) against the exact value",
+TEST_CASE("the random streams of a trial are distinct (weights, dropout, readout, noises, probes)", "[backward]") {
+  // A stream shared by two uses repeats its draws in both (the Hutchinson probes once repeated init.noise's).
+  const std::vector<std::uint64_t> ids = {kDropoutStream,   kReadoutStream,       kProbeStream, kFullProbeStream,
+                                          kInitNoiseStream, kDynamicsNoiseStream, kPowerStream};
+  const std::set<std::uint64_t> distinct(ids.begin(), ids.end());
+  CHECK(distinct.size() == ids.size());
+}
+
+TEST_CASE("jacobian_log_fro2 and jacobian_log_fro2_full by Hutchinson's estimate (metrics.jacobian_probes) against the exact value",
           "[backward]") {
   // E ||J^T u||^2 = ||J||_F^2 for u ~ N(0, I): with K = 4000 probes the estimate's relative standard
   // deviation is at most sqrt(2 / K) = 2.2%; the check allows 10%. One probe is a different number.
+  for (const std::string name : {"jacobian_log_fro2", "jacobian_log_fro2_full"}) {
+  INFO(name);
   std::map<std::string, std::string> keys = {
       {"model.tokens", "6"},    {"model.dim", "4"},          {"model.layers", "2"}, {"norm.type", "layernorm"},
       {"norm.position", "pre"}, {"residual.alpha", "1"},     {"run.trials", "2"},
-      {"output.measures", "jacobian_log_fro2"}};
+      {"output.measures", name}};
   const RunResults exact = run_simulation(prepare(make_config(keys)), 1);
-  const auto jac = [](const RunResults& r) {  // the measure's row of trials x layers
+  const auto jac = [&name](const RunResults& r) {  // the measure's row of trials x layers
     for (std::size_t i = 0; i < r.token_info.size(); ++i)
-      if (std::string(r.token_info[i].name) == "jacobian_log_fro2") return r.token[i];
-    throw std::logic_error("jacobian_log_fro2 not recorded");
+      if (r.token_info[i].name == name) return r.token[i];
+    throw std::logic_error(name + " not recorded");
   };
   keys["metrics.jacobian_probes"] = "4000";
   const EngineSetup s = prepare(make_config(keys));
@@ -1350,11 +1361,18 @@ TEST_CASE("jacobian_log_fro2 by Hutchinson's estimate (metrics.jacobian_probes) 
       INFO("trial " << trial << " layer " << t);
       CHECK(std::abs(std::exp(jac(est)(trial, t) - jac(exact)(trial, t)) - 1) < 0.1);
     }
-  // At t = L the Jacobian is I_N (x) R^T: ||J||_F^2 = N ||R||^2 exactly, estimated as mean ||u||^2 ||R||^2.
+  double worst = 0.0;
+  for (int trial = 0; trial < 2; ++trial)
+    for (int t = 0; t < 2; ++t) worst = std::max(worst, std::abs(std::exp(jac(est)(trial, t) - jac(exact)(trial, t)) - 1));
+  WARN(name << ": K = 4000 probes against the exact value, largest relative difference " << worst);
+  // At t = L the Jacobian is I_N (x) R^T (readout) or I_{Nd} (full): ||J||_F^2 = N ||R||^2 or N d
+  // exactly, estimated as mean ||u||^2 ||R||^2 or mean ||U||^2.
   CHECK(std::abs(std::exp(jac(est)(0, 2) - jac(exact)(0, 2)) - 1) < 0.1);
+  if (name == "jacobian_log_fro2_full") CHECK(jac(exact)(0, 2) == Approx(std::log(24.0)).epsilon(1e-15));
   keys["metrics.jacobian_probes"] = "1";
   const RunResults one = run_simulation(prepare(make_config(keys)), 1);
   CHECK(jac(one)(0, 0) != jac(exact)(0, 0));
+  }
 }
 
 namespace {
@@ -2394,7 +2412,7 @@ TEST_CASE("engine: jacobian_log_spec2_full against the FD dense Jacobian and the
     EngineRun e = small_engine(variant, 31);
     const int L = std::stoi(e.keys["model.layers"]);
     EngineRun plain = e;
-    e.keys["output.measures"] = "jacobian_log_spec2,jacobian_log_spec2_full";
+    e.keys["output.measures"] = "jacobian_log_spec2,jacobian_log_spec2_full,jacobian_log_fro2_full";
     e.keys["metrics.power_iterations"] = "1000";
     e.keys["metrics.power_tolerance"] = "1e-14";
     const RunResults r = e.run();
@@ -2418,6 +2436,17 @@ TEST_CASE("engine: jacobian_log_spec2_full against the FD dense Jacobian and the
     WARN(variant << ": jacobian_log_spec2_full at t = 0 against the FD dense Jacobian: relative " << err);
     CHECK(std::exp(full(0, 0)) <= D.squaredNorm() * (1 + 1e-8));
     CHECK(std::exp(full(0, 0)) >= D.squaredNorm() / 12 * (1 - 1e-8));
+    // jacobian_log_fro2_full (exact, 12 reverse passes) against the same dense Jacobian, and
+    // ||J_t||_2^2 <= ||J_t||_F^2 <= N d ||J_t||_2^2 at every t (log(N d) = log 12 at t = L).
+    const Matrix& fro = measure_matrix(r, "jacobian_log_fro2_full");
+    const double fro_err = std::abs(std::exp(fro(0, 0)) / D.squaredNorm() - 1);
+    CHECK(fro_err < 1e-8);
+    WARN(variant << ": jacobian_log_fro2_full at t = 0 against the FD dense Jacobian: relative " << fro_err);
+    for (int t = 0; t <= L; ++t) {
+      CHECK(full(0, t) <= fro(0, t) + 1e-10);
+      CHECK(fro(0, t) <= full(0, t) + std::log(12.0) + 1e-10);
+    }
+    CHECK(fro(0, L) == Approx(std::log(12.0)).epsilon(1e-15));
     const double logR2 = std::log(readout(make_config(e.keys), 0).squaredNorm());
     for (int t = 0; t <= L; ++t) {
       INFO("t " << t);

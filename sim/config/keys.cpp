@@ -337,8 +337,9 @@ choice("init.type", text_of(kernel_default().init.type, init_names()), names_of(
       number("metrics.rank_rtol", "auto", kNonNegative, "relative rank tolerance", "max(N, d) * machine epsilon"),
       number("metrics.rank_atol", text_of(kernel_default().metrics.rank_atol), kNonNegative, "absolute rank tolerance; tol = max(atol, rtol * sigma_max)"),
       omitted_at_default(integer("metrics.jacobian_probes", text_of(kernel_default().metrics.jacobian_probes), 0,
-                                 "jacobian_log_fro2: 0 = exact (N reverse passes); K > 0 = Hutchinson's estimate "
-                                 "from K Gaussian probes (K reverse passes, stream 13); K > 0 is refused with jacobian_log_spec2 (exact only)")),
+                                 "jacobian_log_fro2 and jacobian_log_fro2_full: 0 = exact (N, or N d, reverse "
+                                 "passes); K > 0 = Hutchinson's estimate from K Gaussian probes (K reverse passes, "
+                                 "streams 16 and 17); K > 0 is refused with jacobian_log_spec2 (exact only)")),
       omitted_at_default(choice(
           "metrics.readout", text_of(kernel_default().metrics.readout, readout_names()), names_of(readout_names()),
           "the loss of the gradient measures, R ~ N(0, I_d) per trial: all_tokens L = 1^T X(L) R (every token's readout "

@@ -190,6 +190,11 @@ std::vector<MeasureDef> signal_measures() {
                                       "of the N x N Gram matrix of the Jacobian's rows (N reverse passes, exact)",
                 "1"},
                Axis::token),
+      gradient({"jacobian_log_fro2_full", "log ||dX(L)/dX(t)||_F^2 of the full Nd x Nd Jacobian from reverse passes: "
+                                          "exact (N d passes) or Hutchinson's estimate with metrics.jacobian_probes = K "
+                                          "> 0 (K passes, U ~ N(0, I) N x d, stream 17); log(N d) at t = L",
+                "1"},
+               Axis::token),
       gradient({"jacobian_log_spec2_full", "log ||dX(L)/dX(t)||_2^2, the squared spectral norm of the full Nd x Nd "
                                            "Jacobian by power iteration on J^T J (one JVP and one VJP per step, "
                                            "metrics.power_iterations, stream 15): a lower bound converging from below",

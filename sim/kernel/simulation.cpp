@@ -354,6 +354,32 @@ void record_jacobian_full(const ModelSpec& c, int length, const SegmentReplay& r
   }
 }
 
+// jacobian_log_fro2_full = log ||J_t||_F^2 for the full Jacobian J_t = dX(L)/dX(t) (Nd x Nd) at every
+// recorded layer t (docs/science/gradients.md), from reverse passes alone: exact (metrics.jacobian_probes
+// = 0), the sum over the N d cotangents E_ij (one 1 at (i, j)) of ||J_t^T E_ij||^2; Hutchinson (K
+// probes), (1/K) sum_k ||J_t^T U_k||^2 with U_k ~ N(0, I) N x d from the trial's stream kFullProbeStream.
+// One pass gives J_t^T U at every t at once.
+void record_jacobian_fro_full(const ModelSpec& c, int length, const SegmentReplay& replay, const BlockParams& params,
+                              int trial, RunResults& r) {
+  const int N = c.model.tokens, d = c.model.dim, K = c.metrics.jacobian_probes;
+  std::vector<double> sq(static_cast<std::size_t>(c.model.layers) + 1, 0.0);
+  RandomStream probes(c.run.seed, static_cast<std::uint64_t>(trial), kFullProbeStream);
+  Matrix U(N, d);
+  for (int k = 0; k < (K > 0 ? K : N * d); ++k) {
+    if (K > 0) {
+      probes.fill_normal(U);
+    } else {
+      U.setZero();
+      U(k / d, k % d) = 1.0;
+    }
+    stack_backward_segments(c.model.layers, length, replay, params, U,
+                            [&](int t, const Matrix& dX) { sq[static_cast<std::size_t>(t)] += dX.squaredNorm(); });
+  }
+  const std::size_t m = info_index(r.token_info, "jacobian_log_fro2_full");
+  for (std::size_t t = 0; t < sq.size(); ++t)
+    if (const int col = r.column_of_layer[t]; col >= 0) r.token[m](trial, col) = std::log(K > 0 ? sq[t] / K : sq[t]);
+}
+
 // The gradient measures (docs/science/gradients.md): the reverse pass from dL/dX(L) = 1 R^T (or e_N R^T,
 // metrics.readout = last_token) over
 // the block inputs (replayed segment by segment), ||dL/dX(t)||_F at the recorded layers, the weight
@@ -379,6 +405,7 @@ void record_gradients(const ModelSpec& c, int length, int chunk_layers, const Se
     record_jacobian(c, length, chunk_layers, replay, params, R, trial, r);
   if (wants(c, "last_token_sensitivity")) record_last_token(c, length, replay, params, trial, r);
   if (wants(c, "jacobian_log_spec2_full")) record_jacobian_full(c, length, replay, params, trial, r);
+  if (wants(c, "jacobian_log_fro2_full")) record_jacobian_fro_full(c, length, replay, params, trial, r);
 }
 
 // The signal-propagation measures of a trial (docs/science/gradients.md): update_size after each
