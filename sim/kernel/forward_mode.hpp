@@ -10,8 +10,10 @@
 // d_QK, softmax, USA and hardmax (dA = 0), head_mix, W_O, attention biases, the normalisations
 // with gains and biases at post, pre, peri, ngpt, the LayerNorm scaling c N(X), residual weights
 // and skip gains (residual.mlp_alpha), the MLP and its activations, dropout with the forward's
-// draws, shaped attention and gap removal, QK-normalisation, logit biases). Not covered, as in the
-// reverse pass: residual.project = tangent (UsageError). Double precision only.
+// draws, shaped attention and gap removal, QK-normalisation, logit biases). Not covered, though the
+// reverse pass covers them: residual.project = tangent, dynamics.integrator = rk4, dynamics.noise,
+// attention.kind = random_markov (jacobian_log_spec2_full refuses them: kernel/simulation.cpp).
+// Double precision only.
 #pragma once
 
 #include <cstdint>
