@@ -73,8 +73,7 @@ TEST_CASE("measure registry: unique names, one compute path per entry", "[regist
   for (const MeasureDef& d : measure_registry()) {
     INFO(d.info.name);
     CHECK(names.insert(d.info.name).second);  // no name twice
-    CHECK(d.info.long_name != nullptr);
-    CHECK(std::string(d.info.long_name).size() > 0);
+    CHECK(!d.info.long_name.empty());
     CHECK(std::string(d.info.units).size() > 0);
     CHECK(compute_members(d) == expected_members(d));
     if (d.pass == MeasurePass::state) CHECK(d.axis == MeasureAxis::token);
@@ -145,4 +144,25 @@ TEST_CASE("measure registry: output.measures's help and validation list exactly 
     INFO(bad);
     CHECK_THROWS_WITH(make_config({{"output.measures", bad}}), Catch::Matchers::Contains(text));
   }
+}
+
+TEST_CASE("measure registry: the gradient measures' long_name follows metrics.readout", "[registry][metrics]") {
+  // Issue 34: under metrics.readout = last_token the files said L = 1^T X(L) R, the all-token loss.
+  ModelSpec all, last;
+  last.metrics.readout = Readout::last_token;
+  int gradient_measures = 0;
+  for (const MeasureDef& d : measure_registry()) {
+    INFO(d.info.name);
+    const std::string a = measure_info(d, all).long_name, b = measure_info(d, last).long_name;
+    if (d.pass != MeasurePass::gradients || a.find("X(L) R") == std::string::npos) {
+      CHECK(a == b);  // nothing else depends on the readout
+      continue;
+    }
+    ++gradient_measures;
+    CHECK(a == d.info.long_name);
+    CHECK(b.find("1^T X(L) R") == std::string::npos);
+    CHECK(b.find("d(X(L) R)") == std::string::npos);
+    CHECK(b.find("x_N(L) R") != std::string::npos);
+  }
+  CHECK(gradient_measures == 9);  // grad_x_norm, the six weight gradients, jacobian_log_fro2 and _spec2
 }

@@ -75,25 +75,25 @@ std::vector<std::string> option_arguments(const std::vector<std::string>& keys) 
   return out;
 }
 
-// Keys that change nothing in an equilibrium search (one attention layer with fixed weights,
-// iterated; no MLP, dropout, block structure, recorded layers or measures): refused on the
-// command line, where they were asked for; in a configuration file shared with `rcsim run`
-// they are ignored with a warning.
-void refuse_unused_keys(const Invocation& inv, const ParsedArgs& p) {
-  static const std::set<std::string> unused = {
-      "dropout.attention", "dropout.output", "mlp.width", "mlp.activation", "mlp.bias", "norm.position",
-      "attention.bias", "norm.params", "weights.mlp", "weights.mlp_in_std", "weights.mlp_out_std", "weights.mlp_in_bias_std",
-      "weights.mlp_out_bias_std", "weights.redraw_every", "weights.across_trials", "weights.shared",
-      "run.threads", "run.precision", "output.tokens", "output.spectrum", "output.schedule", "output.measures",
-      "output.attention", "metrics.rank_rtol", "metrics.rank_atol", "metrics.pair_threshold", "metrics.cluster_tau"};
+// Keys that change nothing in an equilibrium search (KeyDecl::equilibria, declared with the keys):
+// refused on the command line, where they were asked for; in a configuration file shared with
+// `rcsim run` they are dropped with a warning (the search runs, and /config records, their defaults).
+void refuse_unused_keys(const Invocation& inv, ParsedArgs& p) {
+  auto unused = [](const std::string& key) { return is_known_key(key) && !key_decl(key).equilibria; };
   const ParsedArgs cli = parse_config_sources(inv.keys, std::nullopt, equilibria_options());
   for (const auto& [key, value] : cli.values)
-    if (unused.count(key))
+    if (unused(key))
       throw UsageError("equilibria: key '" + key + "' is not used by rcsim equilibria (one attention layer with "
                        "fixed weights, iterated); remove it (equilibria's options: --tol, --perturbation, --probes, "
                        "--match-tol, --rank-rtol, --verbose)");
-  for (const auto& [key, value] : p.values)
-    if (unused.count(key)) spdlog::warn("equilibria: key '{}' of the configuration file is not used, ignored", key);
+  for (auto it = p.values.begin(); it != p.values.end();) {
+    if (unused(it->first)) {
+      spdlog::warn("equilibria: key '{}' of the configuration file is not used, ignored", it->first);
+      it = p.values.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "config/names.hpp"
 #include "config/values.hpp"
 #include "kernel/errors.hpp"
+#include "kernel/platform.hpp"
 #include "kernel/memory.hpp"
 #include "kernel/printable.hpp"
 
@@ -360,6 +361,7 @@ void read_init_and_run(KeyValues& v, Config& c) {
   c.run.seed = parse_seed_value("run.seed", v["run.seed"]);
   c.run.threads = read_int(v, "run.threads");
   c.run.precision = read_enum(v, "run.precision", precision_names());
+  c.run.platform = read_enum(v, "run.platform", platform_names());
 
 }
 
@@ -447,6 +449,7 @@ Config read_keys(KeyValues& v) {
   read_depth_scaling(v, c);
   read_init_and_run(v, c);
   read_output(v, c);
+  resolved_platform(c);  // run.platform = cpu on a configuration it does not cover: the error, now
   return c;
 }
 

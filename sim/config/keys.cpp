@@ -1,6 +1,7 @@
 #include "config/keys.hpp"
 
 #include <algorithm>
+#include <set>
 #include <charconv>
 #include <cstdint>
 #include <sstream>
@@ -323,6 +324,12 @@ choice("init.type", text_of(kernel_default().init.type, init_names()), names_of(
              "float32 computes every block in single precision (matrix products, softmax, normalisations, MLP; "
              "weights, gains and X(0) rounded to float) and the measures in float64 from the float tokens; the "
              "complete mask's float32 results depend on the summation order (docs/science/model-spec.md)"),
+      omitted_at_default(choice(
+          "run.platform", text_of(kernel_default().run.platform, platform_names()), names_of(platform_names()),
+          "which implementation runs the attention (docs/dev/platforms.md): reference (the N x N attention matrix) | "
+          "cpu (fused attention without the N x N matrix, one trial on every thread; softmax attention on range "
+          "masks without biases, QK-norm, shaping, attention dropout or attention measures) | auto: cpu where it "
+          "covers the configuration and model.tokens >= 512, else reference")),
       file("output.file", kernel_default().output.file,
            "output HDF5 file (written to an exclusive temporary .NAME.XXXXXX.tmp, renamed when complete)"),
       text("output.tokens", kernel_default().output.tokens, "none | final | all | comma list of layers 0 .. L", "token snapshots"),
@@ -360,9 +367,24 @@ choice("init.type", text_of(kernel_default().init.type, init_names()), names_of(
   };
 }
 
+// The keys `rcsim equilibria` does not use (KeyDecl::equilibria): whole sections that belong to
+// the block, the measures and the outputs, and single keys of the block and the run.
+bool used_by_equilibria(const std::string& key) {
+  static const std::vector<std::string> sections = {"dropout.", "mlp.", "metrics.", "weights.mlp", "output."};
+  static const std::set<std::string> keys = {
+      "dynamics.noise", "model.layer_overrides", "norm.position", "norm.params", "norm.depth_scaling",
+      "residual.mlp_alpha", "attention.bias", "run.threads", "run.precision", "weights.redraw_every",
+      "weights.across_trials", "weights.shared"};
+  if (key == "output.file") return true;  // the one output key it uses
+  if (keys.count(key)) return false;
+  return std::none_of(sections.begin(), sections.end(),
+                      [&](const std::string& s) { return key.compare(0, s.size(), s) == 0; });
+}
+
 std::vector<KeyDecl> declare_keys() {
   std::vector<KeyDecl> keys = model_keys();
   for (auto part : {block_keys(), weight_keys(), input_run_output_keys()}) keys.insert(keys.end(), part.begin(), part.end());
+  for (KeyDecl& k : keys) k.equilibria = used_by_equilibria(k.key);
   return keys;
 }
 

@@ -40,6 +40,11 @@ struct KeyDecl {
   std::vector<std::string> choices;
   bool stored_at_default = true;  // false: /config holds the key only when it differs from the default
   bool flag = false;              // a command's switch: given alone (--name) it means true
+  // Whether `rcsim equilibria` uses the key (one attention layer with fixed weights, iterated; no
+  // block structure, MLP, dropout, noise, per-layer settings, measures or recorded layers). A key it
+  // does not use is refused on its command line and dropped, with a warning, from a configuration
+  // file shared with `rcsim run` (never silently ignored and recorded in /config).
+  bool equilibria = true;
 
   bool allows_auto() const { return !auto_means.empty(); }
   // What the value may be, in words: "integer >= 1", "auto | number > 0", "complete | causal | ...".

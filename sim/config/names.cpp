@@ -27,6 +27,11 @@ const NameTable<Precision>& precision_names() {
   static const NameTable<Precision> t = {{"float64", Precision::float64}, {"float32", Precision::float32}};
   return t;
 }
+const NameTable<Platform>& platform_names() {
+  static const NameTable<Platform> t = {
+      {"auto", Platform::automatic}, {"reference", Platform::reference}, {"cpu", Platform::cpu}};
+  return t;
+}
 const NameTable<MlpActivation>& mlp_activation_names() {
   static const NameTable<MlpActivation> t = {
       {"relu", MlpActivation::relu}, {"gelu", MlpActivation::gelu}, {"gelu_tanh", MlpActivation::gelu_tanh},
@@ -103,6 +108,7 @@ std::string to_string(MaskType t) { return enum_name(t, mask_names()); }
 std::string to_string(NormType t) { return enum_name(t, norm_names()); }
 std::string to_string(NormPosition p) { return enum_name(p, norm_position_names()); }
 std::string to_string(Precision p) { return enum_name(p, precision_names()); }
+std::string to_string(Platform p) { return enum_name(p, platform_names()); }
 std::string to_string(MlpActivation a) { return enum_name(a, mlp_activation_names()); }
 std::string to_string(WeightType t) { return enum_name(t, weight_names()); }
 std::string to_string(InitType t) { return enum_name(t, init_names()); }

@@ -17,6 +17,7 @@ const NameTable<MaskType>& mask_names();
 const NameTable<NormType>& norm_names();
 const NameTable<NormPosition>& norm_position_names();
 const NameTable<Precision>& precision_names();
+const NameTable<Platform>& platform_names();
 const NameTable<MlpActivation>& mlp_activation_names();
 const NameTable<WeightType>& weight_names();
 const NameTable<InitType>& init_names();
@@ -58,6 +59,7 @@ std::string to_string(InitType t);
 std::string to_string(BilinearType t);
 std::string to_string(NormPosition p);
 std::string to_string(Precision p);
+std::string to_string(Platform p);
 std::string to_string(MlpActivation a);
 
 }  // namespace rcsim

@@ -14,6 +14,7 @@
 #include "io/checkpoint.hpp"
 #include "kernel/printable.hpp"
 #include "kernel/errors.hpp"
+#include "kernel/platform.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/output_file.hpp"
 #include "kernel/summary.hpp"
@@ -170,7 +171,7 @@ void write_measures(const h5::Group& metrics, const EngineSetup& s, const std::v
                     const std::vector<Matrix>& values, const std::string& layer_dim) {
   for (std::size_t i = 0; i < defs.size(); ++i) {
     const h5::Dataset ds =
-        write_measure(metrics, defs[i]->info, values[i], axes_of(*defs[i], s.config.model.tokens, layer_dim));
+        write_measure(metrics, measure_info(*defs[i], s.config), values[i], axes_of(*defs[i], s.config.model.tokens, layer_dim));
     for (const MeasureAttribute& a : measure_attributes(*defs[i], s)) {
       if (a.integer)
         ds.set_attr(a.name, a.integer_value);
@@ -336,6 +337,7 @@ void write_run_contents(const h5::File& f, const std::string& config_ini, const 
   write_header(f, {"rcsim-run", kRunFormatVersion, p.command_line});
   f.set_attr("seed", std::to_string(c.run.seed));  // text: HDF5 attributes have no portable uint64 in h5py/xarray
   f.set_attr("threads", p.threads);
+  f.set_attr("platform", to_string(resolved_platform(c)));  // run.platform as resolved (docs/dev/platforms.md)
   f.set_attr("mask_type", to_string(c.mask.type));
   f.set_attr("norm_type", to_string(c.norm.type));
   f.set_attr("tokens", N);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernel/fused_attention.hpp"
+#include "kernel/platform.hpp"
 #include "kernel/tangent.hpp"
 #include "kernel/particles.hpp"
 #include "kernel/unnormalised_attention.hpp"
@@ -44,6 +46,8 @@ LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Norma
   p.qk_scale = c.qk_scale;
   if (c.residual_depth_scaling == ResidualDepthScaling::inv_sqrt_depth)  // branch gain alpha / sqrt(L)
     p.alpha = c.residual_alpha / std::sqrt(static_cast<double>(c.model.layers));
+  p.fused = resolved_platform(c) == Platform::cpu;
+  p.threads = threads_per_trial(c);
   return p;
 }
 
@@ -147,7 +151,13 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
   if (!direct) Y.setZero();
   double entropy = 0.0;
   if (p.keep_attention) ws.attention_mean.setZero(X.rows(), X.rows());
-  for (std::size_t h = 0; h < H; ++h) {
+  // The cpu platform: every head's attention without the N x N matrix (fused_attention.hpp).
+  const bool fused = p.fused && fused_attention_applies(p, biased, ws.rows);
+  if (fused) {
+    report.attention = fused_attention(X, w, p.d_qk, ws.rows, p.threads, Y);
+    entropy = report.attention.mean_entropy * static_cast<double>(H);
+  }
+  for (std::size_t h = 0; h < H && !fused; ++h) {
     AttentionStats s;
     if (fast) {
       attention_logits_fast(X, w.q[h], w.k[h], p.d_qk, lower, ws.logits, ws.S_rows);

@@ -38,6 +38,9 @@ struct LayerParams {
   bool qk_norm = false;    // rows of Q, K to s_qk q/|q|, logits sqrt(d_k) Q K^T (nGPT; general path)
   double qk_scale = 1.0;   // s_qk
   double norm_scale = 1.0;  // pre-LN output multiplied by it (norm.depth_scaling: 1/sqrt(l) at layer l)
+  // --- Platform (docs/dev/platforms.md) ---
+  bool fused = false;  // run.platform resolved to cpu: fused_attention where it applies (fused_attention.hpp)
+  int threads = 1;     // threads inside the trial for the fused attention
 };
 
 // The parameters of `c`'s layer for this mask and normalisation (which must outlive them).

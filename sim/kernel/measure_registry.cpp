@@ -283,6 +283,17 @@ std::string optional_measure_names_text() {
   return text;
 }
 
+MeasureInfo measure_info(const MeasureDef& def, const ModelSpec& c) {
+  MeasureInfo info = def.info;
+  if (def.pass != Pass::gradients || c.metrics.readout != Readout::last_token) return info;
+  static const std::pair<const char*, const char*> last_token[] = {
+      {"1^T X(L) R", "x_N(L) R"}, {"d(X(L) R)", "d(x_N(L) R)"}, {"N reverse passes", "one reverse pass"}};
+  for (const auto& [from, to] : last_token)
+    for (std::size_t k = info.long_name.find(from); k != std::string::npos; k = info.long_name.find(from, k))
+      info.long_name.replace(k, std::string(from).size(), to);
+  return info;
+}
+
 bool measure_wanted(const ModelSpec& c, const MeasureDef& def) {
   return !def.optional() ||
          std::find(c.output.measures.begin(), c.output.measures.end(), def.info.name) != c.output.measures.end();

@@ -27,7 +27,7 @@ using BlockGrads = BlockGradsT<double>;
 // A per-layer measure as stored in /metrics: name, long_name and units attributes.
 struct MeasureInfo {
   const char* name;
-  const char* long_name;
+  std::string long_name;  // as declared; stored as measure_info(def, c) says
   const char* units;
 };
 
@@ -92,6 +92,10 @@ const MeasureDef* find_measure(const std::string& name);
 const std::vector<std::string>& optional_measure_names();
 // Joined with " | " by optional_measure_names_text() (declared in kernel/model_spec.hpp, so that
 // config/config.cpp's key table can use it).
+// `def`'s description as a run of `c` stores it: the gradient measures' loss follows
+// metrics.readout (all_tokens: L = 1^T X(L) R and the N rows of X(L) R; last_token: L = x_N(L) R,
+// its one row, one reverse pass).
+MeasureInfo measure_info(const MeasureDef& def, const ModelSpec& c);
 // True if `c` asks for `def` (core measures: always).
 bool measure_wanted(const ModelSpec& c, const MeasureDef& def);
 // True if `c` asks for a measure filled by `pass`.

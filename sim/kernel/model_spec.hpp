@@ -38,6 +38,9 @@ enum class BilinearType { none, gaussian_product, symmetric, goe, wigner, identi
 // Transformer-block structure: where the normalisation sits, and the arithmetic.
 enum class NormPosition { post, pre, peri, ngpt };
 enum class Precision { float64, float32 };
+// run.platform (docs/dev/platforms.md): automatic = cpu where it covers the configuration and
+// model.tokens >= kCpuPlatformFromTokens, else reference.
+enum class Platform { automatic, reference, cpu };
 enum class MlpActivation { relu, gelu, gelu_tanh, tanh };
 
 // --- Variants (docs/science/gradients.md, "Variants") ---
@@ -147,6 +150,7 @@ struct RunConfig {
   std::uint64_t seed = kDefaultSeed;
   int threads = 0;  // 0 = all cores
   Precision precision = Precision::float64;  // float32: the blocks compute in float
+  Platform platform = Platform::automatic;   // which implementation of the hot loops runs
 };
 
 struct OutputConfig {

@@ -15,10 +15,12 @@
 #include "kernel/dropout.hpp"
 #include "kernel/errors.hpp"
 #include "kernel/forward_mode.hpp"
+#include "kernel/fused_attention.hpp"
 #include "kernel/gradients.hpp"
 #include "kernel/layer.hpp"
 #include "kernel/metrics.hpp"
 #include "kernel/noise.hpp"
+#include "kernel/platform.hpp"
 #include "kernel/normalization.hpp"
 #include "kernel/random.hpp"
 #include "kernel/threads.hpp"
@@ -145,7 +147,12 @@ int jacobian_chunk_layers(const ModelSpec& c) {
 double work_memory_bytes(const ModelSpec& c) {
   const double N = c.model.tokens, d = c.model.dim;
   const double rk4 = c.integrator == Integrator::rk4 ? 5 * N * d : 0;  // the stages k1..k4 and their point
-  const double per_thread = N * N * (c.output.attention ? 2 : 1) + 12 * N * d + rk4 + layer_weight_values(c);
+  // The attention: the N x N matrix (reference platform), or the cpu platform's row blocks of logits
+  // and a row buffer on each of the trial's threads (fused_attention.cpp), and its q, k, v (3 N d).
+  const double attention = resolved_platform(c) == Platform::cpu
+                               ? threads_per_trial(c) * (fused_rows_per_block(c.model.tokens) + 1.0) * N + 3 * N * d
+                               : N * N * (c.output.attention ? 2 : 1);
+  const double per_thread = attention + 12 * N * d + rk4 + layer_weight_values(c);
   const double threads = resolve_threads(c.run.threads, std::max(c.run.trials, 1));
   // The program, its libraries, HDF5's caches and the allocator's arenas: the peak RSS of a tiny
   // run (tests/hostile/memory_estimate.py, case "tiny").
@@ -202,7 +209,7 @@ RunResults allocate_results(const EngineSetup& s) {
   for (const MeasureDef& d : measure_registry()) {
     if (!measure_wanted(c, d)) continue;
     const bool token = d.axis == MeasureAxis::token;
-    (token ? r.token_info : r.attention_info).push_back(d.info);
+    (token ? r.token_info : r.attention_info).push_back(measure_info(d, c));
     (token ? r.token_defs : r.attention_defs).push_back(&d);
   }
   // Each measure's values_per_layer() columns per recorded layer (kernel/measure_registry.hpp).

@@ -117,7 +117,8 @@ double results_memory_bytes(const ModelSpec& c, bool whole = false);
 double run_memory_bytes(const ModelSpec& c, bool image = false);
 // The working storage of a run: the program itself (kProgramBytes), the mask and its analysis
 // (2 N^2 bytes) and, per worker thread,
-// one N x N logits/attention matrix (two with output.attention), about 12 N x d token-sized
+// one N x N logits/attention matrix (two with output.attention; on the cpu platform its row blocks
+// on each of the trial's threads instead, fused_attention.hpp), about 12 N x d token-sized
 // matrices (tokens, Q, K, X W_V, the measures' QR copy, ...) and one layer's weights, all counted
 // as float64 (float32 runs need less). A model, not a measurement: bench/scale.py prints both.
 double work_memory_bytes(const ModelSpec& c);

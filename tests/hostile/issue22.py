@@ -203,6 +203,14 @@ def cases():
          "key 'mlp.width' is not used by rcsim equilibria", [], [], [], None),
         ("equilibria_refuses_run_threads", lambda c: None, ["equilibria", "--run.threads=4"] + EQ, 2,
          "key 'run.threads' is not used", [], [], [], None),
+        # Issue 34: keys of the block and of the derivative measures that equilibria ignored and recorded.
+        ("equilibria_refuses_dynamics_noise", lambda c: None, ["equilibria", "--dynamics.noise=0.1"] + EQ, 2,
+         "key 'dynamics.noise' is not used by rcsim equilibria", [], [], [], None),
+        ("equilibria_refuses_layer_overrides", lambda c: None,
+         ["equilibria", "--model.layer_overrides=0-1:residual.alpha=0.5"] + EQ, 2,
+         "key 'model.layer_overrides' is not used by rcsim equilibria", [], [], [], None),
+        ("equilibria_refuses_metrics_readout", lambda c: None, ["equilibria", "--metrics.readout=last_token"] + EQ, 2,
+         "key 'metrics.readout' is not used by rcsim equilibria", [], [], [], None),
         ("equilibria_warns_unused_file_key",
          lambda c: c.text("eq2.ini", CONFIGS["eq.ini"] + "tokens = final\n"),
          ["equilibria", "--config", "eq2.ini"], 0,
@@ -282,6 +290,33 @@ def check_case(rcsim, work, case):
     status = "ok" if not problems else "FAIL"
     print(f"[{status}] {name}: exit {r.returncode}" + ("" if not problems else "\n    " + "\n    ".join(problems) +
                                                         "\n    stderr: " + r.stderr.strip().replace("\n", "\n            ")))
+    return not problems
+
+
+def equilibria_drops_unused_file_keys(rcsim, work):
+    """A configuration file shared with `rcsim run` holds keys equilibria does not use (dynamics.noise,
+    model.layer_overrides): equilibria warns, runs without them and does not record them in /config."""
+    import h5py
+    d = os.path.join(work, "equilibria_drops_unused_file_keys")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    with open(os.path.join(d, "eq.ini"), "w") as f:
+        f.write(CONFIGS["eq.ini"] + "[dynamics]\nnoise = 0.25\n[model]\nlayer_overrides = 0-1:residual.alpha=0.5\n")
+    r = subprocess.run([rcsim, "equilibria", "--config", "eq.ini"], cwd=d, capture_output=True, text=True, timeout=300)
+    problems = []
+    if r.returncode != 0:
+        problems.append(f"exit {r.returncode}: {r.stderr.strip()}")
+    for key in ("dynamics.noise", "model.layer_overrides"):
+        if f"key '{key}' of the configuration file is not used, ignored" not in r.stderr:
+            problems.append(f"no warning for {key}")
+    if not problems:
+        with h5py.File(os.path.join(d, "eq.h5"), "r") as f:
+            config = f["config"][()].decode()
+        for text in ("noise = 0.25", "0-1:residual.alpha"):
+            if text in config:
+                problems.append(f"/config records the unused '{text}'")
+    print(f"[{'ok' if not problems else 'FAIL'}] equilibria_drops_unused_file_keys" +
+          ("" if not problems else "\n    " + "\n    ".join(problems)))
     return not problems
 
 
@@ -401,6 +436,9 @@ def main():
         if a.k in case[0]:
             n += 1
             ok &= check_case(rcsim, a.work, case)
+    if a.k in "equilibria_drops_unused_file_keys":
+        n += 1
+        ok &= equilibria_drops_unused_file_keys(rcsim, a.work)
     if a.k in "target_appears_during_run":
         n += 1
         ok &= target_appears_during_run(rcsim, a.work)

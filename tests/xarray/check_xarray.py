@@ -204,6 +204,15 @@ def main():
     sensitivity = os.path.join(work, "sensitivity.h5")  # a measure with a token axis, log schedule
     rcsim(exe, "run", "--config", ini, f"--output.file={sensitivity}", "--force", "--model.layers=20",
           "--mask.type=sliding_window", "--output.measures=last_token_sensitivity,jacobian_log_spec2,grad_x_norm")
+    last = os.path.join(work, "last_token.h5")  # issue 34: the gradient measures' long_name follows metrics.readout
+    rcsim(exe, "run", "--config", ini, f"--output.file={last}", "--force", "--model.layers=4",
+          "--metrics.readout=last_token", "--output.measures=grad_x_norm,jacobian_log_fro2")
+    with h5py.File(last, "r") as f:
+        for m in ("grad_x_norm", "jacobian_log_fro2"):
+            text = f["metrics"][m].attrs["long_name"]
+            text = text.decode() if isinstance(text, bytes) else str(text)
+            if "1^T X(L) R" in text or "x_N(L) R" not in text:
+                fail(f"{last}: /metrics/{m} long_name {text!r} does not state the last-token loss")
     analysed = os.path.join(work, "analysed.h5")
     rcsim(exe, "run", "--config", ini, f"--output.file={analysed}", "--force")
     rcsim(exe, "analyze", analysed)

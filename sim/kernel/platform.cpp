@@ -1,0 +1,47 @@
+#include "kernel/platform.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include "kernel/errors.hpp"
+#include "kernel/measure_registry.hpp"
+
+namespace rcsim {
+
+std::string cpu_platform_refusal(const ModelSpec& c) {
+  if (c.attention_kind != AttentionKind::softmax) return "attention.kind (not softmax)";
+  if (c.mask.type == MaskType::custom) return "mask.type = custom";
+  if (c.attention_bias) return "attention.bias = true";
+  if (c.logit_bias.active()) return "attention.logit_bias (not none)";
+  if (c.qk_norm) return "attention.qk_norm = true";
+  if (c.attention_shape.active()) return "attention.shape_a/b/c (shaped attention)";
+  if (c.dropout.attention > 0.0) return "dropout.attention > 0";
+  if (c.output.attention) return "output.attention = true";
+  if (wants_pass(c, MeasurePass::attention) || wants_pass(c, MeasurePass::attention_product))
+    return "output.measures (a measure of the attention matrix)";
+  return "";
+}
+
+Platform resolved_platform(const ModelSpec& c) {
+  switch (c.run.platform) {
+    case Platform::reference:
+      return Platform::reference;
+    case Platform::cpu:
+      if (const std::string why = cpu_platform_refusal(c); !why.empty())
+        throw UsageError("key 'run.platform' = cpu: the cpu platform does not cover " + why +
+                         "; use run.platform = reference (or auto, which picks the platform that covers the run)");
+      return Platform::cpu;
+    case Platform::automatic:
+      break;
+  }
+  return c.model.tokens >= kCpuPlatformFromTokens && cpu_platform_refusal(c).empty() ? Platform::cpu
+                                                                                    : Platform::reference;
+}
+
+int threads_per_trial(const ModelSpec& c) {
+  const int all = c.run.threads > 0 ? c.run.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int in_flight = std::max(1, std::min(all, c.run.trials));
+  return std::max(1, all / in_flight);
+}
+
+}  // namespace rcsim
