@@ -177,10 +177,10 @@ def draw_curve(ax, x, values, colour, label=None, trials="band", floor=None, **l
         ends = np.flatnonzero(below[1:] & ~below[:-1] & np.isfinite(row[:-1])) + 1
         starts = [0] if below[0] else []
         for i in ends:
-            ax.plot(x[i - 1:i + 1], [row[i - 1], floor], color=colour, ls=":", lw=0.8, **thin)
+            ax.plot(x[i - 1:i + 1], [row[i - 1], floor], color=colour, **{"lw": 0.8, **thin, "ls": ":"})
         for i in [*starts, *ends]:
             ax.plot([x[i]], [floor], COLLAPSED, color=colour, ms=5 if trials != "all" else 3, clip_on=False,
-                    zorder=5)
+                    zorder=6)  # above a legend (5): the marker is the news
         collapsed = collapsed or bool(len(ends) or starts)
     if trials == "band":
         if floor is not None:
