@@ -43,7 +43,7 @@ def main(argv=None):
             ax.set_title(f"{norm}: {title}")
             ax.set_xlabel("layer t + 1")
             ax.grid(True, which="both", alpha=0.3)
-        # sigma on a log axis: a median below 1e-16 x the largest (exact zeros) ends with a marker.
+        # sigma on a log axis: a median below 1e-13 x the largest (exact zeros) ends with a marker.
         log_panel(axes[row, 1], [{"x": r["layer"] + 1, "values": r["metrics"]["sigma_at_max_rank"],
                                   "colour": colours[MASKS.index(r["attrs"]["mask_type"])],
                                   "label": r["attrs"]["mask_type"]} for r in sel])

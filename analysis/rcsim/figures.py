@@ -124,17 +124,19 @@ def stored_config(run):
 
 
 # Log axes and values that are not positive. On some machines (and with some settings) the tokens
-# become bitwise equal and mu is exactly 0; elsewhere it sits at a round-off plateau ~1e-16 of its
-# scale, or underflows to ~1e-308. Drawn as it comes, a 0 (clipped to the smallest float) stretches
-# a log axis to 1e-308 and squeezes every informative curve into its top sliver. So every log-scale
-# panel of analysis/ has one floor: FLOOR_RATIO x the largest finite value drawn in the panel. A
-# median below the floor (exactly 0, underflow or round-off: the tokens have collapsed as far as
-# float64 can tell) ends its curve: a dotted drop to a "v" marker on the axis' lower edge, which is
-# the floor when any curve reaches it and never lower; the 10-90% band is cut at the floor. The
-# same data thus gives the same picture whether a machine's arithmetic makes the zeros exact or not.
-FLOOR_RATIO = 1e-16
+# become bitwise equal and mu is exactly 0; elsewhere it sits at a round-off plateau 1e-16 to 1e-14
+# of its scale (the level depends on the machine's arithmetic), or underflows to ~1e-308. Drawn as
+# it comes, a 0 (clipped to the smallest float) stretches a log axis to 1e-308 and squeezes every
+# informative curve into its top sliver. So every log-scale panel of analysis/ has one floor:
+# FLOOR_RATIO x the largest finite value drawn in the panel, 1e-13, as `rcsim analyze`'s round-off
+# floor (docs/user/analysis.md), about 450 float64 epsilons: clear of every round-off plateau, so an
+# exact 0 and round-off look the same. A median below the floor (collapsed as far as float64 can
+# tell) ends its curve: a dotted drop to a "v" marker on the axis' lower edge, which is the floor
+# when any curve reaches it and never lower; the 10-90% band is cut at the floor. The same data thus
+# give the same picture whether a machine's arithmetic makes the zeros exact or not.
+FLOOR_RATIO = 1e-13
 COLLAPSED = "v"  # the marker of a curve that ends below the floor
-COLLAPSED_LABEL = "below 1e-16 x max: collapsed (0 or round-off)"
+COLLAPSED_LABEL = "below 1e-13 x max: collapsed (0 or round-off)"
 
 
 def log_floor(arrays, ratio=FLOOR_RATIO):
@@ -157,8 +159,8 @@ def signed(values):
 def draw_curve(ax, x, values, colour, label=None, trials="band", floor=None, **line):
     """One curve of values[trial, layer] against x: the median with the 10-90% band over trials
     (trials="band"), every trial ("all") or the median alone ("median"). With a `floor` (a log
-    axis, see FLOOR_RATIO) a line stops where it goes below the floor and a dotted drop to a
-    COLLAPSED marker at the floor shows where; returns True when it did."""
+    axis, see FLOOR_RATIO) a line is not drawn below the floor, and a dotted drop to a COLLAPSED
+    marker at the floor shows where it first went there; returns True when it did."""
     import numpy as np
     from .files import band
     x = np.asarray(x)
@@ -174,14 +176,15 @@ def draw_curve(ax, x, values, colour, label=None, trials="band", floor=None, **l
         with np.errstate(invalid="ignore"):
             below = row < floor  # NaN is neither: a gap, as matplotlib draws it
         ax.plot(x, np.where(below, np.nan, row), color=colour, label=name, **thin, **line)
-        ends = np.flatnonzero(below[1:] & ~below[:-1] & np.isfinite(row[:-1])) + 1
-        starts = [0] if below[0] else []
-        for i in ends:
-            ax.plot(x[i - 1:i + 1], [row[i - 1], floor], color=colour, **{"lw": 0.8, **thin, "ls": ":"})
-        for i in [*starts, *ends]:
+        # The first layer below the floor gets the drop and the marker; a curve that hovers at the
+        # floor later (a round-off plateau) shows gaps there, not a row of markers.
+        first = np.flatnonzero(below)[:1]
+        for i in first:
+            if i > 0 and np.isfinite(row[i - 1]):
+                ax.plot(x[i - 1:i + 1], [row[i - 1], floor], color=colour, **{"lw": 0.8, **thin, "ls": ":"})
             ax.plot([x[i]], [floor], COLLAPSED, color=colour, ms=5 if trials != "all" else 3, clip_on=False,
                     zorder=6)  # above a legend (5): the marker is the news
-        collapsed = collapsed or bool(len(ends) or starts)
+        collapsed = collapsed or bool(len(first))
     if trials == "band":
         if floor is not None:
             lo = np.maximum(lo, floor)
@@ -208,7 +211,7 @@ def log_panel(ax, curves, trials="band", ratio=FLOOR_RATIO):
     bottom, top = ax.get_ylim()
     ax.set_ylim(floor if collapsed else max(bottom, floor), top)
     if collapsed:  # one legend entry explains the markers
-        ax.plot([], [], COLLAPSED, color="0.35", label=COLLAPSED_LABEL.replace("1e-16", f"{ratio:g}"))
+        ax.plot([], [], COLLAPSED, color="0.35", label=COLLAPSED_LABEL.replace("1e-13", f"{ratio:g}"))
     return floor
 
 

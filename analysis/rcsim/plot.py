@@ -175,7 +175,7 @@ def curve_styles(runs):
 
 def plot_curves_figure(runs, measures, trials="band", xscale="log", yscale="log", style="paper"):
     """A figure with one panel per measure, one curve per run. On a log y axis (figures.log_panel) a
-    median below 1e-16 x the panel's largest value (exact zeros, underflow) ends its curve with a
+    median below 1e-13 x the panel's largest value (exact zeros, underflow) ends its curve with a
     marker on the axis' lower edge; a measure with negative values (cos_mean) gets a linear axis."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
@@ -253,7 +253,7 @@ def plot_heatmap_figure(runs, key_x, key_y, measure, layer=None, style="paper"):
     finite = grid[np.isfinite(grid)]
     positive = finite[finite > 0]
     # Log colours for non-negative values spanning over two decades; a 0 (or underflow) is coloured
-    # as the floor, 1e-16 x the largest value (figures.FLOOR_RATIO), and its cell reads "0".
+    # as the floor, 1e-13 x the largest value (figures.FLOOR_RATIO), and its cell reads "0".
     floor = log_floor([finite])
     log = positive.size > 0 and np.all(finite >= 0) and positive.max() / max(positive.min(), floor) > 100
     norm = LogNorm(vmin=max(positive.min(), floor), vmax=positive.max(), clip=True) if log else None
