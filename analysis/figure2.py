@@ -17,10 +17,8 @@ from rcsim import figure_arguments, plot_curves, run_config, save_figure  # noqa
 MASKS = ["complete", "causal", "sliding_window", "unidirectional_sliding_window"]
 
 
-def main(argv=None):
-    args = figure_arguments(__doc__.splitlines()[0], "figure2").parse_args(argv)
-    os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    runs = run_config(args, "configs/figure2.ini")
+def draw(runs):
+    """The figure of these runs (configs/figure2.ini's sweep), printing each curve's last median."""
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8), sharey=False)
     for ax, norm in zip(axes, ["none", "sphere", "layernorm"]):
@@ -31,16 +29,24 @@ def main(argv=None):
         ax.set_title({"none": "pure attention", "sphere": "attention + LayerNorm (sphere)",
                       "layernorm": "attention + LayerNorm (layernorm)"}[norm])
         ax.set_ylabel("mu(X)")
-        ax.legend(fontsize=8)
         for r in sel:
             final = np.nanmedian(r["metrics"]["mu_rel"][:, -1])
             print(f"{norm:9s} {r['attrs']['mask_type']:30s} median mu_rel at the last layer: {final:.3g}")
     a = runs[0]["attrs"]
     fig.suptitle(f"Figure 2: N = {a['tokens']}, d = {a['dim']}, L = {a['layers']}, {a['trials']} trials, Gaussian "
                  "W_Q, W_K, W_V (std 1/sqrt(d), fresh per layer); median and 10-90% band")
-    fig.tight_layout()
-    save_figure(fig, args.out)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    legend = {}  # one legend below the panels (the masks, and the collapse marker where a panel has it)
+    for ax in axes:
+        legend.update(zip(*reversed(ax.get_legend_handles_labels())))
+    fig.legend(legend.values(), legend.keys(), loc="lower center", ncol=len(legend), frameon=False, fontsize=9)
+    return fig
 
+
+def main(argv=None):
+    args = figure_arguments(__doc__.splitlines()[0], "figure2").parse_args(argv)
+    os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    save_figure(draw(run_config(args, "configs/figure2.ini")), args.out)
 
 if __name__ == "__main__":
     main()

@@ -14,7 +14,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from figure2 import MASKS, run_config  # noqa: E402
-from rcsim import band, figure_arguments, save_figure  # noqa: E402
+from rcsim.figures import draw_curve, figure_arguments, log_panel, save_figure  # noqa: E402
 
 
 def main(argv=None):
@@ -32,23 +32,21 @@ def main(argv=None):
             with h5py.File(r["path"], "r") as f:
                 frac = f["summary/full_rank_fraction"][()]
             axes[row, 0].plot(x, 100 * frac, color=c, label=r["attrs"]["mask_type"])
-            for col, key in ((1, "sigma_at_max_rank"), (2, "cos_abs_mean")):
-                med, lo, hi = band(np.maximum(r["metrics"][key], np.finfo(float).tiny))
-                axes[row, col].plot(x, med, color=c, label=r["attrs"]["mask_type"])
-                axes[row, col].fill_between(x, lo, hi, color=c, alpha=0.15, linewidth=0)
+            draw_curve(axes[row, 2], x, r["metrics"]["cos_abs_mean"], c, r["attrs"]["mask_type"])
             print(f"{norm:9s} {r['attrs']['mask_type']:30s} full rank at the last layer: {100 * frac[-1]:.0f}%, "
                   f"median sigma_at_max_rank {np.nanmedian(r['metrics']['sigma_at_max_rank'][:, -1]):.3g}, "
                   f"median cos_abs_mean {np.nanmedian(r['metrics']['cos_abs_mean'][:, -1]):.3g}")
-        for col, (title, log) in enumerate([("% of trials at full rank", False),
-                                            ("sigma at the largest allowed rank", True),
-                                            ("mean |cosine similarity|", False)]):
+        for col, title in enumerate(["% of trials at full rank", "sigma at the largest allowed rank",
+                                     "mean |cosine similarity|"]):
             ax = axes[row, col]
             ax.set_xscale("log")
-            if log:
-                ax.set_yscale("log")
             ax.set_title(f"{norm}: {title}")
             ax.set_xlabel("layer t + 1")
             ax.grid(True, which="both", alpha=0.3)
+        # sigma on a log axis: a median below 1e-13 x the largest (exact zeros) ends with a marker.
+        log_panel(axes[row, 1], [{"x": r["layer"] + 1, "values": r["metrics"]["sigma_at_max_rank"],
+                                  "colour": colours[MASKS.index(r["attrs"]["mask_type"])],
+                                  "label": r["attrs"]["mask_type"]} for r in sel])
         axes[row, 0].legend(fontsize=8)
     a = runs[0]["attrs"]
     fig.suptitle(f"Figure 4: N = {a['tokens']}, d = {a['dim']}, L = {a['layers']}, {a['trials']} trials, Gaussian "

@@ -123,20 +123,105 @@ def stored_config(run):
     return c
 
 
-def plot_curves(ax, runs, key, colour_of, label_of, floor=None):
-    """Median and 10-90% band across trials of metrics[key] against layer t + 1, log-log; values
-    below `floor` (default the smallest normal float; exact zeros) are drawn at the floor."""
+# Log axes and values that are not positive. On some machines (and with some settings) the tokens
+# become bitwise equal and mu is exactly 0; elsewhere it sits at a round-off plateau 1e-16 to 1e-14
+# of its scale (the level depends on the machine's arithmetic), or underflows to ~1e-308. Drawn as
+# it comes, a 0 (clipped to the smallest float) stretches a log axis to 1e-308 and squeezes every
+# informative curve into its top sliver. So every log-scale panel of analysis/ has one floor:
+# FLOOR_RATIO x the largest finite value drawn in the panel, 1e-13, as `rcsim analyze`'s round-off
+# floor (docs/user/analysis.md), about 450 float64 epsilons: clear of every round-off plateau, so an
+# exact 0 and round-off look the same. A median below the floor (collapsed as far as float64 can
+# tell) ends its curve: a dotted drop to a "v" marker on the axis' lower edge, which is the floor
+# when any curve reaches it and never lower; the 10-90% band is cut at the floor. The same data thus
+# give the same picture whether a machine's arithmetic makes the zeros exact or not.
+FLOOR_RATIO = 1e-13
+COLLAPSED = "v"  # the marker of a curve that ends below the floor
+COLLAPSED_LABEL = "below 1e-13 x max: collapsed (0 or round-off)"
+
+
+def log_floor(arrays, ratio=FLOOR_RATIO):
+    """The floor of a log-scale panel: `ratio` x the largest finite value of `arrays` (None when
+    none is positive: nothing can be drawn on a log axis)."""
+    import numpy as np
+    top = max((float(np.nanmax(a)) for a in (np.asarray(a, dtype=float) for a in arrays)
+               if np.isfinite(a).any()), default=0.0)
+    return ratio * top if top > 0 else None
+
+
+def signed(values):
+    """True when `values` has a finite negative entry: such a measure (cos_mean, a log) belongs on a
+    linear axis, never a log one."""
+    import numpy as np
+    values = np.asarray(values, dtype=float)
+    return bool(np.any(values[np.isfinite(values)] < 0))
+
+
+def draw_curve(ax, x, values, colour, label=None, trials="band", floor=None, **line):
+    """One curve of values[trial, layer] against x: the median with the 10-90% band over trials
+    (trials="band"), every trial ("all") or the median alone ("median"). With a `floor` (a log
+    axis, see FLOOR_RATIO) a line is not drawn below the floor, and a dotted drop to a COLLAPSED
+    marker at the floor shows where it first went there; returns True when it did."""
     import numpy as np
     from .files import band
-    floor = np.finfo(float).tiny if floor is None else floor
-    for run in runs:
-        x = run["layer"] + 1
-        med, lo, hi = band(np.maximum(run["metrics"][key], floor))
-        c = colour_of(run)
-        ax.plot(x, med, color=c, label=label_of(run))
-        ax.fill_between(x, lo, hi, color=c, alpha=0.15, linewidth=0)
-    ax.set_xscale("log")
+    x = np.asarray(x)
+    med, lo, hi = band(values)
+    rows = [med] if trials != "all" else list(np.asarray(values, dtype=float))
+    collapsed = False
+    for j, row in enumerate(rows):
+        thin = {"alpha": 0.35, "lw": 0.6} if trials == "all" else {}
+        name = label if j == 0 else None
+        if floor is None:
+            ax.plot(x, row, color=colour, label=name, **thin, **line)
+            continue
+        with np.errstate(invalid="ignore"):
+            below = row < floor  # NaN is neither: a gap, as matplotlib draws it
+        ax.plot(x, np.where(below, np.nan, row), color=colour, label=name, **thin, **line)
+        # The first layer below the floor gets the drop and the marker; a curve that hovers at the
+        # floor later (a round-off plateau) shows gaps there, not a row of markers.
+        first = np.flatnonzero(below)[:1]
+        for i in first:
+            if i > 0 and np.isfinite(row[i - 1]):
+                ax.plot(x[i - 1:i + 1], [row[i - 1], floor], color=colour, **{"lw": 0.8, **thin, "ls": ":"})
+            ax.plot([x[i]], [floor], COLLAPSED, color=colour, ms=5 if trials != "all" else 3, clip_on=False,
+                    zorder=6)  # above a legend (5): the marker is the news
+        collapsed = collapsed or bool(len(first))
+    if trials == "band":
+        if floor is not None:
+            lo = np.maximum(lo, floor)
+            hi = np.where(hi >= floor, hi, np.nan)
+        ax.fill_between(x, lo, hi, color=colour, alpha=0.15, linewidth=0)
+    return collapsed
+
+
+def log_panel(ax, curves, trials="band", ratio=FLOOR_RATIO):
+    """Draw `curves`, each a dict(x=, values=[trial, layer], colour=, label=, and line keywords such
+    as ls=) with draw_curve on a log y axis whose floor is log_floor(all values, ratio): the axis
+    never reaches below the floor. Returns the floor (None: no positive value)."""
+    floor = log_floor([c["values"] for c in curves], ratio)
     ax.set_yscale("log")
+    if floor is None:
+        ax.text(0.5, 0.5, "no positive value to draw\n(every value 0 or missing)", transform=ax.transAxes,
+                ha="center", va="center")
+        return None
+    collapsed = False
+    for c in curves:
+        c = dict(c)
+        collapsed |= draw_curve(ax, c.pop("x"), c.pop("values"), c.pop("colour"), c.pop("label", None), trials,
+                                floor, **c)
+    bottom, top = ax.get_ylim()
+    ax.set_ylim(floor if collapsed else max(bottom, floor), top)
+    if collapsed:  # one legend entry explains the markers
+        ax.plot([], [], COLLAPSED, color="0.35", label=COLLAPSED_LABEL.replace("1e-13", f"{ratio:g}"))
+    return floor
+
+
+def plot_curves(ax, runs, key, colour_of, label_of, ratio=FLOOR_RATIO):
+    """Median and 10-90% band across trials of metrics[key] against layer t + 1, log-log, through
+    log_panel: a median below `ratio` x the panel's largest value (exact zeros, underflow,
+    round-off) ends its curve with a marker on the axis' lower edge."""
+    log_panel(ax, [{"x": run["layer"] + 1, "values": run["metrics"][key], "colour": colour_of(run),
+                    "label": label_of(run)} for run in runs], ratio=ratio)
+    ax.set_xscale("log")
     ax.set_xlabel("layer t + 1")
     ax.grid(True, which="both", alpha=0.3)
 
@@ -146,12 +231,13 @@ MEASURES = {"mu": "mu = ||X - 1 mean||_F", "mu_rel": "mu_rel = mu / ||X||_F",
             "rank_one_residual": "rank_one_residual"}
 
 
-def measure_grid(runs, rows, cols, curve_of, curves, title, floor=1e-18, panel_size=(4.0, 3.2)):
+def measure_grid(runs, rows, cols, curve_of, curves, title, ratio=FLOOR_RATIO, panel_size=(4.0, 3.2)):
     """A grid of log-log panels: rows and cols are lists of (label, predicate(run)); in each
     panel the runs satisfying both predicates, one curve per name (curve_of(run) in `curves`,
     drawn in that order and colour), each the median and 10-90% band over trials of the
     measure. Each row's predicate may carry the measure as row[2] (default mu_rel).
-    Exact zeros (bitwise identical tokens) are drawn at `floor`."""
+    A median below `ratio` x a panel's largest value (exact zeros: bitwise identical tokens) ends
+    its curve with a marker on the panel's lower edge (log_panel)."""
     import matplotlib.pyplot as plt
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     fig, axes = plt.subplots(len(rows), len(cols), squeeze=False,
@@ -163,10 +249,10 @@ def measure_grid(runs, rows, cols, curve_of, curves, title, floor=1e-18, panel_s
             sel = sorted((r for r in runs if row[1](r) and cpred(r) and curve_of(r) in curves),
                          key=lambda r: curves.index(curve_of(r)))
             plot_curves(ax, sel, measure, lambda r: colours[curves.index(curve_of(r)) % len(colours)], curve_of,
-                        floor)
+                        ratio)
             ax.set_title(f"{clabel}, {row[0]}" if row[0] else clabel, fontsize=9)
             if j == 0:
-                ax.set_ylabel(f"{MEASURES.get(measure, measure)}\n(0 drawn at {floor:g})", fontsize=8)
+                ax.set_ylabel(MEASURES.get(measure, measure), fontsize=8)
             if i == 0:
                 ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)

@@ -100,13 +100,19 @@ def curve_labels(runs):
     return [", ".join(_setting(k, v.get(k)) for k in keys) for v in values]
 
 
+def shared_settings(values, leave_out=()):
+    """The TITLE_KEYS every run shares and that apply to them, in words: mask.window only when a
+    sliding-window mask is among the runs (it means nothing to the complete or causal mask)."""
+    shared = [k for k in TITLE_KEYS if k not in leave_out and len({v.get(k) for v in values}) == 1
+              and values[0].get(k) is not None]
+    if not any("sliding" in v.get("mask.type", "") for v in values):
+        shared = [k for k in shared if k != "mask.window"]
+    return ", ".join(_setting(k, values[0][k]) for k in shared)
+
+
 def title(runs, extra=""):
     """The settings every run shares, in words; the layers plotted when L differs."""
-    values = [config_values(r) for r in runs]
-    shared = [k for k in TITLE_KEYS if len({v.get(k) for v in values}) == 1 and values[0].get(k) is not None]
-    if not any("sliding" in v.get("mask.type", "") for v in values):
-        shared = [k for k in shared if k != "mask.window"]  # the window means nothing to these masks
-    text = ", ".join(_setting(k, values[0][k]) for k in shared)
+    text = shared_settings([config_values(r) for r in runs])
     return text + (f" ({extra})" if extra else "")
 
 
@@ -121,10 +127,6 @@ def _style(name):
     return 5.5
 
 
-def _positive(values, log):
-    return np.maximum(values, np.finfo(float).tiny) if log else values
-
-
 def _per_layer(run, m):
     """The [trial, layer] values of measure m; a measure with a token axis ([trial, layer, token],
     e.g. last_token_sensitivity) has no single curve per trial and is refused with a pointer."""
@@ -136,46 +138,85 @@ def _per_layer(run, m):
     return values
 
 
-def plot_curves_figure(runs, measures, trials="band", xscale="log", yscale="log", style="paper"):
-    """A figure with one panel per measure, one curve per run."""
+def _layers(run, values):
+    """The layer coordinate of values[trial, layer]: /layer for the token measures, /attention_layer
+    for those of the blocks t -> t + 1 (attn_*, update_size, grad_w*_norm)."""
+    return run["layer"] if values.shape[1] == len(run["layer"]) else run["attention_layer"]
+
+
+LINE_STYLES = ["-", "--", ":", "-."]
+
+
+def curve_styles(runs):
+    """Each run's colour and line style, and the legend entries [(colour, line style, text)].
+    Two swept keys: colour bound to the one with more values (up to 10), line style to the other
+    (up to 4), so that 4 masks x 2 normalisations is 6 legend entries, not 8 look-alike colours.
+    Otherwise one colour per run, none reused (tab10, tab20, then viridis), one entry each."""
     import matplotlib.pyplot as plt
+    values = [config_values(r) for r in runs]
+    keys = varying_keys(values)
+    levels = {k: list(dict.fromkeys(v.get(k) for v in values)) for k in keys}  # in the runs' (sweep's) order
+    if len(keys) == 2:
+        kc, ks = sorted(keys, key=lambda k: -len(levels[k]))
+        if len(levels[kc]) <= 10 and len(levels[ks]) <= len(LINE_STYLES):
+            palette = plt.get_cmap("tab10").colors
+            styles = [(palette[levels[kc].index(v.get(kc))], LINE_STYLES[levels[ks].index(v.get(ks))])
+                      for v in values]
+            legend = [(palette[i], "-", _setting(kc, c)) for i, c in enumerate(levels[kc])] + \
+                     [("0.3", LINE_STYLES[i], _setting(ks, c)) for i, c in enumerate(levels[ks])]
+            return styles, legend
+    n = len(runs)
+    palette = plt.get_cmap("tab10").colors if n <= 10 else plt.get_cmap("tab20").colors if n <= 20 else \
+        [plt.get_cmap("viridis")(i / (n - 1)) for i in range(n)]
+    labels = curve_labels(runs)
+    styles = [(palette[i], "-") for i in range(n)]
+    return styles, [(c, ls, text) for (c, ls), text in zip(styles, labels) if text]
+
+
+def plot_curves_figure(runs, measures, trials="band", xscale="log", yscale="log", style="paper"):
+    """A figure with one panel per measure, one curve per run. On a log y axis (figures.log_panel) a
+    median below 1e-13 x the panel's largest value (exact zeros, underflow) ends its curve with a
+    marker on the axis' lower edge; a measure with negative values (cos_mean) gets a linear axis."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from .figures import COLLAPSED, COLLAPSED_LABEL, draw_curve, log_panel, signed
     width = _style(style)
     fig, axes = plt.subplots(1, len(measures), figsize=(width * len(measures), width * 0.8), squeeze=False)
+    styles, legend = curve_styles(runs)
     names = curve_labels(runs)
-    colours = plt.get_cmap("tab10" if len(runs) <= 10 else "tab20").colors
+    collapsed = False
     for ax, m in zip(axes[0], measures):
-        for i, run in enumerate(runs):
+        curves = []
+        for run, (colour, ls), name in zip(runs, styles, names):
             if m not in run["metrics"]:
                 raise SystemExit(f"rcsim.plot: measure '{m}' is not in the run (it has: "
                                  f"{', '.join(sorted(k for k in run['metrics'] if not k.endswith('layer')))})")
             values = _per_layer(run, m)
-            layers = run["layer"] if values.shape[1] == len(run["layer"]) else run["attention_layer"]
-            x = layers + 1 if xscale == "log" else layers
-            colour = colours[i % len(colours)]
-            values = _positive(values, yscale == "log")
-            if trials == "all":
-                for j, row in enumerate(values):
-                    ax.plot(x, row, color=colour, alpha=0.35, lw=0.6, label=names[i] if j == 0 else None)
-            else:
-                med, lo, hi = band(values)
-                ax.plot(x, med, color=colour, label=names[i] or None)
-                if trials == "band":
-                    ax.fill_between(x, lo, hi, color=colour, alpha=0.18, linewidth=0)
+            layers = _layers(run, values)
+            curves.append({"x": layers + 1 if xscale == "log" else layers, "values": values, "colour": colour,
+                           "label": name or None, "ls": ls})
+        if yscale == "log" and not any(signed(c["values"]) for c in curves):
+            log_panel(ax, curves, trials)
+            collapsed |= COLLAPSED_LABEL in ax.get_legend_handles_labels()[1]
+        else:  # linear, asked for or because the measure is signed
+            for c in curves:
+                draw_curve(ax, c.pop("x"), c.pop("values"), c.pop("colour"), c.pop("label"), trials, **c)
+            if yscale == "log":
+                ax.axhline(0, color="0.6", lw=0.6)
         ax.set_xscale(xscale)
-        ax.set_yscale(yscale)
         ax.set_xlabel("layer t + 1" if xscale == "log" else "layer t")
         ax.set_ylabel(measure_words(m, runs))
         ax.grid(True, which="major", alpha=0.3)
     statistic = {"band": "median and 10-90% band over trials", "all": "every trial",
                  "median": "median over trials"}[trials]
     fig.suptitle(textwrap.fill(title(runs, statistic), 60 * len(measures)), fontsize=plt.rcParams["axes.titlesize"])
-    if any(names):
-        handles, texts = axes[0][0].get_legend_handles_labels()
-        fig.tight_layout()
-        fig.legend(handles, texts, loc="upper center", ncol=min(3, len(texts)), frameon=False,
-                   bbox_to_anchor=(0.5, 0.0))  # below the panels, never over the curves
-    else:
-        fig.tight_layout()
+    handles = [Line2D([], [], color=c, ls=ls, label=text) for c, ls, text in legend]
+    if collapsed:
+        handles.append(Line2D([], [], color="0.35", marker=COLLAPSED, ls="", label=COLLAPSED_LABEL))
+    fig.tight_layout()
+    if handles:  # below the panels, never over the curves
+        fig.legend(handles=handles, loc="upper center", ncol=min(3, len(handles)), frameon=False,
+                   bbox_to_anchor=(0.5, 0.0))
     return fig
 
 
@@ -196,17 +237,27 @@ def plot_heatmap_figure(runs, key_x, key_y, measure, layer=None, style="paper"):
     ys, yi = order(key_y)
     grid = np.full((len(ys), len(xs)), np.nan)
     for run, v in zip(runs, values):
-        layers = list(run["layer"])
+        per_layer = _per_layer(run, measure)
+        # The token measures' layers (/layer), or the blocks' (/attention_layer: attn_*, update_size),
+        # whose last is L - 1: "the last layer" is then the last block.
+        layers = list(_layers(run, per_layer))
         t = layers[-1] if layer is None else layer
         if t not in layers:
-            raise SystemExit(f"rcsim.plot: layer {t} was not recorded (output.schedule); recorded: {layers}")
-        grid[yi[v[key_y]], xi[v[key_x]]] = np.nanmedian(_per_layer(run, measure)[:, layers.index(t)])
+            raise SystemExit(f"rcsim.plot: measure '{measure}' has no value at layer {t} (output.schedule); "
+                             f"recorded: {layers}")
+        grid[yi[v[key_y]], xi[v[key_x]]] = np.nanmedian(per_layer[:, layers.index(t)])
     import textwrap
+    from matplotlib.colors import LogNorm
+    from .figures import log_floor
     fig, ax = plt.subplots(figsize=(width * 1.2, width))
     finite = grid[np.isfinite(grid)]
-    log = finite.size > 0 and np.all(finite > 0) and finite.max() / finite.min() > 100
-    from matplotlib.colors import LogNorm
-    im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis", norm=LogNorm() if log else None)
+    positive = finite[finite > 0]
+    # Log colours for non-negative values spanning over two decades; a 0 (or underflow) is coloured
+    # as the floor, 1e-13 x the largest value (figures.FLOOR_RATIO), and its cell reads "0".
+    floor = log_floor([finite])
+    log = positive.size > 0 and np.all(finite >= 0) and positive.max() / max(positive.min(), floor) > 100
+    norm = LogNorm(vmin=max(positive.min(), floor), vmax=positive.max(), clip=True) if log else None
+    im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis", norm=norm)
     for (i, j), value in np.ndenumerate(grid):  # the value in each cell, in the colour's contrast
         if np.isfinite(value):
             dark = im.norm(value) < 0.5
@@ -218,9 +269,7 @@ def plot_heatmap_figure(runs, key_x, key_y, measure, layer=None, style="paper"):
     ax.set_ylabel(words(key_y))
     t = "the last layer" if layer is None else f"layer {layer}"
     fig.colorbar(im, ax=ax, label=f"{measure}, median over trials")
-    others = [k for k in TITLE_KEYS if k not in (key_x, key_y)]
-    shared = [k for k in others if len({v.get(k) for v in values}) == 1 and values[0].get(k) is not None]
-    text = f"{measure_words(measure, runs)} at {t}; " + ", ".join(_setting(k, values[0][k]) for k in shared)
+    text = f"{measure_words(measure, runs)} at {t}; " + shared_settings(values, (key_x, key_y))
     ax.set_title("\n".join(textwrap.wrap(text, 60)))
     fig.tight_layout()
     return fig
