@@ -6,10 +6,28 @@ delta = 4 beta^(-1/2) (rcsim's measure `renyi_centres`, checked here against an 
 implementation on the stored tokens) and the cluster counts against time; the paper reports one Renyi
 centre disappearing between t = 75 and t = 150.
 
-usage: particles_causal.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX
+usage: particles_causal.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX [--seed S] [--perturb KEY=VALUE ...]
 
 Writes PREFIX.png, PREFIX.pdf and PREFIX.txt (per trial: the counts at t = 0, 75, 150 and T, and whether a
-centre vanished between 75 and 150).
+centre vanished between 75 and 150; the checks).
+
+Checks (exit 1 when one fails), the paper's claims for this flow:
+- the first token does not move (it attends only to itself; the paper's single cluster forms at x_1(0)):
+  max_t |x_1(t) - x_1(0)| < 1e-12 in every trial;
+- metastable clustering: at t = 75 every trial has between 2 and n / 10 clusters (cos > 0.99);
+- the clusters form around the Renyi centres: at t = 75, clusters - Renyi centres is 0 .. 3 in every
+  trial (the paper's Fig. 2 shows the clusters at the centres; the margin 3, for clusters closer than
+  delta that share a centre, is this script's);
+- strong Renyi centres (SCIENCE.md section 7: a token farther than delta from every earlier token,
+  Euclidean, strict) stay put: the largest move of the strong centres of X(0) up to t = 75 is below
+  delta / 4, in every trial.
+And rcsim's measure `renyi_centres` equals the Python implementation at every snapshot (an engine check).
+
+Settings: the paper's (Fig. 2 caption): causal SA, K = Q = V = I_2, n = 200, d = 2, beta = 64,
+delta = 4 beta^(-1/2), the times 75 and 150. rcsim's own choices: X(0) uniform on the circle (the
+paper's draw is not known), RK4 dt = 0.05 to T = 300 (tiny: dt = 0.1 to T = 160), 16 trials (tiny 2),
+seed 1, the Renyi rule with >= and the Euclidean distance (the paper's strict rule, geodesic in its
+appendix, is issue 37's item 2), the thresholds of the checks.
 """
 import os
 import sys
@@ -20,7 +38,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from particles_common import angles, flow_args, renyi_centres, run_rcsim, script_args  # noqa: E402
+from particles_common import Checks, angles, flow_args, renyi_centres, run_rcsim, script_args  # noqa: E402
 from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 N, D, BETA = 200, 2, 64.0
@@ -34,6 +52,12 @@ def settings(tiny):
 def value_at(t, y, when):
     """y at the last sample with t <= when."""
     return y[np.searchsorted(t, when + 1e-9) - 1]
+
+
+def strong_renyi_centres(X, delta):
+    """Strong Renyi centres (SCIENCE.md section 7): token k whose Euclidean distance to every earlier token
+    is > delta. Returns the list of token indices."""
+    return [k for k in range(len(X)) if k == 0 or np.min(np.linalg.norm(X[:k] - X[k], axis=1)) > delta]
 
 
 def main():
@@ -93,6 +117,24 @@ def main():
     fig.tight_layout()
     save_figure(fig, a.out, dpi=110)
 
+    checks = Checks()
+    first_move = float(np.max(np.linalg.norm(tokens[:, :, 0] - tokens[:, :1, 0], axis=-1)))
+    checks.add("first_token_stationary", f"max_t |x_1(t) - x_1(0)| = {first_move:.2e}", "< 1e-12", first_move < 1e-12)
+    c75 = np.array([int(value_at(t, c99[r], 75.0)) for r in range(trials)])
+    r75 = np.array([int(value_at(t, ren[r], 75.0)) for r in range(trials)])
+    checks.add("metastable_clusters_at_75", f"clusters (cos > 0.99) at t = 75: {c75.tolist()}", f"2 .. {N // 10}",
+               np.all((c75 >= 2) & (c75 <= N // 10)))
+    checks.add("clusters_at_renyi_centres_75", f"clusters - Renyi centres at t = 75: {(c75 - r75).tolist()}", "0 .. 3",
+               np.all((c75 - r75 >= 0) & (c75 - r75 <= 3)))
+    s75 = int(np.searchsorted(tok_t, 75.0 + 1e-9))  # snapshots up to t = 75
+    strong = [strong_renyi_centres(tokens[r, 0], delta) for r in range(trials)]
+    strong_move = [float(np.max(np.linalg.norm(tokens[r, :s75][:, c] - tokens[r, 0, c], axis=-1))) for r, c in
+                   enumerate(strong)]
+    checks.add("strong_renyi_centres_stay", "strong centres at t = 0 per trial " + str([len(c) for c in strong])
+               + "; their largest move up to t = 75: " + ", ".join(f"{m:.3g}" for m in strong_move),
+               f"< delta / 4 = {delta / 4:.3g}", max(strong_move) < delta / 4)
+    checks.add("renyi_measure_equals_python", f"{mismatch} of {py_ren.size} snapshots differ", "0", mismatch == 0,
+               engine=True)
     lost = []
     with atomic_writer(a.out + ".txt") as f:
         f.write(f"# causal clustering (Karagodin et al. 2024, Fig. 2 setting): n = {N}, d = {D}, beta = {BETA:g}, "
@@ -114,11 +156,8 @@ def main():
         f.write(f"trials_with_a_centre_lost_between_75_and_150 {int(np.sum(lost > 0))} of {trials} "
                 f"(mean lost {lost.mean():.3g})\n")
         f.write(f"rcsim_seconds {seconds:.3f}\n")
-    print(open(a.out + ".txt").read(), end="")
-    if mismatch:
-        print("renyi_centres measure disagrees with the Python implementation", file=sys.stderr)
-        return 1
-    return 0
+        f.write(checks.text())
+    return checks.finish(a.out + ".txt")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,14 @@
 """Shared pieces of the particle-flow reproduction scripts (docs/science/particles.md, sections 8-12):
-the rcsim command line of the papers' flow, a timed run, and the token angles on the circle."""
+the rcsim command line of the papers' flow, a timed run, the token angles on the circle, and the
+checks of a paper's claims.
+
+Perturbing the engine: every script that reads its command line with `script_args` takes
+`--perturb KEY=VALUE` (repeatable). Each KEY=VALUE is given to every rcsim the script starts through
+`run_rcsim` or `perturbed` (replacing the script's own value of KEY), while the script's predictions
+keep its own settings: a reproduction run with, e.g., `--perturb weights.v=tied_qk --perturb
+weights.v_sign=-1` (W_V = -I when W_Q = W_K = I) must fail its checks (tests/reproductions/perturbed.py)."""
 import argparse
+import re
 import shutil
 import subprocess
 import sys
@@ -13,9 +21,34 @@ def default_rcsim():
     return shutil.which("rcsim") or "build/sim/rcsim"
 
 
+_PERTURB = {}  # rcsim key -> value, set by script_args from --perturb; applied by `perturbed`
+
+
+def perturbation(text):
+    """One --perturb argument, KEY=VALUE with KEY an rcsim key (section.name): (KEY, VALUE)."""
+    key, eq, value = text.partition("=")
+    if not eq or not re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z0-9_]+)+", key) or not value:
+        raise argparse.ArgumentTypeError(f"'{text}' is not KEY=VALUE with KEY an rcsim key such as model.beta "
+                                         "and a non-empty VALUE (rcsim --help-keys lists the keys)")
+    return key, value
+
+
+def perturbed(args):
+    """`args` (rcsim arguments, keys as --KEY=VALUE) with the --perturb keys of the command line: a key the
+    arguments already set gets the perturbed value, the others are appended."""
+    out, done = [], set()
+    for arg in args:
+        key = arg[2:].partition("=")[0] if arg.startswith("--") else None
+        if key in _PERTURB:
+            arg = f"--{key}={_PERTURB[key]}"
+            done.add(key)
+        out.append(arg)
+    return out + [f"--{k}={v}" for k, v in _PERTURB.items() if k not in done]
+
+
 def script_args(doc, seed=None, outputs_required=True, extra=()):
-    """The figure scripts' command line: --tiny --rcsim PATH --data DIR --out PREFIX [--seed S], and
-    `extra` flags (store_true) such as --self-test."""
+    """The figure scripts' command line: --tiny --rcsim PATH --data DIR --out PREFIX [--seed S]
+    [--perturb KEY=VALUE ...], and `extra` flags (store_true) such as --self-test."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--tiny", action="store_true")
     for flag in extra:
@@ -25,7 +58,15 @@ def script_args(doc, seed=None, outputs_required=True, extra=()):
     ap.add_argument("--out", required=outputs_required)
     if seed is not None:
         ap.add_argument("--seed", type=int, default=seed)
-    return ap.parse_args()
+    ap.add_argument("--perturb", type=perturbation, action="append", default=[], metavar="KEY=VALUE",
+                    help="give rcsim KEY=VALUE in every run (a deliberately wrong engine: the checks must fail)")
+    a = ap.parse_args()
+    keys = [k for k, _ in a.perturb]
+    if len(set(keys)) != len(keys):
+        ap.error("--perturb: a key is given twice: " + ", ".join(sorted({k for k in keys if keys.count(k) > 1})))
+    _PERTURB.clear()
+    _PERTURB.update(a.perturb)
+    return a
 
 
 def flow_args(n, d, beta, dt, steps, kind="softmax", integrator="rk4", mask="complete"):
@@ -38,8 +79,8 @@ def flow_args(n, d, beta, dt, steps, kind="softmax", integrator="rk4", mask="com
 
 
 def run_rcsim(rcsim, out, args, extra=()):
-    """Run `rcsim run` into `out`; returns the wall time in seconds (the whole process)."""
-    cmd = [rcsim, "run", "--quiet", "--force", f"--output.file={out}", "--run.threads=1", *args, *extra]
+    """Run `rcsim run` into `out` (with the --perturb keys); returns the wall time in seconds (the whole process)."""
+    cmd = [rcsim, "run", *perturbed(["--quiet", "--force", f"--output.file={out}", "--run.threads=1", *args, *extra])]
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True)
     return time.perf_counter() - t0
@@ -90,3 +131,34 @@ def report_checks(text_path, fails, what="prediction"):
     for msg in fails:
         print(f"{what} failed: " + msg, file=sys.stderr)
     return 1 if fails else 0
+
+
+class Checks:
+    """A reproduction's checks of a paper's claims: each with its measured value and what is required.
+    `add` records one (a NaN measurement fails: `ok` is then False); `text` is their lines for the .txt;
+    `finish` prints them (failures also on stderr) and gives the exit code, 1 if any failed."""
+
+    def __init__(self):
+        self.rows = []
+
+    def add(self, name, measured, required, ok, engine=False):
+        """One check; engine=True marks a check of rcsim against an independent computation of the same
+        model (not a claim of the paper): its failure reads "engine check failed" instead of "claim failed"."""
+        self.rows.append((name, measured, required, bool(ok), engine))
+        return bool(ok)
+
+    def text(self):
+        return "".join(f"{'engine check' if engine else 'check'} {name}: measured {measured}; required {required}: "
+                       f"{'ok' if ok else 'FAILED'}\n" for name, measured, required, ok, engine in self.rows)
+
+    def finish(self, text_path):
+        """Prints the numbers file (which holds `text()`), then each failed check on stderr; the exit code."""
+        with open(text_path) as f:
+            print(f.read(), end="")
+        failed = [r for r in self.rows if not r[3]]
+        for name, measured, required, _, engine in failed:
+            print(f"{'engine check' if engine else 'claim'} failed: {name}: measured {measured}; required {required}",
+                  file=sys.stderr)
+        if _PERTURB:
+            print("(engine perturbed: " + " ".join(f"{k}={v}" for k, v in _PERTURB.items()) + ")", file=sys.stderr)
+        return 1 if failed else 0

@@ -5,7 +5,18 @@ Q = K = V = I, X(0) uniform, integrated by rcsim's RK4 in one `[sweep]` over mod
 of the number of clusters (connected components of cos(x_i, x_j) > 0.999, measure clusters_999) as a heat map
 over beta and (log) time.
 
-usage: particles_phase.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX
+usage: particles_phase.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX [--seed S] [--perturb KEY=VALUE ...]
+
+Checks (exit 1 when one fails), GLPR's qualitative claims for this flow:
+- clustering: at every beta the median number of clusters at T is at most n / 4;
+- the smallest beta reaches a single cluster by T (median), as GLPR prove for small beta;
+- the number of metastable clusters grows with beta: the median at T does not decrease from one beta to
+  the next by more than one cluster, and the largest beta has at least 3 more clusters than the smallest.
+The thresholds (n / 4, one cluster, 3) are this script's, not the paper's.
+
+Settings: all rcsim's own choices (GLPR's own phase-diagram setting was not found): SA on the circle
+(d = 2), n = 32, Q = K = V = I, X(0) uniform, beta from 0.5 to 128 (tiny: 1 to 64), RK4 dt = 0.1 (tiny
+0.2), T = 1000 (tiny 100), the cluster threshold cos > 0.999.
 """
 import glob
 import os
@@ -20,7 +31,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from particles_common import script_args  # noqa: E402
+from particles_common import Checks, perturbed, script_args  # noqa: E402
 from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 
@@ -68,7 +79,7 @@ measures = clusters_99,clusters_999
 model.beta = {', '.join(repr(float(b)) for b in betas)}
 """)
     t0 = time.perf_counter()
-    subprocess.run([a.rcsim, "sweep", "--quiet", "--force", "--config", ini], check=True)
+    subprocess.run([a.rcsim, "sweep", *perturbed(["--quiet", "--force", "--config", ini])], check=True)
     sec = time.perf_counter() - t0
     found = {}
     for path in glob.glob(os.path.join(sweep_dir, "model.beta=*.h5")):
@@ -110,6 +121,16 @@ model.beta = {', '.join(repr(float(b)) for b in betas)}
 
     marks = [m for m in (1, 10, 100, 1000, 2000) if m <= t[-1] + 1e-9]
     idx = [int(np.searchsorted(t, m + 1e-9) - 1) for m in marks]
+    final = med[:, -1]
+    at_T = ", ".join(f"beta {b:g}: {c:g}" for b, c in zip(bs, final))
+    checks = Checks()
+    checks.add("clusters_form_at_every_beta", f"median clusters at T = {t[-1]:g}: {at_T}", f"<= n / 4 = {n / 4:g}",
+               np.all(final <= n / 4))
+    checks.add("smallest_beta_one_cluster", f"beta {bs[0]:g}: {final[0]:g} at T", "1", final[0] == 1)
+    steps_down = np.diff(final)
+    checks.add("clusters_grow_with_beta", f"{at_T}; largest decrease from one beta to the next "
+               f"{max(0.0, -float(np.min(steps_down))):g}", "no decrease > 1, and beta_max >= beta_min + 3",
+               np.all(steps_down >= -1) and final[-1] >= final[0] + 3)
     with atomic_writer(a.out + ".txt") as f:
         f.write(f"# phase diagram: SA, Q = K = V = I, n = {n}, d = {d}, X(0) uniform on the sphere, RK4 dt = {dt:g}, "
                 f"{steps} steps (T = {t[-1]:g}), {trials} trials per beta, seed {a.seed}{' (tiny)' if a.tiny else ''}\n")
@@ -120,8 +141,8 @@ model.beta = {', '.join(repr(float(b)) for b in betas)}
             first = f"{t[one[0]]:.4g}" if len(one) else "never"
             f.write(f"{b:g} " + " ".join(f"{med[k, i]:g}[{med99[k, i]:g}]" for i in idx) + f" {first}\n")
         f.write(f"rcsim_sweep_seconds {sec:.2f}\n")
-    print(open(a.out + ".txt").read(), end="")
-    return 0
+        f.write(checks.text())
+    return checks.finish(a.out + ".txt")
 
 
 if __name__ == "__main__":

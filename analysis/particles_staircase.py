@@ -5,16 +5,31 @@ flow dx_i/dt = P_{x_i}(sum_j softmax_j(beta <x_i, x_j>) x_j) integrated by rcsim
 (dynamics.integrator = rk4, residual.project = tangent, norm.type = sphere). The energy climbs in
 steps: long plateaus (metastable clusters) separated by fast merges.
 
-usage: particles_staircase.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX
+usage: particles_staircase.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX [--seed S] [--perturb KEY=VALUE ...]
 
-Writes PREFIX.png, PREFIX.pdf and PREFIX.txt (the plateaus, merge times and cluster counts, and a
+Writes PREFIX.png, PREFIX.pdf and PREFIX.txt (the plateaus, merge times and cluster counts, a
 steps-per-second comparison of rcsim against a NumPy implementation of the same RK4 step, with the
-largest difference between their final tokens).
+largest difference between their final tokens, and the checks).
+
+Checks (exit 1 when one fails), the paper's claims for this flow:
+- the energy never decreases (the flow climbs the interaction energy: smallest step >= -1e-12 x E);
+- every plateau of the energy is at the level sum_c m_c^2 / n^2 of the clusters (cos > 0.999, an
+  independent partition of the stored tokens) within 1e-2: the plateaus are clustered metastable states;
+- the staircase climbs: the plateaus' cluster levels take at least 2 distinct values, non-decreasing;
+- metastability: each merge (the time between two plateaus) is shorter than 1/5 of the plateau
+  before it.
+And rcsim's final tokens equal the NumPy RK4 from the same X(0) to 1e-10 (an engine check).
+
+Settings, paper (Geshkovski, Koubbi, Polyanskiy, Rigollet, as the authors' public script
+HugoKoubbi/2024-transformers-dotm runs it, per issue 37) against this script:
+- the paper's: n = 5 tokens on the circle (d = 2), Q = K = V = I, the energy's circle form
+  (1/n^2) sum exp(beta(<x_i, x_j> - 1)) (drawn; rcsim stores it / (2 beta));
+- rcsim's own choices: SA (the paper's staircase is USA), beta = 9 (the paper: 500 to 4000, which
+  random X(0) cannot reach and rcsim's USA overflows at), X(0) uniform on the circle, seed 3 (the
+  paper: angles (1/2)(0, 0.5, 2, 4, 7) log(beta)/sqrt(beta)), plain time (the paper rescales it),
+  RK4 dt = 0.05, the plateau detector's tolerances.
 """
-import argparse
 import os
-import shutil
-import subprocess
 import sys
 import time
 
@@ -25,25 +40,15 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from metastability import merge_times, plateaus  # noqa: E402
+from particles_common import Checks, components, flow_args, run_rcsim, script_args  # noqa: E402
 from rcsim.figures import atomic_writer, save_figure  # noqa: E402
+
+N = 5
 
 
 def settings(tiny):
     """(beta, dt, steps, every): the tiny run is for CI (seconds); the full one is the figure."""
     return (9.0, 0.05, 8000, 4) if tiny else (9.0, 0.05, 400000, 100)
-
-
-def run_rcsim(rcsim, out, beta, dt, steps, every, seed):
-    args = [rcsim, "run", "--quiet", "--force", f"--output.file={out}", "--model.tokens=5", "--model.dim=2",
-            f"--model.layers={steps}", "--run.trials=1", f"--run.seed={seed}", "--run.threads=1",
-            "--weights.q=identity", "--weights.k=identity", "--weights.v=identity", "--weights.shared=true",
-            f"--model.beta={beta!r}", "--norm.type=sphere", f"--residual.alpha={dt!r}",
-            "--residual.project=tangent", "--dynamics.integrator=rk4", "--init.type=sphere",
-            f"--output.schedule=every:{every}", f"--output.tokens=0,{steps}",
-            "--output.measures=energy,clusters_99,clusters_999"]
-    t0 = time.perf_counter()
-    subprocess.run(args, check=True)
-    return time.perf_counter() - t0
 
 
 def numpy_field(X, beta):
@@ -68,25 +73,30 @@ def numpy_rk4(X, beta, dt, steps):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tiny", action="store_true")
-    ap.add_argument("--rcsim", default=shutil.which("rcsim") or "build/sim/rcsim")
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--seed", type=int, default=3)
-    a = ap.parse_args()
+    a = script_args(__doc__, seed=3)
     beta, dt, steps, every = settings(a.tiny)
     os.makedirs(a.data, exist_ok=True)
     run = os.path.join(a.data, "particles_staircase.h5")
-    seconds = run_rcsim(a.rcsim, run, beta, dt, steps, every, a.seed)
+    seconds = run_rcsim(a.rcsim, run, flow_args(N, 2, beta, dt, steps),
+                        ["--run.trials=1", f"--run.seed={a.seed}", "--init.type=sphere",
+                         f"--output.schedule=every:{every}", "--output.tokens=all",
+                         "--output.measures=energy,clusters_99,clusters_999"])
     with h5py.File(run, "r") as f:
         t = f["time"][()]
         energy = f["metrics/energy"][0]
         c99 = f["metrics/clusters_99"][0]
         c999 = f["metrics/clusters_999"][0]
-        X0, XL = f["tokens"][0, 0], f["tokens"][0, -1]
+        X = f["tokens"][0]
+        tok_t = f["tokens_layer"][()] * dt
+    X0, XL = X[0], X[-1]
     found = plateaus(t, energy, rtol=2e-2, min_duration=2.0)
     merges = merge_times(t, energy, found)
+    # each plateau's level against the clusters of the tokens at its midpoint: sum_c m_c^2 / n^2
+    levels = []
+    for p in found:
+        s = int(np.argmin(np.abs(tok_t - t[(p["first"] + p["last"]) // 2])))
+        sizes = np.bincount(components(X[s], 0.999))
+        levels.append((float(np.sum(sizes ** 2)) / N ** 2, sorted(sizes.tolist(), reverse=True)))
     # The same RK4 in NumPy from the same X(0): agreement and steps per second.
     n_np = min(steps, 2000)
     t0 = time.perf_counter()
@@ -117,21 +127,41 @@ def main():
     fig.tight_layout()
     save_figure(fig, a.out, dpi=120)
 
+    checks = Checks()
+    min_step = float(np.min(np.diff(energy)))
+    checks.add("energy_never_decreases", f"smallest step {min_step:.3e} (E up to {np.max(energy):.4g})",
+               ">= -1e-12 x max E", min_step >= -1e-12 * np.max(energy))
+    lev_err = max([abs(2 * beta * p["value"] - lev) for p, (lev, _) in zip(found, levels)] or [float("nan")])
+    checks.add("plateaus_at_cluster_levels", f"{len(found)} plateaus at 2 beta E = "
+               + ", ".join(f"{2 * beta * p['value']:.4f} (clusters {'/'.join(map(str, sz))}: {lev:.4f})"
+                           for p, (lev, sz) in zip(found, levels)) + f"; largest difference {lev_err:.2e}",
+               "every plateau within 1e-2 of sum m_c^2 / n^2", lev_err < 1e-2)
+    cluster_levels = [lev for lev, _ in levels]
+    checks.add("staircase_climbs", "cluster levels of the plateaus: " + ", ".join(f"{v:.4f}" for v in cluster_levels),
+               ">= 2 distinct, non-decreasing in time",
+               len(set(cluster_levels)) >= 2 and all(np.diff(cluster_levels) >= 0))
+    ratios = [(b["start"] - p["end"]) / (p["end"] - p["start"]) for p, b in zip(found, found[1:])]
+    checks.add("merges_fast_against_plateaus", "merge / preceding plateau duration: "
+               + (", ".join(f"{r:.3g}" for r in ratios) or "no merge"), "every one < 0.2 (and >= 1 merge)",
+               len(ratios) >= 1 and max(ratios) < 0.2)
+    if steps <= 20000:
+        checks.add("rcsim_equals_numpy_rk4", f"max |X_rcsim(T) - X_numpy(T)| = {diff:.3e}", "< 1e-10", diff < 1e-10,
+                   engine=True)
     with atomic_writer(a.out + ".txt") as f:
         f.write(f"# energy staircase: n = 5, d = 2, Q = K = V = I, SA, beta = {beta:g}, RK4 dt = {dt:g}, "
                 f"{steps} steps (T = {dt * steps:g}), seed {a.seed}{' (tiny)' if a.tiny else ''}\n")
         f.write("# stored energy E = (1/(2 beta n^2)) sum exp(beta(<x_i,x_j> - 1)); 2 beta E is the circle form\n")
-        f.write("plateau start end duration 2beta*E clusters_999_at_start\n")
-        for k, p in enumerate(found):
+        f.write("plateau start end duration 2beta*E clusters_999_at_start sum_m^2/n^2_at_midpoint sizes\n")
+        for k, (p, (lev, sz)) in enumerate(zip(found, levels)):
             f.write(f"{k} {p['start']:.6g} {p['end']:.6g} {p['end'] - p['start']:.6g} {2 * beta * p['value']:.6f} "
-                    f"{int(c999[p['first']])}\n")
+                    f"{int(c999[p['first']])} {lev:.6f} {'/'.join(map(str, sz))}\n")
         f.write("merge_times " + " ".join(f"{m:.6g}" for m in merges) + "\n")
-        f.write(f"energy_monotone_min_step {np.min(np.diff(energy)):.3e}\n")
+        f.write(f"energy_monotone_min_step {min_step:.3e}\n")
         f.write(f"rcsim_steps_per_second {steps / seconds:.4g} (whole run incl. start-up and file, {seconds:.3f} s)\n")
         f.write(f"numpy_steps_per_second {n_np / np_seconds:.4g} ({n_np} steps, {np_seconds:.3f} s)\n")
         f.write(f"max_abs_diff_final_tokens_rcsim_vs_numpy {diff:.3e}\n")
-    print(open(a.out + ".txt").read(), end="")
-    return 0
+        f.write(checks.text())
+    return checks.finish(a.out + ".txt")
 
 
 if __name__ == "__main__":
