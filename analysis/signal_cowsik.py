@@ -19,10 +19,19 @@ Why this setting (docs/science/gradients.md, "Reproductions"): with one alpha fo
 attention at sigma_A = 0.6 averages the tokens and orders every cell; from i.i.d. Gaussian tokens (already nearly
 orthogonal, 1 - p/q near 1) a chaotic phase cannot show as lambda_a > 0; relu and gelu MLPs contract correlations.
 
-Checks (exit status 1 naming the one that fails): (1) the ordered phase: lambda_a < 0 at the smallest alpha_M for
+Checks, each printed with its measured value (exit status 1 naming the one that fails): (1) the ordered phase: lambda_a < 0 at the smallest alpha_M for
 every sigma_w; (2) the chaotic phase: lambda_a > 0 at the largest alpha_M for every sigma_w >= 2 (the boundary lies
 between); (3) lambda_a from rcsim's gram_p and gram_q equals lambda_a computed here from the stored tokens of one
 grid point (relative 1e-9).
+
+--authors: the setting of the authors' public script instead (the unofficial script of SCIENCE.md section 6; in
+the docs): X(0) Gaussian tokens with correlation rho = 0.99 (sqrt(rho) g + sqrt(1 - rho) z_i, through init.file),
+alpha_A = alpha_M = alpha varied together with skip gains 1, the non-centred norm x sqrt(d)/|x| (rmsnorm, eps 0),
+W_Q, W_K std 1/sqrt(d) (their sigma_A = 1), W_V 1/sqrt(d), tanh MLP of width d with W_in and W_out std
+sigma_w/sqrt(d); N = 256, d = 64; lambda_a from the first block, lambda_g over 16 blocks from one Hutchinson probe
+(jacobian_log_fro2_full, metrics.jacobian_probes = 1), as the script; sigma_w in 1..4. Its checks: ordered
+(lambda_a < 0) at the smallest sigma_w and chaotic (> 0) at the largest, for every alpha, plus check (3).
+rcsim's own in it: beta = 1/sqrt(d), the 5 x 4 grid, 5 seeds (the script: 50 x 50, one seed).
 
 usage: signal_cowsik.py [--tiny] [--authors] [--rcsim PATH] --data DIR --out PREFIX [--seed S]
                         [--perturb KEY=VALUE ...]
@@ -51,7 +60,7 @@ def settings(tiny, authors):
     authors: the public script's N = 256, d = m = 64, 16 blocks for lambda_g (lambda_a from the first block)."""
     alphas = (0.1, 0.5, 0.9) if tiny else (0.1, 0.3, 0.5, 0.7, 0.9)
     if authors:
-        return (32, 32, 16, 16, 16, alphas, (1.0, 4.0), 2) if tiny else (256, 256, 64, 64, 16, alphas, (1, 2, 3, 4), 5)
+        return (64, 64, 64, 64, 16, alphas, (1.0, 4.0), 3) if tiny else (256, 256, 64, 64, 16, alphas, (1, 2, 3, 4), 5)
     if tiny:
         return 16, 8, 16, 64, 8, alphas, (0.5, 2.0), 2
     return 64, 32, 64, 256, 8, alphas, (0.5, 1.0, 2.0, 4.0, 8.0), 5
@@ -143,13 +152,13 @@ def main():
     if a.authors:
         title = (f"Cowsik et al. 2024, the authors' public script's setting: pre-RMSNorm, skip 1, alpha_A = alpha_M, "
                  f"tanh MLP {m}, X(0) Gaussian with rho {RHO_AUTHORS}, d = {d}")
-        long_title = (title + ", W_Q, W_K std 1/sqrt(d), W_V 1/sqrt(d), W_in and W_out sigma_w/sqrt(d); rcsim's: beta = "
-                      f"1/sqrt(d), the grid, L = {L} for lambda_g")
+        long_title = (title + ", W_Q, W_K std 1/sqrt(d), W_V 1/sqrt(d), W_in and W_out sigma_w/sqrt(d); "
+                      f"rcsim's: beta = 1/sqrt(d), the grid, L = {L} for lambda_g")
     else:
-        title = (f"Cowsik et al. 2024 in rcsim's setting: pre-LN, cowsik mixing, alpha_A = {ALPHA_A}, sigma_A = {SIGMA_A}, "
-                 f"d = {d}, tanh MLP {m}, X(0) simplex cos 0.5, L = {L}")
-        long_title = (title + f", W_Q, W_K std sigma_A/sqrt(d), W_V and W_in std sigma_w/sqrt(d), W_out sigma_w/sqrt(m), "
-                      "alpha_M = residual.mlp_alpha, skip sqrt(1 - alpha^2) per sub-block")
+        title = (f"Cowsik et al. 2024 in rcsim's setting: pre-LN, cowsik mixing, alpha_A = {ALPHA_A}, "
+                 f"sigma_A = {SIGMA_A}, d = {d}, tanh MLP {m}, X(0) simplex cos 0.5, L = {L}")
+        long_title = (title + ", W_Q, W_K std sigma_A/sqrt(d), W_V and W_in std sigma_w/sqrt(d), W_out "
+                      "sigma_w/sqrt(m), alpha_M = residual.mlp_alpha, skip sqrt(1 - alpha^2) per sub-block")
     xlab = "alpha = alpha_A = alpha_M" if a.authors else "alpha_M"
     fig, ax = plt.subplots(1, 3, figsize=(16, 4.4))
     lam_mean = np.nanmean(la, 2)
@@ -159,7 +168,8 @@ def main():
     ax[0].set_yticks(range(len(sws)), [f"{x:g}" for x in sws])
     ax[0].set_xlabel(xlab if a.authors else "alpha_M (MLP branch weight; skip sqrt(1 - alpha_M^2))")
     ax[0].set_ylabel("sigma_w")
-    ax[0].set_title(f"lambda_a ({'block 0' if a.authors else f'mean over {L} blocks'}, {seeds} seeds), N = {n}\nred: chaotic (> 0), blue: ordered")
+    blocks = "block 0" if a.authors else f"mean over {L} blocks"
+    ax[0].set_title(f"lambda_a ({blocks}, {seeds} seeds), N = {n}\nred: chaotic (> 0), blue: ordered")
     for i in range(len(sws)):
         for j in range(len(alphas)):
             ax[0].text(j, i, f"{lam_mean[i, j]:.2f}", ha="center", va="center", fontsize=7)
@@ -182,18 +192,25 @@ def main():
     fig.tight_layout()
     save_figure(fig, a.out, dpi=110)
 
-    chaotic = [i for i, sw in enumerate(sws) if sw >= 2]
-    checks = [(f"ordered phase: lambda_a < 0 at alpha_M = {alphas[0]:g} for every sigma_w", np.all(lam_mean[:, 0] < 0),
-               ", ".join(f"{x:.3g}" for x in lam_mean[:, 0])),
-              (f"chaotic phase: lambda_a > 0 at alpha_M = {alphas[-1]:g} for every sigma_w >= 2",
-               np.all(lam_mean[chaotic, -1] > 0), ", ".join(f"{x:.3g}" for x in lam_mean[chaotic, -1])),
-              ("lambda_a from gram_p/gram_q equals lambda_a from the stored tokens (relative 1e-9)",
-               mismatch is not None and mismatch < 1e-9, f"relative difference {mismatch}")]
+    if a.authors:  # the authors' phase diagram: the edge of chaos in sigma_w, between 2 and 3 for every alpha
+        phases = [(f"ordered phase: lambda_a < 0 at sigma_w = {sws[0]:g} for every alpha", np.all(lam_mean[0] < 0),
+                   ", ".join(f"{x:.3g}" for x in lam_mean[0])),
+                  (f"chaotic phase: lambda_a > 0 at sigma_w = {sws[-1]:g} for every alpha", np.all(lam_mean[-1] > 0),
+                   ", ".join(f"{x:.3g}" for x in lam_mean[-1]))]
+    else:  # rcsim's setting: the edge in alpha_M
+        chaotic = [i for i, sw in enumerate(sws) if sw >= 2]
+        phases = [(f"ordered phase: lambda_a < 0 at alpha_M = {alphas[0]:g} for every sigma_w",
+                   np.all(lam_mean[:, 0] < 0), ", ".join(f"{x:.3g}" for x in lam_mean[:, 0])),
+                  (f"chaotic phase: lambda_a > 0 at alpha_M = {alphas[-1]:g} for every sigma_w >= 2",
+                   np.all(lam_mean[chaotic, -1] > 0), ", ".join(f"{x:.3g}" for x in lam_mean[chaotic, -1]))]
+    checks = phases + [("lambda_a from gram_p/gram_q equals lambda_a from the stored tokens (relative 1e-9)",
+                        mismatch is not None and mismatch < 1e-9, f"relative difference {mismatch}")]
     with atomic_writer(a.out + ".txt") as f:
         f.write(f"# {long_title}, {seeds} seeds (trials, seed {a.seed}){' (tiny)' if a.tiny else ''}\n")
-        f.write(f"# lambda_a: N = {n}, {'the first block' if a.authors else f'mean over the {L} blocks'}, then mean over "
+        f.write(f"# lambda_a: N = {n}, {blocks}, then mean over "
                 f"seeds (sd over seeds); lambda_g: N = {ng}, {jac} at layer 0 / L"
-                f"{' (one Hutchinson probe, as the authors)' if a.authors else ''}; lambda_g_rel = ({jac} at 0 - at L) / L, "
+                f"{' (one Hutchinson probe, as the authors)' if a.authors else ''}; "
+                f"lambda_g_rel = ({jac} at 0 - at L) / L, "
                 f"the identity map's value removed\n")
         f.write("sigma_w alpha_M lambda_a lambda_a_sd lambda_g lambda_g_sd lambda_g_rel lambda_g_rel_sd\n")
         for i, sw in enumerate(sws):

@@ -110,7 +110,8 @@ def main():
     ax[3].set_xlabel("depth L")
     ax[3].set_title("against depth")
     ax[3].legend(fontsize=7)
-    fig.suptitle(f"Noci et al. 2022 setting: {a.placement}-LN, N = {n}, d = {d}, relu MLP width {4 * d}, {trials} trials"
+    fig.suptitle(f"Noci et al. 2022 setting: {a.placement}-LN, N = {n}, d = {d}, relu MLP width {4 * d}, "
+                 f"{trials} trials"
                  + (" (tiny)" if a.tiny else ""))
     fig.tight_layout()
     save_figure(fig, a.out, dpi=110)
@@ -124,8 +125,9 @@ def main():
               ("Q/K gradients vanish relative to V's with alpha = 1 (deep-block ratio below half of 1/sqrt(L)'s)",
                r1 < 0.5 * rs, f"{r1:.4g} against {rs:.4g}")]
     with atomic_writer(a.out + ".txt") as f:
-        f.write(f"# Noci et al. 2022 setting: {a.placement}-LN (layernorm), N = {n}, d = {d}, one softmax head, relu MLP width "
-                f"{4 * d}, W std 1/sqrt(d), X(0) N(0,1), {trials} trials, seed {a.seed}{' (tiny)' if a.tiny else ''}\n")
+        f.write(f"# Noci et al. 2022 setting: {a.placement}-LN (layernorm), N = {n}, d = {d}, one softmax head, "
+                f"relu MLP width {4 * d}, W std 1/sqrt(d), X(0) N(0,1), {trials} trials, seed {a.seed}"
+                f"{' (tiny)' if a.tiny else ''}\n")
         f.write("# ratio = (|dW_Q| + |dW_K|) / (2 |dW_V|), median over trials; first = block 0, deep = last quarter "
                 "of blocks; cos_L = mean over trials of cos_mean at layer L\n")
         f.write("L alpha cos_L cos_L_sd ratio_first ratio_deep rcsim_seconds\n")

@@ -99,7 +99,8 @@ def main():
               (f"peri-LN variance independent of the branch scale (q(L) ratio s = {smax:g} : 1 in [0.5, 2])",
                0.5 <= peri_scale <= 2, f"ratio {peri_scale:.4g}"),
               ("peri-LN variance grows linearly, one unit per sub-block ((q(L) - q(0)) / 2L in [0.75, 1.25] at "
-               "every s)", all(0.75 <= g <= 1.25 for g in peri_rate), "rates " + ", ".join(f"{g:.4g}" for g in peri_rate))]
+               "every s)", all(0.75 <= g <= 1.25 for g in peri_rate),
+               "rates " + ", ".join(f"{g:.4g}" for g in peri_rate))]
     with atomic_writer(a.out + ".txt") as f:
         f.write(f"# Peri-LN comparison at initialisation: layernorm, residual.alpha = 1, N = {n}, d = {d}, L = {L}, "
                 f"one softmax head, gelu MLP width {4 * d}, weights std 1/sqrt(fan-in) x branch gain s on W_V, W_in, "
