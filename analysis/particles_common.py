@@ -1,5 +1,12 @@
 """Shared pieces of the particle-flow reproduction scripts (docs/science/particles.md, sections 8-12):
-the rcsim command line of the papers' flow, a timed run, and the token angles on the circle."""
+the rcsim command line of the papers' flow, a timed run, the token angles on the circle, and the
+checks of a paper's claims.
+
+Perturbing the engine: every script that reads its command line with `script_args` takes
+`--perturb KEY=VALUE` (repeatable). Each KEY=VALUE is given to every rcsim the script starts through
+`run_rcsim` or `perturbed` (replacing the script's own value of KEY), while the script's predictions
+keep its own settings: a reproduction run with, e.g., `--perturb weights.v=tied_qk --perturb
+weights.v_sign=-1` (W_V = -I when W_Q = W_K = I) must fail its checks (tests/reproductions/perturbed.py)."""
 import argparse
 import re
 import shutil
@@ -14,21 +21,34 @@ def default_rcsim():
     return shutil.which("rcsim") or "build/sim/rcsim"
 
 
+_PERTURB = {}  # rcsim key -> value, set by script_args from --perturb; applied by `perturbed`
+
+
 def perturbation(text):
-    """One --perturb argument, KEY=VALUE (an rcsim key such as model.beta, any value): the pair (KEY, VALUE)."""
-    key, sep, value = text.partition("=")
-    if not sep or not re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z0-9_]+)+", key):
-        raise argparse.ArgumentTypeError(f"'{text}': expected KEY=VALUE with KEY an rcsim key such as "
-                                         "model.beta (e.g. --perturb model.beta=0.5)")
+    """One --perturb argument, KEY=VALUE with KEY an rcsim key (section.name): (KEY, VALUE)."""
+    key, eq, value = text.partition("=")
+    if not eq or not re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z0-9_]+)+", key) or not value:
+        raise argparse.ArgumentTypeError(f"'{text}' is not KEY=VALUE with KEY an rcsim key such as model.beta "
+                                         "and a non-empty VALUE (rcsim --help-keys lists the keys)")
     return key, value
 
 
-def script_args(doc, seed=None, outputs_required=True, extra=(), options=None):
+def perturbed(args):
+    """`args` (rcsim arguments, keys as --KEY=VALUE) with the --perturb keys of the command line: a key the
+    arguments already set gets the perturbed value, the others are appended."""
+    out, done = [], set()
+    for arg in args:
+        key = arg[2:].partition("=")[0] if arg.startswith("--") else None
+        if key in _PERTURB:
+            arg = f"--{key}={_PERTURB[key]}"
+            done.add(key)
+        out.append(arg)
+    return out + [f"--{k}={v}" for k, v in _PERTURB.items() if k not in done]
+
+
+def script_args(doc, seed=None, outputs_required=True, extra=()):
     """The figure scripts' command line: --tiny --rcsim PATH --data DIR --out PREFIX [--seed S]
-    [--perturb KEY=VALUE ...], `extra` flags (store_true) such as --self-test, and `options(parser)` adding a
-    script's own. --perturb (repeatable) deliberately changes the engine's setting: each KEY=VALUE goes into every
-    rcsim run of the script (run_rcsim's `perturb`), in place of the script's own value of KEY, so that a
-    reproduction can be seen to fail (tests/reproductions/perturbed.py); the last value of a KEY given twice wins."""
+    [--perturb KEY=VALUE ...], and `extra` flags (store_true) such as --self-test."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--tiny", action="store_true")
     for flag in extra:
@@ -38,22 +58,15 @@ def script_args(doc, seed=None, outputs_required=True, extra=(), options=None):
     ap.add_argument("--out", required=outputs_required)
     if seed is not None:
         ap.add_argument("--seed", type=int, default=seed)
-    ap.add_argument("--perturb", action="append", default=[], type=perturbation, metavar="KEY=VALUE",
-                    help="run every rcsim invocation with --KEY=VALUE instead of the script's own KEY (repeatable)")
-    if options is not None:
-        options(ap)
+    ap.add_argument("--perturb", type=perturbation, action="append", default=[], metavar="KEY=VALUE",
+                    help="give rcsim KEY=VALUE in every run (a deliberately wrong engine: the checks must fail)")
     a = ap.parse_args()
-    a.perturb = dict(a.perturb)
-    if a.perturb:
-        print("perturbed engine: " + " ".join(perturbed_args([], a.perturb)), file=sys.stderr)
+    keys = [k for k, _ in a.perturb]
+    if len(set(keys)) != len(keys):
+        ap.error("--perturb: a key is given twice: " + ", ".join(sorted({k for k in keys if keys.count(k) > 1})))
+    _PERTURB.clear()
+    _PERTURB.update(a.perturb)
     return a
-
-
-def perturbed_args(args, perturb):
-    """The rcsim arguments `args` (--key=value) with each KEY of `perturb` (dict KEY -> VALUE) set to VALUE: the
-    script's own --KEY=... dropped (rcsim refuses a key given twice) and --KEY=VALUE appended."""
-    kept = [x for x in args if x.partition("=")[0][2:] not in perturb]
-    return kept + [f"--{k}={v}" for k, v in perturb.items()]
 
 
 def flow_args(n, d, beta, dt, steps, kind="softmax", integrator="rk4", mask="complete"):
@@ -65,11 +78,9 @@ def flow_args(n, d, beta, dt, steps, kind="softmax", integrator="rk4", mask="com
             f"--dynamics.integrator={integrator}"]
 
 
-def run_rcsim(rcsim, out, args, extra=(), perturb=None):
-    """Run `rcsim run` into `out` (with the keys of `perturb`, script_args's --perturb, in place of the
-    script's own); returns the wall time in seconds (the whole process)."""
-    cmd = [rcsim, "run", "--quiet", "--force", f"--output.file={out}", "--run.threads=1",
-           *perturbed_args([*args, *extra], perturb or {})]
+def run_rcsim(rcsim, out, args, extra=()):
+    """Run `rcsim run` into `out` (with the --perturb keys); returns the wall time in seconds (the whole process)."""
+    cmd = [rcsim, "run", *perturbed(["--quiet", "--force", f"--output.file={out}", "--run.threads=1", *args, *extra])]
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True)
     return time.perf_counter() - t0
@@ -112,18 +123,42 @@ def components(X, tau):
     return label
 
 
-def check_lines(checks):
-    """The lines of the numbers file for `checks`, a list of (claim, ok, measured): one per claim, "check holds:"
-    or "check FAILED:", the claim and the measured values it was decided on."""
-    return "".join(f"check {'holds' if ok else 'FAILED'}: {claim}: {measured}\n" for claim, ok, measured in checks)
-
-
-def report_checks(text_path, checks, what="prediction"):
-    """Prints the numbers file (with its check_lines) and each failed check ("<what> failed: claim: measured",
-    on stderr); the exit code: 1 if a check failed, else 0 (the signal_*.py reproductions end with it)."""
+def report_checks(text_path, fails, what="prediction"):
+    """Prints the numbers file and each failed check ("<what> failed: ...", on stderr); the exit code:
+    1 if a check failed, else 0 (the signal_*.py reproductions end with it)."""
     with open(text_path) as f:
         print(f.read(), end="")
-    failed = [(claim, measured) for claim, ok, measured in checks if not ok]
-    for claim, measured in failed:
-        print(f"{what} failed: {claim}: {measured}", file=sys.stderr)
-    return 1 if failed else 0
+    for msg in fails:
+        print(f"{what} failed: " + msg, file=sys.stderr)
+    return 1 if fails else 0
+
+
+class Checks:
+    """A reproduction's checks of a paper's claims: each with its measured value and what is required.
+    `add` records one (a NaN measurement fails: `ok` is then False); `text` is their lines for the .txt;
+    `finish` prints them (failures also on stderr) and gives the exit code, 1 if any failed."""
+
+    def __init__(self):
+        self.rows = []
+
+    def add(self, name, measured, required, ok, engine=False):
+        """One check; engine=True marks a check of rcsim against an independent computation of the same
+        model (not a claim of the paper): its failure reads "engine check failed" instead of "claim failed"."""
+        self.rows.append((name, measured, required, bool(ok), engine))
+        return bool(ok)
+
+    def text(self):
+        return "".join(f"{'engine check' if engine else 'check'} {name}: measured {measured}; required {required}: "
+                       f"{'ok' if ok else 'FAILED'}\n" for name, measured, required, ok, engine in self.rows)
+
+    def finish(self, text_path):
+        """Prints the numbers file (which holds `text()`), then each failed check on stderr; the exit code."""
+        with open(text_path) as f:
+            print(f.read(), end="")
+        failed = [r for r in self.rows if not r[3]]
+        for name, measured, required, _, engine in failed:
+            print(f"{'engine check' if engine else 'claim'} failed: {name}: measured {measured}; required {required}",
+                  file=sys.stderr)
+        if _PERTURB:
+            print("(engine perturbed: " + " ".join(f"{k}={v}" for k, v in _PERTURB.items()) + ")", file=sys.stderr)
+        return 1 if failed else 0

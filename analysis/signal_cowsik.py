@@ -47,7 +47,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from particles_common import check_lines, report_checks, run_rcsim, script_args  # noqa: E402
+from particles_common import Checks, run_rcsim, script_args  # noqa: E402
 from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 SIGMA_A = 0.6
@@ -129,7 +129,7 @@ def main():
             path = os.path.join(a.data, f"signal_cowsik_{tag}a{al:g}_s{sw:g}.h5")
             tok = ["--output.tokens=all"] if (i, j) == check_point else []
             secs += run_rcsim(a.rcsim, path, model_args(n, d, m, L, al, sw, seeds, a.seed, x0),
-                              ["--output.measures=gram_p,gram_q", *tok], a.perturb)
+                              ["--output.measures=gram_p,gram_q", *tok])
             with h5py.File(path, "r") as f:
                 p, q = f["metrics/gram_p"][()], f["metrics/gram_q"][()]
                 lam = angle_exponents(p, q)
@@ -142,7 +142,7 @@ def main():
             path = os.path.join(a.data, f"signal_cowsik_{tag}grad_a{al:g}_s{sw:g}.h5")
             probes = ["--metrics.jacobian_probes=1"] if a.authors else []
             secs += run_rcsim(a.rcsim, path, model_args(ng, d, m, L, al, sw, seeds, a.seed, x0),
-                              [f"--output.measures={jac}", "--output.schedule=list:0", *probes], a.perturb)
+                              [f"--output.measures={jac}", "--output.schedule=list:0", *probes])
             with h5py.File(path, "r") as f:
                 lay = list(f["layer"][()])
                 jv = f["metrics/" + jac][()]
@@ -192,19 +192,21 @@ def main():
     fig.tight_layout()
     save_figure(fig, a.out, dpi=110)
 
+    checks = Checks()
     if a.authors:  # the authors' phase diagram: the edge of chaos in sigma_w, between 2 and 3 for every alpha
-        phases = [(f"ordered phase: lambda_a < 0 at sigma_w = {sws[0]:g} for every alpha", np.all(lam_mean[0] < 0),
-                   ", ".join(f"{x:.3g}" for x in lam_mean[0])),
-                  (f"chaotic phase: lambda_a > 0 at sigma_w = {sws[-1]:g} for every alpha", np.all(lam_mean[-1] > 0),
-                   ", ".join(f"{x:.3g}" for x in lam_mean[-1]))]
+        checks.add(f"ordered phase at sigma_w = {sws[0]:g} for every alpha",
+                   "lambda_a " + ", ".join(f"{x:.3g}" for x in lam_mean[0]), "< 0", np.all(lam_mean[0] < 0))
+        checks.add(f"chaotic phase at sigma_w = {sws[-1]:g} for every alpha",
+                   "lambda_a " + ", ".join(f"{x:.3g}" for x in lam_mean[-1]), "> 0", np.all(lam_mean[-1] > 0))
     else:  # rcsim's setting: the edge in alpha_M
         chaotic = [i for i, sw in enumerate(sws) if sw >= 2]
-        phases = [(f"ordered phase: lambda_a < 0 at alpha_M = {alphas[0]:g} for every sigma_w",
-                   np.all(lam_mean[:, 0] < 0), ", ".join(f"{x:.3g}" for x in lam_mean[:, 0])),
-                  (f"chaotic phase: lambda_a > 0 at alpha_M = {alphas[-1]:g} for every sigma_w >= 2",
-                   np.all(lam_mean[chaotic, -1] > 0), ", ".join(f"{x:.3g}" for x in lam_mean[chaotic, -1]))]
-    checks = phases + [("lambda_a from gram_p/gram_q equals lambda_a from the stored tokens (relative 1e-9)",
-                        mismatch is not None and mismatch < 1e-9, f"relative difference {mismatch}")]
+        checks.add(f"ordered phase at alpha_M = {alphas[0]:g} for every sigma_w",
+                   "lambda_a " + ", ".join(f"{x:.3g}" for x in lam_mean[:, 0]), "< 0", np.all(lam_mean[:, 0] < 0))
+        checks.add(f"chaotic phase at alpha_M = {alphas[-1]:g} for every sigma_w >= 2",
+                   "lambda_a " + ", ".join(f"{x:.3g}" for x in lam_mean[chaotic, -1]), "> 0",
+                   np.all(lam_mean[chaotic, -1] > 0))
+    checks.add("lambda_a from gram_p/gram_q equals lambda_a from the stored tokens", f"relative difference {mismatch}",
+               "< 1e-9", mismatch is not None and mismatch < 1e-9, engine=True)
     with atomic_writer(a.out + ".txt") as f:
         f.write(f"# {long_title}, {seeds} seeds (trials, seed {a.seed}){' (tiny)' if a.tiny else ''}\n")
         f.write(f"# lambda_a: N = {n}, {blocks}, then mean over "
@@ -221,8 +223,8 @@ def main():
                 f"alpha_M = {alphas[check_point[1]]:g})\n")
         f.write(f"positive_lambda_a_cells {int(np.sum(lam_mean > 0))} of {lam_mean.size}\n")
         f.write(f"rcsim_seconds {secs:.2f}\n")
-        f.write(check_lines(checks))
-    return report_checks(a.out + ".txt", checks, "check")
+        f.write(checks.text())
+    return checks.finish(a.out + ".txt")
 
 
 if __name__ == "__main__":

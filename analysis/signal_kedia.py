@@ -62,7 +62,7 @@ import numpy as np  # noqa: E402
 # compiled engine comes from PYTHONPATH (build/python), analysis/rcsim has no engine
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path = [q for q in sys.path if os.path.abspath(q or ".") != _HERE] + [_HERE]
-from particles_common import check_lines, report_checks, script_args  # noqa: E402
+from particles_common import Checks, script_args  # noqa: E402
 
 rcsim = None   # imported in main(): the package of the build whose executable --rcsim names, if it has one
 
@@ -234,7 +234,7 @@ def main():
     t0 = time.perf_counter()
     for kind in KINDS:
         for i, p in enumerate(settings):
-            f_mc, g_mc, f_se, g_se = monte_carlo(kind, p, trials, rng, a.perturb)
+            f_mc, g_mc, f_se, g_se = monte_carlo(kind, p, trials, rng, dict(a.perturb))
             f_cf, g_cf = closed_form(kind, p)
             f_wrong = closed_form(kind, p, uniform=True)[0]
             g_vonly = closed_form(kind, p, values_only=True)[1]
@@ -266,15 +266,16 @@ def main():
     iid = [abs(r["f_iid"] - r["f_mc"]) / r["f_mc"] for r in rows if r["kind"] in ("attn", "preln")]
     iq = quantiles(iid)[0]
     cq = quantiles(fe["attn"] + fe["preln"])[0]
-    checks = [(f"median forward relative error below {max(5.0, noise_f):.2f} %", fq[0] < max(5.0, noise_f),
-               f"{fq[0]:.2f} %"),
-              (f"median gradient relative error below {max(10.0, noise_g):.2f} %", gq[0] < max(10.0, noise_g),
-               f"{gq[0]:.2f} %"),
-              (f"relu FFN's exact closed forms: median forward and gradient error below {max(3.0, relu_noise):.2f} %",
-               relu_med < max(3.0, relu_noise), f"{relu_med:.2f} %"),
-              ("the i.i.d.-token closed forms (r = 0) rejected on the attention and pre-LN forward variance (median "
-               "error above 10 % and 4x that of the forms with the input correlation)", iq > 10.0 and iq > 4 * cq,
-               f"{iq:.2f} % against {cq:.2f} %")]
+    checks = Checks()
+    checks.add("median forward relative error", f"{fq[0]:.2f} %", f"< {max(5.0, noise_f):.2f} %",
+               fq[0] < max(5.0, noise_f))
+    checks.add("median gradient relative error", f"{gq[0]:.2f} %", f"< {max(10.0, noise_g):.2f} %",
+               gq[0] < max(10.0, noise_g))
+    checks.add("relu FFN's exact closed forms: median forward and gradient error", f"{relu_med:.2f} %",
+               f"< {max(3.0, relu_noise):.2f} %", relu_med < max(3.0, relu_noise))
+    checks.add("the i.i.d.-token closed forms (r = 0) rejected on the attention and pre-LN forward variance",
+               f"median error {iq:.2f} % against {cq:.2f} % with the input correlation", "> 10 % and > 4x",
+               iq > 10.0 and iq > 4 * cq)
 
     fig, ax = plt.subplots(1, 2, figsize=(12, 5.2))
     mk = {"attn": "o", "ffn_relu": "s", "ffn_gelu": "D", "preln": "^", "postln": "v"}
@@ -329,8 +330,8 @@ def main():
             f.write(f"{r['kind']} {r['i']} {p['N']} {p['d']} {p['r']:.3f} {p['var']:.3f} {p['gq']:.3f} "
                     f"{p['gk']:.3f} {p['gv']:.3f} {p['gin']:.3f} {p['gout']:.3f} {fcf} {r['f_mc']:.5g} {fer} "
                     f"{r['g_cf']:.5g} {r['g_mc']:.5g} {100 * rel(r, 'g'):.2f}\n")
-        f.write(check_lines(checks))
-    return report_checks(a.out + ".txt", checks)
+        f.write(checks.text())
+    return checks.finish(a.out + ".txt")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ docs/science/gradients.md, "Reproductions"). At initialisation, the signed mean 
 the gradient norms of every block's W_Q, W_K, W_V (`grad_wq_norm`, `grad_wk_norm`, `grad_wv_norm`, rcsim's
 reverse pass for the loss 1^T X(L) R with a Gaussian readout R) against depth, for residual branch weights
 residual.alpha = 1 and 1/sqrt(L). Settings: the paper's figure's placement, post-LN (X <- LN(X + alpha F(X)) for
-the attention and the MLP sub-blocks; the default), or with --placement pre rcsim's first setting, pre-LN
+the attention and the MLP sub-blocks; the default), or with --pre-ln rcsim's first setting, pre-LN
 (X <- X + alpha F(LN(X))); layernorm with gain 1, bias 0. rcsim's own choices (the paper's exact widths and token
 count are not reproduced): one softmax head, Gaussian W_Q, W_K, W_V with std 1/sqrt(d), relu MLP of width 4d,
 X(0) i.i.d. N(0, 1), complete mask, fresh weights per layer.
@@ -16,9 +16,9 @@ alpha = 1 the tokens align (mean cosine at layer L above 0.5); (2) with alpha = 
 the median over trials and the last quarter of blocks of (|dW_Q| + |dW_K|) / (2 |dW_V|) is below half of its
 alpha = 1/sqrt(L) value.
 
-usage: signal_noci.py [--tiny] [--placement post|pre] [--rcsim PATH] --data DIR --out PREFIX [--seed S]
+usage: signal_noci.py [--tiny] [--pre-ln] [--rcsim PATH] --data DIR --out PREFIX [--seed S]
                       [--perturb KEY=VALUE ...]
-(--perturb: a deliberately wrong engine setting in every rcsim run, particles_common.script_args.)
+(--perturb: a deliberately wrong engine setting in every rcsim run, particles_common.)
 
 Writes PREFIX.png, PREFIX.pdf and PREFIX.txt (per depth L and alpha: the mean cosine at layer L, the
 first and deep blocks' gradient ratios; the per-layer profiles of the deepest run).
@@ -32,7 +32,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from particles_common import check_lines, report_checks, run_rcsim, script_args  # noqa: E402
+from particles_common import Checks, run_rcsim, script_args  # noqa: E402
 from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 MEASURES = "cos_mean,grad_wq_norm,grad_wk_norm,grad_wv_norm"
@@ -49,8 +49,7 @@ def run(a, n, d, L, alpha, trials, tag):
                      [f"--model.tokens={n}", f"--model.dim={d}", f"--model.layers={L}",
                       "--norm.type=layernorm", f"--norm.position={a.placement}", f"--residual.alpha={alpha!r}",
                       f"--mlp.width={4 * d}", "--mlp.activation=relu", "--init.type=gaussian",
-                      f"--run.trials={trials}", f"--run.seed={a.seed}", f"--output.measures={MEASURES}"],
-                     perturb=a.perturb)
+                      f"--run.trials={trials}", f"--run.seed={a.seed}", f"--output.measures={MEASURES}"])
     with h5py.File(path, "r") as f:
         m = {k: f["metrics/" + k][()] for k in MEASURES.split(",")}
     m["ratio"] = (m["grad_wq_norm"] + m["grad_wk_norm"]) / (2 * m["grad_wv_norm"])  # [trial, block]
@@ -65,9 +64,8 @@ def deep(ratio):
 
 
 def main():
-    a = script_args(__doc__, seed=1, options=lambda ap: ap.add_argument(
-        "--placement", choices=("post", "pre"), default="post",
-        help="layernorm placement: post (the paper's figure, the default) or pre (rcsim's first setting)"))
+    a = script_args(__doc__, seed=1, extra=("--pre-ln",))
+    a.placement = "pre" if a.pre_ln else "post"
     n, d, depths, trials = settings(a.tiny)
     os.makedirs(a.data, exist_ok=True)
     res = {}
@@ -119,11 +117,12 @@ def main():
     c1 = res[(Lmax, "1")]["cos_mean"][:, -1].mean()
     cs = res[(Lmax, "s")]["cos_mean"][:, -1].mean()
     r1, rs = deep(res[(Lmax, "1")]["ratio"]), deep(res[(Lmax, "s")]["ratio"])
-    checks = [(f"tokens align with alpha = 1 (mean cosine at layer L = {Lmax} above 0.5)", c1 > 0.5, f"{c1:.4g}"),
-              ("alpha = 1/sqrt(L) prevents the alignment (its cosine at layer L at least 0.3 lower)", c1 > cs + 0.3,
-               f"{cs:.4g} against {c1:.4g}"),
-              ("Q/K gradients vanish relative to V's with alpha = 1 (deep-block ratio below half of 1/sqrt(L)'s)",
-               r1 < 0.5 * rs, f"{r1:.4g} against {rs:.4g}")]
+    checks = Checks()
+    checks.add("tokens align with alpha = 1", f"mean cosine at layer L = {Lmax}: {c1:.4g}", "> 0.5", c1 > 0.5)
+    checks.add("alpha = 1/sqrt(L) prevents the alignment", f"mean cosine {cs:.4g} against {c1:.4g} with alpha = 1",
+               "at least 0.3 lower", c1 > cs + 0.3)
+    checks.add("Q/K gradients vanish relative to V's with alpha = 1", f"deep-block ratio {r1:.4g} against "
+               f"{rs:.4g} with 1/sqrt(L)", "below half of 1/sqrt(L)'s", r1 < 0.5 * rs)
     with atomic_writer(a.out + ".txt") as f:
         f.write(f"# Noci et al. 2022 setting: {a.placement}-LN (layernorm), N = {n}, d = {d}, one softmax head, "
                 f"relu MLP width {4 * d}, W std 1/sqrt(d), X(0) N(0,1), {trials} trials, seed {a.seed}"
@@ -147,8 +146,8 @@ def main():
                         f" {np.median(m1['grad_wq_norm'][:, t]):.4g} {np.median(m1['grad_wv_norm'][:, t]):.4g}"
                         f" {np.median(ms['grad_wq_norm'][:, t]):.4g} {np.median(ms['grad_wv_norm'][:, t]):.4g}")
             f.write(row + "\n")
-        f.write(check_lines(checks))
-    return report_checks(a.out + ".txt", checks)
+        f.write(checks.text())
+    return checks.finish(a.out + ".txt")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from particles_common import check_lines, report_checks, run_rcsim, script_args  # noqa: E402
+from particles_common import Checks, run_rcsim, script_args  # noqa: E402
 from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 PLACEMENTS = ("pre", "post", "peri")
@@ -55,7 +55,7 @@ def main():
                                         "--norm.type=layernorm", f"--norm.position={pos}", "--residual.alpha=1",
                                         f"--mlp.width={4 * d}", "--mlp.activation=gelu", f"--weights.branch_gain={s!r}",
                                         "--init.type=gaussian", f"--run.trials={trials}", f"--run.seed={a.seed}",
-                                        "--output.measures=gram_q,cos_mean"], perturb=a.perturb)
+                                        "--output.measures=gram_q,cos_mean"])
             with h5py.File(path, "r") as f:
                 q[(pos, s)] = f["metrics/gram_q"][()]
                 cos[(pos, s)] = f["metrics/cos_mean"][()]
@@ -91,16 +91,16 @@ def main():
     pre_scale = qL[("pre", smax)] / qL[("pre", 1.0)]
     peri_scale = qL[("peri", smax)] / qL[("peri", 1.0)]
     peri_rate = [(qL[("peri", s)] - float(q[("peri", s)][:, 0].mean())) / (2 * L) for s in GAINS]
-    checks = [("post-LN variance bounded (q <= 2 at every layer and s)", post_max <= 2.0, f"max q {post_max:.4g}"),
-              ("pre-LN variance grows with depth (q(L)/q(0) > 10 at s = 1)", pre_growth > 10,
-               f"q(L)/q(0) = {pre_growth:.4g}"),
-              (f"pre-LN variance grows with the branch scale (q(L) ratio s = {smax:g} : 1 > {smax ** 2 / 2:g})",
-               pre_scale > smax ** 2 / 2, f"ratio {pre_scale:.4g}"),
-              (f"peri-LN variance independent of the branch scale (q(L) ratio s = {smax:g} : 1 in [0.5, 2])",
-               0.5 <= peri_scale <= 2, f"ratio {peri_scale:.4g}"),
-              ("peri-LN variance grows linearly, one unit per sub-block ((q(L) - q(0)) / 2L in [0.75, 1.25] at "
-               "every s)", all(0.75 <= g <= 1.25 for g in peri_rate),
-               "rates " + ", ".join(f"{g:.4g}" for g in peri_rate))]
+    checks = Checks()
+    checks.add("post-LN variance bounded", f"max q {post_max:.4g}", "<= 2 at every layer and s", post_max <= 2.0)
+    checks.add("pre-LN variance grows with depth", f"q(L)/q(0) = {pre_growth:.4g} at s = 1", "> 10", pre_growth > 10)
+    checks.add("pre-LN variance grows with the branch scale", f"q(L) ratio s = {smax:g} : 1 = {pre_scale:.4g}",
+               f"> s^2/2 = {smax ** 2 / 2:g}", pre_scale > smax ** 2 / 2)
+    checks.add("peri-LN variance independent of the branch scale", f"q(L) ratio s = {smax:g} : 1 = {peri_scale:.4g}",
+               "in [0.5, 2]", 0.5 <= peri_scale <= 2)
+    checks.add("peri-LN variance grows linearly, one unit per sub-block",
+               "(q(L) - q(0)) / 2L = " + ", ".join(f"{g:.4g}" for g in peri_rate) + f" at s = {GAINS}",
+               "in [0.75, 1.25] at every s", all(0.75 <= g <= 1.25 for g in peri_rate))
     with atomic_writer(a.out + ".txt") as f:
         f.write(f"# Peri-LN comparison at initialisation: layernorm, residual.alpha = 1, N = {n}, d = {d}, L = {L}, "
                 f"one softmax head, gelu MLP width {4 * d}, weights std 1/sqrt(fan-in) x branch gain s on W_V, W_in, "
@@ -116,8 +116,8 @@ def main():
         f.write("# q(t), mean over trials, columns " + " ".join(f"{p}_s{s:g}" for p in PLACEMENTS for s in GAINS) + "\n")
         for t in range(0, L + 1, max(1, L // 32)):
             f.write(f"{t} " + " ".join(f"{q[(p, s)][:, t].mean():.5g}" for p in PLACEMENTS for s in GAINS) + "\n")
-        f.write(check_lines(checks))
-    return report_checks(a.out + ".txt", checks)
+        f.write(checks.text())
+    return checks.finish(a.out + ".txt")
 
 
 if __name__ == "__main__":
