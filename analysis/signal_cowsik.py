@@ -19,12 +19,22 @@ Why this setting (docs/science/gradients.md, "Reproductions"): with one alpha fo
 attention at sigma_A = 0.6 averages the tokens and orders every cell; from i.i.d. Gaussian tokens (already nearly
 orthogonal, 1 - p/q near 1) a chaotic phase cannot show as lambda_a > 0; relu and gelu MLPs contract correlations.
 
-Checks (exit status 1 naming the one that fails): (1) the ordered phase: lambda_a < 0 at the smallest alpha_M for
+Checks, each printed with its measured value (exit status 1 naming the one that fails): (1) the ordered phase: lambda_a < 0 at the smallest alpha_M for
 every sigma_w; (2) the chaotic phase: lambda_a > 0 at the largest alpha_M for every sigma_w >= 2 (the boundary lies
 between); (3) lambda_a from rcsim's gram_p and gram_q equals lambda_a computed here from the stored tokens of one
 grid point (relative 1e-9).
 
-usage: signal_cowsik.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX [--seed S]
+--authors: the setting of the authors' public script instead (the unofficial script of SCIENCE.md section 6; in
+the docs): X(0) Gaussian tokens with correlation rho = 0.99 (sqrt(rho) g + sqrt(1 - rho) z_i, through init.file),
+alpha_A = alpha_M = alpha varied together with skip gains 1, the non-centred norm x sqrt(d)/|x| (rmsnorm, eps 0),
+W_Q, W_K std 1/sqrt(d) (their sigma_A = 1), W_V 1/sqrt(d), tanh MLP of width d with W_in and W_out std
+sigma_w/sqrt(d); N = 256, d = 64; lambda_a from the first block, lambda_g over 16 blocks from one Hutchinson probe
+(jacobian_log_fro2_full, metrics.jacobian_probes = 1), as the script; sigma_w in 1..4. Its checks: ordered
+(lambda_a < 0) at the smallest sigma_w and chaotic (> 0) at the largest, for every alpha, plus check (3).
+rcsim's own in it: beta = 1/sqrt(d), the 5 x 4 grid, 5 seeds (the script: 50 x 50, one seed).
+
+usage: signal_cowsik.py [--tiny] [--authors] [--rcsim PATH] --data DIR --out PREFIX [--seed S]
+                        [--perturb KEY=VALUE ...]
 
 Writes PREFIX.png, PREFIX.pdf and PREFIX.txt (lambda_a, its spread over seeds, lambda_g per grid point).
 """
@@ -37,29 +47,54 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from particles_common import report_checks, run_rcsim, script_args  # noqa: E402
+from particles_common import Checks, run_rcsim, script_args  # noqa: E402
 from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 SIGMA_A = 0.6
 ALPHA_A = 0.1
-L = 8
+RHO_AUTHORS = 0.99
 
 
-def settings(tiny):
-    """(N, N for lambda_g, d, m, alphas, sigma_ws, seeds): tiny is for CI (seconds), the full run is the figure."""
+def settings(tiny, authors):
+    """(N, N for lambda_g, d, m, L, alphas, sigma_ws, seeds): tiny is for CI (seconds), the full run is the figure.
+    authors: the public script's N = 256, d = m = 64, 16 blocks for lambda_g (lambda_a from the first block)."""
+    alphas = (0.1, 0.5, 0.9) if tiny else (0.1, 0.3, 0.5, 0.7, 0.9)
+    if authors:
+        return (64, 64, 64, 64, 16, alphas, (1.0, 4.0), 3) if tiny else (256, 256, 64, 64, 16, alphas, (1, 2, 3, 4), 5)
     if tiny:
-        return 16, 8, 16, 64, (0.1, 0.5, 0.9), (0.5, 2.0), 2
-    return 64, 32, 64, 256, (0.1, 0.3, 0.5, 0.7, 0.9), (0.5, 1.0, 2.0, 4.0, 8.0), 5
+        return 16, 8, 16, 64, 8, alphas, (0.5, 2.0), 2
+    return 64, 32, 64, 256, 8, alphas, (0.5, 1.0, 2.0, 4.0, 8.0), 5
 
 
-def model_args(n, d, m, alpha_m, sw, trials, seed):
-    return [f"--model.tokens={n}", f"--model.dim={d}", f"--model.layers={L}", "--norm.type=layernorm",
-            "--norm.position=pre", f"--residual.alpha={ALPHA_A!r}", f"--residual.mlp_alpha={alpha_m!r}",
-            "--residual.mixing=cowsik", f"--mlp.width={m}", "--mlp.activation=tanh",
-            f"--weights.q_std={SIGMA_A / np.sqrt(d)!r}", f"--weights.k_std={SIGMA_A / np.sqrt(d)!r}",
-            f"--weights.v_std={sw / np.sqrt(d)!r}", f"--weights.mlp_in_std={sw / np.sqrt(d)!r}",
-            f"--weights.mlp_out_std={sw / np.sqrt(m)!r}", "--init.type=equiangular", "--init.rho=0.5",
-            f"--run.trials={trials}", f"--run.seed={seed}"]
+def model_args(n, d, m, L, alpha, sw, trials, seed, x0=None):
+    """rcsim's setting (x0 None: alpha_A = ALPHA_A, alpha_M = alpha, cowsik mixing, layernorm, sigma_A = SIGMA_A,
+    W_V std sigma_w/sqrt(d), W_out sigma_w/sqrt(m), X(0) equiangular with cosine 0.5) or the authors' public
+    script's (x0 the file of its X(0): alpha_A = alpha_M = alpha, skip gains 1, the non-centred rmsnorm with eps 0,
+    W_Q, W_K std sqrt(sigma_A/d) with its sigma_A = 1, W_V std 1/sqrt(d), W_in and W_out std sigma_w/sqrt(d))."""
+    common = [f"--model.tokens={n}", f"--model.dim={d}", f"--model.layers={L}", "--norm.position=pre",
+              f"--mlp.width={m}", "--mlp.activation=tanh", f"--weights.mlp_in_std={sw / np.sqrt(d)!r}",
+              f"--run.trials={trials}", f"--run.seed={seed}"]
+    if x0 is not None:
+        return common + ["--norm.type=rmsnorm", "--norm.eps=0", f"--residual.alpha={alpha!r}",
+                         f"--weights.q_std={1 / np.sqrt(d)!r}", f"--weights.k_std={1 / np.sqrt(d)!r}",
+                         f"--weights.v_std={1 / np.sqrt(d)!r}", f"--weights.mlp_out_std={sw / np.sqrt(d)!r}",
+                         "--init.type=file", f"--init.file={x0}"]
+    return common + ["--norm.type=layernorm", f"--residual.alpha={ALPHA_A!r}", f"--residual.mlp_alpha={alpha!r}",
+                     "--residual.mixing=cowsik", f"--weights.q_std={SIGMA_A / np.sqrt(d)!r}",
+                     f"--weights.k_std={SIGMA_A / np.sqrt(d)!r}", f"--weights.v_std={sw / np.sqrt(d)!r}",
+                     f"--weights.mlp_out_std={sw / np.sqrt(m)!r}", "--init.type=equiangular", "--init.rho=0.5"]
+
+
+def authors_x0(path, trials, n, d, seed):
+    """The authors' X(0) per trial: sqrt(rho) g 1^T + sqrt(1 - rho) Z (g ~ N(0, I_d) shared by the tokens, Z i.i.d.
+    N(0, 1); E[p/q] = rho = 0.99), written to `path` (/X0 [trials, N, d]) through a temporary and a rename."""
+    rng = np.random.default_rng(seed)
+    g = rng.standard_normal((trials, 1, d))
+    X = np.sqrt(RHO_AUTHORS) * g + np.sqrt(1 - RHO_AUTHORS) * rng.standard_normal((trials, n, d))
+    with h5py.File(path + ".tmp", "w") as f:
+        f["X0"] = X
+    os.replace(path + ".tmp", path)
+    return path
 
 
 def angle_exponents(p, q):
@@ -77,9 +112,12 @@ def gram_pq(X):
 
 
 def main():
-    a = script_args(__doc__, seed=1)
-    n, ng, d, m, alphas, sws, seeds = settings(a.tiny)
+    a = script_args(__doc__, seed=1, extra=("--authors",))
+    n, ng, d, m, L, alphas, sws, seeds = settings(a.tiny, a.authors)
     os.makedirs(a.data, exist_ok=True)
+    tag = "authors_" if a.authors else ""
+    x0 = authors_x0(os.path.join(a.data, "signal_cowsik_authors_x0.h5"), seeds, n, d, a.seed) if a.authors else None
+    jac = "jacobian_log_fro2_full" if a.authors else "jacobian_log_fro2"
     la = np.zeros((len(sws), len(alphas), seeds))
     lg = np.zeros((len(sws), len(alphas), seeds))
     lgr = np.zeros((len(sws), len(alphas), seeds))
@@ -88,37 +126,50 @@ def main():
     mismatch = None
     for i, sw in enumerate(sws):
         for j, al in enumerate(alphas):
-            path = os.path.join(a.data, f"signal_cowsik_a{al:g}_s{sw:g}.h5")
+            path = os.path.join(a.data, f"signal_cowsik_{tag}a{al:g}_s{sw:g}.h5")
             tok = ["--output.tokens=all"] if (i, j) == check_point else []
-            secs += run_rcsim(a.rcsim, path, model_args(n, d, m, al, sw, seeds, a.seed),
+            secs += run_rcsim(a.rcsim, path, model_args(n, d, m, L, al, sw, seeds, a.seed, x0),
                               ["--output.measures=gram_p,gram_q", *tok])
             with h5py.File(path, "r") as f:
                 p, q = f["metrics/gram_p"][()], f["metrics/gram_q"][()]
                 lam = angle_exponents(p, q)
-                la[i, j] = lam.mean(1)
+                la[i, j] = lam[:, 0] if a.authors else lam.mean(1)
                 if tok:
                     X = f["tokens"][()]  # [trial, layer, N, d]
                     pq = np.array([[gram_pq(X[r, t]) for t in range(X.shape[1])] for r in range(X.shape[0])])
                     lam_py = angle_exponents(pq[..., 0], pq[..., 1])
                     mismatch = float(np.max(np.abs(lam_py - lam)) / max(1e-300, np.max(np.abs(lam_py))))
-            path = os.path.join(a.data, f"signal_cowsik_grad_a{al:g}_s{sw:g}.h5")
-            secs += run_rcsim(a.rcsim, path, model_args(ng, d, m, al, sw, seeds, a.seed),
-                              ["--output.measures=jacobian_log_fro2", "--output.schedule=list:0"])
+            path = os.path.join(a.data, f"signal_cowsik_{tag}grad_a{al:g}_s{sw:g}.h5")
+            probes = ["--metrics.jacobian_probes=1"] if a.authors else []
+            secs += run_rcsim(a.rcsim, path, model_args(ng, d, m, L, al, sw, seeds, a.seed, x0),
+                              [f"--output.measures={jac}", "--output.schedule=list:0", *probes])
             with h5py.File(path, "r") as f:
                 lay = list(f["layer"][()])
-                jac = f["metrics/jacobian_log_fro2"][()]
-                lg[i, j] = jac[:, lay.index(0)] / L
-                lgr[i, j] = (jac[:, lay.index(0)] - jac[:, lay.index(L)]) / L
+                jv = f["metrics/" + jac][()]
+                lg[i, j] = jv[:, lay.index(0)] / L
+                lgr[i, j] = (jv[:, lay.index(0)] - jv[:, lay.index(L)]) / L
 
+    if a.authors:
+        title = (f"Cowsik et al. 2024, the authors' public script's setting: pre-RMSNorm, skip 1, alpha_A = alpha_M, "
+                 f"tanh MLP {m}, X(0) Gaussian with rho {RHO_AUTHORS}, d = {d}")
+        long_title = (title + ", W_Q, W_K std 1/sqrt(d), W_V 1/sqrt(d), W_in and W_out sigma_w/sqrt(d); "
+                      f"rcsim's: beta = 1/sqrt(d), the grid, L = {L} for lambda_g")
+    else:
+        title = (f"Cowsik et al. 2024 in rcsim's setting: pre-LN, cowsik mixing, alpha_A = {ALPHA_A}, "
+                 f"sigma_A = {SIGMA_A}, d = {d}, tanh MLP {m}, X(0) simplex cos 0.5, L = {L}")
+        long_title = (title + ", W_Q, W_K std sigma_A/sqrt(d), W_V and W_in std sigma_w/sqrt(d), W_out "
+                      "sigma_w/sqrt(m), alpha_M = residual.mlp_alpha, skip sqrt(1 - alpha^2) per sub-block")
+    xlab = "alpha = alpha_A = alpha_M" if a.authors else "alpha_M"
     fig, ax = plt.subplots(1, 3, figsize=(16, 4.4))
     lam_mean = np.nanmean(la, 2)
     vmax = np.nanmax(np.abs(lam_mean))
     im = ax[0].imshow(lam_mean, origin="lower", cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto")
     ax[0].set_xticks(range(len(alphas)), [f"{x:g}" for x in alphas])
     ax[0].set_yticks(range(len(sws)), [f"{x:g}" for x in sws])
-    ax[0].set_xlabel("alpha_M (MLP branch weight; skip sqrt(1 - alpha_M^2))")
+    ax[0].set_xlabel(xlab if a.authors else "alpha_M (MLP branch weight; skip sqrt(1 - alpha_M^2))")
     ax[0].set_ylabel("sigma_w")
-    ax[0].set_title(f"lambda_a (mean over {L} blocks, {seeds} seeds), N = {n}\nred: chaotic (> 0), blue: ordered")
+    blocks = "block 0" if a.authors else f"mean over {L} blocks"
+    ax[0].set_title(f"lambda_a ({blocks}, {seeds} seeds), N = {n}\nred: chaotic (> 0), blue: ordered")
     for i in range(len(sws)):
         for j in range(len(alphas)):
             ax[0].text(j, i, f"{lam_mean[i, j]:.2f}", ha="center", va="center", fontsize=7)
@@ -128,39 +179,41 @@ def main():
         ax[2].errorbar(alphas, lg[i].mean(1), yerr=lg[i].std(1), marker="s", capsize=2, label=f"sigma_w = {sw:g}")
         ax[2].plot(alphas, lgr[i].mean(1), ls=":", marker="^", color=f"C{i}")
     ax[1].axhline(0, color="k", lw=0.6)
-    ax[1].set_xlabel("alpha_M")
+    ax[1].set_xlabel(xlab)
     ax[1].set_ylabel("lambda_a")
     ax[1].set_title("angle exponent (bars: std over seeds)")
     ax[1].legend(fontsize=8)
-    ax[2].set_xlabel("alpha_M")
+    ax[2].set_xlabel(xlab)
     ax[2].set_ylabel("gradient exponent")
     ax[2].axhline(0, color="k", lw=0.6)
     ax[2].set_title(f"lambda_g (squares), lambda_g_rel (dotted), N = {ng}")
     ax[2].legend(fontsize=8)
-    fig.suptitle(f"Cowsik et al. 2024 setting: pre-LN, cowsik mixing, alpha_A = {ALPHA_A}, sigma_A = {SIGMA_A}, d = {d}, "
-                 f"tanh MLP {m}, X(0) simplex cos 0.5, L = {L}" + (" (tiny)" if a.tiny else ""))
+    fig.suptitle(title + (" (tiny)" if a.tiny else ""))
     fig.tight_layout()
     save_figure(fig, a.out, dpi=110)
 
-    fails = []
-    if not np.all(lam_mean[:, 0] < 0):
-        fails.append(f"ordered phase: lambda_a < 0 at alpha_M = {alphas[0]:g} for every sigma_w "
-                     f"({', '.join(f'{x:.3g}' for x in lam_mean[:, 0])})")
-    chaotic = [i for i, sw in enumerate(sws) if sw >= 2]
-    if not np.all(lam_mean[chaotic, -1] > 0):
-        fails.append(f"chaotic phase: lambda_a > 0 at alpha_M = {alphas[-1]:g} for sigma_w >= 2 "
-                     f"({', '.join(f'{x:.3g}' for x in lam_mean[chaotic, -1])})")
-    if mismatch is None or not mismatch < 1e-9:
-        fails.append(f"lambda_a from gram_p/gram_q equals lambda_a from the stored tokens (relative {mismatch})")
+    checks = Checks()
+    if a.authors:  # the authors' phase diagram: the edge of chaos in sigma_w, between 2 and 3 for every alpha
+        checks.add(f"ordered phase at sigma_w = {sws[0]:g} for every alpha",
+                   "lambda_a " + ", ".join(f"{x:.3g}" for x in lam_mean[0]), "< 0", np.all(lam_mean[0] < 0))
+        checks.add(f"chaotic phase at sigma_w = {sws[-1]:g} for every alpha",
+                   "lambda_a " + ", ".join(f"{x:.3g}" for x in lam_mean[-1]), "> 0", np.all(lam_mean[-1] > 0))
+    else:  # rcsim's setting: the edge in alpha_M
+        chaotic = [i for i, sw in enumerate(sws) if sw >= 2]
+        checks.add(f"ordered phase at alpha_M = {alphas[0]:g} for every sigma_w",
+                   "lambda_a " + ", ".join(f"{x:.3g}" for x in lam_mean[:, 0]), "< 0", np.all(lam_mean[:, 0] < 0))
+        checks.add(f"chaotic phase at alpha_M = {alphas[-1]:g} for every sigma_w >= 2",
+                   "lambda_a " + ", ".join(f"{x:.3g}" for x in lam_mean[chaotic, -1]), "> 0",
+                   np.all(lam_mean[chaotic, -1] > 0))
+    checks.add("lambda_a from gram_p/gram_q equals lambda_a from the stored tokens", f"relative difference {mismatch}",
+               "< 1e-9", mismatch is not None and mismatch < 1e-9, engine=True)
     with atomic_writer(a.out + ".txt") as f:
-        f.write(f"# Cowsik et al. 2024 setting: pre-LN layernorm, residual.mixing = cowsik (skip sqrt(1 - alpha^2) per "
-                f"sub-block), attention branch alpha_A = {ALPHA_A}, MLP branch alpha_M (residual.mlp_alpha), sigma_A = "
-                f"{SIGMA_A} (W_Q, W_K std sigma_A/sqrt(d)), W_V and W_in std sigma_w/sqrt(d), W_out sigma_w/sqrt(m), tanh "
-                f"MLP m = {m}, d = {d}, L = {L}, X(0) equiangular (cosine 0.5), {seeds} seeds (trials, seed {a.seed})"
-                f"{' (tiny)' if a.tiny else ''}\n")
-        f.write(f"# lambda_a: N = {n}, mean over the {L} blocks then over seeds (sd over seeds); lambda_g: N = {ng}, "
-                f"jacobian_log_fro2 at layer 0 / L; lambda_g_rel = (jacobian_log_fro2 at 0 - at L) / L, the readout's "
-                f"log(N |R|^2) / L removed\n")
+        f.write(f"# {long_title}, {seeds} seeds (trials, seed {a.seed}){' (tiny)' if a.tiny else ''}\n")
+        f.write(f"# lambda_a: N = {n}, {blocks}, then mean over "
+                f"seeds (sd over seeds); lambda_g: N = {ng}, {jac} at layer 0 / L"
+                f"{' (one Hutchinson probe, as the authors)' if a.authors else ''}; "
+                f"lambda_g_rel = ({jac} at 0 - at L) / L, "
+                f"the identity map's value removed\n")
         f.write("sigma_w alpha_M lambda_a lambda_a_sd lambda_g lambda_g_sd lambda_g_rel lambda_g_rel_sd\n")
         for i, sw in enumerate(sws):
             for j, al in enumerate(alphas):
@@ -170,11 +223,8 @@ def main():
                 f"alpha_M = {alphas[check_point[1]]:g})\n")
         f.write(f"positive_lambda_a_cells {int(np.sum(lam_mean > 0))} of {lam_mean.size}\n")
         f.write(f"rcsim_seconds {secs:.2f}\n")
-        f.write("checks " + ("FAILED: " + "; ".join(fails) if fails else
-                             "hold: ordered at the smallest alpha_M, chaotic at the largest for sigma_w >= 2; gram-based "
-                             "lambda_a matches the tokens")
-                + "\n")
-    return report_checks(a.out + ".txt", fails, "check")
+        f.write(checks.text())
+    return checks.finish(a.out + ".txt")
 
 
 if __name__ == "__main__":

@@ -4,17 +4,21 @@
 docs/science/gradients.md, "Reproductions"). At initialisation, the signed mean token cosine (`cos_mean`) and
 the gradient norms of every block's W_Q, W_K, W_V (`grad_wq_norm`, `grad_wk_norm`, `grad_wv_norm`, rcsim's
 reverse pass for the loss 1^T X(L) R with a Gaussian readout R) against depth, for residual branch weights
-residual.alpha = 1 and 1/sqrt(L). Setting (the paper's exact widths and token count are not reproduced):
-pre-LN (X <- X + alpha F(LN(X)) for the attention and the MLP sub-blocks, layernorm with gain 1, bias 0),
-one softmax head, Gaussian W_Q, W_K, W_V with std 1/sqrt(d), relu MLP of width 4d, X(0) i.i.d. N(0, 1),
-complete mask, fresh weights per layer.
+residual.alpha = 1 and 1/sqrt(L). Settings: the paper's figure's placement, post-LN (X <- LN(X + alpha F(X)) for
+the attention and the MLP sub-blocks; the default), or with --pre-ln rcsim's first setting, pre-LN
+(X <- X + alpha F(LN(X))); layernorm with gain 1, bias 0. rcsim's own choices (the paper's exact widths and token
+count are not reproduced): one softmax head, Gaussian W_Q, W_K, W_V with std 1/sqrt(d), relu MLP of width 4d,
+X(0) i.i.d. N(0, 1), complete mask, fresh weights per layer.
 
-Prediction checked (exit status 1 naming it when it fails): (1) with alpha = 1 the tokens align (mean cosine
-at layer L above 0.5) and with alpha = 1/sqrt(L) they do not (at least 0.3 lower); (2) with alpha = 1 the
-query/key gradients vanish relative to the value gradient in the deep blocks: the median over trials and
-the last quarter of blocks of (|dW_Q| + |dW_K|) / (2 |dW_V|) is below half of its alpha = 1/sqrt(L) value.
+Claims checked, each printed with its measured value (exit status 1 naming the one that fails): (1) with
+alpha = 1 the tokens align (mean cosine at layer L above 0.5); (2) with alpha = 1/sqrt(L) they do not (at least
+0.3 lower); (3) with alpha = 1 the query/key gradients vanish relative to the value gradient in the deep blocks:
+the median over trials and the last quarter of blocks of (|dW_Q| + |dW_K|) / (2 |dW_V|) is below half of its
+alpha = 1/sqrt(L) value.
 
-usage: signal_noci.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX [--seed S]
+usage: signal_noci.py [--tiny] [--pre-ln] [--rcsim PATH] --data DIR --out PREFIX [--seed S]
+                      [--perturb KEY=VALUE ...]
+(--perturb: a deliberately wrong engine setting in every rcsim run, particles_common.)
 
 Writes PREFIX.png, PREFIX.pdf and PREFIX.txt (per depth L and alpha: the mean cosine at layer L, the
 first and deep blocks' gradient ratios; the per-layer profiles of the deepest run).
@@ -28,7 +32,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from particles_common import report_checks, run_rcsim, script_args  # noqa: E402
+from particles_common import Checks, run_rcsim, script_args  # noqa: E402
 from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 MEASURES = "cos_mean,grad_wq_norm,grad_wk_norm,grad_wv_norm"
@@ -40,10 +44,10 @@ def settings(tiny):
 
 
 def run(a, n, d, L, alpha, trials, tag):
-    path = os.path.join(a.data, f"signal_noci_{tag}_L{L}.h5")
+    path = os.path.join(a.data, f"signal_noci_{a.placement}_{tag}_L{L}.h5")
     secs = run_rcsim(a.rcsim, path,
                      [f"--model.tokens={n}", f"--model.dim={d}", f"--model.layers={L}",
-                      "--norm.type=layernorm", "--norm.position=pre", f"--residual.alpha={alpha!r}",
+                      "--norm.type=layernorm", f"--norm.position={a.placement}", f"--residual.alpha={alpha!r}",
                       f"--mlp.width={4 * d}", "--mlp.activation=relu", "--init.type=gaussian",
                       f"--run.trials={trials}", f"--run.seed={a.seed}", f"--output.measures={MEASURES}"])
     with h5py.File(path, "r") as f:
@@ -60,7 +64,8 @@ def deep(ratio):
 
 
 def main():
-    a = script_args(__doc__, seed=1)
+    a = script_args(__doc__, seed=1, extra=("--pre-ln",))
+    a.placement = "pre" if a.pre_ln else "post"
     n, d, depths, trials = settings(a.tiny)
     os.makedirs(a.data, exist_ok=True)
     res = {}
@@ -103,7 +108,8 @@ def main():
     ax[3].set_xlabel("depth L")
     ax[3].set_title("against depth")
     ax[3].legend(fontsize=7)
-    fig.suptitle(f"Noci et al. 2022 setting: pre-LN, N = {n}, d = {d}, relu MLP width {4 * d}, {trials} trials"
+    fig.suptitle(f"Noci et al. 2022 setting: {a.placement}-LN, N = {n}, d = {d}, relu MLP width {4 * d}, "
+                 f"{trials} trials"
                  + (" (tiny)" if a.tiny else ""))
     fig.tight_layout()
     save_figure(fig, a.out, dpi=110)
@@ -111,14 +117,16 @@ def main():
     c1 = res[(Lmax, "1")]["cos_mean"][:, -1].mean()
     cs = res[(Lmax, "s")]["cos_mean"][:, -1].mean()
     r1, rs = deep(res[(Lmax, "1")]["ratio"]), deep(res[(Lmax, "s")]["ratio"])
-    fails = []
-    if not (c1 > 0.5 and c1 > cs + 0.3):
-        fails.append(f"tokens align with alpha = 1 but not with 1/sqrt(L): cos at L = {Lmax}: {c1:.3g} vs {cs:.3g}")
-    if not r1 < 0.5 * rs:
-        fails.append(f"Q/K gradients vanish relative to V's with alpha = 1: deep ratio {r1:.3g} vs {rs:.3g}")
+    checks = Checks()
+    checks.add("tokens align with alpha = 1", f"mean cosine at layer L = {Lmax}: {c1:.4g}", "> 0.5", c1 > 0.5)
+    checks.add("alpha = 1/sqrt(L) prevents the alignment", f"mean cosine {cs:.4g} against {c1:.4g} with alpha = 1",
+               "at least 0.3 lower", c1 > cs + 0.3)
+    checks.add("Q/K gradients vanish relative to V's with alpha = 1", f"deep-block ratio {r1:.4g} against "
+               f"{rs:.4g} with 1/sqrt(L)", "below half of 1/sqrt(L)'s", r1 < 0.5 * rs)
     with atomic_writer(a.out + ".txt") as f:
-        f.write(f"# Noci et al. 2022 setting: pre-LN (layernorm), N = {n}, d = {d}, one softmax head, relu MLP width "
-                f"{4 * d}, W std 1/sqrt(d), X(0) N(0,1), {trials} trials, seed {a.seed}{' (tiny)' if a.tiny else ''}\n")
+        f.write(f"# Noci et al. 2022 setting: {a.placement}-LN (layernorm), N = {n}, d = {d}, one softmax head, "
+                f"relu MLP width {4 * d}, W std 1/sqrt(d), X(0) N(0,1), {trials} trials, seed {a.seed}"
+                f"{' (tiny)' if a.tiny else ''}\n")
         f.write("# ratio = (|dW_Q| + |dW_K|) / (2 |dW_V|), median over trials; first = block 0, deep = last quarter "
                 "of blocks; cos_L = mean over trials of cos_mean at layer L\n")
         f.write("L alpha cos_L cos_L_sd ratio_first ratio_deep rcsim_seconds\n")
@@ -138,10 +146,8 @@ def main():
                         f" {np.median(m1['grad_wq_norm'][:, t]):.4g} {np.median(m1['grad_wv_norm'][:, t]):.4g}"
                         f" {np.median(ms['grad_wq_norm'][:, t]):.4g} {np.median(ms['grad_wv_norm'][:, t]):.4g}")
             f.write(row + "\n")
-        f.write("prediction " + ("FAILED: " + "; ".join(fails) if fails else
-                                 "holds: tokens align and Q/K gradients vanish relative to V's with alpha = 1, "
-                                 "not with 1/sqrt(L)") + "\n")
-    return report_checks(a.out + ".txt", fails)
+        f.write(checks.text())
+    return checks.finish(a.out + ".txt")
 
 
 if __name__ == "__main__":
