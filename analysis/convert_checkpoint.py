@@ -28,8 +28,13 @@ Any prefix before these names (transformer., bert., ...) is accepted. Head h own
 h d_k .. (h+1) d_k - 1 of W_Q, W_K, W_V and the same rows of W_O. The rcsim keys of the
 architecture are printed and stored in the file's attribute `rcsim_keys`.
 
-usage: convert_checkpoint.py CHECKPOINT.safetensors OUT.h5 --heads H [--kind gpt2|bert] [--fold]
-Exit status 2 for bad input (message names the file or tensor), 1 for other failures.
+usage: convert_checkpoint.py CHECKPOINT.safetensors OUT.h5 --heads H [--kind gpt2|bert] [--fold] [--force]
+Every tensor is checked before anything is written: header keys unique, data offsets inside the
+data and disjoint, values finite (in the checkpoint and after conversion). OUT is written through
+an exclusive temporary in its directory and renamed (rcsim.figures.atomic_writer): never the
+checkpoint itself, never through a link or over anything that is not a regular file, and an
+existing file that this converter did not write (no attribute rcsim_keys) only with --force.
+Exit status 2 for bad input (one line naming the file or tensor), 1 for other failures (a full disk).
 """
 import argparse
 import json
@@ -56,20 +61,31 @@ def read_safetensors(path):
     (n,) = struct.unpack("<Q", raw[:8])
     if 8 + n > len(raw):
         raise BadInput(f"'{path}': header size {n} exceeds the file")
+    def unique(pairs):  # json's object_pairs_hook: a key given twice would silently keep the last
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise BadInput(f"'{path}': the header has the key {key!r} twice in one object; keys must be unique")
+            seen.add(key)
+        return dict(pairs)
     try:
-        header = json.loads(raw[8:8 + n])
+        header = json.loads(raw[8:8 + n], object_pairs_hook=unique)
     except ValueError as e:
         raise BadInput(f"'{path}': header is not JSON ({e})")
     data = raw[8 + n:]
     if not isinstance(header, dict):
         raise BadInput(f"'{path}': header is a JSON {type(header).__name__}, expected an object of tensors")
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        dtype, shape, (b, e) = tensor_entry(path, name, info)
+    entries = {name: tensor_entry(path, name, info) for name, info in header.items() if name != "__metadata__"}
+    for name, (_, _, (b, e)) in entries.items():
         if e > len(data) or b > e:
-            raise BadInput(f"'{path}': tensor {name} lies outside the data")
+            raise BadInput(f"'{path}': tensor {name} lies outside the data (bytes {b} .. {e}, the data has {len(data)})")
+    spans = sorted((b, e, name) for name, (_, _, (b, e)) in entries.items() if e > b)
+    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            raise BadInput(f"'{path}': tensors {n0} (bytes {b0} .. {e0}) and {n1} (bytes {b1} .. {e1}) overlap; "
+                           "data offsets must be disjoint")
+    out = {}
+    for name, (dtype, shape, (b, e)) in entries.items():
         buf = data[b:e]
         if dtype in DTYPES and len(buf) % np.dtype(DTYPES[dtype]).itemsize or dtype == "BF16" and len(buf) % 2:
             raise BadInput(f"'{path}': tensor {name} has {len(buf)} bytes, not a whole number of {dtype} values")
@@ -112,13 +128,23 @@ def require_rank(name, a, rank):
     return a
 
 
+def require_finite(what, a):
+    """`a`, or BadInput naming `what` and the first NaN or inf entry."""
+    bad = ~np.isfinite(a)
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise BadInput(f"{what}: the non-finite value {a[index]} at index {list(index)}; weights must be finite")
+    return a
+
+
 def find(tensors, pattern):
-    """layer -> tensor for names ending in `pattern` (a regex with one group: the layer)."""
+    """layer -> tensor for names ending in `pattern` (a regex with one group: the layer); every
+    tensor the conversion uses comes through here and is checked finite."""
     found = {}
     for name, a in tensors.items():
         m = re.search(pattern + "$", name)
         if m:
-            found[int(m.group(1))] = a
+            found[int(m.group(1))] = require_finite(f"tensor {name}", a)
     return [found[i] for i in sorted(found)] if found and sorted(found) == list(range(len(found))) else None
 
 
@@ -271,6 +297,8 @@ def convert(tensors, heads, kind="auto", fold=False):
             out["b_V"] = bv.reshape(L, heads, dk)
         out["b_O"] = bo
     out.update(mlp_and_norms(tensors, arch, L, d))
+    for name, a in out.items():  # finite inputs can still overflow (the folded W_V,h W_O,h)
+        require_finite(f"dataset /{name} after conversion", a)
     return out, arch
 
 
@@ -298,19 +326,43 @@ def rcsim_keys(data, arch, fold, out):
     return keys
 
 
-def write(out, data, source, keys, note):
+def check_output(out, checkpoint, force):
+    """BadInput unless `out` may be written: not the checkpoint itself (even with --force), and
+    an existing regular file only if this converter wrote it (attribute rcsim_keys) or with --force.
+    Anything that is not a regular file is refused by atomic_writer, --force or not."""
     import h5py
-    tmp = out + ".tmp"
-    with h5py.File(tmp, "w") as f:
+    if not os.path.lexists(out):
+        return
+    if os.path.exists(out) and os.path.exists(checkpoint) and os.path.samefile(out, checkpoint):
+        raise BadInput(f"'{out}': the output is the checkpoint itself; choose another output file")
+    if not os.path.isfile(out) or os.path.islink(out) or force:
+        return
+    try:
+        with h5py.File(out, "r") as f:
+            ours = "rcsim_keys" in f.attrs
+    except (OSError, ValueError):
+        ours = False
+    if not ours:
+        raise BadInput(f"'{out}': exists and was not written by convert_checkpoint (no attribute rcsim_keys); "
+                       "rerun with --force to replace it, or choose another output file")
+
+
+def write(out, data, source, keys, note):
+    """The weights file, made in memory (HDF5's core driver: a failing write cannot leave HDF5
+    half-closed on a Python stream), then written through rcsim's one writer: an exclusive
+    temporary in out's directory, flushed, fsynced, closed with its errors checked, renamed."""
+    import h5py
+    from rcsim.figures import atomic_writer
+    with h5py.File("converted.h5", "w", driver="core", backing_store=False) as f:
         for name, a in data.items():
             f[name] = a
         f.attrs["source"] = os.path.abspath(source)
         f.attrs["rcsim_keys"] = " ".join(keys)
         f.attrs["note"] = note
-    with h5py.File(tmp, "r") as f:  # verify what was written before it replaces anything
-        if not all(np.array_equal(f[k][()], a) for k, a in data.items()):
-            raise OSError(f"'{tmp}': read-back differs from what was written")
-    os.replace(tmp, out)
+        f.flush()
+        image = f.id.get_file_image()
+    with atomic_writer(out, binary=True) as stream:
+        stream.write(image)
 
 
 def main(argv=None):
@@ -321,9 +373,13 @@ def main(argv=None):
     p.add_argument("--kind", choices=["auto", "gpt2", "bert"], default="auto")
     p.add_argument("--fold", action="store_true",
                    help="write W_V,h W_O,h folded into /W_V [L, H, d, d] and no /W_O (attention-only rcsim runs)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing OUT that this converter did not write (never the checkpoint, never a link)")
     a = p.parse_args(argv)
     try:
-        data, arch = convert(read_safetensors(a.checkpoint), a.heads, a.kind, a.fold)
+        check_output(a.out, a.checkpoint, a.force)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported by convert's finite check
+            data, arch = convert(read_safetensors(a.checkpoint), a.heads, a.kind, a.fold)
     except (BadInput, OSError) as e:
         print(f"convert_checkpoint: {e}", file=sys.stderr)
         return 2
@@ -334,7 +390,14 @@ def main(argv=None):
     note = ("W_V[l, h] = W_V,h W_O,h folded" if a.fold else "unfolded W_V, W_O") + \
         ("; attention biases kept (attention.bias = true)" if "b_Q" in data else "") + \
         "; the final LayerNorm not converted"
-    write(a.out, data, a.checkpoint, keys, note)
+    try:
+        write(a.out, data, a.checkpoint, keys, note)
+    except FileExistsError as e:  # atomic_writer: a directory, link, FIFO or device at OUT
+        print(f"convert_checkpoint: '{a.out}': {e.strerror}; choose another output file", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"convert_checkpoint: '{a.out}': not written ({e.strerror or e}); nothing was replaced", file=sys.stderr)
+        return 1
     L, H, d, dk = data["W_Q"].shape
     print(f"wrote {a.out} ({arch}): L = {L}, H = {H}, d = {d}, d_k = {dk}, datasets {', '.join(sorted(data))}")
     print("run with: rcsim run " + " ".join(keys))

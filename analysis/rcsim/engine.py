@@ -7,6 +7,7 @@ the file `rcsim run` writes for the same configuration, value for value (tests/p
 import os
 import shutil
 
+from . import _validate as check
 from .files import open_run
 
 
@@ -65,16 +66,18 @@ def _value_text(key, value):
         return str(value)
     if hasattr(value, "item"):  # NumPy scalar
         return _value_text(key, value.item())
-    raise TypeError(f"rcsim.simulate: key '{key}': cannot use a {type(value).__name__} as a value")
+    raise check.usage_error("rcsim.simulate", f"key '{key}'", f"a {type(value).__name__} cannot be a value; a number, "
+                            "bool, string or a list of them is needed", True)
 
 
 def configuration_arguments(keys=None, **sections):
     """The keys of simulate() as command-line arguments ['--model.dim=16', ...]."""
-    flat = dict(keys or {})
+    flat = dict(check.mapping("rcsim.simulate", "keys", keys) or {})
     for section, values in sections.items():
         if not isinstance(values, dict):
-            raise TypeError(f"rcsim.simulate: {section}={values!r}: give a section as a dict "
-                            f"({section}={{'key': value}}) or dotted keys as keys={{'{section}.key': value}}")
+            raise check.usage_error("rcsim.simulate", f"{section}={check._shown(values)}",
+                                    f"give a section as a dict ({section}={{'key': value}}) or dotted keys as "
+                                    f"keys={{'{section}.key': value}}", True)
         for k, v in values.items():
             flat[f"{section}.{k}"] = v
     return [f"--{k}={_value_text(k, v)}" for k, v in flat.items()]
@@ -91,31 +94,11 @@ _ATTENTION_BIASES = ("b_Q", "b_K", "b_V", "b_O")
 _NORM_STEMS = ("norm_attn", "norm_attn_out", "norm_mlp", "norm_mlp_out")
 
 
-def _as_float_array(name, value):
-    import numpy as np
-    try:
-        a = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value, dtype=np.float64)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"rcsim.simulate: {name}: not an array of numbers ({e})") from None
-    return np.ascontiguousarray(a)
-
-
-def _as_mask(value):
-    """A 0/1 or bool mask (NumPy, torch, anything with __array__) as uint8 [N, N]."""
-    import numpy as np
-    a = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value)
-    if a.dtype != bool:
-        if a.dtype.kind not in "biuf" or not np.isin(a, (0, 1)).all():
-            raise _config_error()("rcsim.simulate mask: entries must be bool or 0/1 (1 = token i may attend to "
-                                  "token j)")
-    return np.ascontiguousarray(a.astype(np.uint8))
-
-
 def _is_array_name(name):
     return name in _WEIGHT_KEYS or any(name in (f"{s}_gain", f"{s}_bias") for s in _NORM_STEMS)
 
 
-def _split_sections(sections):
+def _split_sections(who, sections):
     """The section dicts, the weight arrays and the mask array of simulate()'s keywords: in
     weights={...} the entries named like arrays (W_Q, ..., b_out, norm_attn_gain, ...) are arrays
     and the others keys of [weights] (weights={"v": "orthogonal"}); mask= is the [mask] section
@@ -126,8 +109,8 @@ def _split_sections(sections):
     for k, v in (w.items() if isinstance(w, dict) else ()):
         if not _is_array_name(k) and (hasattr(v, "__array__") or hasattr(v, "detach")) and getattr(v, "ndim", 0) > 0:
             allowed = ", ".join(list(_WEIGHT_KEYS) + [f"{s}_gain/_bias" for s in _NORM_STEMS])
-            raise _config_error()(f"rcsim.simulate weights: unknown array 'weights.{k}' (arrays: {allowed}; other "
-                                  "entries are keys of [weights])")
+            raise check.usage_error(who, "weights", f"unknown array 'weights.{k}' (arrays: {allowed}; other entries "
+                                    "are keys of [weights])")
     if isinstance(w, dict) and any(_is_array_name(k) for k in w):
         arrays = {k: v for k, v in w.items() if _is_array_name(k)}
         rest = {k: v for k, v in w.items() if not _is_array_name(k)}
@@ -140,14 +123,17 @@ def _split_sections(sections):
     return sections, arrays, mask
 
 
-def _host_inputs(x0, weights, mask, flat):
-    """The arrays by dataset name, and the keys their presence implies (unless given)."""
+def _host_inputs(who, x0, weights, mask, flat):
+    """The arrays by dataset name (each checked: real, finite, no empty axis; the engine checks the
+    shapes against the configuration), the mask as uint8, and the keys their presence implies
+    (unless given)."""
     arrays, implied = {}, {}
     if x0 is not None:
-        arrays["X0"] = _as_float_array("x0", x0)
+        arrays["X0"] = check.real_array(who, "x0 (X0)", x0, (2, 3), "X(0) as [N, d] or [trials, N, d] (N >= 1 tokens)")
         implied.update({"init.type": "file", "init.file": "<array x0>"})
     for name, value in (weights or {}).items():
-        arrays[name] = _as_float_array(f"weights['{name}']", value)
+        arrays[name] = check.real_array(who, f"weights['{name}']", value, (1, 2, 3, 4),
+                                        "an array with the shapes of weights.file (docs/reference/file-formats.md)")
         implied["weights.file"] = "<arrays>"
         if name in _ATTENTION_BIASES:
             implied["attention.bias"] = "true"
@@ -158,7 +144,8 @@ def _host_inputs(x0, weights, mask, flat):
     if mask is not None:
         implied.update({"mask.type": "custom", "mask.file": "<array mask>"})
     keys = [f"--{k}={v}" for k, v in implied.items() if k not in flat]
-    return arrays, (None if mask is None else _as_mask(mask)), keys
+    n = arrays["X0"].shape[-2] if "X0" in arrays else None
+    return arrays, (None if mask is None else check.mask_array(who, "mask", mask, n)), keys
 
 
 def _progress_callback(progress):
@@ -167,6 +154,9 @@ def _progress_callback(progress):
         return None, None
     if callable(progress):
         return progress, None
+    if progress is not True:
+        raise check.usage_error("rcsim.simulate", "progress", f"{check._shown(progress)}; None, True, False or a "
+                                "callable (done, total) is needed", True)
     try:
         from tqdm.auto import tqdm
     except ImportError:
@@ -186,10 +176,15 @@ def _progress_callback(progress):
 
 def simulate_image(config_file=None, keys=None, quiet=True, x0=None, progress=None, **sections):
     """The bytes of the run file (HDF5) of one configuration, computed in this process."""
-    sections, weights, mask = _split_sections(sections)
+    return _image("rcsim.simulate", config_file, keys, quiet, x0, progress, sections)
+
+
+def _image(who, config_file, keys, quiet, x0, progress, sections):
+    quiet = check.flag(who, "quiet", quiet)
+    sections, weights, mask = _split_sections(who, sections)
     args = configuration_arguments(keys, **sections)
     flat = {a[2:].split("=", 1)[0] for a in args}
-    arrays, mask_array, implied = _host_inputs(x0, weights, mask, flat)
+    arrays, mask_array, implied = _host_inputs(who, x0, weights, mask, flat)
     call = "rcsim.simulate(" + ", ".join(([repr(config_file)] if config_file else []) + args +
                                          [f"{k}=<array>" for k, v in (("x0", x0), ("mask", mask)) if v is not None] +
                                          [f"weights[{n!r}]=<array>" for n in (weights or {})]) + ")"
@@ -228,6 +223,7 @@ def simulate(config_file=None, keys=None, group="metrics", quiet=True, x0=None, 
     The GIL is released while the engine computes (run.threads worker threads); Ctrl-C stops it.
     Raises rcsim.ConfigError (a ValueError) naming the key for a bad configuration.
     """
+    group = check.one_of("rcsim.simulate", "group", group, GROUPS + ("all",))
     image = simulate_image(config_file, keys, quiet, x0, progress, **sections)
     if group == "all":
         return {g: open_run(image, g) for g in GROUPS}
@@ -237,17 +233,16 @@ def simulate(config_file=None, keys=None, group="metrics", quiet=True, x0=None, 
 def _one_matrix_keys(who, X, weights, mask, layers, keys, sections):
     """X as float64 [N, d], and the keys and sections of the model applied to it (N, d, one trial,
     `layers`, from X; the rest from keys and sections as in simulate(), weights and mask added)."""
-    x = _as_float_array("X", X)
-    if x.ndim != 2:
-        raise ValueError(f"{who}: X must be one token matrix [N, d], got shape {x.shape}")
-    fixed = {"model.tokens": x.shape[0], "model.dim": x.shape[1], "model.layers": int(layers), "run.trials": 1}
+    x = check.real_array(who, "X", X, (2,), "one token matrix [N, d] (rows are tokens, at least one token)")
+    fixed = {"model.tokens": x.shape[0], "model.dim": x.shape[1], "model.layers": check.whole(who, "layers", layers),
+             "run.trials": 1}
     given = {a[2:].split("=", 1)[0] for a in configuration_arguments(keys, **sections)}
     clash = sorted(given & (set(fixed) | {"output.tokens"}))
     if clash:
-        raise ValueError(f"{who}: {', '.join(clash)} are set from X and `layers`; do not give them")
+        raise check.usage_error(who, ", ".join(clash), "set from X and `layers`; do not give them")
     sections = dict(sections)
     if weights is not None:
-        sections["weights"] = dict(sections.get("weights", {}), **weights)
+        sections["weights"] = dict(sections.get("weights", {}), **check.mapping(who, "weights", weights))
     if mask is not None:
         sections["mask"] = mask
     return x, dict(keys or {}, **fixed), sections
@@ -261,10 +256,25 @@ def layer(X, weights=None, mask=None, layers=1, all_layers=False, keys=None, **s
     weights from `weights` (arrays as in simulate) or the random draws of the keys.
     Example, one attention layer with given weights:
         rcsim.layer(X, {"W_Q": Wq, "W_K": Wk, "W_V": Wv}, norm={"type": "none"})
+    Arguments are checked by rcsim._validate (ConfigError naming the argument); a forward pass that
+    turns non-finite raises FloatingPointError naming the layer.
     """
-    x, all_keys, sections = _one_matrix_keys("rcsim.layer", X, weights, mask, layers, keys, sections)
+    return _forward("rcsim.layer", X, weights, mask, layers, check.flag("rcsim.layer", "all_layers", all_layers),
+                    keys, sections)
+
+
+def _forward(who, X, weights, mask, layers, all_layers, keys, sections):
+    """rcsim.layer's tokens; FloatingPointError naming the layer where they turned non-finite (the
+    engine's /diagnostics/nonfinite_layer: the first X(t) with a NaN or inf entry)."""
+    x, all_keys, sections = _one_matrix_keys(who, X, weights, mask, layers, keys, sections)
     all_keys["output.tokens"] = "all"
-    tokens = simulate(keys=all_keys, group="/", x0=x, **sections).tokens.values[0]
+    image = _image(who, None, all_keys, True, x, None, sections)
+    t = int(open_run(image, "diagnostics").nonfinite_layer.values[0])
+    if t >= 0:
+        raise FloatingPointError(f"{who}: the forward pass turned non-finite at layer {t}: X({t}) has a NaN or inf "
+                                 f"entry (X({t - 1}) was finite); smaller weights or inputs, or a normalisation "
+                                 "(norm.type), keep it finite")
+    tokens = open_run(image, "/").tokens.values[0]
     return tokens if all_layers else tokens[-1]
 
 
@@ -281,20 +291,45 @@ def gradients(X, cotangent, weights=None, mask=None, layers=1, keys=None, **sect
     `weights`: a weight shared by all layers gets the sum over layers). Hand-written adjoints
     (docs/science/gradients.md), float64, dropout with the run's draws (trial 0's streams); not with
     float32, residual.project = tangent, dynamics.noise, dynamics.integrator = rk4 or
-    attention.kind = random_markov (ConfigError).
+    attention.kind = random_markov (ConfigError). Never returns NaN or inf: a forward pass that turns
+    non-finite raises FloatingPointError naming the layer, as rcsim.layer does, and so does a
+    reverse pass (the layer t of dLoss/dX(t)) or a weight gradient (its name and layer).
     Example, the gradient of Loss = sum(X(2) * C) with respect to W_Q of both layers:
         g = rcsim.gradients(X, C, {"W_Q": Wq, "W_K": Wk, "W_V": Wv}, layers=2, norm={"type": "none"})
         g["W_Q"].sum(axis=0)[0]
     """
-    x, all_keys, sections = _one_matrix_keys("rcsim.gradients", X, weights, mask, layers, keys, sections)
-    c = _as_float_array("cotangent", cotangent)
+    who = "rcsim.gradients"
+    x, all_keys, merged = _one_matrix_keys(who, X, weights, mask, layers, keys, sections)
+    c = check.real_array(who, "cotangent", cotangent, (2,), f"dLoss/dX(layers) with X's shape [N, d] = {list(x.shape)}")
     if c.shape != x.shape:
-        raise ValueError(f"rcsim.gradients: the cotangent must have X's shape {x.shape}, got {c.shape}")
-    sections, weight_arrays, mask_value = _split_sections(sections)
-    args = configuration_arguments(all_keys, **sections)
+        raise check.usage_error(who, "cotangent", f"shape {c.shape}; dLoss/dX(layers) with X's shape {x.shape} is "
+                                "needed")
+    split, weight_arrays, mask_value = _split_sections(who, merged)
+    args = configuration_arguments(all_keys, **split)
     flat = {a[2:].split("=", 1)[0] for a in args}
-    arrays, mask_array, implied = _host_inputs(x, weight_arrays, mask_value, flat)
-    return _engine().gradients(implied + args, None, arrays, mask_array, c)
+    arrays, mask_array, implied = _host_inputs(who, x, weight_arrays, mask_value, flat)
+    g = _engine().gradients(implied + args, None, arrays, mask_array, c)
+    _check_gradients(who, g, lambda: _forward(who, X, weights, mask, layers, False, keys, sections))
+    return g
+
+
+def _check_gradients(who, g, forward):
+    """FloatingPointError where the gradients are not finite: at the forward pass's layer (`forward`
+    runs it and raises naming the layer) when X(layers) is not finite, else at the last dX(t) of the
+    reverse pass (t = layers down to 0) or the first weight gradient with a NaN or inf entry."""
+    import numpy as np
+    if not np.isfinite(g["X"]).all():
+        forward()
+        raise FloatingPointError(f"{who}: the forward pass turned non-finite (X(layers) has a NaN or inf entry)")
+    bad = [t for t in range(len(g["dX"])) if not np.isfinite(g["dX"][t]).all()]
+    if bad:
+        raise FloatingPointError(f"{who}: the reverse pass turned non-finite at layer {bad[-1]}: dLoss/dX({bad[-1]}) "
+                                 "has a NaN or inf entry (the forward pass was finite)")
+    for name, a in g.items():
+        if not np.isfinite(a).all():
+            layer_index = next(t for t in range(len(a)) if not np.isfinite(a[t]).all())
+            raise FloatingPointError(f"{who}: the gradient with respect to {name} of layer {layer_index} has a NaN or "
+                                     "inf entry (the forward pass and dLoss/dX were finite)")
 
 
 def measures(X, rank_rtol=None, rank_atol=0.0):
@@ -305,15 +340,16 @@ def measures(X, rank_rtol=None, rank_atol=0.0):
     rank_one_residual, stable_rank, cos_abs_mean, sigma_at_max_rank (at rank min(N, d)), and
     "sigma" (..., min(N, d)), the singular values in descending order. The same functions as the
     engine's, value for value. rank_rtol: relative rank tolerance (default max(N, d) * machine
-    epsilon, as metrics.rank_rtol = auto); rank_atol: absolute tolerance.
+    epsilon, as metrics.rank_rtol = auto); rank_atol: absolute tolerance (both finite, >= 0).
+    X must be finite (a stopped trial's snapshots of the layers it never reached are NaN).
     """
     import numpy as np
-    a = _as_float_array("X", X)
-    if a.ndim < 2:
-        raise ValueError(f"rcsim.measures: X must have shape (..., N, d), got {a.shape}")
+    who = "rcsim.measures"
+    a = check.real_array(who, "X", X, range(2, 64), "token matrices (..., N, d) (rows are tokens, at least one token)")
+    rtol = check.real(who, "rank_rtol", rank_rtol, low=0.0, none=True)
+    atol = check.real(who, "rank_atol", rank_atol, low=0.0)
     lead, (n, d) = a.shape[:-2], a.shape[-2:]
-    out = _engine().token_measures(a.reshape((-1, n, d)), -1.0 if rank_rtol is None else float(rank_rtol),
-                                   float(rank_atol))
+    out = _engine().token_measures(a.reshape((-1, n, d)), -1.0 if rtol is None else rtol, atol)
     return {k: np.asarray(v).reshape(lead + np.asarray(v).shape[1:]) for k, v in out.items()}
 
 
@@ -328,10 +364,8 @@ def clusters(X, tau):
     clusters of a run through time, apply it to the token snapshots (output.tokens), e.g.
     [rcsim.clusters(X, 0.99) for X in run.tokens.values[trial]].
     """
-    a = _as_float_array("X", X)
-    if a.ndim != 2:
-        raise ValueError(f"rcsim.clusters: X must have shape (N, d), got {a.shape}")
-    return dict(_engine().cluster_partition(a, float(tau)))
+    a = check.real_array("rcsim.clusters", "X", X, (2,), "tokens (N, d) (rows are tokens, at least one token)")
+    return dict(_engine().cluster_partition(a, check.real("rcsim.clusters", "tau", tau)))
 
 
 def resolved_config(config_file=None, keys=None, **sections):

@@ -1,13 +1,21 @@
 #!/usr/bin/python3
-"""analysis/convert_checkpoint.py on malformed safetensors checkpoints (issue 22, class 6),
-table-driven: each gives exit 2 and one stderr line naming the tensor (no traceback). And a
-checkpoint without an MLP whose LayerNorm gains and biases are exported: the printed keys hold
---norm.params=file, and `rcsim run` with those keys reads them.
+"""analysis/convert_checkpoint.py on malformed safetensors checkpoints (issue 22, class 6; issue
+38: non-finite weights, overlapping offsets, duplicate header keys), table-driven: each gives
+exit 2 and one stderr line naming the tensor (no traceback), and leaves nothing behind (its
+directory holds only the checkpoint afterwards: no output, no temporary). The output rules
+(issue 38), table-driven: the checkpoint itself, a foreign file (without and with --force), a
+link, a directory, a link planted at the old temporary name and a full disk (RLIMIT_FSIZE); each
+asserts the exit status, the one line, and that every file not the converter's is bitwise
+unchanged (SHA-256). And a checkpoint without an MLP whose LayerNorm gains and biases are
+exported: the printed keys hold --norm.params=file, and `rcsim run` with those keys reads them.
 
     convert_checkpoint_hostile.py RCSIM WORKDIR
 """
+import hashlib
 import json
 import os
+import resource
+import shutil
 import struct
 import subprocess
 import sys
@@ -20,7 +28,8 @@ D, L = 4, 2
 
 
 def raw_safetensors(path, header, data=b""):
-    h = json.dumps(header).encode()
+    """header: an object (JSON-encoded here) or the header's JSON text itself."""
+    h = (header if isinstance(header, str) else json.dumps(header)).encode()
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(h)) + h + data)
 
@@ -87,6 +96,34 @@ T0 = "h.0.attn.c_attn.weight"
 B1 = "layer.1.attention.self.key.weight"
 
 
+def with_value(name, index, value):
+    t = gpt2_tensors()
+    t[name] = t[name].copy()
+    t[name][index] = value
+    return header_and_data(t)
+
+
+def overlapping(name, onto):
+    """`name`'s data offsets moved onto those of `onto` (same size: the bytes are shared)."""
+    h, data = header_and_data(gpt2_tensors())
+    h[name]["data_offsets"] = list(h[onto]["data_offsets"])
+    return h, data
+
+
+def duplicate_key(text_of):
+    """The header's JSON text with a key given twice (text_of edits the text)."""
+    h, data = header_and_data(gpt2_tensors())
+    return text_of(json.dumps(h)), data
+
+
+def huge_value_and_output():
+    """Finite weights whose folded W_V,h W_O,h overflows (1e200 * 1e200)."""
+    t = gpt2_tensors()
+    t["h.0.attn.c_attn.weight"] = np.full((D, 3 * D), 1e200)
+    t["h.0.attn.c_proj.weight"] = np.full((D, D), 1e200)
+    return header_and_data(t)
+
+
 # (name, (header, data), text the one stderr line holds)
 def cases():
     return [
@@ -113,21 +150,159 @@ def cases():
         ("mlp_layer_shapes_differ", replaced("h.1.mlp.c_fc.weight", np.ones((D, 5))),
          "tensor h.1.mlp.c_fc.weight (W_in): shape [4, 5], expected 2 axes and the shape of layer 0, [4, 6]"),
         ("ln_gain_two_axes", replaced("h.1.ln_1.weight", np.ones((D, 1))), "h.1.ln_1"),
+        # issue 38: every tensor validated before anything is written
+        ("nan_weight", with_value(T0, (1, 2), np.nan), f"tensor {T0}: the non-finite value nan at index [1, 2]"),
+        ("inf_ln_gain", with_value("h.1.ln_2.weight", 3, np.inf), "tensor h.1.ln_2.weight: the non-finite value inf"),
+        ("minus_inf_mlp", with_value("h.0.mlp.c_fc.weight", (0, 0), -np.inf),
+         "tensor h.0.mlp.c_fc.weight: the non-finite value -inf at index [0, 0]"),
+        ("offsets_overlap", overlapping("h.1.attn.c_proj.weight", "h.0.attn.c_proj.weight"),
+         "tensors h.0.attn.c_proj.weight (bytes"),
+        ("offsets_partly_overlap", (lambda h: (h[0] | {T0: h[0][T0] | {"data_offsets": [h[0][T0]["data_offsets"][0] + 8,
+                                                                                        h[0][T0]["data_offsets"][1] + 8]}},
+                                               h[1]))(header_and_data(gpt2_tensors())), "overlap"),
+        ("duplicate_tensor_key", duplicate_key(lambda t: t[:-1] + ', "h.0.ln_1.bias": ' + json.dumps(
+            header_and_data(gpt2_tensors())[0]["h.0.ln_1.bias"]) + "}"), "the header has the key 'h.0.ln_1.bias' twice"),
+        ("duplicate_dtype_key", duplicate_key(lambda t: t.replace('"dtype": "F64"', '"dtype": "F64", "dtype": "F32"', 1)),
+         "the header has the key 'dtype' twice"),
+        ("fold_overflow", huge_value_and_output(), "dataset /W_V after conversion: the non-finite value inf", "--fold"),
     ]
+
+
+def sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def foreign_hdf5(path):
+    import h5py
+    with h5py.File(path, "w") as f:
+        f["data"] = np.arange(5.0)
+
+
+def text_file(path):
+    with open(path, "w") as f:
+        f.write("a user's notes\n")
+
+
+def ours(path):
+    """A weights file an earlier conversion wrote (replaced without --force)."""
+    ckpt = path + ".other.safetensors"
+    raw_safetensors(ckpt, *header_and_data(gpt2_tensors(mlp=False)))
+    subprocess.run([sys.executable, CONVERT, ckpt, path, "--heads=2"], check=True, capture_output=True)
+    os.unlink(ckpt)
+
+
+# The output rules: (name, setup(folder) -> (out, files the converter must leave bitwise unchanged,
+# a file-size limit or None), extra arguments, exit status, text of the one stderr line ("" on success)).
+def output_cases():
+    def at(make, keep):
+        """An existing file at the output, made by `make`; keep: it must stay unchanged."""
+        def setup(folder):
+            out = os.path.join(folder, "w.h5")
+            make(out)
+            return out, [out] if keep else [], None
+        return setup
+
+    def checkpoint_itself(folder):
+        ckpt = os.path.join(folder, "model.safetensors")
+        return ckpt, [ckpt], None
+
+    def link_to(target_maker, link_name):
+        def setup(folder):
+            victim = os.path.join(folder, "victim.txt")
+            target_maker(victim)
+            out = os.path.join(folder, "w.h5")
+            os.symlink(victim, out if link_name is None else out + link_name)
+            return out, [victim], None
+        return setup
+
+    def link_to_checkpoint(folder):
+        out = os.path.join(folder, "w.h5")
+        os.symlink(os.path.join(folder, "model.safetensors"), out)
+        return out, [os.path.join(folder, "model.safetensors")], None
+
+    def directory(folder):
+        out = os.path.join(folder, "w.h5")
+        os.makedirs(out)
+        return out, [], None
+
+    def full_disk(folder):
+        out = os.path.join(folder, "w.h5")
+        ours(out)
+        return out, [out], 4096
+
+    return [
+        ("is_the_checkpoint", checkpoint_itself, [], 2, "the output is the checkpoint itself"),
+        ("is_the_checkpoint_force", checkpoint_itself, ["--force"], 2, "the output is the checkpoint itself"),
+        ("link_to_the_checkpoint", link_to_checkpoint, ["--force"], 2, "the output is the checkpoint itself"),
+        ("foreign_text", at(text_file, True), [], 2, "was not written by convert_checkpoint"),
+        ("foreign_hdf5", at(foreign_hdf5, True), [], 2, "rerun with --force to replace it"),
+        ("link", link_to(text_file, None), [], 2, "not a regular file"),
+        ("link_force", link_to(text_file, None), ["--force"], 2, "not a regular file"),
+        ("directory_force", directory, ["--force"], 2, "not a regular file"),
+        ("link_at_old_temporary", link_to(text_file, ".tmp"), [], 0, ""),
+        ("full_disk", full_disk, [], 1, "not written"),
+        # controls: the refusals above are not blanket refusals
+        ("foreign_force_replaced", at(foreign_hdf5, False), ["--force"], 0, ""),
+        ("ours_replaced", at(ours, False), [], 0, ""),
+    ]
+
+
+def output_case(folder, setup, extra, status, text):
+    """Problems of one output-rule case (an empty list: it passed)."""
+    import h5py
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    ckpt = os.path.join(folder, "model.safetensors")
+    raw_safetensors(ckpt, *header_and_data(gpt2_tensors()))
+    out, kept, limit = setup(folder)
+    before = {p: sha(p) for p in kept + [ckpt]}
+    links = {p: os.readlink(p) for p in (os.path.join(folder, f) for f in os.listdir(folder)) if os.path.islink(p)}
+    listing = set(os.listdir(folder))
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    r = subprocess.run([sys.executable, CONVERT, ckpt, out, "--heads=2", *extra], capture_output=True, text=True,
+                       preexec_fn=limited if limit else None)
+    problems, lines = [], [ln for ln in r.stderr.splitlines() if ln.strip()]
+    if r.returncode != status:
+        problems.append(f"exit {r.returncode}, expected {status}: {r.stderr.strip()[-400:]}")
+    if status and (len(lines) != 1 or text not in lines[0]):
+        problems.append(f"expected one stderr line holding {text!r}, got {lines[-3:]}")
+    problems += [f"{os.path.basename(p)} changed" for p, h in before.items() if not os.path.isfile(p) or sha(p) != h]
+    problems += [f"the link {os.path.basename(p)} was replaced" for p, t in links.items()
+                 if not os.path.islink(p) or os.readlink(p) != t]
+    new = set(os.listdir(folder)) - listing - ({os.path.basename(out)} if status == 0 else set())
+    if new:
+        problems.append(f"left behind: {sorted(new)}")
+    if status == 0:
+        try:
+            with h5py.File(out, "r") as f:
+                if "rcsim_keys" not in f.attrs or "W_Q" not in f:
+                    problems.append("the output is not a converted weights file")
+        except OSError as e:
+            problems.append(f"the output does not open: {e}")
+    return problems
 
 
 def main():
     rcsim, work = os.path.abspath(sys.argv[1]), sys.argv[2]
     os.makedirs(work, exist_ok=True)
     ok, n = True, 0
-    for name, (header, data), text in cases():
+    for name, (header, data), text, *extra in cases():
         n += 1
-        path = os.path.join(work, name + ".safetensors")
+        folder = os.path.join(work, name)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder)
+        path = os.path.join(folder, name + ".safetensors")
         raw_safetensors(path, header, data)
-        out = os.path.join(work, name + ".h5")
-        r = subprocess.run([sys.executable, CONVERT, path, out, "--heads=2"], capture_output=True, text=True)
+        out = os.path.join(folder, name + ".h5")
+        r = subprocess.run([sys.executable, CONVERT, path, out, "--heads=2", *extra], capture_output=True, text=True)
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         problems = []
+        left = sorted(set(os.listdir(folder)) - {name + ".safetensors"})
+        if left:
+            problems.append(f"left behind: {left}")
         if r.returncode != 2:
             problems.append(f"exit {r.returncode}, expected 2")
         if len(lines) != 1 or "Traceback" in r.stderr:
@@ -139,6 +314,11 @@ def main():
         ok &= not problems
         print(f"[{'ok' if not problems else 'FAIL'}] {name}" + ("" if not problems else "\n    " + "\n    ".join(problems)
                                                              + "\n    stderr: " + r.stderr.strip()[-600:]))
+    for name, setup, extra, status, text in output_cases():
+        n += 1
+        problems = output_case(os.path.join(work, "out_" + name), setup, extra, status, text)
+        ok &= not problems
+        print(f"[{'ok' if not problems else 'FAIL'}] output_{name}" + "".join("\n    " + p for p in problems))
     # No MLP, LayerNorm gains and biases exported: --norm.params=file among the keys, and they work.
     n += 1
     path = os.path.join(work, "no_mlp.safetensors")
