@@ -91,23 +91,32 @@ AttentionStats attention_stats(const Eigen::Ref<const MatrixF>& A, const MaskMat
 MaskRows analyse_rows(const MaskMatrix& mask) {
   MaskRows r;
   const Eigen::Index n = mask.rows();
-  r.lo.assign(static_cast<std::size_t>(n), 0);
-  r.hi.assign(static_cast<std::size_t>(n), 0);
+  r.lo.assign(static_cast<std::size_t>(n), -1);  // -1: no allowed entry seen yet
+  r.hi.assign(static_cast<std::size_t>(n), 0);   // one past the last allowed entry seen
   r.contiguous = mask.cols() == n;
+  // Column by column (the storage order): row i's allowed entries are one range iff each new one
+  // directly follows the last one seen.
+  for (Eigen::Index j = 0; j < n && r.contiguous; ++j)
+    for (Eigen::Index i = 0; i < n; ++i) {
+      if (!mask(i, j)) continue;
+      const auto ui = static_cast<std::size_t>(i);
+      if (r.lo[ui] < 0)
+        r.lo[ui] = static_cast<int>(j);
+      else if (r.hi[ui] != j)
+        r.contiguous = false;  // a second range
+      r.hi[ui] = static_cast<int>(j + 1);
+    }
   r.lower_triangular = r.contiguous;
   for (Eigen::Index i = 0; i < n && r.contiguous; ++i) {
-    Eigen::Index j = 0;
-    while (j < n && !mask(i, j)) ++j;
-    const Eigen::Index lo = j;
-    while (j < n && mask(i, j)) ++j;
-    const Eigen::Index hi = j;
-    while (j < n && !mask(i, j)) ++j;
-    if (j < n || lo == hi) r.contiguous = false;  // a second range, or an empty row
-    r.lo[static_cast<std::size_t>(i)] = static_cast<int>(lo);
-    r.hi[static_cast<std::size_t>(i)] = static_cast<int>(hi);
-    if (hi != i + 1) r.lower_triangular = false;
+    const auto ui = static_cast<std::size_t>(i);
+    if (r.lo[ui] < 0) r.contiguous = false;  // an empty row
+    if (r.hi[ui] != i + 1) r.lower_triangular = false;
   }
-  if (!r.contiguous) r.lower_triangular = false;
+  if (!r.contiguous) {
+    r.lower_triangular = false;
+    std::fill(r.lo.begin(), r.lo.end(), 0);
+    std::fill(r.hi.begin(), r.hi.end(), 0);
+  }
   return r;
 }
 
@@ -150,16 +159,19 @@ void logits_fast_impl(const Eigen::Ref<const MatrixT<T>>& X, const Eigen::Ref<co
 template <class T>
 AttentionStats softmax_rows_impl(Eigen::Ref<RowMajorMatrixT<T>> S, const MaskRows& rows, RowVectorT<T>& buffer) {
   AttentionStats stats;
-  const Eigen::Index n = S.rows();
-  if (buffer.size() < n) buffer.resize(n);
+  const Eigen::Index n = S.rows(), cols = S.cols();  // cols > n: a block of rows (fused_attention.cpp)
+  if (buffer.size() < cols) buffer.resize(cols);
   double entropy = 0.0;
   for (Eigen::Index i = 0; i < n; ++i) {
     const Eigen::Index lo = rows.lo[static_cast<std::size_t>(i)], hi = rows.hi[static_cast<std::size_t>(i)];
     const Eigen::Index len = hi - lo;
     auto s = S.row(i).segment(lo, len);
     auto e = buffer.head(len);
+    // The maximum (vectorised), then its first index (the one maxCoeff(&j) would give): a scan
+    // that stops there, where maxCoeff(&j) is a scalar pass over the whole row.
+    const T m = s.maxCoeff();
     Eigen::Index jmax = 0;
-    const T m = s.maxCoeff(&jmax);
+    while (jmax < len - 1 && !(s(jmax) == m)) ++jmax;
     e.array() = (s.array() - m).exp();
     // Eigen's exp clamps its argument near -709.4 (double; -87.3 float); beyond the threshold
     // take the exact std::exp (subnormal or 0).
@@ -175,7 +187,7 @@ AttentionStats softmax_rows_impl(Eigen::Ref<RowMajorMatrixT<T>> S, const MaskRow
     entropy += static_cast<double>(dot * inv + std::log1p(rest));
     s = e * inv;
     if (lo > 0) S.row(i).head(lo).setZero();
-    if (hi < n && !rows.lower_triangular) S.row(i).tail(n - hi).setZero();
+    if (hi < cols && !rows.lower_triangular) S.row(i).tail(cols - hi).setZero();
   }
   stats.mean_entropy = entropy / static_cast<double>(n);
   return stats;

@@ -83,7 +83,8 @@ void attention_logits_fast(const Eigen::Ref<const MatrixF>& X, const Eigen::Ref<
 // unspecified: multiply by the lower triangle only). The entropy needs no logarithm per entry:
 // with m the row maximum, Z = 1 + r the sum of exp(s_j - m) (r over all j but one maximum),
 // H_i = -sum_j a_j ln a_j = sum_j a_j (m - s_j) + log1p(r), a sum of non-negative terms.
-// `buffer` is a work vector.
+// `buffer` is a work vector. S may have more columns than rows (a block of rows, fused_attention.cpp):
+// the ranges index its columns.
 AttentionStats softmax_rows(Eigen::Ref<RowMajorMatrix> S, const MaskRows& rows, RowVector& buffer);
 AttentionStats softmax_rows(Eigen::Ref<RowMajorMatrixT<float>> S, const MaskRows& rows, RowVectorT<float>& buffer);
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <exception>
 #include <mutex>
 
@@ -28,36 +30,138 @@ namespace {
 template <class T>
 struct HeadProjections {
   MatrixT<T> Q, K, V;
+  RowMajorMatrixT<T> KT, VT;  // K^T and V^T with rows contiguous: row by row for small d_k, d_v
 };
 
-// The row block [i0, i1) of head h: logits S = Q_b K^T over the keys the block's rows may see,
-// the reference's softmax_rows on them (its statistics arithmetic, row by row), then Y_b += A_b V.
+// Up to this d_k (d_v) the logits (values) of a row are d_k (d_v) vectorised passes over K^T's
+// (V^T's) rows; above it one matrix product per block (Eigen's GEMM, whose packing costs more than
+// it gains at small dimensions).
+constexpr Eigen::Index kRowwiseKeyDim = 8;
+
+// exp(x) for x in [-708, 0] in double: x = k ln 2 + r with |r| <= ln(2)/2, exp(r) by its Taylor
+// polynomial of degree 13 (truncation below 2e-16 relative), 2^k from the exponent bits. Within
+// 4.5e-16 relative of std::exp on that range (tests/test_fused_attention.cpp); a plain loop of it
+// vectorises (Eigen's double exp divides, about twice as slow here). x < -708 is handled by the
+// caller with std::exp, as the reference does.
+inline double exp_nonpositive(double x) {
+  const double log2e = 1.4426950408889634, ln2_hi = 0.6931471805598903, ln2_lo = 5.497923018708371e-14;
+  const double shifter = 6755399441055744.0;  // 1.5 * 2^52: x log2(e) + shifter is rounded to an integer k
+  const double t = x * log2e + shifter;
+  const double k = t - shifter;
+  const double r = (x - k * ln2_hi) - k * ln2_lo;
+  double p = 1.0 / 6227020800.0;  // 1/13!, then Horner's scheme down to 1/0! (written out: the loop over j vectorises)
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  std::int64_t bits;
+  std::memcpy(&bits, &t, sizeof bits);  // the low bits of t hold k
+  const std::int64_t scale_bits = (bits + 1023) << 52;  // 2^k
+  double scale;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
+  return p * scale;
+}
+
+// e_j = exp(s_j - m) for s_j <= m.
+void exp_shifted(const double* s, double m, double* e, Eigen::Index n) {
+  for (Eigen::Index j = 0; j < n; ++j) e[j] = exp_nonpositive(s[j] - m);
+}
+void exp_shifted(const float* s, float m, float* e, Eigen::Index n) {  // float: Eigen's polynomial exp
+  using Row = Eigen::Array<float, 1, Eigen::Dynamic>;
+  Eigen::Map<Row>(e, n) = (Eigen::Map<const Row>(s, n) - m).exp();
+}
+
+// One row's softmax, unnormalised: e_j = exp(s_j - m) into `buffer` (the caller divides the row's
+// product by l = sum_j exp(s_j - m)). The statistics by the reference's
+// formulas (attention.cpp, softmax_rows): l = 1 + rest with rest summed without one maximum, entropy sum_j a_j (m - s_j) + log1p(rest), smallest weight exp(min_j s_j - m) / l.
+template <class T>
+struct RowSoftmax {
+  T inverse_sum;
+  double min_weight, entropy;
+};
+
+template <class T>
+RowSoftmax<T> softmax_row(const T* s, Eigen::Index len, T* buffer) {
+  using Row = Eigen::Array<T, 1, Eigen::Dynamic>;
+  Eigen::Map<const Row> row(s, len);
+  Eigen::Map<Row> e(buffer, len);
+  const T m = row.maxCoeff(), smallest = row.minCoeff();
+  exp_shifted(s, m, buffer, len);
+  const T limit = std::is_same<T, float>::value ? T(86) : T(708);  // below: std::exp (subnormal or 0)
+  if (m - smallest > limit)
+    for (Eigen::Index j = 0; j < len; ++j)
+      if (m - s[j] > limit) buffer[j] = std::exp(s[j] - m);
+  const T dot = (e * (m - row)).sum();
+  // rest = the sum without one maximum (whose term is exactly 1): the terms below 1, and the other
+  // terms equal to 1 (ties), summed apart from the 1 so that log1p(rest) keeps its digits.
+  // With every term in [0, 1], floor(e_j) is 1 exactly for those terms and 0 for the others (vectorised).
+  const T ones = e.floor().sum();
+  const T rest = (e - e.floor()).sum() + (ones - T(1));
+  const T inv = T(1) / (T(1) + rest);
+  return {inv, static_cast<double>(std::exp(smallest - m) * inv), static_cast<double>(dot * inv + std::log1p(rest))};
+}
+
+// Work matrices of one thread.
+template <class T>
+struct BlockWork {
+  RowMajorMatrixT<T> S, P;  // the block's logits and its unnormalised weights (0 outside the rows' ranges)
+  VectorT<T> inverse_sums;
+  MatrixT<T> Yh;
+};
+
+// The row block [i0, i1) of one head: logits S = Q_b K^T over the keys the block's rows may see,
+// each row's softmax (unnormalised) on its range into P, 0 elsewhere, then Y_b += diag(1/l) P V.
 // Returns the block's statistics with the entropy summed over its rows (not averaged).
 template <class T>
 AttentionStats row_block(const HeadProjections<T>& p, const MaskRows& rows, Eigen::Index i0, Eigen::Index i1,
-                         RowMajorMatrixT<T>& S, RowVectorT<T>& buffer, MaskRows& block_rows,
-                         Eigen::Ref<MatrixT<T>> Y_block) {
-  const Eigen::Index R = i1 - i0;
+                         BlockWork<T>& w, Eigen::Ref<MatrixT<T>> Y_block) {
+  const Eigen::Index R = i1 - i0, dk = p.Q.cols();
   int lo = rows.lo[static_cast<std::size_t>(i0)], hi = rows.hi[static_cast<std::size_t>(i0)];
   for (Eigen::Index i = i0; i < i1; ++i) {
     lo = std::min(lo, rows.lo[static_cast<std::size_t>(i)]);
     hi = std::max(hi, rows.hi[static_cast<std::size_t>(i)]);
   }
   const Eigen::Index len = hi - lo;
-  block_rows.contiguous = true;
-  block_rows.lower_triangular = false;  // softmax_rows zeroes every entry outside the row's range
-  block_rows.lo.resize(static_cast<std::size_t>(R));
-  block_rows.hi.resize(static_cast<std::size_t>(R));
+  w.S.resize(R, len);
+  w.P.resize(R, len);
+  if (dk > kRowwiseKeyDim)
+    w.S.noalias() = p.Q.middleRows(i0, R) * p.K.middleRows(lo, len).transpose();
+  w.inverse_sums.resize(R);
+  AttentionStats stats;
   for (Eigen::Index r = 0; r < R; ++r) {
-    block_rows.lo[static_cast<std::size_t>(r)] = rows.lo[static_cast<std::size_t>(i0 + r)] - lo;
-    block_rows.hi[static_cast<std::size_t>(r)] = rows.hi[static_cast<std::size_t>(i0 + r)] - lo;
+    const auto ui = static_cast<std::size_t>(i0 + r);
+    const Eigen::Index a = rows.lo[ui] - lo, b = rows.hi[ui] - lo;
+    auto s = w.S.row(r).segment(a, b - a);
+    if (dk <= kRowwiseKeyDim) {
+      s = p.Q(i0 + r, 0) * p.KT.row(0).segment(lo + a, b - a);
+      for (Eigen::Index k = 1; k < dk; ++k) s += p.Q(i0 + r, k) * p.KT.row(k).segment(lo + a, b - a);
+    }
+    const RowSoftmax<T> sm = softmax_row<T>(s.data(), b - a, w.P.row(r).data() + a);
+    if (a > 0) w.P.row(r).head(a).setZero();  // masked: exactly 0
+    if (b < len) w.P.row(r).tail(len - b).setZero();
+    w.inverse_sums(r) = sm.inverse_sum;
+    stats.min_weight = std::min(stats.min_weight, sm.min_weight);
+    stats.mean_entropy += sm.entropy;
   }
-  S.resize(R, len);
-  S.noalias() = p.Q.middleRows(i0, R) * p.K.middleRows(lo, len).transpose();
-  AttentionStats s = softmax_rows(S, block_rows, buffer);
-  s.mean_entropy *= static_cast<double>(R);  // back to the sum over the block's rows
-  Y_block.noalias() += S * p.V.middleRows(lo, len);
-  return s;
+  const Eigen::Index dv = p.V.cols();
+  if (dv > kRowwiseKeyDim) {
+    w.Yh.noalias() = w.P * p.V.middleRows(lo, len);
+  } else {
+    w.Yh.resize(R, dv);
+    for (Eigen::Index r = 0; r < R; ++r)
+      for (Eigen::Index k = 0; k < dv; ++k) w.Yh(r, k) = w.P.row(r).dot(p.VT.row(k).segment(lo, len));
+  }
+  Y_block += w.inverse_sums.asDiagonal() * w.Yh;
+  return stats;
 }
 
 template <class T>
@@ -74,20 +178,20 @@ AttentionStats fused_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeig
     proj.Q.noalias() = X * w.q[h];
     proj.Q *= static_cast<T>(1.0 / std::sqrt(d_qk));
     proj.K.noalias() = X * w.k[h];
+    if (proj.K.cols() <= kRowwiseKeyDim) proj.KT = proj.K.transpose();
     proj.V.noalias() = X * w.v[h];
     if (!w.o.empty()) proj.V = proj.V * w.o[h];  // model.value_dim: X W_V,h W_O,h
+    if (proj.V.cols() <= kRowwiseKeyDim) proj.VT = proj.V.transpose();
     std::atomic<Eigen::Index> next{0};
     std::exception_ptr error;
     std::mutex mutex;
     auto worker = [&] {
-      RowMajorMatrixT<T> S;
-      RowVectorT<T> buffer;
-      MaskRows block_rows;
+      BlockWork<T> work;
       try {
         for (Eigen::Index b; (b = next.fetch_add(1)) < blocks;) {
           const Eigen::Index i0 = b * R, i1 = std::min(n, i0 + R);
           block_stats[h * static_cast<std::size_t>(blocks) + static_cast<std::size_t>(b)] =
-              row_block<T>(proj, rows, i0, i1, S, buffer, block_rows, Y.middleRows(i0, i1 - i0));
+              row_block<T>(proj, rows, i0, i1, work, Y.middleRows(i0, i1 - i0));
         }
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex);

@@ -16,8 +16,8 @@ namespace {
 template <class Allowed>
 MaskMatrix build(int n, Allowed allowed) {
   MaskMatrix m(n, n);
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < n; ++j) m(i, j) = allowed(i, j) ? 1 : 0;
+  for (int j = 0; j < n; ++j)  // column by column: the storage order (N^2 bytes at N = 10^4 in 0.1 s)
+    for (int i = 0; i < n; ++i) m(i, j) = allowed(i, j) ? 1 : 0;
   return m;
 }
 // ceil(a / b) for a >= 0, b >= 1, without forming a + b - 1 (which overflows for a window
