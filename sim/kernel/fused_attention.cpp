@@ -38,12 +38,8 @@ struct HeadProjections {
 // it gains at small dimensions).
 constexpr Eigen::Index kRowwiseKeyDim = 8;
 
-// exp(x) for x in [-708, 0] in double: x = k ln 2 + r with |r| <= ln(2)/2, exp(r) by its Taylor
-// polynomial of degree 13 (truncation below 2e-16 relative), 2^k from the exponent bits. Within
-// 4.5e-16 relative of std::exp on that range (tests/test_fused_attention.cpp); a plain loop of it
-// vectorises (Eigen's double exp divides, about twice as slow here). x < -708 is handled by the
-// caller with std::exp, as the reference does.
-inline double exp_nonpositive(double x) {
+// exp_nonpositive's body, inline so that the loops that call it vectorise.
+inline double exp_nonpositive_inline(double x) {
   const double log2e = 1.4426950408889634, ln2_hi = 0.6931471805598903, ln2_lo = 5.497923018708371e-14;
   const double shifter = 6755399441055744.0;  // 1.5 * 2^52: x log2(e) + shifter is rounded to an integer k
   const double t = x * log2e + shifter;
@@ -63,9 +59,9 @@ inline double exp_nonpositive(double x) {
   p = p * r + 0.5;
   p = p * r + 1.0;
   p = p * r + 1.0;
-  std::int64_t bits;
-  std::memcpy(&bits, &t, sizeof bits);  // the low bits of t hold k
-  const std::int64_t scale_bits = (bits + 1023) << 52;  // 2^k
+  std::uint64_t bits;
+  std::memcpy(&bits, &t, sizeof bits);  // the low bits of t hold k (two's complement, modulo 2^52)
+  const std::uint64_t scale_bits = (bits + 1023) << 52;  // 2^k: the biased exponent k + 1023 in [1, 1023]
   double scale;
   std::memcpy(&scale, &scale_bits, sizeof scale);
   return p * scale;
@@ -73,7 +69,7 @@ inline double exp_nonpositive(double x) {
 
 // e_j = exp(s_j - m) for s_j <= m.
 void exp_shifted(const double* s, double m, double* e, Eigen::Index n) {
-  for (Eigen::Index j = 0; j < n; ++j) e[j] = exp_nonpositive(s[j] - m);
+  for (Eigen::Index j = 0; j < n; ++j) e[j] = exp_nonpositive_inline(s[j] - m);
 }
 void exp_shifted(const float* s, float m, float* e, Eigen::Index n) {  // float: Eigen's polynomial exp
   using Row = Eigen::Array<float, 1, Eigen::Dynamic>;
@@ -224,6 +220,8 @@ AttentionStats fused_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeig
 }
 
 }  // namespace
+
+double exp_nonpositive(double x) { return exp_nonpositive_inline(x); }
 
 AttentionStats fused_attention(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, double d_qk,
                                const MaskRows& rows, int threads, Matrix& Y) {

@@ -35,6 +35,12 @@ bool fused_attention_applies(const LayerParams& p, bool projection_biases, const
 // function of N alone, so that neither the blocks nor the reduction depend on the thread count.
 Eigen::Index fused_rows_per_block(Eigen::Index n);
 
+// exp(x) for x in [-708, 0], the cpu platform's exponential (double): x = k ln 2 + r with
+// |r| <= ln(2)/2, exp(r) by its Taylor polynomial of degree 13 (truncation below 2e-16 relative),
+// 2^k from the exponent bits; within 4.5e-16 relative of std::exp there. A loop of it vectorises
+// (Eigen's double exp divides and is about twice as slow). Below -708 the caller uses std::exp.
+double exp_nonpositive(double x);
+
 // Y = sum_h A_h V_h (Y resized to N x d and overwritten), on `threads` threads (>= 1; a thread the
 // system refuses is one error naming run.threads). Returns the attention statistics.
 AttentionStats fused_attention(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, double d_qk,

@@ -130,34 +130,21 @@ void general_logits(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T
   if (p.logit_bias.active()) add_logit_bias(ws.S, p.logit_bias, w, h);
 }
 
+// The reference platform's heads: for each head its N x N attention (the fast path on range masks,
+// else the general path), shaped, kept (attention_mean), dropped out, times V_h, summed into Y
+// (overwritten when `direct`). Returns the smallest weight and the entropy averaged over heads.
 template <class T>
-LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
-                       LayerWorkspaceT<T>& ws, MatrixT<T>& X_next) {
-  LayerReport report;
+AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
+                               bool biased, bool direct, LayerWorkspaceT<T>& ws, MatrixT<T>& Y) {
   const std::size_t H = w.q.size();
-  if (ws.analysed != p.mask) {
-    ws.rows = analyse_rows(*p.mask);
-    ws.analysed = p.mask;
-  }
-  const bool biased = !w.q_bias.empty();  // attention.bias: the general path
   const bool fast =
       ws.rows.contiguous && !p.usa && !p.hardmax && !p.random_markov && !biased && !p.logit_bias.active() &&
       !p.qk_norm;
   const bool lower = ws.rows.lower_triangular;
-  // One head without residual: the product goes straight into X_next.
-  const bool direct = H == 1 && p.alpha == 0.0;
-  MatrixT<T>& Y = direct ? X_next : ws.Y;
-  Y.resize(X.rows(), X.cols());
-  if (!direct) Y.setZero();
+  AttentionStats heads;
   double entropy = 0.0;
   if (p.keep_attention) ws.attention_mean.setZero(X.rows(), X.rows());
-  // The cpu platform: every head's attention without the N x N matrix (fused_attention.hpp).
-  const bool fused = p.fused && fused_attention_applies(p, biased, ws.rows);
-  if (fused) {
-    report.attention = fused_attention(X, w, p.d_qk, ws.rows, p.threads, Y);
-    entropy = report.attention.mean_entropy * static_cast<double>(H);
-  }
-  for (std::size_t h = 0; h < H && !fused; ++h) {
+  for (std::size_t h = 0; h < H; ++h) {
     AttentionStats s;
     if (fast) {
       attention_logits_fast(X, w.q[h], w.k[h], p.d_qk, lower, ws.logits, ws.S_rows);
@@ -172,7 +159,7 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
         masked_softmax(ws.S, *p.mask);
       s = attention_stats(ws.S, *p.mask);
     }
-    report.attention.min_weight = std::min(report.attention.min_weight, s.min_weight);
+    heads.min_weight = std::min(heads.min_weight, s.min_weight);
     entropy += s.mean_entropy;
     if (p.shape.active()) {  // shaped attention, after the statistics of softmax(S)
       if (fast)
@@ -216,8 +203,31 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
         Y.noalias() += ws.S_rows * V;
     }
   }
-  report.attention.mean_entropy = entropy / static_cast<double>(H);
+  heads.mean_entropy = entropy / static_cast<double>(H);
   if (p.keep_attention) ws.attention_mean /= static_cast<double>(H);
+  return heads;
+}
+
+template <class T>
+LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
+                       LayerWorkspaceT<T>& ws, MatrixT<T>& X_next) {
+  LayerReport report;
+  const std::size_t H = w.q.size();
+  if (ws.analysed != p.mask) {
+    ws.rows = analyse_rows(*p.mask);
+    ws.analysed = p.mask;
+  }
+  const bool biased = !w.q_bias.empty();  // attention.bias: the general path
+  // One head without residual: the product goes straight into X_next.
+  const bool direct = H == 1 && p.alpha == 0.0;
+  MatrixT<T>& Y = direct ? X_next : ws.Y;
+  Y.resize(X.rows(), X.cols());
+  if (!direct) Y.setZero();
+  // The cpu platform: every head's attention without the N x N matrix (fused_attention.hpp).
+  if (p.fused && fused_attention_applies(p, biased, ws.rows))
+    report.attention = fused_attention(X, w, p.d_qk, ws.rows, p.threads, Y);
+  else
+    report.attention = reference_heads<T>(X, w, p, biased, direct, ws, Y);
   if (p.head_mean && H > 1) Y /= static_cast<T>(H);
   if (biased) Y.rowwise() += w.o_bias;  // attention.bias: + 1 b_O^T
   if (p.dropout && p.dropout->output > 0.0) apply_dropout(Y, p.dropout->output, *p.dropout->rng);
