@@ -99,8 +99,8 @@ def angles(X):
 
 
 def renyi_centres(X, delta):
-    """Renyi-parking centres (SCIENCE.md's definition): tokens in causal order, each a centre when its Euclidean
-    distance to every earlier centre is >= delta. Returns the list of token indices. An independent
+    """Renyi-parking centres (docs/science/model-spec.md section 6): tokens in causal order, each a
+    centre when its Euclidean distance to every earlier centre is >= delta. Returns the list of token indices. An independent
     implementation of rcsim's `renyi_centres` measure, used to check it."""
     centres = []
     for i, x in enumerate(X):
