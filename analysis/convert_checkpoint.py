@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Convert the transformer blocks of a pretrained checkpoint (safetensors, GPT-2 or BERT tensor
-names) into an rcsim `weights.file`, unfolded (default):
+"""Convert the transformer blocks of a GPT-2 or BERT safetensors checkpoint into an rcsim weights.file.
+
+The datasets written, unfolded (default):
   /W_Q, /W_K, /W_V [L, H, d, d_k]   per-head query, key and value maps (d_k = d_v = d / H)
   /W_O [L, H, d_k, d]               per-head rows of the output projection (model.value_dim = d_k)
   /W_in [L, d, m], /b_in [L, m], /W_out [L, m, d], /b_out [L, d]   the MLP (mlp.width = m)
@@ -366,11 +367,15 @@ def write(out, data, source, keys, note):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[1])
-    p.add_argument("checkpoint")
-    p.add_argument("out")
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                epilog="The datasets written and the tensor names read: the docstring of "
+                                       "analysis/convert_checkpoint.py; its use: docs/user/running.md, "
+                                       "\"Pretrained checkpoints\".")
+    p.add_argument("checkpoint", help="the checkpoint (CHECKPOINT.safetensors)")
+    p.add_argument("out", help="the rcsim weights.file to write (HDF5)")
     p.add_argument("--heads", type=int, required=True, help="number of attention heads (config.json: n_head)")
-    p.add_argument("--kind", choices=["auto", "gpt2", "bert"], default="auto")
+    p.add_argument("--kind", choices=["auto", "gpt2", "bert"], default="auto",
+                   help="the tensor names: gpt2, bert, or auto (found from the names)")
     p.add_argument("--fold", action="store_true",
                    help="write W_V,h W_O,h folded into /W_V [L, H, d, d] and no /W_O (attention-only rcsim runs)")
     p.add_argument("--force", action="store_true",

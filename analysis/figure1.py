@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rcsim import figure_arguments, rcsim, save_figure  # noqa: E402
+from rcsim.figures import figure_arguments, rcsim, save_figure  # noqa: E402
 
 CONFIG = "configs/equilibria_2x2.ini"
 
@@ -28,7 +28,7 @@ def tokens(path):
 
 
 def main(argv=None):
-    args = figure_arguments(__doc__.splitlines()[0], "figure1").parse_args(argv)
+    args = figure_arguments(__doc__, "figure1").parse_args(argv)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.chdir(root)
     os.makedirs(args.data, exist_ok=True)

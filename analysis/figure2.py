@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rcsim import figure_arguments, plot_curves, run_config, save_figure  # noqa: E402,F401 (figure3*, 4, 5 import them from here)
+from rcsim.figures import figure_arguments, plot_curves, run_config, save_figure  # noqa: E402,F401 (figure3*, 4, 5 import them from here)
 
 MASKS = ["complete", "causal", "sliding_window", "unidirectional_sliding_window"]
 
@@ -44,7 +44,7 @@ def draw(runs):
 
 
 def main(argv=None):
-    args = figure_arguments(__doc__.splitlines()[0], "figure2").parse_args(argv)
+    args = figure_arguments(__doc__, "figure2").parse_args(argv)
     os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     save_figure(draw(run_config(args, "configs/figure2.ini")), args.out)
 

@@ -13,7 +13,7 @@ import sys
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rcsim import MEASURES, figure_arguments, measure_grid, run_config, save_figure, stored_config, write_summary  # noqa: E402
+from rcsim.figures import MEASURES, figure_arguments, measure_grid, run_config, save_figure, stored_config, write_summary  # noqa: E402
 
 MASKS = ["complete", "causal", "sliding_window", "unidirectional_sliding_window"]
 INGREDIENTS = ["paper's model (float64)", "paper's model, float32 arithmetic", "dropout p = 0.1 (training mode)",
@@ -44,7 +44,7 @@ def label(run):
 
 
 def main(argv=None):
-    args = figure_arguments(__doc__.splitlines()[0], "figure2_ingredients").parse_args(argv)
+    args = figure_arguments(__doc__, "figure2_ingredients").parse_args(argv)
     os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     runs = run_config(args, "configs/figure2_ingredients.ini")
     a = runs[0]["attrs"]

@@ -15,7 +15,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from figure2_ingredients import ingredient_grid, label  # noqa: E402
-from rcsim import figure_arguments, run_config, save_figure, stored_config, write_summary  # noqa: E402
+from rcsim.figures import figure_arguments, run_config, save_figure, stored_config, write_summary  # noqa: E402
 
 # --tiny keeps the block structure (heads, key_dim) at a toy width.
 TINY = ("--run.trials=2", "--model.layers=6", "--model.tokens=8", "--model.dim=24", "--model.key_dim=2",
@@ -23,7 +23,7 @@ TINY = ("--run.trials=2", "--model.layers=6", "--model.tokens=8", "--model.dim=2
 
 
 def main(argv=None):
-    args = figure_arguments(__doc__.splitlines()[0], "figure2_large").parse_args(argv)
+    args = figure_arguments(__doc__, "figure2_large").parse_args(argv)
     os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     runs = run_config(args, "configs/figure2_large.ini", TINY)
     a = runs[0]["attrs"]

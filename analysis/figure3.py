@@ -13,14 +13,14 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from figure2 import plot_curves, run_config  # noqa: E402
-from rcsim import figure_arguments, save_figure  # noqa: E402
+from rcsim.figures import figure_arguments, save_figure  # noqa: E402
 
 MASKS = ["complete", "causal", "sliding_window"]
 DQK = [0.015625, 1.0, 64.0]
 
 
 def main(argv=None):
-    args = figure_arguments(__doc__.splitlines()[0], "figure3").parse_args(argv)
+    args = figure_arguments(__doc__, "figure3").parse_args(argv)
     os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     runs = run_config(args, "configs/figure3.ini")
     colours = ["tab:red", "tab:green", "tab:blue"]

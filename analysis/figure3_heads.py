@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from figure3 import DQK, MASKS  # noqa: E402
-from rcsim import figure_arguments, measure_grid, run_config, save_figure, write_summary  # noqa: E402
+from rcsim.figures import figure_arguments, measure_grid, run_config, save_figure, write_summary  # noqa: E402
 
 NORMS = {"none": "pure attention", "sphere": "sphere", "layernorm": "layernorm"}
 CURVES = [f"d_QK = {q:g}" for q in DQK]
@@ -40,7 +40,7 @@ def first_layer_attention(run):
 
 
 def main(argv=None):
-    args = figure_arguments(__doc__.splitlines()[0], "figure3_heads").parse_args(argv)
+    args = figure_arguments(__doc__, "figure3_heads").parse_args(argv)
     os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     runs = run_config(args, "configs/figure3_heads.ini")
     a = runs[0]["attrs"]

@@ -18,7 +18,7 @@ from rcsim.figures import draw_curve, figure_arguments, log_panel, save_figure  
 
 
 def main(argv=None):
-    args = figure_arguments(__doc__.splitlines()[0], "figure4").parse_args(argv)
+    args = figure_arguments(__doc__, "figure4").parse_args(argv)
     os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     runs = run_config(args, "configs/figure4.ini")
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]

@@ -14,11 +14,12 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from figure2 import run_config  # noqa: E402
-from rcsim import figure_arguments, load_analysis, rcsim, save_figure  # noqa: E402
+from rcsim import load_analysis  # noqa: E402
+from rcsim.figures import figure_arguments, rcsim, save_figure  # noqa: E402
 
 
 def main(argv=None):
-    args = figure_arguments(__doc__.splitlines()[0], "figure5").parse_args(argv)
+    args = figure_arguments(__doc__, "figure5").parse_args(argv)
     os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     runs = run_config(args, "configs/figure5.ini", tiny=("--run.trials=2", "--model.layers=12", "--model.dim=4"))
     rows = []

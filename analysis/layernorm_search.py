@@ -14,11 +14,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from figure2 import run_config  # noqa: E402
-from rcsim import figure_arguments, load_analysis, rcsim, write_text  # noqa: E402
+from rcsim import load_analysis  # noqa: E402
+from rcsim.figures import figure_arguments, rcsim, write_text  # noqa: E402
 
 
 def main(argv=None):
-    args = figure_arguments(__doc__.splitlines()[0], "layernorm_search").parse_args(argv)
+    args = figure_arguments(__doc__, "layernorm_search").parse_args(argv)
     os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     runs = run_config(args, "configs/layernorm_search.ini", tiny=("--run.trials=2", "--model.layers=6"))
     lines = [f"{'norm':9s} {'mask':8s} {'shared':6s} {'d_QK':>6s} {'d':>3s} {'median mu_rel(L)':>16s} "

@@ -110,7 +110,8 @@ def self_test():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from particles_common import doc_summary
+    ap = argparse.ArgumentParser(description=doc_summary(__doc__))
     ap.add_argument("run", nargs="?")
     ap.add_argument("--measure", default="energy")
     ap.add_argument("--trial", type=int, default=0)

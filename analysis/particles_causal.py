@@ -18,8 +18,8 @@ Checks (exit 1 when one fails), the paper's claims for this flow:
 - the clusters form around the Renyi centres: at t = 75, clusters - Renyi centres is 0 .. 3 in every
   trial (the paper's Fig. 2 shows the clusters at the centres; the margin 3, for clusters closer than
   delta that share a centre, is this script's);
-- strong Renyi centres (SCIENCE.md section 7: a token farther than delta from every earlier token,
-  Euclidean, strict) stay put: the largest move of the strong centres of X(0) up to t = 75 is below
+- strong Renyi centres (docs/science/model-spec.md section 6: a token farther than delta from every
+  earlier token, Euclidean, strict) stay put: the largest move of the strong centres of X(0) up to t = 75 is below
   delta / 4, in every trial.
 And rcsim's measure `renyi_centres` equals the Python implementation at every snapshot (an engine check).
 
@@ -55,8 +55,8 @@ def value_at(t, y, when):
 
 
 def strong_renyi_centres(X, delta):
-    """Strong Renyi centres (SCIENCE.md section 7): token k whose Euclidean distance to every earlier token
-    is > delta. Returns the list of token indices."""
+    """Strong Renyi centres (docs/science/model-spec.md section 6): token k whose Euclidean distance to
+    every earlier token is > delta. Returns the list of token indices."""
     return [k for k in range(len(X)) if k == 0 or np.min(np.linalg.norm(X[:k] - X[k], axis=1)) > delta]
 
 

@@ -46,10 +46,17 @@ def perturbed(args):
     return out + [f"--{k}={v}" for k, v in _PERTURB.items() if k not in done]
 
 
+def doc_summary(doc):
+    """A script's --help description: the first paragraph of its docstring on one line. (The rule of
+    rcsim.figures.doc_summary; not imported from there: signal_kedia.py must import the package rcsim
+    itself, from the build tree, after reading its command line.)"""
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
 def script_args(doc, seed=None, outputs_required=True, extra=()):
     """The figure scripts' command line: --tiny --rcsim PATH --data DIR --out PREFIX [--seed S]
     [--perturb KEY=VALUE ...], and `extra` flags (store_true) such as --self-test."""
-    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap = argparse.ArgumentParser(description=doc_summary(doc))
     ap.add_argument("--tiny", action="store_true")
     for flag in extra:
         ap.add_argument(flag, action="store_true")
@@ -92,8 +99,8 @@ def angles(X):
 
 
 def renyi_centres(X, delta):
-    """Renyi-parking centres (SCIENCE.md's definition): tokens in causal order, each a centre when its Euclidean
-    distance to every earlier centre is >= delta. Returns the list of token indices. An independent
+    """Renyi-parking centres (docs/science/model-spec.md section 6): tokens in causal order, each a
+    centre when its Euclidean distance to every earlier centre is >= delta. Returns the list of token indices. An independent
     implementation of rcsim's `renyi_centres` measure, used to check it."""
     centres = []
     for i, x in enumerate(X):

@@ -2,7 +2,7 @@
 """Angle and gradient exponents over (alpha, sigma_w) (Cowsik, Nebabu, Qi, Ganguli 2024, "Geometric dynamics of
 signal propagation predict trainability of transformers"; docs/science/gradients.md, "Reproductions").
 lambda_a = log((1 - p'/q') / (1 - p/q)) from the Gram statistics `gram_p`, `gram_q` of consecutive layers
-(SCIENCE.md section 6, after an unofficial script), averaged over the L blocks and the trials; lambda_g =
+(docs/science/model-spec.md section 6, after an unofficial script), averaged over the L blocks and the trials; lambda_g =
 `jacobian_log_fro2` at layer 0 divided by L, (1/L) log ||d(X(L) R)/dX(0)||_F^2 with R rcsim's Gaussian readout,
 and lambda_g_rel, the same minus its value for the identity map, log(N ||R||^2) / L (`jacobian_log_fro2` at L).
 
@@ -24,7 +24,7 @@ every sigma_w; (2) the chaotic phase: lambda_a > 0 at the largest alpha_M for ev
 between); (3) lambda_a from rcsim's gram_p and gram_q equals lambda_a computed here from the stored tokens of one
 grid point (relative 1e-9).
 
---authors: the setting of the authors' public script instead (the unofficial script of SCIENCE.md section 6; in
+--authors: the setting of the authors' public script instead (the unofficial script of docs/science/model-spec.md section 6; in
 the docs): X(0) Gaussian tokens with correlation rho = 0.99 (sqrt(rho) g + sqrt(1 - rho) z_i, through init.file),
 alpha_A = alpha_M = alpha varied together with skip gains 1, the non-centred norm x sqrt(d)/|x| (rmsnorm, eps 0),
 W_Q, W_K std 1/sqrt(d) (their sigma_A = 1), W_V 1/sqrt(d), tanh MLP of width d with W_in and W_out std
@@ -104,7 +104,7 @@ def angle_exponents(p, q):
 
 
 def gram_pq(X):
-    """p, q of one token matrix (SCIENCE.md section 6), independent of rcsim's measures."""
+    """p, q of one token matrix (docs/science/model-spec.md section 6), independent of rcsim's measures."""
     n, d = X.shape
     G = X @ X.T / d
     q = np.trace(G) / n

@@ -70,6 +70,7 @@ TEST_CASE("a sweep writes one file per point", "[cli][sweep]") {
 TEST_CASE("help and version exit 0", "[cli]") {
   CHECK(cli_main({"--help"}) == 0);
   CHECK(cli_main({"--version"}) == 0);
+  CHECK(cli_main({"-V"}) == 0);  // the short spelling (issue 39)
   CHECK(cli_main({"mask-info", "--mask.type=causal", "--model.tokens=4"}) == 0);
 }
 

@@ -1,4 +1,4 @@
-// Random-Markov attention (attention.kind = random_markov; SCIENCE.md section 6, Mind the Gap):
+// Random-Markov attention (attention.kind = random_markov; docs/science/model-spec.md section 6, Mind the Gap):
 // A = softmax(G) on the mask, G i.i.d. N(0, 1) drawn with the layer's weights, independent of X.
 #include <catch2/catch.hpp>
 

@@ -1,10 +1,13 @@
-"""rcsim's Python side: readers of run files, sweep indexes and analysis files (`files`: h5py
-dicts with load_*, labelled xarray objects with open_run/open_sweep), and
-what the figure scripts share (`figures`), and runs in this process (`simulate`: the compiled
-engine rcsim._engine, docs/user/python.md). Installed with `pip install .` or `pip install -e .`
-(pyproject.toml), the engine and the executable are inside the package (`executable()`); from the
-build tree, PYTHONPATH=build/python. `from rcsim import load_run` also works from the figure
-scripts (analysis/ is their directory; the engine is then only there after `pip install -e .`)."""
+"""rcsim's Python side (docs/user/python.md): runs in this process through the compiled engine
+rcsim._engine (`simulate`, `layer`, `gradients`, `resolved_config`), the token measures of any
+matrices (`measures`, `clusters`), and readers of run files, sweep indexes and analysis files
+(h5py dicts with load_*, labelled xarray objects with open_run/open_sweep). `__all__` is this
+public API; `rcsim.plot` (python3 -m rcsim.plot) draws run files, and `rcsim.figures` holds what
+the figure scripts of analysis/ share (imported from there, not part of the API). Installed with
+`pip install .` or `pip install -e .` (pyproject.toml), the engine and the executable are inside
+the package (`executable()`); from the build tree, PYTHONPATH=build/python. `from rcsim import
+load_run` also works from the figure scripts (analysis/ is their directory; the engine is then
+only there after `pip install -e .`)."""
 import os as _os
 
 
@@ -20,12 +23,15 @@ def _read_version():
 
 
 __version__ = _read_version()
-from .files import (RcsimFileError, band, label, load_analysis, load_run, load_sweep, open_run,  # noqa: F401
-                    open_sweep, run_paths, sweep_runs, sweep_table)
-from .figures import (MEASURES, atomic_writer, figure_arguments, first_layer_below, measure_grid, plot_curves, rcsim,  # noqa: F401
-                      run_config, save_figure, stored_config, write_summary, write_text)
-from .engine import (clusters, executable, gradients, layer, measures, resolved_config, simulate,  # noqa: F401,E402
+from .files import (RcsimFileError, load_analysis, load_run, load_sweep, open_run, open_sweep, run_paths,  # noqa: E402
+                    sweep_runs, sweep_table)
+from .engine import (clusters, executable, gradients, layer, measures, resolved_config, simulate,  # noqa: E402
                      simulate_image)
+
+__all__ = ["__version__", "ConfigError", "RcsimFileError",
+           "simulate", "simulate_image", "layer", "gradients", "measures", "clusters", "resolved_config", "executable",
+           "open_run", "open_sweep", "load_run", "load_sweep", "load_analysis", "run_paths", "sweep_runs",
+           "sweep_table"]
 
 
 def __getattr__(name):

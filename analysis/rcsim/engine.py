@@ -185,13 +185,13 @@ def _image(who, config_file, keys, quiet, x0, progress, sections):
     args = configuration_arguments(keys, **sections)
     flat = {a[2:].split("=", 1)[0] for a in args}
     arrays, mask_array, implied = _host_inputs(who, x0, weights, mask, flat)
-    call = "rcsim.simulate(" + ", ".join(([repr(config_file)] if config_file else []) + args +
+    call = f"{who}(" + ", ".join(([repr(config_file)] if config_file else []) + args +
                                          [f"{k}=<array>" for k, v in (("x0", x0), ("mask", mask)) if v is not None] +
                                          [f"weights[{n!r}]=<array>" for n in (weights or {})]) + ")"
     callback, bars = _progress_callback(progress)
     try:
         return _engine().run_image(implied + args, None if config_file is None else os.fspath(config_file), call,
-                                   quiet, arrays, mask_array, callback)
+                                   quiet, arrays, mask_array, callback, who)
     finally:
         for bar in bars or []:
             bar.close()
@@ -333,7 +333,7 @@ def _check_gradients(who, g, forward):
 
 
 def measures(X, rank_rtol=None, rank_atol=0.0):
-    """rcsim's token measures (SCIENCE.md section 4, the run file's /metrics) of token matrices X
+    """rcsim's token measures (docs/science/model-spec.md section 4, the run file's /metrics) of token matrices X
     of shape (..., N, d): rows are tokens, e.g. a real model's hidden states [batch, tokens, width].
 
     Returns a dict of NumPy arrays of shape (...): mu, mu_rel, fro_norm, sigma_min, sigma_max, rank,

@@ -30,10 +30,16 @@ class _FigureParser(argparse.ArgumentParser):
         return a
 
 
-def figure_arguments(description, default_name):
-    """The command line every figure script takes."""
+def doc_summary(doc):
+    """A script's --help description: the first paragraph of its docstring `doc`, on one line (the
+    first line alone may stop mid-sentence)."""
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
+def figure_arguments(doc, default_name):
+    """The command line every figure script takes; `doc`: the script's docstring (doc_summary)."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
-    p = _FigureParser(default_name, description=description)
+    p = _FigureParser(default_name, description=doc_summary(doc))
     p.add_argument("--rcsim", default=os.path.join(root, "build", "sim", "rcsim"), help="rcsim executable")
     p.add_argument("--data", default=None,
                    help=f"directory for run files (default data/{default_name}, with --tiny data/{default_name}-tiny)")

@@ -82,6 +82,7 @@ CurveRates curve_rates(const std::string& name, const std::vector<double>& t, co
   c.ensemble = fit_log_linear(t, c.median_curve, w.window.first, w.window.last);
   c.ensemble_quality = fit_quality(t, c.median_curve, c.ensemble, w.window);
   c.ensemble_phase_found = w.found;
+  c.ensemble_last_usable = last_usable_index(c.median_curve, med_rel);
   c.fitted = static_cast<int>(rates.size());
   if (rates.empty()) {
     c.mean = c.std = c.sem = c.median = c.q10 = c.q90 = kNaN;
@@ -328,22 +329,37 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
   file.publish();
 }
 
+// One line per measure whose rate is doubtful, with every reason in it (a default run's complete
+// mask collapses to zero within a few layers: no exponential phase, and a poor fit on the few
+// layers before zero; said once, not as three warnings).
 std::vector<std::string> fit_warnings(const RunAnalysis& a, const AnalysisOptions& o) {
   std::vector<std::string> out;
+  const auto layer = [&](double t) { return fmt(t, "%.0f"); };
   for (const CurveRates* c : {&a.mu, &a.rank_one_residual}) {
-    const std::string who = a.path + ": " + c->measure;
+    const bool no_phase = o.window == AnalysisOptions::Window::automatic && !c->ensemble_phase_found && c->ensemble.ok();
+    const bool most_trials_poor = c->poor_fits * 2 > c->fitted;  // one noisy trial is not worth a warning
+    if (!no_phase && !c->ensemble_quality.poor && !most_trials_poor) continue;
     const std::string win =
-        c->ensemble.points ? "layers " + fmt(c->ensemble.first_layer, "%.0f") + ".." + fmt(c->ensemble.last_layer, "%.0f") : "";
-    if (o.window == AnalysisOptions::Window::automatic && !c->ensemble_phase_found && c->ensemble.ok())
-      out.push_back(who + ": no exponential phase found in the median curve (no decaying straight stretch of ln " +
-                    c->measure + "); the fixed window was used (" + win + ")");
-    if (c->ensemble_quality.poor)
-      out.push_back(who + ": poor ensemble fit on " + win + ": " + c->ensemble_quality.reason +
-                    "; the rate " + fmt(-c->ensemble.slope) + " may not describe the curve (see --window)");
-    if (c->poor_fits * 2 > c->fitted)  // most trials: one noisy trial is not worth a warning
-      out.push_back(who + ": " + std::to_string(c->poor_fits) + " of " + std::to_string(c->fitted) +
-                    " trial fits are poor (R^2 < " + fmt(kPoorFitR2) + " or the halves' rates differ by more than " +
-                    fmt(100 * kPoorFitHalves) + "%)");
+        c->ensemble.points ? "layers " + layer(c->ensemble.first_layer) + ".." + layer(c->ensemble.last_layer) : "";
+    std::string why;
+    if (no_phase) {
+      const int usable = c->ensemble_last_usable + 1;
+      why = usable >= 1 && usable < kAutoMinPoints
+                ? "no exponential phase (the median is usable on layers " + layer(a.layer[0]) + ".." +
+                      layer(a.layer[static_cast<std::size_t>(usable - 1)]) +
+                      " only, then 0, non-finite or at the round-off floor; a phase needs " +
+                      std::to_string(kAutoMinPoints) + " recorded layers)"
+                : "no exponential phase (no decaying straight stretch of ln " + c->measure + ")";
+      why += "; fixed window " + win;
+    } else {
+      why = "fit on " + win;
+    }
+    if (c->ensemble_quality.poor) why += ": " + c->ensemble_quality.reason;
+    else if (most_trials_poor)
+      why += ": " + std::to_string(c->poor_fits) + " of " + std::to_string(c->fitted) + " trial fits poor (R^2 < " +
+             fmt(kPoorFitR2) + " or the halves' rates differ by more than " + fmt(100 * kPoorFitHalves) + "%)";
+    out.push_back(a.path + ": " + c->measure + ": " + why + "; the rate " + fmt(-c->ensemble.slope) +
+                  " is a rough average (--window=FROM:TO to choose the layers)");
   }
   return out;
 }

@@ -33,6 +33,7 @@ struct CurveRates {
   LogLinearFit ensemble;             // fit of the median curve, same window rule
   FitQuality ensemble_quality;
   bool ensemble_phase_found = false;  // auto window: an exponential phase of the median curve was found
+  int ensemble_last_usable = -1;      // last_usable_index of the median curve (before 0, the floor, NaN)
   int poor_fits = 0;                  // fitted trials whose fit is poor (FitQuality::poor)
   // Decay rates (= -slope, per layer, natural log) across the trials that could be fitted.
   int fitted = 0;
@@ -47,7 +48,7 @@ struct RunAnalysis {
   std::vector<double> collapse_depth;  // per trial, -1 = never
   double collapse_depth_median = 0;    // over the trials that collapsed (NaN if none)
   double collapsed_fraction = 0;
-  // Theory overlay (SCIENCE.md 5.1).
+  // Theory overlay (docs/science/model-spec.md 5.1).
   int radius = -1;                // /mask attribute radius (-1: not quasi-strongly connected)
   double eps = 0;                 // smallest finite attn_min over every trial and layer
   std::vector<double> eps_trial;  // the same per trial
@@ -65,8 +66,8 @@ RunAnalysis analyze_run(const std::string& path, const AnalysisOptions& o);
 // group (re)written there, and the copy renamed over PATH.
 void write_analysis(const RunAnalysis& a, const AnalysisOptions& o);
 
-// Warnings about the fits of a run (poor ensemble fit, poor trial fits, no exponential phase),
-// one line each, for the log; empty when every fit is good.
+// Warnings about the fits of a run (no exponential phase, poor ensemble fit, poor trial fits):
+// one line per doubtful measure with its reasons, for the log; empty when every fit is good.
 std::vector<std::string> fit_warnings(const RunAnalysis& a, const AnalysisOptions& o);
 
 // The printed table.

@@ -1,4 +1,4 @@
-// Equilibria of an attention stack with fixed weights (SCIENCE.md 5.5): many starting points
+// Equilibria of an attention stack with fixed weights (docs/science/model-spec.md 5.5): many starting points
 // iterated X(t+1) = layer(X(t)) until the fixed-point residual ||X(t+1) - X(t)||_F falls below a
 // tolerance; end states classified (rank, token clusters, stability) and grouped into distinct
 // equilibria with their basin fractions. Layout of the output file in docs/science/equilibria.md.

@@ -37,7 +37,7 @@ const char* kOverviewEnd = R"(
   rcsim COMMAND --help   the command's usage, options and keys
   rcsim --help-keys      every configuration key of run/sweep/mask-info/equilibria with its
                          default and meaning
-  rcsim --version
+  rcsim --version, -V    the version and how this rcsim was built
 
 exit status: 0 success, 1 runtime error, 2 usage error, 130 interrupted.
 )";
@@ -84,7 +84,8 @@ int cli_main(const std::vector<std::string>& args) {
     }
     const Invocation inv = split_args(args);
     spdlog::set_level(inv.quiet ? spdlog::level::warn : spdlog::level::info);
-    if (std::find(args.begin(), args.end(), "--version") != args.end()) {
+    if (std::find(args.begin(), args.end(), "--version") != args.end() ||
+        std::find(args.begin(), args.end(), "-V") != args.end()) {
       std::cout << "rcsim " << version() << " (git " << git_sha() << ", source " << source_tree()
                 << ", isa=" << instruction_set() << ", " << compiler() << ", " << build_type() << ")\n";
       return 0;

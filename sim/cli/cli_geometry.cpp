@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/geometry_command.hpp"
+#include "cli/invocation.hpp"
 #include "config/key_sources.hpp"
 #include "kernel/errors.hpp"
 #include "kernel/printable.hpp"
@@ -74,11 +75,7 @@ std::string geometry_command_help(const std::string& name) {
 
 std::string geometry_command_summaries() {
   std::ostringstream os;
-  for (const auto& c : commands()) {
-    std::string summary = c.summary;
-    if (summary.size() > 66) summary = summary.substr(0, summary.rfind(' ', 63)) + " ...";
-    os << "  " << c.name << std::string(c.name.size() < 14 ? 14 - c.name.size() : 1, ' ') << summary << "\n";
-  }
+  for (const auto& c : commands()) os << hanging_text("  " + c.name, c.summary, 16, 1);
   return os.str();
 }
 

@@ -168,7 +168,7 @@ int print_dry_run(const std::vector<SweepPoint>& points, const ParsedArgs& p, co
                   const std::vector<PointStatus>& status, bool force) {
   const std::size_t n = points.size();
   const bool is_sweep = !p.sweep.empty();
-  std::cout << points.front().config.to_ini() << "\n";
+  std::cout << points.front().config.to_ini_explained() << "\n";
   if (is_sweep) std::cout << "# sweep (" << p.sweep_mode << "): " << n << " points; index " << s.index_path << "\n";
   int complete = 0;
   for (std::size_t i = 0; i < n; ++i) {

@@ -93,6 +93,28 @@ std::string number_text(double x) {
   }
 }
 
+std::string hanging_text(const std::string& head, const std::string& text, std::size_t column, std::size_t gap) {
+  std::ostringstream os;
+  std::string line = head;
+  if (line.size() + gap > column) {  // a long head: the text starts on the next line
+    os << line << "\n";
+    line.clear();
+  }
+  std::istringstream words(text);
+  for (std::string word; words >> word;) {
+    if (line.size() < column) line.resize(column, ' ');
+    else if (line.size() + 1 + word.size() > kHelpWidth) {
+      os << line << "\n";
+      line.assign(column, ' ');
+    } else {
+      line += ' ';
+    }
+    line += word;
+  }
+  os << line << "\n";
+  return os.str();
+}
+
 std::string options_help(const std::vector<KeyDecl>& options) {
   std::ostringstream os;
   for (const KeyDecl& k : options) {
@@ -100,24 +122,7 @@ std::string options_help(const std::vector<KeyDecl>& options) {
     if (!k.flag) name += "=" + (k.allowed_text.empty() ? std::string("X") : k.allowed_text);
     std::string help = k.help;
     if (!k.flag && !k.default_value.empty()) help += " (default " + k.default_value + ")";
-    // The meaning from column 20, wrapped at 96 columns.
-    std::string line = "  " + name;
-    if (line.size() > 18) {
-      os << line << "\n";
-      line.clear();
-    }
-    std::istringstream words(help);
-    for (std::string word; words >> word;) {
-      if (line.size() < 20) line.resize(20, ' ');
-      else if (line.size() + 1 + word.size() > 96) {
-        os << line << "\n";
-        line.assign(20, ' ');
-      } else {
-        line += ' ';
-      }
-      line += word;
-    }
-    os << line << "\n";
+    os << hanging_text("  " + name, help, 20, 2);
   }
   return os.str();
 }

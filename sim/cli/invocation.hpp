@@ -51,6 +51,11 @@ std::vector<std::string> join_option_values(const std::vector<std::string>& args
 // taken from an options struct, so that the default is written in one place).
 std::string number_text(double x);
 
+// `text` wrapped at kHelpWidth columns from `column` on, after `head` (at least `gap` spaces
+// after it; a longer head stands on a line of its own): one entry of a help list.
+constexpr std::size_t kHelpWidth = 96;
+std::string hanging_text(const std::string& head, const std::string& text, std::size_t column, std::size_t gap);
+
 // A command's own options (KeyDecls without a section: --name=VALUE on the command line,
 // `name = value` before any section of an INI file), one line or two each, for its --help.
 std::string options_help(const std::vector<KeyDecl>& options);

@@ -603,6 +603,37 @@ std::string Config::to_ini() const {
   return out;
 }
 
+namespace {
+
+// What the key `key`, stored as `auto`, resolves to in `c` ("" if the text says it already).
+// Keys resolved into the stored text (model.key_dim, model.d_qk, the weights' stds where they are
+// used, ...) never reach here as `auto`; those that do are model.beta (stored as auto so that a
+// rerun with another model.d_qk is no conflict) and the stds of weights the model does not have.
+std::string auto_resolution(const Config& c, const std::string& key) {
+  if (key == "model.beta") return fmt_double(c.model.beta) + " = 1/sqrt(d_qk)";
+  if (key == "weights.o_std" && c.model.value_dim == 0) return "unused: no W_O (model.value_dim = 0)";
+  if ((key == "weights.mlp_in_std" || key == "weights.mlp_out_std") && c.mlp.width == 0)
+    return "unused: no MLP (mlp.width = 0)";
+  return "";
+}
+
+}  // namespace
+
+std::string Config::to_ini_explained() const {
+  std::istringstream in(to_ini());
+  std::string out, section;
+  for (std::string line; std::getline(in, line);) {
+    if (line.size() > 2 && line.front() == '[' && line.back() == ']') section = line.substr(1, line.size() - 2);
+    const std::string suffix = " = auto";
+    if (line.size() > suffix.size() && line.compare(line.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      const std::string note = auto_resolution(*this, section + "." + line.substr(0, line.size() - suffix.size()));
+      if (!note.empty()) line += "  # " + note;
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
 double schedule_size_bound(const std::string& text, int layers) {
   const std::string t = trim(text);
   const double all = static_cast<double>(layers) + 1.0;
@@ -680,7 +711,7 @@ std::vector<int> parse_schedule(const std::string& text, int layers) {
 }
 ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
                                 const std::optional<std::string>& config_file,
-                                const std::vector<KeyDecl>& command_options) {
+                                const std::vector<KeyDecl>& command_options, const std::string& args_where) {
   std::vector<KeyDecl> keys = config_keys();
   keys.push_back(sweep_mode_key());
   keys.insert(keys.end(), command_options.begin(), command_options.end());
@@ -718,7 +749,7 @@ ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
   if (config_file)
     absorb(read_ini_entries(*config_file, keys), "in configuration file '" + printable(*config_file) + "'");
   // Command line after the file: it overwrites the file's values.
-  absorb(read_command_line_entries(cli_args, keys), "on the command line");
+  absorb(read_command_line_entries(cli_args, keys, nullptr, args_where), args_where);
   for (const auto& axis : sweep_order) out.sweep.emplace_back(axis, sweep_axes[axis]);
   return out;
 }

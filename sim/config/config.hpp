@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "config/key_sources.hpp"
 #include "config/keys.hpp"
 #include "config/names.hpp"
 #include "config/values.hpp"
@@ -25,8 +26,12 @@ struct Config : ModelSpec {
   std::vector<std::pair<std::string, std::vector<std::string>>> sweep;
   std::string sweep_mode = "product";
 
-  // The configuration as INI text (sections from the dotted keys).
+  // The configuration as INI text (sections from the dotted keys): the text stored in /config.
   std::string to_ini() const;
+  // to_ini() for a reader (`rcsim run --dry-run`, rcsim.resolved_config): a key stored as `auto`
+  // gets a comment with what it resolves to here ("beta = auto  # 0.5 = 1/sqrt(d_qk)") or why it
+  // is unused. The same keys and values: it reads back as the same configuration.
+  std::string to_ini_explained() const;
 };
 
 // Build a Config from key -> value text (missing keys take their defaults). Validates every
@@ -44,9 +49,11 @@ struct ParsedArgs {
   std::string sweep_mode = "product";
   KeyValues options;
 };
+// `args_where` names the source of `cli_args` in messages (read_command_line_entries).
 ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
                                 const std::optional<std::string>& config_file,
-                                const std::vector<KeyDecl>& command_options = {});
+                                const std::vector<KeyDecl>& command_options = {},
+                                const std::string& args_where = kOnCommandLine);
 
 // An upper bound on the number of layers parse_schedule(text, layers) records, without building
 // the list (for refusing a run that cannot fit in memory before allocating anything).

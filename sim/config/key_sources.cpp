@@ -44,7 +44,7 @@ std::string checked_ini_text(const std::string& config_file) {
   const std::string name = printable(config_file);
   std::error_code ec;
   if (std::filesystem::is_directory(config_file, ec))
-    throw UsageError("configuration file '" + name + "' is a directory; --config expects an INI file");
+    throw UsageError("configuration file '" + name + "' is a directory; an INI file is expected");
   std::ifstream file(config_file);
   if (!file) throw UsageError("cannot read configuration file '" + name + "'");
   std::ostringstream text;
@@ -88,7 +88,7 @@ std::vector<KeyEntry> read_ini_entries(const std::string& file, const std::vecto
 }
 
 std::vector<KeyEntry> read_command_line_entries(const std::vector<std::string>& args, const std::vector<KeyDecl>& keys,
-                                                std::vector<std::string>* positionals) {
+                                                std::vector<std::string>* positionals, const std::string& where) {
   // A flag given alone (--no-write) is --no-write=true; never followed by its value as the next
   // argument (that is a file name: rcsim analyze --no-write run.h5). "--key=" is the empty value,
   // as "key =" is in a file (Boost refuses an empty value after '=').
@@ -132,13 +132,13 @@ std::vector<KeyEntry> read_command_line_entries(const std::vector<std::string>& 
       const std::string value = opt.value.empty() ? std::string() : opt.value.front();
       const auto [it, fresh] = given.emplace(opt.string_key, value);
       if (!fresh)
-        throw UsageError("key '" + printable(opt.string_key) + "' is given twice on the command line (--" +
+        throw UsageError("key '" + printable(opt.string_key) + "' is given twice " + where + " (--" +
                          printable(opt.string_key) + "=" + printable(it->second) + " and --" + printable(opt.string_key) +
                          "=" + printable(value) + "); keep one of them");
     }
-    return entries_of(options, keys, "on the command line");
+    return entries_of(options, keys, where);
   } catch (const po::error& e) {
-    throw UsageError("command line: " + printable(e.what(), 2 * kEchoLimit));
+    throw UsageError("keys " + where + ": " + printable(e.what(), 2 * kEchoLimit));
   }
 }
 

@@ -26,9 +26,13 @@ std::vector<KeyEntry> read_ini_entries(const std::string& file, const std::vecto
 
 // The command line's --key=value (or --key value) arguments; a flag key (KeyDecl::flag) may be
 // given alone (--name means true). A key given twice is refused naming both values. An argument
-// that is not an option goes to `positionals` when given, else is refused. Throws UsageError.
+// that is not an option goes to `positionals` when given, else is refused. Throws UsageError;
+// its messages say where the arguments came from with `where` (the Python module passes
+// "given to rcsim.simulate", say).
+inline const std::string kOnCommandLine = "on the command line";
 std::vector<KeyEntry> read_command_line_entries(const std::vector<std::string>& args, const std::vector<KeyDecl>& keys,
-                                                std::vector<std::string>* positionals = nullptr);
+                                                std::vector<std::string>* positionals = nullptr,
+                                                const std::string& where = kOnCommandLine);
 
 // A command's options: the declarations' defaults, then the INI file (if any), then the command
 // line (which wins). An unknown key is a usage error naming it and the command's keys; every

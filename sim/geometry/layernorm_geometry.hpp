@@ -1,4 +1,4 @@
-// The image of LayerNorm (Riechers 2024; SCIENCE.md 5.7). For gain g (all g_n != 0), bias b:
+// The image of LayerNorm (Riechers 2024; docs/science/model-spec.md 5.7). For gain g (all g_n != 0), bias b:
 //   LayerNorm(a) - b = sqrt(d) G P a / sqrt(||P a||^2 + d eps),   G = diag(g), P = I - 11^T/d.
 // With u = sqrt(d) P a / sqrt(||P a||^2 + d eps) (in the plane 1^T u = 0, ||u|| < sqrt(d), and
 // ||u|| = sqrt(d) for eps = 0), y = LayerNorm(a) - b = G u satisfies

@@ -1,4 +1,4 @@
-// Selectable keys (Brody et al. 2023; SCIENCE.md 5.6). A key k_i is selectable iff some query q
+// Selectable keys (Brody et al. 2023; docs/science/model-spec.md 5.6). A key k_i is selectable iff some query q
 // gives it the strictly largest score: q.(k_i - k_j) > 0 for every j != i. Equivalently k_i is
 // not in the convex hull of the other keys. Decided per key by a linear programme (GLPK):
 //

@@ -40,16 +40,19 @@ namespace {
 
 // The configuration of one run from `keys` ("--model.dim=16", ...) over `config_file` over the
 // key defaults, exactly as `rcsim run` resolves it. A key given here replaces a sweep axis of the
-// file; a sweep that remains is refused (simulate runs one configuration).
-rcsim::Config resolve(const std::vector<std::string>& keys, const std::optional<std::string>& config_file) {
-  rcsim::ParsedArgs p = rcsim::parse_config_sources(keys, config_file);
-  const rcsim::ParsedArgs given = rcsim::parse_config_sources(keys, std::nullopt);
+// file; a sweep that remains is refused (simulate runs one configuration). Messages name the
+// Python function `who` the keys were given to (rcsim.simulate, ...), not a command line.
+rcsim::Config resolve(const std::vector<std::string>& keys, const std::optional<std::string>& config_file,
+                      const std::string& who) {
+  const std::string where = "given to " + who;
+  rcsim::ParsedArgs p = rcsim::parse_config_sources(keys, config_file, {}, where);
+  const rcsim::ParsedArgs given = rcsim::parse_config_sources(keys, std::nullopt, {}, where);
   auto& axes = p.sweep;
   axes.erase(std::remove_if(axes.begin(), axes.end(), [&](const auto& a) { return given.values.count(a.first) > 0; }),
              axes.end());
   if (!axes.empty())
     throw rcsim::UsageError("the configuration has a [sweep] section (sweep." + axes.front().first +
-                            "): rcsim.simulate runs one configuration; give that key a single value, or run the "
+                            "): " + who + " runs one configuration; give that key a single value, or run the "
                             "sweep with `rcsim run` and read it with rcsim.open_sweep");
   return rcsim::make_config(p.values);
 }
@@ -66,16 +69,17 @@ rcsim::NdArray to_nd(const DoubleArray& a) {
 // The host inputs of a run: arrays by dataset name (X0, W_Q, ...) and a 0/1 mask, as
 // analysis/rcsim/engine.py hands them over (already NumPy, float64 and uint8).
 rcsim::HostInputs host_inputs(const rcsim::Config& c, const std::map<std::string, DoubleArray>& arrays,
-                              const std::optional<py::array_t<std::uint8_t, py::array::c_style>>& mask) {
+                              const std::optional<py::array_t<std::uint8_t, py::array::c_style>>& mask,
+                              const std::string& who) {
   rcsim::HostInputs host;
   if (!arrays.empty()) {
     std::map<std::string, rcsim::NdArray> given;
     for (const auto& [name, a] : arrays) given[name] = to_nd(a);
-    host.arrays = rcsim::input_arrays_from(c, std::move(given), "rcsim.simulate arrays");
+    host.arrays = rcsim::input_arrays_from(c, std::move(given), who + " arrays");
   }
   if (mask) {
     if (mask->ndim() != 2)
-      throw rcsim::UsageError("rcsim.simulate mask: a 2-d array [N, N] is needed, got " + std::to_string(mask->ndim()) +
+      throw rcsim::UsageError(who + " mask: a 2-d array [N, N] is needed, got " + std::to_string(mask->ndim()) +
                               " dimensions");
     rcsim::MaskMatrix m(mask->shape(0), mask->shape(1));
     for (py::ssize_t i = 0; i < mask->shape(0); ++i)
@@ -114,10 +118,10 @@ std::future_status wait_without_gil(std::future<std::vector<char>>& result, std:
 py::bytes run_image(const std::vector<std::string>& keys, const std::optional<std::string>& config_file,
                     const std::string& call, bool quiet, const std::map<std::string, DoubleArray>& arrays,
                     const std::optional<py::array_t<std::uint8_t, py::array::c_style>>& mask,
-                    const std::optional<std::function<void(int, int)>>& progress) {
+                    const std::optional<std::function<void(int, int)>>& progress, const std::string& who) {
   spdlog::set_level(quiet ? spdlog::level::warn : spdlog::level::info);
-  const rcsim::Config c = resolve(keys, config_file);
-  rcsim::HostInputs host = host_inputs(c, arrays, mask);
+  const rcsim::Config c = resolve(keys, config_file, who);
+  rcsim::HostInputs host = host_inputs(c, arrays, mask, who);
   rcsim::Provenance prov;
   prov.command_line = call;
   std::atomic<bool> cancel{false};
@@ -160,7 +164,7 @@ py::bytes run_image(const std::vector<std::string>& keys, const std::optional<st
   return py::bytes(image.data(), image.size());
 }
 
-// The token measures of each N x d matrix of a (B, N, d) array (SCIENCE.md section 4, the
+// The token measures of each N x d matrix of a (B, N, d) array (docs/science/model-spec.md section 4, the
 // functions of the run's /metrics): a dict name -> array [B], and "sigma" [B, min(N, d)].
 py::dict token_measures(const DoubleArray& x, double rank_rtol, double rank_atol) {
   if (x.ndim() != 3) throw rcsim::UsageError("rcsim.measures: expected an array (B, N, d)");
@@ -237,8 +241,8 @@ py::dict gradients(const std::vector<std::string>& keys, const std::optional<std
                    const std::map<std::string, DoubleArray>& arrays,
                    const std::optional<py::array_t<std::uint8_t, py::array::c_style>>& mask,
                    const DoubleArray& cotangent, int trial) {
-  const rcsim::Config c = resolve(keys, config_file);
-  rcsim::HostInputs host = host_inputs(c, arrays, mask);
+  const rcsim::Config c = resolve(keys, config_file, "rcsim.gradients");
+  rcsim::HostInputs host = host_inputs(c, arrays, mask, "rcsim.gradients");
   if (cotangent.ndim() != 2)
     throw rcsim::UsageError("rcsim.gradients cotangent: a 2-d array [N, d] is needed, got " +
                             std::to_string(cotangent.ndim()) + " dimensions");
@@ -332,7 +336,7 @@ PYBIND11_MODULE(_engine, m) {
   m.def("run_image", &run_image, py::arg("keys"), py::arg("config_file") = std::nullopt,
         py::arg("call") = "rcsim.simulate()", py::arg("quiet") = true,
         py::arg("arrays") = std::map<std::string, DoubleArray>{}, py::arg("mask") = std::nullopt,
-        py::arg("progress") = std::nullopt,
+        py::arg("progress") = std::nullopt, py::arg("who") = "rcsim.simulate",
         "Run one configuration (keys as '--section.key=value', over config_file, over the key "
         "defaults) and return the bytes of its HDF5 run file.");
   m.def("gradients", &gradients, py::arg("keys"), py::arg("config_file") = std::nullopt,
@@ -341,7 +345,7 @@ PYBIND11_MODULE(_engine, m) {
         "The gradients of a loss of X(L) with cotangent dL/dX(L) [N, d], for one trial of the "
         "configuration: dict dX, W_Q, W_K, W_V, ... (analysis/rcsim/engine.py: rcsim.gradients).");
   m.def("resolved_config", [](const std::vector<std::string>& keys, const std::optional<std::string>& config_file) {
-    return resolve(keys, config_file).to_ini();
+    return resolve(keys, config_file, "rcsim.resolved_config").to_ini_explained();
   }, py::arg("keys"), py::arg("config_file") = std::nullopt,
         "The fully resolved configuration (INI text) that run_image would run.");
   m.def("token_measures", &token_measures, py::arg("x"), py::arg("rank_rtol") = -1.0, py::arg("rank_atol") = 0.0,

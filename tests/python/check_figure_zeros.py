@@ -135,7 +135,7 @@ check(all(len(v) == 1 for v in by_mask.values()) and by_mask["complete"] != by_m
 
 # Figure 2 (analysis/figure2.py) from the same kind of runs: 4 masks x 3 normalisations.
 import figure2  # noqa: E402
-from rcsim import save_figure  # noqa: E402
+from rcsim.figures import save_figure  # noqa: E402
 
 runs2 = [load_run(write_run(os.path.join(work, f"figure2_{m}_{n}.h5"), m, n, 2, rng))
          for m in MASKS for n in ("none", "sphere", "layernorm")]

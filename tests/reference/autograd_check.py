@@ -43,7 +43,7 @@ def read_arrays(path):
 
 
 def normalise(y, kind, gain, bias, eps=1e-5):
-    """SCIENCE.md section 1, step 6, row by row."""
+    """docs/science/model-spec.md section 1, step 6, row by row."""
     d = y.shape[1]
     if kind == "none":
         return y
@@ -79,7 +79,7 @@ def shape(a, mask, cfg):
 
 
 def logit_bias(n, h, cfg):
-    """Additive logit bias B (SCIENCE.md section 6): ALiBi -m_h |i - j| with m_h = 2^(-8h/H), h = 1..H;
+    """Additive logit bias B (docs/science/model-spec.md section 6): ALiBi -m_h |i - j| with m_h = 2^(-8h/H), h = 1..H;
     decay |i - j| log gamma (weights proportional to gamma^|i-j|); 0 without."""
     kind = cfg.get("logit_bias", "none")
     if kind == "none":
