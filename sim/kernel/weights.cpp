@@ -38,11 +38,22 @@ std::vector<InputRequirement> input_requirements(const ModelSpec& c, InputArrays
   const auto dv = static_cast<Extent>(c.model.value_dim > 0 ? c.model.value_dim : c.model.dim),
              m = static_cast<Extent>(c.mlp.width);
   const char* wf = "weights.file";
-  if (c.weights.q.type == WeightType::file) req.push_back({wf, "W_Q", weight_shapes(c, d, dk), &in.w_q});
-  if (c.weights.k.type == WeightType::file) req.push_back({wf, "W_K", weight_shapes(c, d, dk), &in.w_k});
-  if (c.weights.v.type == WeightType::file) req.push_back({wf, "W_V", weight_shapes(c, d, dv), &in.w_v});
+  // The keys behind a weight's shape [rows, cols], its head axis and its layer axis, for messages.
+  const auto axes = [&](const std::string& rows, const std::string& cols) {
+    const auto named = [&](const std::string& a) {
+      if (a == "d") return "model.dim = " + std::to_string(d);
+      if (a == "d_k") return "model.key_dim = " + std::to_string(dk);
+      return (c.model.value_dim > 0 ? "model.value_dim = " : "d_v = model.dim = ") + std::to_string(dv);
+    };
+    return "[" + rows + ", " + cols + "]: " + named(rows) + ", " + named(cols) +
+           (c.model.heads > 1 ? "; [H, ...]: model.heads = " + std::to_string(c.model.heads) : "") +
+           "; a leading [L, ...] per layer: model.layers = " + std::to_string(c.model.layers);
+  };
+  if (c.weights.q.type == WeightType::file) req.push_back({wf, "W_Q", weight_shapes(c, d, dk), &in.w_q, axes("d", "d_k")});
+  if (c.weights.k.type == WeightType::file) req.push_back({wf, "W_K", weight_shapes(c, d, dk), &in.w_k, axes("d", "d_k")});
+  if (c.weights.v.type == WeightType::file) req.push_back({wf, "W_V", weight_shapes(c, d, dv), &in.w_v, axes("d", "d_v")});
   if (c.model.value_dim > 0 && c.weights.o.type == WeightType::file)
-    req.push_back({wf, "W_O", weight_shapes(c, dv, d), &in.w_o});
+    req.push_back({wf, "W_O", weight_shapes(c, dv, d), &in.w_o, axes("d_v", "d")});
   if (c.attention_bias) {  // each bias comes with its weight's file
     const auto bias_shapes = [&](Extent n) {
       const auto L = static_cast<Extent>(c.model.layers), H = static_cast<Extent>(c.model.heads);
@@ -92,7 +103,7 @@ void check_input_shape(const InputRequirement& r, const std::string& source, con
   std::string want;
   for (std::size_t i = 0; i < r.shapes.size(); ++i) want += (i ? " or " : "") + shape_string(r.shapes[i]);
   throw UsageError(std::string(r.key) + " '" + source + "': dataset /" + r.dataset + " has shape " +
-                   shape_string(a.shape) + ", expected " + want);
+                   shape_string(a.shape) + ", expected " + want + (r.axes.empty() ? "" : " (" + r.axes + ")"));
 }
 
 void check_input_finite(const InputRequirement& r, const std::string& source, const NdArray& a) {

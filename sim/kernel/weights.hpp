@@ -72,6 +72,7 @@ struct InputRequirement {
   std::string dataset;
   std::vector<Extents> shapes;
   std::optional<NdArray>* target;
+  std::string axes = "";  // the keys that set the shape ("[d, d_k]: model.dim = 4, model.key_dim = 4"), for messages
 };
 // The arrays `c` needs (none for a model of random, fixed and identity weights), in the order
 // they are read, with targets in `into`.
@@ -79,7 +80,7 @@ std::vector<InputRequirement> input_requirements(const ModelSpec& c, InputArrays
 // "[3, 4]" (an array's shape in messages).
 std::string shape_string(const Extents& shape);
 // Checks `a` against `r`: UsageError "KEY 'SOURCE': dataset /NAME has shape [..], expected [..] or
-// [..]" for a wrong shape.
+// [..] (AXES)" for a wrong shape, AXES naming the keys that set it (r.axes).
 void check_input_shape(const InputRequirement& r, const std::string& source, const NdArray& a);
 // UsageError "KEY 'SOURCE': dataset /NAME holds a non-finite value (...)" if `a` holds NaN or inf.
 void check_input_finite(const InputRequirement& r, const std::string& source, const NdArray& a);

@@ -174,6 +174,19 @@ def check_python_errors(rcsim):
           text)
 
 
+def check_weight_shape():
+    """A W_Q of the wrong shape in weights.file: the message names the keys that set the shape."""
+    import h5py
+    import numpy as np
+    path = os.path.join(WORK, "wq.h5")
+    with h5py.File(path, "w") as f:
+        f["W_Q"] = np.zeros((4, 3))
+    r = run("run", "--dry-run", "--model.dim=4", "--model.key_dim=4", "--weights.q=file", f"--weights.file={path}",
+            "--output.file=" + os.path.join(WORK, "wq_run.h5"))
+    check("W_Q shape: exit 2", r.returncode == 2, f"exit {r.returncode}")
+    check("W_Q shape: names model.key_dim", "model.key_dim = 4" in r.stderr and "[4, 3]" in r.stderr, r.stderr.strip())
+
+
 def main():
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
@@ -182,6 +195,7 @@ def main():
     check_script_help()
     check_dry_run()
     check_analyze()
+    check_weight_shape()
     rcsim = import_package()
     check_api(rcsim)
     if WITH_ENGINE:
