@@ -24,30 +24,33 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_FILE = os.path.join(HERE, "derivatives.json")
 
-GRADIENTS = ("grad_x_norm,grad_wq_norm,grad_wk_norm,grad_wv_norm,grad_wo_norm,grad_mlp_in_norm,grad_mlp_out_norm,"
-             "jacobian_log_fro2,jacobian_log_spec2,jacobian_log_fro2_full,jacobian_log_spec2_full")
-COMMON = ["--run.trials=2", "--run.threads=1", "--model.tokens=6", "--model.dim=4", "--model.layers=4", "--quiet",
-          f"--output.measures={GRADIENTS}"]
+REVERSE = ("grad_x_norm,grad_wq_norm,grad_wk_norm,grad_wv_norm,grad_wo_norm,grad_mlp_in_norm,grad_mlp_out_norm,"
+           "jacobian_log_fro2,jacobian_log_spec2,jacobian_log_fro2_full")
+ALL = REVERSE + ",jacobian_log_spec2_full"  # the forward-mode pass: float64, not rk4, tangent, noise, random_markov
+COMMON = ["--run.trials=2", "--run.threads=1", "--model.tokens=6", "--model.dim=4", "--model.layers=4", "--quiet"]
 
 # name: keys. Each a setting the reverse and forward-mode passes cover (docs/science/gradients.md).
 CASES = {
     "post_layernorm_causal_mlp": ["--mask.type=causal", "--norm.type=layernorm", "--residual.alpha=1",
-                                  "--mlp.width=8"],
+                                  "--mlp.width=8", f"--output.measures={ALL}"],
     "pre_layernorm_complete_heads_wo": ["--norm.type=layernorm", "--norm.position=pre", "--residual.alpha=1",
                                         "--model.heads=2", "--model.value_dim=3", "--weights.o=gaussian",
-                                        "--mlp.width=8"],
+                                        "--mlp.width=8", f"--output.measures={ALL}"],
     "peri_rmsnorm_window": ["--mask.type=sliding_window", "--mask.window=1", "--norm.type=rmsnorm",
-                            "--norm.position=peri", "--residual.alpha=1", "--mlp.width=8"],
+                            "--norm.position=peri", "--residual.alpha=1", "--mlp.width=8", f"--output.measures={ALL}"],
     "ngpt_alibi_qknorm": ["--mask.type=causal", "--norm.type=sphere", "--norm.position=ngpt", "--residual.alpha=0.5",
-                          "--attention.logit_bias=alibi", "--attention.qk_norm=true"],
+                          "--attention.logit_bias=alibi", "--attention.qk_norm=true", f"--output.measures={ALL}"],
     "particles_rk4_tangent_noise": ["--norm.type=sphere", "--residual.alpha=0.1", "--residual.project=tangent",
-                                    "--dynamics.integrator=rk4", "--dynamics.noise=0.05", "--model.beta=2"],
-    "random_markov_sphere": ["--attention.kind=random_markov", "--norm.type=sphere", "--mask.type=causal"],
+                                    "--dynamics.integrator=rk4", "--dynamics.noise=0.05", "--model.beta=2",
+                                    f"--output.measures={REVERSE}"],
+    "random_markov_sphere": ["--attention.kind=random_markov", "--norm.type=sphere", "--mask.type=causal",
+                             f"--output.measures={REVERSE}"],
     "last_token_readout": ["--mask.type=causal", "--norm.type=layernorm", "--residual.alpha=1",
                            "--metrics.readout=last_token", "--output.measures=grad_x_norm,grad_wq_norm,"
                            "jacobian_log_fro2,jacobian_log_spec2"],
     "float32_pre_layernorm_mlp": ["--run.precision=float32", "--norm.type=layernorm", "--norm.position=pre",
-                                  "--residual.alpha=1", "--mlp.width=8", "--mask.type=causal"],
+                                  "--residual.alpha=1", "--mlp.width=8", "--mask.type=causal",
+                                  f"--output.measures={REVERSE}"],
 }
 
 
