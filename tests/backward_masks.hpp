@@ -1,4 +1,4 @@
-// The masks of the backward-pass checks (tests/test_backward.cpp, tests/backward_dump.cpp): the
+// The masks of the backward-pass checks (tests/test_backward_*.cpp, tests/backward_dump.cpp): the
 // three contiguous kinds and a custom mask whose rows hold several ranges (the general path).
 #pragma once
 

@@ -1,7 +1,7 @@
 // model.layer_overrides (docs/science/gradients.md, "Settings per layer range"): the key, its stored
 // text (INI round trip, resume from a checkpoint) and every bad value (exit code 2, one message
 // naming the key, the entry and what is allowed). The forward, the reverse pass against finite
-// differences and the engine's bitwise equalities are in test_backward.cpp ([layers]).
+// differences and the engine's bitwise equalities are in test_backward_blocks.cpp ([layers]).
 #include <catch2/catch.hpp>
 
 #include <filesystem>

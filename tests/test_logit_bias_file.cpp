@@ -1,7 +1,7 @@
 // attention.logit_bias = file: an additive bias matrix B_h on the logits, read from weights.file's
 // /logit_bias (or rcsim.simulate's weights={"logit_bias": B}) beside the binary mask
 // (docs/science/gradients.md, "Attention biases"). Its adjoint is checked against FD in
-// test_backward.cpp ("additive logit biases ...").
+// test_backward_attention.cpp ("additive logit biases ...").
 #include <catch2/catch.hpp>
 
 #include <cmath>

@@ -90,7 +90,7 @@ TEST_CASE("noise keys: ranges, and the settings they are defined for", "[noise][
                     Catch::Contains("dynamics.noise") && Catch::Contains("sphere"));
   CHECK_THROWS_WITH(make_config({{"dynamics.noise", "0.1"}, {"norm.type", "sphere"}, {"norm.position", "pre"}}),
                     Catch::Contains("dynamics.noise"));
-  // The reverse pass covers the noise step (tests/test_backward.cpp, [particles]): the gradient measures run.
+  // The reverse pass covers the noise step (tests/test_backward_dynamics.cpp, [particles]): the gradient measures run.
   CHECK(run_simulation(prepare(make_config({{"dynamics.noise", "0.1"}, {"output.measures", "grad_x_norm"}}), nullptr, {}),
                        1).token[0].allFinite());
   // At 0 the keys are not part of the stored configuration (runs without them stay the same runs).

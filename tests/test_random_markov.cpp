@@ -63,7 +63,7 @@ TEST_CASE("products of random-Markov attention collapse the tokens to one", "[at
     CHECK(r.token[mu_rel](t, 0) > 0.1);
     CHECK(r.token[mu_rel](t, r.token[mu_rel].cols() - 1) < 1e-8);
   }
-  // The reverse pass covers random-Markov attention (tests/test_backward.cpp, [particles]).
+  // The reverse pass covers random-Markov attention (tests/test_backward_attention.cpp, [particles]).
   CHECK_NOTHROW(prepare(make_config({{"attention.kind", "random_markov"}, {"output.measures", "grad_x_norm"}}),
                         nullptr, {}));
 }

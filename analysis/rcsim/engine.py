@@ -289,11 +289,13 @@ def gradients(X, cotangent, weights=None, mask=None, layers=1, keys=None, **sect
       "norm_gain", "norm_bias": [layers, 4, 1, d], slots attn, attn_out, mlp, mlp_out.
     Each weight gradient is with respect to the block's weights as used (drawn, or given in
     `weights`: a weight shared by all layers gets the sum over layers). Hand-written adjoints
-    (docs/science/gradients.md), float64, dropout with the run's draws (trial 0's streams); not with
-    float32, residual.project = tangent, dynamics.noise, dynamics.integrator = rk4 or
-    attention.kind = random_markov (ConfigError). Never returns NaN or inf: a forward pass that turns
-    non-finite raises FloatingPointError naming the layer, as rcsim.layer does, and so does a
-    reverse pass (the layer t of dLoss/dX(t)) or a weight gradient (its name and layer).
+    (docs/science/gradients.md) in the run's precision (run.precision = float32: the float reverse
+    pass; float64 arrays returned); dropout, dynamics.noise and random_markov logits with the run's
+    draws (trial 0's streams); residual.project = tangent and dynamics.integrator = rk4 as well. A
+    configuration rcsim.layer refuses raises the same ConfigError. Never returns NaN or inf: a
+    forward pass that turns non-finite raises FloatingPointError naming the layer, as rcsim.layer
+    does, and so does a reverse pass (the layer t of dLoss/dX(t)) or a weight gradient (its name
+    and layer).
     Example, the gradient of Loss = sum(X(2) * C) with respect to W_Q of both layers:
         g = rcsim.gradients(X, C, {"W_Q": Wq, "W_K": Wk, "W_V": Wv}, layers=2, norm={"type": "none"})
         g["W_Q"].sum(axis=0)[0]

@@ -14,8 +14,9 @@ Usage: check_arrays.py BUILD_DIR WORK_DIR
 - progress callbacks see (done, total) ending at (T, T); group="all" returns every group;
 - one multi-head attention layer with torch.nn.MultiheadAttention's weights (value and output
   projections; without and with biases) gives torch's output (float64, 1e-12), if torch is installed;
-- rcsim.gradients agrees with central finite differences of rcsim.layer (1e-7) and with torch
-  autograd through nn.MultiheadAttention applied three times (1e-10, if torch is installed);
+- rcsim.gradients agrees with central finite differences of rcsim.layer along random directions
+  (1e-7; a gradient with one entry wrong fails) and with torch autograd through
+  nn.MultiheadAttention applied three times (1e-10, if torch is installed);
 - an additive logit bias matrix (weights={"logit_bias": B}) equals torch's float attn_mask, forward
   (1e-12) and autograd (1e-10).
 """
@@ -311,28 +312,49 @@ check(g["dX"].shape == (3, 5, 4) and g["W_Q"].shape == (2, 1, 4, 4) and g["norm_
       "rcsim.gradients: dX [L+1, N, d] ending in the cotangent, W_Q [L, H, d, d_k], X = rcsim.layer's output")
 
 
-def fd(array, loss, h=1e-5):
-    out = np.zeros_like(array)
-    for i in np.ndindex(array.shape):
-        keep = array[i]
-        array[i] = keep + h
+# Directional central differences (the C++ tests check every entry): along a few random unit
+# directions V of one array, <gradient, V> against (loss(x + hV) - loss(x - hV)) / 2h, the error
+# ||<g, V_k> - FD_k|| / ||FD_k|| over the directions k. Two engine calls per direction, where every entry
+# took two: the same settings and arrays at a tenth of the calls. The same comparison on the gradient
+# with one entry (its largest) off by 1e-5 of its norm must fail: the directions see every entry.
+directions = np.random.default_rng(11)
+
+
+def directional_fd(array, loss, count=3, h=1e-5):
+    """The directions V [count, *array.shape] and the central differences of `loss` along them
+    (`array` is modified and restored bitwise)."""
+    keep = array.copy()
+    V = directions.standard_normal((count,) + array.shape)
+    V /= np.linalg.norm(V.reshape(count, -1), axis=1).reshape((count,) + (1,) * array.ndim)
+    diffs = []
+    for v in V:
+        array[...] = keep + h * v
         up = loss()
-        array[i] = keep - h
+        array[...] = keep - h * v
         down = loss()
-        array[i] = keep
-        out[i] = (up - down) / (2 * h)
-    return out
+        array[...] = keep
+        diffs.append((up - down) / (2 * h))
+    return V, np.array(diffs)
+
+
+def check_directional(what, grad, array, loss, tol=1e-7):
+    V, ref = directional_fd(array, loss)
+    error = lambda g: np.linalg.norm(np.tensordot(V, g, axes=g.ndim) - ref) / np.linalg.norm(ref)
+    wrong = grad.copy()
+    wrong.flat[np.argmax(np.abs(grad))] += 1e-5 * np.linalg.norm(grad)
+    err, caught = error(grad), error(wrong)
+    check(err < tol and caught > tol, f"rcsim.gradients {what} = directional finite differences of rcsim.layer: "
+                                      f"{err:.1e} (one entry off by 1e-5 |g|: {caught:.1e})")
 
 
 def layer_loss():
     return float((rcsim.layer(Xg, wg, **kw) * Cg).sum())
 
 
-for name, mine, ref in (("X(0)", g["dX"][0], fd(Xg, layer_loss)),
-                        ("W_Q (summed over the layers sharing it)", g["W_Q"].sum(axis=0)[0], fd(wg["W_Q"], layer_loss)),
-                        ("W_V", g["W_V"].sum(axis=0)[0], fd(wg["W_V"], layer_loss))):
-    err = np.linalg.norm(mine - ref) / np.linalg.norm(ref)
-    check(err < 1e-7, f"rcsim.gradients with respect to {name} = finite differences of rcsim.layer: {err:.1e}")
+for name, mine, array in (("X(0)", g["dX"][0], Xg),
+                          ("W_Q (summed over the layers sharing it)", g["W_Q"].sum(axis=0)[0], wg["W_Q"]),
+                          ("W_V", g["W_V"].sum(axis=0)[0], wg["W_V"])):
+    check_directional(f"with respect to {name}", mine, array, layer_loss)
 check(raises(lambda: rcsim.gradients(Xg, Cg, wg, dynamics={"integrator": "rk4"}, **kw), "rk4"),
       "rcsim.gradients with dynamics.integrator = rk4 and pre-LN: ConfigError naming rk4")
 # The particle settings (issue 23, item 1): RK4 with the tangent projection and noise, random-Markov
@@ -343,14 +365,14 @@ for extra in (dict(residual={"alpha": 0.5, "project": "tangent"}, dynamics={"int
     gp = rcsim.gradients(Xg, Cg, wg, **kwp)
     loss_p = lambda: float((rcsim.layer(Xg, wg, **kwp) * Cg).sum())
     markov = "attention" in extra
-    for name, mine, ref in (("X(0)", gp["dX"][0], fd(Xg, loss_p)), ("W_Q", gp["W_Q"].sum(axis=0)[0], fd(wg["W_Q"], loss_p)),
-                            ("W_V", gp["W_V"].sum(axis=0)[0], fd(wg["W_V"], loss_p))):
+    for name, mine, array in (("X(0)", gp["dX"][0], Xg), ("W_Q", gp["W_Q"].sum(axis=0)[0], wg["W_Q"]),
+                              ("W_V", gp["W_V"].sum(axis=0)[0], wg["W_V"])):
         if markov and name == "W_Q":
-            check(np.all(mine == 0) and np.all(ref == 0), "rcsim.gradients random_markov: W_Q's gradient exactly 0, as FD's")
+            check(np.all(mine == 0) and np.all(directional_fd(array, loss_p)[1] == 0),
+                  "rcsim.gradients random_markov: W_Q's gradient exactly 0, as FD's")
             continue
-        err = np.linalg.norm(mine - ref) / np.linalg.norm(ref)
-        check(err < 1e-7, f"rcsim.gradients ({'random_markov' if markov else 'rk4 + tangent + noise'}) with respect "
-                          f"to {name} = finite differences of rcsim.layer: {err:.1e}")
+        check_directional(f"({'random_markov' if markov else 'rk4 + tangent + noise'}) with respect to {name}", mine,
+                          array, loss_p)
 if torch is not None:
     xt = x[0].clone().requires_grad_()
     y3 = xt
