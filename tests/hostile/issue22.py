@@ -96,6 +96,15 @@ def hardlink(c, target, name, content="precious\n"):
     os.link(c.p(target), c.p(name))
 
 
+def h5_arrays(c, name, **arrays):
+    """An HDF5 file `name` holding each keyword as a dataset."""
+    import h5py
+    with h5py.File(c.p(name), "w") as f:
+        for k, v in arrays.items():
+            f[k] = v
+
+
+W_O_FILE = ["--model.value_dim=2", "--weights.o=file", "--weights.file=w.h5"]
 STACK = ("STACK", 1 << 42)  # thread stacks of 4 TiB: the system refuses every new thread
 BAD_NAME = "a\x1b]0;pwned\x07.h5"
 BAD_UTF8 = os.fsdecode(b"b\xff\xfe.h5")
@@ -241,6 +250,20 @@ def cases():
               "norm.eps"))),
          ["run", "--config", "big.ini"], 2, "the product sweep has 1e+08 points, 10 (run.seed) x 10 (model.dim)",
          [], [], [], None),
+        # ---- 7. issue 38: equilibria read weights.file before drawing the layer (it drew from an empty
+        # source: SIGSEGV for weights.o = file) and refuse what is not one fixed layer ----
+        ("equilibria_w_o_from_file", lambda c: h5_arrays(c, "w.h5", W_O=np.eye(2)),
+         ["equilibria"] + W_O_FILE + EQ, 0, "wrote eq.h5", [], ["eq.h5"], [], None),
+        ("equilibria_w_qkv_from_file",
+         lambda c: h5_arrays(c, "w.h5", W_Q=np.zeros((2, 2)), W_K=np.zeros((2, 2)), W_V=np.eye(2)),
+         ["equilibria", "--weights.q=file", "--weights.k=file", "--weights.v=file", "--weights.file=w.h5"] + EQ, 0,
+         "wrote eq.h5", [], ["eq.h5"], [], None),
+        ("equilibria_refuses_per_layer_w_o", lambda c: h5_arrays(c, "w.h5", W_O=np.stack([np.eye(2)] * 200)),
+         ["equilibria"] + W_O_FILE + EQ, 2, "key 'weights.file' ('w.h5'): dataset /W_O has shape [200, 2, 2] with a "
+         "layer axis; rcsim equilibria iterates one layer with fixed weights: give [2, 2]", [], [], [], None),
+        ("equilibria_refuses_random_w_o", lambda c: None,
+         ["equilibria", "--model.value_dim=2", "--weights.o=orthogonal"] + EQ, 2,
+         "key 'weights.o' = orthogonal: rcsim equilibria needs fixed weights", [], [], [], None),
     ]
 
 
@@ -316,6 +339,39 @@ def equilibria_drops_unused_file_keys(rcsim, work):
             if text in config:
                 problems.append(f"/config records the unused '{text}'")
     print(f"[{'ok' if not problems else 'FAIL'}] equilibria_drops_unused_file_keys" +
+          ("" if not problems else "\n    " + "\n    ".join(problems)))
+    return not problems
+
+
+def equilibria_uses_w_o_file(rcsim, work):
+    """W_O read from weights.file enters the map: an identity W_O gives the end states of the model
+    without W_O; a reflection (with residual.alpha = 0 the map flips the consensus state every layer)
+    leaves no start converged where the model without W_O converges."""
+    import h5py
+    import numpy as np
+    d = os.path.join(work, "equilibria_uses_w_o_file")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    c = Ctx(rcsim, d)
+    h5_arrays(c, "eye.h5", W_O=np.eye(2))
+    h5_arrays(c, "flip.h5", W_O=np.diag([1.0, -1.0]))
+    problems = []
+    ends = {}
+    for label, extra in (("none", []), ("eye", ["--model.value_dim=2", "--weights.o=file", "--weights.file=eye.h5"]),
+                         ("flip", ["--model.value_dim=2", "--weights.o=file", "--weights.file=flip.h5"])):
+        r = c.run(["equilibria", "-q", f"--output.file=out_{label}.h5"] + extra + EQ, check=False)
+        if r.returncode != 0:
+            problems.append(f"{label}: exit {r.returncode}: {r.stderr.strip()}")
+            continue
+        with h5py.File(c.p(f"out_{label}.h5"), "r") as f:
+            ends[label] = f["end_states"][()], f["converged"][()]
+    if len(ends) == 3:
+        if not np.array_equal(ends["eye"][0], ends["none"][0]):
+            problems.append("an identity W_O from the file changed the end states")
+        if not ends["none"][1].all() or ends["flip"][1].any():
+            problems.append(f"converged: {ends['none'][1]} without W_O, {ends['flip'][1]} with a reflection W_O "
+                            "(expected all, then none): W_O not read")
+    print(f"[{'ok' if not problems else 'FAIL'}] equilibria_uses_w_o_file" +
           ("" if not problems else "\n    " + "\n    ".join(problems)))
     return not problems
 
@@ -439,6 +495,9 @@ def main():
     if a.k in "equilibria_drops_unused_file_keys":
         n += 1
         ok &= equilibria_drops_unused_file_keys(rcsim, a.work)
+    if a.k in "equilibria_uses_w_o_file":
+        n += 1
+        ok &= equilibria_uses_w_o_file(rcsim, a.work)
     if a.k in "target_appears_during_run":
         n += 1
         ok &= target_appears_during_run(rcsim, a.work)
