@@ -104,6 +104,23 @@ def h5_arrays(c, name, **arrays):
             f[k] = v
 
 
+def mixed_keys(kind):
+    """Keys [n, 3] of mixed magnitudes (GLPK aborted on their LPs), with the decisions the relative
+    tolerance implies (rtol * scale_i, scale_i ~ the largest difference): 'columns': columns scaled by
+    1e300, 1, 1e-300 (only the largest and the smallest entry of column 0 stick out by more than
+    1e-300 of the scale); 'one_big': the unit keys +-e_i and 1e165 e_1 (only the last)."""
+    import numpy as np
+    if kind == "columns":
+        k = np.random.default_rng(3).standard_normal((8, 3)) * [1e300, 1.0, 1e-300]
+        expected = np.zeros(8, bool)
+        expected[[np.argmax(k[:, 0]), np.argmin(k[:, 0])]] = True
+    else:
+        k = np.vstack([np.eye(3), -np.eye(3), [[1e165, 0.0, 0.0]]])
+        expected = np.arange(7) == 6
+    return k, expected
+
+
+KEYS_FILE = ["keys", "--keys.source=file", "--keys.file=k.h5", "--output.file=o.h5"]
 W_O_FILE = ["--model.value_dim=2", "--weights.o=file", "--weights.file=w.h5"]
 STACK = ("STACK", 1 << 42)  # thread stacks of 4 TiB: the system refuses every new thread
 BAD_NAME = "a\x1b]0;pwned\x07.h5"
@@ -264,6 +281,13 @@ def cases():
         ("equilibria_refuses_random_w_o", lambda c: None,
          ["equilibria", "--model.value_dim=2", "--weights.o=orthogonal"] + EQ, 2,
          "key 'weights.o' = orthogonal: rcsim equilibria needs fixed weights", [], [], [], None),
+        # ---- 8. issue 38: keys whose LP spans ~300 decades (GLPK aborted: "glp_set_rii: invalid scale factor") ----
+        ("keys_entries_1e300_to_1e-300", lambda c: h5_arrays(c, "k.h5", keys=mixed_keys("columns")[0]),
+         KEYS_FILE, 0, "wrote o.h5", [], ["o.h5"], [], None),
+        ("keys_one_key_1e165_beside_unit_keys", lambda c: h5_arrays(c, "k.h5", keys=mixed_keys("one_big")[0]),
+         KEYS_FILE, 0, "wrote o.h5", [], ["o.h5"], [], None),
+        ("keys_one_key_1e165_floating_point", lambda c: h5_arrays(c, "k.h5", keys=mixed_keys("one_big")[0]),
+         KEYS_FILE + ["--keys.exact=false"], 0, "wrote o.h5", [], ["o.h5"], [], None),
     ]
 
 
@@ -372,6 +396,35 @@ def equilibria_uses_w_o_file(rcsim, work):
             problems.append(f"converged: {ends['none'][1]} without W_O, {ends['flip'][1]} with a reflection W_O "
                             "(expected all, then none): W_O not read")
     print(f"[{'ok' if not problems else 'FAIL'}] equilibria_uses_w_o_file" +
+          ("" if not problems else "\n    " + "\n    ".join(problems)))
+    return not problems
+
+
+def keys_mixed_ranges_decisions(rcsim, work):
+    """On keys of mixed magnitudes (mixed_keys) `rcsim keys` makes the decisions the relative
+    tolerance implies, with finite margins and certificates in the keys' units."""
+    import h5py
+    import numpy as np
+    d = os.path.join(work, "keys_mixed_ranges_decisions")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    c = Ctx(rcsim, d)
+    problems = []
+    for kind in ("columns", "one_big"):
+        keys, expected = mixed_keys(kind)
+        h5_arrays(c, "k.h5", keys=keys)
+        r = c.run(["keys", "-q", "--keys.source=file", "--keys.file=k.h5", f"--output.file={kind}.h5"], check=False)
+        if r.returncode != 0:
+            problems.append(f"{kind}: exit {r.returncode}: {r.stderr.strip()}")
+            continue
+        with h5py.File(c.p(f"{kind}.h5"), "r") as f:
+            got = f["selectable"][()].astype(bool)
+            margin, cert = f["margin"][()], f["certificate"][()]
+        if not np.array_equal(got, expected):
+            problems.append(f"{kind}: selectable {got.astype(int)}, expected {expected.astype(int)}")
+        if not (np.isfinite(cert).all() and np.isfinite(margin[got]).all() and (cert[got] > 0).all()):
+            problems.append(f"{kind}: margins {margin}, certificates {cert}")
+    print(f"[{'ok' if not problems else 'FAIL'}] keys_mixed_ranges_decisions" +
           ("" if not problems else "\n    " + "\n    ".join(problems)))
     return not problems
 
@@ -498,6 +551,9 @@ def main():
     if a.k in "equilibria_uses_w_o_file":
         n += 1
         ok &= equilibria_uses_w_o_file(rcsim, a.work)
+    if a.k in "keys_mixed_ranges_decisions":
+        n += 1
+        ok &= keys_mixed_ranges_decisions(rcsim, a.work)
     if a.k in "target_appears_during_run":
         n += 1
         ok &= target_appears_during_run(rcsim, a.work)
