@@ -75,6 +75,16 @@ def checkpoint(c, edit=None):
         edited(c, "cp.h5.partial", edit)
 
 
+def set_diagnostics(values):
+    """An edit: trial 0's /diagnostics (underflow layer, non-finite layer, degenerate rows) set to `values`."""
+    import numpy as np
+
+    def edit(f):
+        del f["trial_0/diagnostics"]
+        f["trial_0/diagnostics"] = np.array(values, dtype="f8")
+    return edit
+
+
 def old_file(c, name, content=b""):
     with open(c.p(name), "wb") as f:
         f.write(content)
@@ -187,6 +197,20 @@ def cases():
         ("checkpoint_short_token",
          lambda c: checkpoint(c, lambda f: (f.__delitem__("trial_0/token"), f.__setitem__("trial_0/token", np.ones(3)))),
          ["run", "--config", "ck.ini"], 0, "cp.h5.partial:/trial_0/token has shape [3], expected [",
+         ["cp.h5.partial"], ["cp.h5"], ["cp.h5.partial"], None),
+        # Issue 38: a trial's diagnostics that are not whole numbers in range were resumed without a word
+        # (NaN cast to int); the checkpoint is discarded with a warning naming the entry, and recomputed.
+        ("checkpoint_nan_diagnostics", lambda c: checkpoint(c, set_diagnostics([-1, float("nan"), 0])),
+         ["run", "--config", "ck.ini"], 0, "cp.h5.partial:/trial_0/diagnostics: entry 1 (non-finite layer, -1: none) "
+         "is nan, expected a whole number from -1 to 300", ["cp.h5.partial"], ["cp.h5"], ["cp.h5.partial"], None),
+        ("checkpoint_fractional_diagnostics", lambda c: checkpoint(c, set_diagnostics([2.5, -1, 0])),
+         ["run", "--config", "ck.ini"], 0, "entry 0 (underflow layer, -1: none) is 2.5, expected a whole number",
+         ["cp.h5.partial"], ["cp.h5"], ["cp.h5.partial"], None),
+        ("checkpoint_diagnostics_layer_out_of_range", lambda c: checkpoint(c, set_diagnostics([-1, 301, 0])),
+         ["run", "--config", "ck.ini"], 0, "entry 1 (non-finite layer, -1: none) is 301, expected a whole number from -1 "
+         "to 300", ["cp.h5.partial"], ["cp.h5"], ["cp.h5.partial"], None),
+        ("checkpoint_negative_degenerate_rows", lambda c: checkpoint(c, set_diagnostics([-1, -1, -float("inf")])),
+         ["run", "--config", "ck.ini"], 0, "entry 2 (degenerate rows) is -inf, expected a whole number from 0",
          ["cp.h5.partial"], ["cp.h5"], ["cp.h5.partial"], None),
         # ---- 2. nothing on disk that is not ours is touched ----
         ("run_refuses_hard_link_at_lock", lambda c: hardlink(c, "victim.txt", "run.h5.lock"),
