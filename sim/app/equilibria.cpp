@@ -69,9 +69,20 @@ StateClass classify_state(const Eigen::Ref<const Matrix>& X, double match_tol, d
 
 namespace {
 void require_fixed(const WeightSpec& w, const char* key) {
-  if (w.type != WeightType::fixed && w.type != WeightType::zero && w.type != WeightType::identity)
+  if (w.type != WeightType::fixed && w.type != WeightType::zero && w.type != WeightType::identity &&
+      w.type != WeightType::file)
     throw UsageError(std::string("key '") + key + "' = " + to_string(w.type) +
-                     ": rcsim equilibria needs fixed weights (fixed, zero or identity)");
+                     ": rcsim equilibria needs fixed weights (fixed, zero, identity or file)");
+}
+
+// The map is one layer iterated: an array of weights.file with a layer axis ([L, ...]) would be
+// read at layer 0 only, so it is refused, naming the shape the map needs.
+void require_one_layer(const ModelSpec& c, InputArrays& files) {
+  for (const InputRequirement& r : input_requirements(c, files))
+    if (std::string(r.key) == "weights.file" && *r.target && (*r.target)->shape != r.shapes.front())
+      throw UsageError("key 'weights.file' ('" + c.weights.file + "'): dataset /" + r.dataset + " has shape " +
+                       shape_string((*r.target)->shape) + " with a layer axis; rcsim equilibria iterates one layer " +
+                       "with fixed weights: give " + shape_string(r.shapes.front()));
 }
 }  // namespace
 
@@ -80,13 +91,15 @@ FixedLayerMap::FixedLayerMap(const Config& c)
   require_fixed(c.weights.q, "weights.q");
   require_fixed(c.weights.k, "weights.k");
   require_fixed(c.weights.v, "weights.v");
+  if (c.model.value_dim > 0) require_fixed(c.weights.o, "weights.o");
   if (c.weights.qk != BilinearType::none && c.weights.qk != BilinearType::identity)
     throw UsageError("key 'weights.qk' = " + to_string(c.weights.qk) +
                      ": rcsim equilibria needs fixed weights (none or identity)");
   mask_ = load_mask(c_);
   norm_ = Normalization::from_config(c_);
-  const InputArrays none;
-  WeightSampler sampler(c_, none);
+  files_ = load_inputs(c_);  // before the weights are drawn: weights of type file are read from it
+  require_one_layer(c_, files_);
+  WeightSampler sampler(c_, files_);
   RandomStream unused(0, 0);
   w_ = sampler.layer(0, unused);
   params_ = layer_params(c_, &mask_, &norm_);
@@ -110,7 +123,7 @@ double FixedLayerMap::iterate(Matrix& X, double tol, int max_layers, int& layers
 EquilibriumSearch find_equilibria(const Config& c, const EquilibriumOptions& o, const std::atomic<bool>* cancel) {
   validate(o);
   FixedLayerMap map(c);
-  const InputArrays files = load_inputs(c);
+  const InputArrays& files = map.inputs();
   EquilibriumSearch s;
   const int S = c.run.trials;
   auto same = [&](const Matrix& a, const Matrix& b) { return (a - b).norm() < o.match_tol * std::max(1.0, b.norm()); };

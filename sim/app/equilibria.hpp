@@ -44,7 +44,9 @@ StateClass classify_state(const Eigen::Ref<const Matrix>& X, double match_tol, d
 // The map X -> layer(X) under one set of fixed weights.
 class FixedLayerMap {
  public:
-  // Throws UsageError unless weights.q, .k, .v are fixed, zero or identity.
+  // Throws UsageError unless weights.q, .k, .v (and .o with model.value_dim) are fixed, zero,
+  // identity or file, and the arrays of weights.file have no layer axis. Reads weights.file and
+  // init.file (load_inputs) before the weights are drawn.
   explicit FixedLayerMap(const Config& c);
   FixedLayerMap(const FixedLayerMap&) = delete;  // params_ points into this object
   FixedLayerMap& operator=(const FixedLayerMap&) = delete;
@@ -53,11 +55,13 @@ class FixedLayerMap {
   // and sets `layers` to the number of layers applied.
   double iterate(Matrix& X, double tol, int max_layers, int& layers);
   const Config& config() const { return c_; }
+  const InputArrays& inputs() const { return files_; }  // weights.file and init.file, as read
 
  private:
   Config c_;
   MaskMatrix mask_;
   Normalization norm_;
+  InputArrays files_;
   LayerWeights w_;
   LayerParams params_;
   LayerWorkspace ws_;

@@ -25,7 +25,7 @@ namespace {
 const char* kEquilibriaUsage = R"(usage: rcsim equilibria --config FILE [--key=value ...] [--tol=X] [--perturbation=X]
                         [--probes=K] [--match-tol=X] [--rank-rtol=X] [--verbose] [--dry-run] [--force]
 
-  Under fixed weights (weights.q/k/v = fixed, zero or identity), iterate run.trials random
+  Under fixed weights (weights.q/k/v/o = fixed, zero, identity or file), iterate run.trials random
   starting points (init.*) for at most model.layers layers until ||X(t+1) - X(t)||_F < --tol;
   classify each end state (rank, identical/antipodal/distinct tokens, stability under
   perturbations) and write end states, distinct equilibria and basin fractions to output.file

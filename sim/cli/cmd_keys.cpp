@@ -129,7 +129,7 @@ int cmd_keys(std::map<std::string, std::string> v, const std::string& command_li
   for (int i = 0; i < n; ++i)
     std::cout << std::setw(5) << i << std::setw(12) << (s.selectable[static_cast<std::size_t>(i)] ? "yes" : "no")
               << std::setw(13) << fmt(s.margin(i), 4) << std::setw(13) << fmt(s.certificate(i), 4) << std::setw(11)
-              << fmt(K.row(i).norm(), 4) << "\n";
+              << fmt(K.row(i).stableNorm(), 4) << "\n";
   std::cout << "unselectable: " << s.unselectable_count() << " of " << n << " (fraction "
             << fmt(s.unselectable_fraction()) << ")\n";
   if (s.exact_unresolved > 0)

@@ -42,7 +42,24 @@ struct KeyResult {
   bool exact_unresolved = false;
 };
 
+// Magnitudes GLPK solves unscaled (below and above, it aborts the process: see scale_exponent).
+constexpr double kScaleAbove = 1e100, kScaleBelow = 1e-100;
+int magnitude_exponent(double m) { return m == 0.0 || (m >= kScaleBelow && m <= kScaleAbove) ? 0 : std::ilogb(m); }
+
+// The coefficients of key i's LP: the differences D, scaled by 2^-e (exact; e = 0 unless the scale
+// max_j ||D_j||_1 lies outside [kScaleBelow, kScaleAbove]), with every entry below kNegligible
+// times the scale set to zero. GLPK's scaling aborts the process ("glp_set_rii: invalid scale
+// factor") when the coefficients of one LP span some 300 decades, which scaling all keys by one
+// factor does not prevent: entries from 1e300 to 1e-300, or one key of norm 1e165 beside unit keys.
+// Zeroing moves the optimum t by at most d * kNegligible * scale (|q_l| <= 1), some 140 decades
+// below the tolerance rtol * scale of the decisions; certificates are always measured on D itself.
 #ifdef RCSIM_WITH_GLPK
+constexpr double kNegligible = 0x1p-500;  // about 3e-151
+Matrix lp_coefficients(const Matrix& D, double scale, int e) {
+  const double floor = kNegligible * scale;
+  return D.unaryExpr([e, floor](double x) { return std::abs(x) < floor ? 0.0 : std::ldexp(x, -e); });
+}
+
 // The LP of one key: maximise t subject to D_j.q - t >= 0 for every row D_j, -1 <= q_l <= 1.
 void load_key_lp(glp_prob* P, const Matrix& D) {
   glp_set_obj_dir(P, GLP_MAX);
@@ -107,7 +124,8 @@ KeyResult solve_key(const Eigen::Ref<const Matrix>& K, Eigen::Index i, double rt
   glp_term_out(GLP_OFF);
   std::unique_ptr<glp_prob, ProbDeleter> lp(glp_create_prob());
   glp_prob* P = lp.get();
-  load_key_lp(P, D);
+  const int e = magnitude_exponent(r.scale);  // the LP's optimum is t* / 2^e
+  load_key_lp(P, lp_coefficients(D, r.scale, e));
   const int cols = static_cast<int>(d + 1);
 
   glp_smcp parm;
@@ -126,7 +144,7 @@ KeyResult solve_key(const Eigen::Ref<const Matrix>& K, Eigen::Index i, double rt
                        std::to_string(ret) + ", status " + std::to_string(glp_get_status(P)) + ")");
 
   auto read_solution = [&] {
-    r.margin = glp_get_obj_val(P);
+    r.margin = std::ldexp(glp_get_obj_val(P), e);
     for (int l = 0; l < cols - 1; ++l) r.q(l) = std::clamp(glp_get_col_prim(P, l + 1), -1.0, 1.0);
     r.certificate = (D * r.q).minCoeff();
   };
@@ -163,12 +181,7 @@ void check_finite(const Eigen::Ref<const Matrix>& K) {
 // magnitude lies outside [kScaleBelow, kScaleAbove] are solved scaled by a power of two, 2^-e,
 // (exact) and the lengths are scaled back. Keys within the range are solved unscaled (unchanged
 // results). Returns e (0 = unscaled).
-constexpr double kScaleAbove = 1e100, kScaleBelow = 1e-100;
-int scale_exponent(const Eigen::Ref<const Matrix>& K) {
-  const double m = K.size() ? K.cwiseAbs().maxCoeff() : 0.0;
-  if (m == 0.0 || (m >= kScaleBelow && m <= kScaleAbove)) return 0;
-  return std::ilogb(m);
-}
+int scale_exponent(const Eigen::Ref<const Matrix>& K) { return magnitude_exponent(K.size() ? K.cwiseAbs().maxCoeff() : 0.0); }
 
 // Key i of `keys` (scaled by 2^-e when e != 0: `scaled` holds them) with lengths in the units
 // of `keys`.

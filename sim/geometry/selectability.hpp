@@ -22,7 +22,10 @@
 //   - a single key (n = 1) is selectable (no competitor; any query), with margin = +inf;
 //   - keys whose largest magnitude is above 1e100 or below 1e-100 are solved scaled by a power
 //     of two (exact; the decision is scale invariant) because GLPK aborts the process on
-//     coefficients beyond about 1e155 or below 1e-165; margins are reported in the keys' units.
+//     coefficients beyond about 1e155 or below 1e-165; margins are reported in the keys' units;
+//   - each key's LP is scaled alone likewise (by its scale_i) and differences below 2^-500
+//     scale_i are zero in the LP (GLPK aborts on one LP spanning some 300 decades: 1e300 beside
+//     1e-300); this moves the margin by at most d 2^-500 scale_i, far below the tolerance.
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstdio>
 #ifdef __GLIBC__
@@ -111,6 +113,17 @@ double large_bytes(const RunResults& r, std::size_t t) {
   return 8.0 * values;
 }
 
+// Entry k of a trial's /diagnostics: a whole number from lo to hi. A NaN, a fraction or a layer
+// out of range (a damaged or hostile checkpoint) is refused: cast to int it would be undefined, and
+// resumed as the layer where the trial underflowed or turned non-finite.
+int diagnostic(const h5::Array& diag, std::size_t k, const std::string& where, const char* name, double lo, double hi) {
+  const double v = diag.data.at(k);
+  if (!(v >= lo && v <= hi && v == std::floor(v)))
+    throw UsageError(fmt::format("{}: entry {} ({}) is {}, expected a whole number from {} to {}", where, k, name, v, lo,
+                                 hi));
+  return static_cast<int>(v);
+}
+
 }  // namespace
 
 std::string result_configuration(const std::string& config_ini) {
@@ -182,9 +195,11 @@ std::vector<char> Checkpoint::load(RunResults& r) {
       // not kept (docs/dev/memory.md).
       for (const LargeData which : recorded_large(r)) h5::read_shaped(f, g + "/" + large_name(which), large_shape(r, which));
       const h5::Array diag = h5::read_shaped(f, g + "/diagnostics", {3});
-      r.underflow_layer[ti] = static_cast<int>(diag.data.at(0));
-      r.nonfinite_layer[ti] = static_cast<int>(diag.data.at(1));
-      r.degenerate_total[ti] = static_cast<int>(diag.data.at(2));
+      const std::string where = path_ + ":/" + g + "/diagnostics";
+      const double L = r.layers;
+      r.underflow_layer[ti] = diagnostic(diag, 0, where, "underflow layer, -1: none", -1, L);
+      r.nonfinite_layer[ti] = diagnostic(diag, 1, where, "non-finite layer, -1: none", -1, L);
+      r.degenerate_total[ti] = diagnostic(diag, 2, where, "degenerate rows", 0, std::numeric_limits<int>::max());
       done[ti] = 1;
       ++loaded;
     }

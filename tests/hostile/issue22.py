@@ -75,6 +75,16 @@ def checkpoint(c, edit=None):
         edited(c, "cp.h5.partial", edit)
 
 
+def set_diagnostics(values):
+    """An edit: trial 0's /diagnostics (underflow layer, non-finite layer, degenerate rows) set to `values`."""
+    import numpy as np
+
+    def edit(f):
+        del f["trial_0/diagnostics"]
+        f["trial_0/diagnostics"] = np.array(values, dtype="f8")
+    return edit
+
+
 def old_file(c, name, content=b""):
     with open(c.p(name), "wb") as f:
         f.write(content)
@@ -96,6 +106,32 @@ def hardlink(c, target, name, content="precious\n"):
     os.link(c.p(target), c.p(name))
 
 
+def h5_arrays(c, name, **arrays):
+    """An HDF5 file `name` holding each keyword as a dataset."""
+    import h5py
+    with h5py.File(c.p(name), "w") as f:
+        for k, v in arrays.items():
+            f[k] = v
+
+
+def mixed_keys(kind):
+    """Keys [n, 3] of mixed magnitudes (GLPK aborted on their LPs), with the decisions the relative
+    tolerance implies (rtol * scale_i, scale_i ~ the largest difference): 'columns': columns scaled by
+    1e300, 1, 1e-300 (only the largest and the smallest entry of column 0 stick out by more than
+    1e-300 of the scale); 'one_big': the unit keys +-e_i and 1e165 e_1 (only the last)."""
+    import numpy as np
+    if kind == "columns":
+        k = np.random.default_rng(3).standard_normal((8, 3)) * [1e300, 1.0, 1e-300]
+        expected = np.zeros(8, bool)
+        expected[[np.argmax(k[:, 0]), np.argmin(k[:, 0])]] = True
+    else:
+        k = np.vstack([np.eye(3), -np.eye(3), [[1e165, 0.0, 0.0]]])
+        expected = np.arange(7) == 6
+    return k, expected
+
+
+KEYS_FILE = ["keys", "--keys.source=file", "--keys.file=k.h5", "--output.file=o.h5"]
+W_O_FILE = ["--model.value_dim=2", "--weights.o=file", "--weights.file=w.h5"]
 STACK = ("STACK", 1 << 42)  # thread stacks of 4 TiB: the system refuses every new thread
 BAD_NAME = "a\x1b]0;pwned\x07.h5"
 BAD_UTF8 = os.fsdecode(b"b\xff\xfe.h5")
@@ -161,6 +197,20 @@ def cases():
         ("checkpoint_short_token",
          lambda c: checkpoint(c, lambda f: (f.__delitem__("trial_0/token"), f.__setitem__("trial_0/token", np.ones(3)))),
          ["run", "--config", "ck.ini"], 0, "cp.h5.partial:/trial_0/token has shape [3], expected [",
+         ["cp.h5.partial"], ["cp.h5"], ["cp.h5.partial"], None),
+        # Issue 38: a trial's diagnostics that are not whole numbers in range were resumed without a word
+        # (NaN cast to int); the checkpoint is discarded with a warning naming the entry, and recomputed.
+        ("checkpoint_nan_diagnostics", lambda c: checkpoint(c, set_diagnostics([-1, float("nan"), 0])),
+         ["run", "--config", "ck.ini"], 0, "cp.h5.partial:/trial_0/diagnostics: entry 1 (non-finite layer, -1: none) "
+         "is nan, expected a whole number from -1 to 300", ["cp.h5.partial"], ["cp.h5"], ["cp.h5.partial"], None),
+        ("checkpoint_fractional_diagnostics", lambda c: checkpoint(c, set_diagnostics([2.5, -1, 0])),
+         ["run", "--config", "ck.ini"], 0, "entry 0 (underflow layer, -1: none) is 2.5, expected a whole number",
+         ["cp.h5.partial"], ["cp.h5"], ["cp.h5.partial"], None),
+        ("checkpoint_diagnostics_layer_out_of_range", lambda c: checkpoint(c, set_diagnostics([-1, 301, 0])),
+         ["run", "--config", "ck.ini"], 0, "entry 1 (non-finite layer, -1: none) is 301, expected a whole number from -1 "
+         "to 300", ["cp.h5.partial"], ["cp.h5"], ["cp.h5.partial"], None),
+        ("checkpoint_negative_degenerate_rows", lambda c: checkpoint(c, set_diagnostics([-1, -1, -float("inf")])),
+         ["run", "--config", "ck.ini"], 0, "entry 2 (degenerate rows) is -inf, expected a whole number from 0",
          ["cp.h5.partial"], ["cp.h5"], ["cp.h5.partial"], None),
         # ---- 2. nothing on disk that is not ours is touched ----
         ("run_refuses_hard_link_at_lock", lambda c: hardlink(c, "victim.txt", "run.h5.lock"),
@@ -241,6 +291,27 @@ def cases():
               "norm.eps"))),
          ["run", "--config", "big.ini"], 2, "the product sweep has 1e+08 points, 10 (run.seed) x 10 (model.dim)",
          [], [], [], None),
+        # ---- 7. issue 38: equilibria read weights.file before drawing the layer (it drew from an empty
+        # source: SIGSEGV for weights.o = file) and refuse what is not one fixed layer ----
+        ("equilibria_w_o_from_file", lambda c: h5_arrays(c, "w.h5", W_O=np.eye(2)),
+         ["equilibria"] + W_O_FILE + EQ, 0, "wrote eq.h5", [], ["eq.h5"], [], None),
+        ("equilibria_w_qkv_from_file",
+         lambda c: h5_arrays(c, "w.h5", W_Q=np.zeros((2, 2)), W_K=np.zeros((2, 2)), W_V=np.eye(2)),
+         ["equilibria", "--weights.q=file", "--weights.k=file", "--weights.v=file", "--weights.file=w.h5"] + EQ, 0,
+         "wrote eq.h5", [], ["eq.h5"], [], None),
+        ("equilibria_refuses_per_layer_w_o", lambda c: h5_arrays(c, "w.h5", W_O=np.stack([np.eye(2)] * 200)),
+         ["equilibria"] + W_O_FILE + EQ, 2, "key 'weights.file' ('w.h5'): dataset /W_O has shape [200, 2, 2] with a "
+         "layer axis; rcsim equilibria iterates one layer with fixed weights: give [2, 2]", [], [], [], None),
+        ("equilibria_refuses_random_w_o", lambda c: None,
+         ["equilibria", "--model.value_dim=2", "--weights.o=orthogonal"] + EQ, 2,
+         "key 'weights.o' = orthogonal: rcsim equilibria needs fixed weights", [], [], [], None),
+        # ---- 8. issue 38: keys whose LP spans ~300 decades (GLPK aborted: "glp_set_rii: invalid scale factor") ----
+        ("keys_entries_1e300_to_1e-300", lambda c: h5_arrays(c, "k.h5", keys=mixed_keys("columns")[0]),
+         KEYS_FILE, 0, "wrote o.h5", [], ["o.h5"], [], None),
+        ("keys_one_key_1e165_beside_unit_keys", lambda c: h5_arrays(c, "k.h5", keys=mixed_keys("one_big")[0]),
+         KEYS_FILE, 0, "wrote o.h5", [], ["o.h5"], [], None),
+        ("keys_one_key_1e165_floating_point", lambda c: h5_arrays(c, "k.h5", keys=mixed_keys("one_big")[0]),
+         KEYS_FILE + ["--keys.exact=false"], 0, "wrote o.h5", [], ["o.h5"], [], None),
     ]
 
 
@@ -316,6 +387,68 @@ def equilibria_drops_unused_file_keys(rcsim, work):
             if text in config:
                 problems.append(f"/config records the unused '{text}'")
     print(f"[{'ok' if not problems else 'FAIL'}] equilibria_drops_unused_file_keys" +
+          ("" if not problems else "\n    " + "\n    ".join(problems)))
+    return not problems
+
+
+def equilibria_uses_w_o_file(rcsim, work):
+    """W_O read from weights.file enters the map: an identity W_O gives the end states of the model
+    without W_O; a reflection (with residual.alpha = 0 the map flips the consensus state every layer)
+    leaves no start converged where the model without W_O converges."""
+    import h5py
+    import numpy as np
+    d = os.path.join(work, "equilibria_uses_w_o_file")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    c = Ctx(rcsim, d)
+    h5_arrays(c, "eye.h5", W_O=np.eye(2))
+    h5_arrays(c, "flip.h5", W_O=np.diag([1.0, -1.0]))
+    problems = []
+    ends = {}
+    for label, extra in (("none", []), ("eye", ["--model.value_dim=2", "--weights.o=file", "--weights.file=eye.h5"]),
+                         ("flip", ["--model.value_dim=2", "--weights.o=file", "--weights.file=flip.h5"])):
+        r = c.run(["equilibria", "-q", f"--output.file=out_{label}.h5"] + extra + EQ, check=False)
+        if r.returncode != 0:
+            problems.append(f"{label}: exit {r.returncode}: {r.stderr.strip()}")
+            continue
+        with h5py.File(c.p(f"out_{label}.h5"), "r") as f:
+            ends[label] = f["end_states"][()], f["converged"][()]
+    if len(ends) == 3:
+        if not np.array_equal(ends["eye"][0], ends["none"][0]):
+            problems.append("an identity W_O from the file changed the end states")
+        if not ends["none"][1].all() or ends["flip"][1].any():
+            problems.append(f"converged: {ends['none'][1]} without W_O, {ends['flip'][1]} with a reflection W_O "
+                            "(expected all, then none): W_O not read")
+    print(f"[{'ok' if not problems else 'FAIL'}] equilibria_uses_w_o_file" +
+          ("" if not problems else "\n    " + "\n    ".join(problems)))
+    return not problems
+
+
+def keys_mixed_ranges_decisions(rcsim, work):
+    """On keys of mixed magnitudes (mixed_keys) `rcsim keys` makes the decisions the relative
+    tolerance implies, with finite margins and certificates in the keys' units."""
+    import h5py
+    import numpy as np
+    d = os.path.join(work, "keys_mixed_ranges_decisions")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    c = Ctx(rcsim, d)
+    problems = []
+    for kind in ("columns", "one_big"):
+        keys, expected = mixed_keys(kind)
+        h5_arrays(c, "k.h5", keys=keys)
+        r = c.run(["keys", "-q", "--keys.source=file", "--keys.file=k.h5", f"--output.file={kind}.h5"], check=False)
+        if r.returncode != 0:
+            problems.append(f"{kind}: exit {r.returncode}: {r.stderr.strip()}")
+            continue
+        with h5py.File(c.p(f"{kind}.h5"), "r") as f:
+            got = f["selectable"][()].astype(bool)
+            margin, cert = f["margin"][()], f["certificate"][()]
+        if not np.array_equal(got, expected):
+            problems.append(f"{kind}: selectable {got.astype(int)}, expected {expected.astype(int)}")
+        if not (np.isfinite(cert).all() and np.isfinite(margin[got]).all() and (cert[got] > 0).all()):
+            problems.append(f"{kind}: margins {margin}, certificates {cert}")
+    print(f"[{'ok' if not problems else 'FAIL'}] keys_mixed_ranges_decisions" +
           ("" if not problems else "\n    " + "\n    ".join(problems)))
     return not problems
 
@@ -439,6 +572,12 @@ def main():
     if a.k in "equilibria_drops_unused_file_keys":
         n += 1
         ok &= equilibria_drops_unused_file_keys(rcsim, a.work)
+    if a.k in "equilibria_uses_w_o_file":
+        n += 1
+        ok &= equilibria_uses_w_o_file(rcsim, a.work)
+    if a.k in "keys_mixed_ranges_decisions":
+        n += 1
+        ok &= keys_mixed_ranges_decisions(rcsim, a.work)
     if a.k in "target_appears_during_run":
         n += 1
         ok &= target_appears_during_run(rcsim, a.work)
