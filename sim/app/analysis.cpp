@@ -8,7 +8,6 @@
 #include <sstream>
 
 #include "kernel/errors.hpp"
-#include "io/isolated.hpp"
 #include "io/output_file.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/run_file.hpp"
@@ -153,6 +152,12 @@ RunAnalysis analyze_run(const std::string& path, const AnalysisOptions& o) {
   for (double t : a.layer)
     if (!(t >= 0 && t <= 9.0e15 && t == std::floor(t)))
       throw UsageError("run file '" + path + "': /layer holds " + fmt(t) + ", expected whole layer numbers >= 0");
+  // Every curve is fitted and reported against /layer, in order: a layer that does not follow the
+  // one before it (a hand-edited or reversed axis) would turn each rate's sign or window.
+  for (std::size_t j = 1; j < a.layer.size(); ++j)
+    if (!(a.layer[j] > a.layer[j - 1]))
+      throw UsageError("run file '" + path + "': /layer holds " + fmt(a.layer[j]) + " after " + fmt(a.layer[j - 1]) +
+                       " (position " + std::to_string(j) + "), expected strictly increasing layer numbers");
   const h5::Array mu = f.read("metrics/mu");
   if (mu.shape.size() != 2 || mu.shape[0] == 0 || mu.shape[1] != a.layer.size())
     throw UsageError("run file '" + path + "': /metrics/mu has shape " + h5::shape_string(mu.shape) + ", expected [" +
@@ -292,9 +297,7 @@ void write_theory(const h5::Group& g, const AnalysisAxes& axes, const RunAnalysi
   th.label_axes(bm, {"layer"});
 }
 
-void write_analysis_group(const h5::File& f, const RunAnalysis& a, const AnalysisOptions& o) {
-  if (f.exists("analysis")) f.remove("analysis");
-  const h5::Group g = f.create_group("analysis");
+void write_analysis_group(const h5::Group& g, const RunAnalysis& a, const AnalysisOptions& o) {
   write_provenance(g);
   g.set_attr("window", window_rule(o));
   g.set_attr("window_mode", o.window == AnalysisOptions::Window::automatic ? "auto"
@@ -310,23 +313,17 @@ void write_analysis_group(const h5::File& f, const RunAnalysis& a, const Analysi
   g.set_attr("collapse_depth_median", a.collapse_depth_median);
   g.set_attr("collapsed_fraction", a.collapsed_fraction);
   write_theory(g, axes, a);
-  f.label_unlabelled_axes();
 }
 
 }  // namespace
 
 void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
-  // A new file (an exclusive temporary beside the run file: the run file with /analysis added),
-  // written and checked, then renamed over the run file: the run file is never edited in place.
+  // A new file (an exclusive temporary beside the run file: the run file with /analysis made
+  // anew), written and checked, then renamed over the run file: the run file is never edited in
+  // place, and nothing of it but /analysis is touched.
   OutputFile file(a.path, {"", "run file '" + a.path + "'"});
-  // In a child process: libhdf5 can crash (rather than fail) rewriting a corrupted file's
-  // metadata; then the run file stays untouched and the crash is one error line.
-  run_isolated([&] {
-    h5::File f = h5::File::open_readwrite(a.path, file.temporary());
-    write_analysis_group(f, a, o);
-    f.close();  // checked: an analysis that did not fit leaves the run file untouched
-  }, "writing /analysis into '" + a.path + "'", isolated_time_limit(a.path));
-  file.publish();
+  file.update_hdf5("analysis", [&](const h5::Group& g) { write_analysis_group(g, a, o); },
+                   "writing /analysis into '" + a.path + "'");
 }
 
 // One line per measure whose rate is doubtful, with every reason in it (a default run's complete

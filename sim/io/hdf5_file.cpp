@@ -683,27 +683,36 @@ herr_t collect_link(hid_t, const char* name, const H5L_info_t*, void* out) {
 }
 }  // namespace
 
-void File::label_unlabelled_axes() const {
+namespace {
+// Give each unlabelled axis of `ds` (the dataset `leaf` of `parent`) an index coordinate.
+void label_remaining_axes(const Group& parent, const std::string& leaf, const Dataset& ds) {
+  const std::vector<hsize_t> shape = ds.shape();
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    if (H5DSget_num_scales(ds.id(), static_cast<unsigned>(k)) > 0) continue;
+    const std::string dim = leaf + "_dim" + std::to_string(k);
+    if (!parent.exists(dim)) {
+      std::vector<std::int64_t> index(static_cast<std::size_t>(shape[k]));
+      for (std::size_t i = 0; i < index.size(); ++i) index[i] = static_cast<std::int64_t>(i);
+      parent.write_coordinate(dim, index, "index along axis " + std::to_string(k) + " of " + leaf);
+    }
+    ds.attach_scale(parent.open_dataset(dim), static_cast<unsigned>(k));
+  }
+}
+}  // namespace
+
+void Group::label_unlabelled_axes() const {
   std::vector<std::string> names;
   check(H5Lvisit(id(), H5_INDEX_NAME, H5_ITER_INC, collect_link, &names), "",
-        "cannot list the objects of " + filename_);
+        "cannot list the objects of " + path_);
   for (const std::string& name : names) {
     Handle obj(H5Oopen(id(), name.c_str(), H5P_DEFAULT), H5Oclose);
     if (obj.id() < 0 || H5Iget_type(obj.id()) != H5I_DATASET || H5DSis_scale(obj.id()) > 0) continue;
     const Dataset ds = open_dataset(name);
-    const std::vector<hsize_t> shape = ds.shape();
     const auto slash = name.rfind('/');
-    const Group parent = open_group(slash == std::string::npos ? "/" : name.substr(0, slash));
-    const std::string leaf = slash == std::string::npos ? name : name.substr(slash + 1);
-    for (std::size_t k = 0; k < shape.size(); ++k) {
-      if (H5DSget_num_scales(ds.id(), static_cast<unsigned>(k)) > 0) continue;
-      const std::string dim = leaf + "_dim" + std::to_string(k);
-      if (!parent.exists(dim)) {
-        std::vector<std::int64_t> index(static_cast<std::size_t>(shape[k]));
-        for (std::size_t i = 0; i < index.size(); ++i) index[i] = static_cast<std::int64_t>(i);
-        parent.write_coordinate(dim, index, "index along axis " + std::to_string(k) + " of " + leaf);
-      }
-      ds.attach_scale(parent.open_dataset(dim), static_cast<unsigned>(k));
+    if (slash == std::string::npos) {
+      label_remaining_axes(*this, name, ds);
+    } else {
+      label_remaining_axes(open_group(name.substr(0, slash)), name.substr(slash + 1), ds);
     }
   }
 }

@@ -128,6 +128,14 @@ class Group : public Object {
   // Throws if a coordinate's length differs from the axis.
   void label_axes(const Dataset& ds, const std::vector<std::string>& dims) const;
 
+  // Give every axis of the datasets in and below this group that still has no dimension scale an
+  // index coordinate named "<dataset>_dim<k>" in the dataset's group, so that every axis is
+  // labelled (xarray refuses a variable with labelled and unlabelled axes). Writers call it on
+  // the file, or on the one group they add to an existing file (never on what they did not write:
+  // HDF5's dimension-scale functions crash on hostile DIMENSION_LIST or CLASS attributes), before
+  // their final flush; meaningful names are given by label_axes before that.
+  void label_unlabelled_axes() const;
+
   // Read a numeric dataset as float64 (HDF5 converts integer and float types).
   Array read(const std::string& name) const;
   std::string read_string(const std::string& name) const;
@@ -178,11 +186,6 @@ class File : public Group {
   // write them) instead of writing them anywhere: for results that stay in memory (the Python
   // bindings, docs/user/python.md). h5py opens the image from an io.BytesIO.
   std::vector<char> close_to_image();
-  // Give every axis that still has no dimension scale an index coordinate named
-  // "<dataset>_dim<k>" in the dataset's group, so that every axis of every dataset is labelled
-  // (xarray refuses a variable with labelled and unlabelled axes). Writers call it before their
-  // final flush; meaningful names are given by Group::label_axes before that.
-  void label_unlabelled_axes() const;
   const std::string& filename() const { return filename_; }
 
  private:

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "io/isolated.hpp"
 #include "io/provenance.hpp"
 #include "kernel/errors.hpp"
 
@@ -80,6 +81,21 @@ void OutputFile::write_hdf5(const FileHeader& h, const std::function<void(const 
     else f.label_unlabelled_axes();
     f.close();  // checked before the rename
   }
+  publish();
+}
+
+void OutputFile::update_hdf5(const std::string& group, const std::function<void(const h5::Group&)>& body,
+                             const std::string& what) {
+  run_isolated([&] {
+    h5::File f = h5::File::open_readwrite(target_, tmp_);
+    if (f.exists(group)) f.remove(group);
+    {
+      const h5::Group g = f.create_group(group);
+      body(g);
+      g.label_unlabelled_axes();
+    }
+    f.close();  // checked before the rename
+  }, what, isolated_time_limit(target_));
   publish();
 }
 

@@ -61,6 +61,14 @@ class OutputFile {
 
   // Write the temporary as a new HDF5 file: header, body(f), mark_complete, checked close, publish.
   void write_hdf5(const FileHeader& h, const std::function<void(const h5::File&)>& body);
+  // Write the temporary as the target (an existing HDF5 file) with its group `group` made anew:
+  // the target read into memory, `group` removed and created, body(g), the unlabelled axes in
+  // `group` labelled, checked close, publish. Nothing else of the file is touched (it may hold
+  // whatever a user or a tool put there). The HDF5 part runs isolated (io/isolated.hpp): libhdf5
+  // can crash rather than fail on a corrupted file's metadata; then the target stays untouched
+  // and the crash is one error line starting with `what`.
+  void update_hdf5(const std::string& group, const std::function<void(const h5::Group&)>& body,
+                   const std::string& what);
   // Write bytes to the temporary (every write and the close checked), then publish.
   void write_bytes(const std::string& bytes);
 

@@ -9,7 +9,11 @@ during the run, a hard link at the lock's name, foreign stale temporaries, sweep
 that leave the sweep directory); (3) a key given twice on the command line, and keys that
 `equilibria` does not use, are usage errors naming the key; (4) info and warning lines escape
 what they quote; (5) worker threads the system refuses are one error naming run.threads; (6) a FIFO given to
-`analyze` and a product sweep of 10^8 points are refused at once, naming them.
+`analyze` and a product sweep of 10^8 points are refused at once, naming them; (7) issue 38:
+`analyze` on runs with gradient measures ([trial, layer], [trial, attention_layer] and
+[trial, layer, token]) whose coordinates' CLASS attribute a tool rewrote writes /analysis (it
+touches nothing of the run file but /analysis: libhdf5 left objects open on them), and a run file whose /layer does not increase is
+refused, naming the file and /layer.
 
 Each case gets an empty directory, a setup, one rcsim command (optionally with resource limits)
 and asserts: the exit code; a stderr line holding the expected text; at most one error line,
@@ -54,6 +58,48 @@ def sweep_then(edit):
         c.run(["sweep", "-q"] + SWEEP)
         edited(c, "sw/p/index.h5", edit)
     return setup
+
+
+# Issue 38: a run with gradient measures of each shape ([trial, layer], [trial, attention_layer],
+# [trial, layer, token]), then edit(h5py.File) applied to it.
+GRAD = ["--output.measures=grad_x_norm,grad_wq_norm,grad_wk_norm,grad_wv_norm,grad_wo_norm,jacobian_log_fro2,"
+        "jacobian_log_spec2,last_token_sensitivity"]
+
+
+def grad_run_then(edit):
+    def setup(c):
+        c.good_run(extra=GRAD)
+        edited(c, "run.h5", edit)
+    return setup
+
+
+def reverse_layers(recreate):
+    """/layer reversed in place (h5py), or deleted and made anew reversed (as a script would)."""
+    def edit(f):
+        v = f["layer"][()][::-1].copy()
+        if recreate:
+            del f["layer"]
+            f["layer"] = v
+        else:
+            f["layer"][...] = v
+    return edit
+
+
+def grad_cases():
+    """(7): analyze writes /analysis whatever a tool made of the run's dimension-scale attributes."""
+    import numpy as np
+    wrote = "wrote /analysis into run.h5"
+    out = []
+    for scale in ("layer", "attention_layer", "token"):
+        for label, value in (("int", np.int64(7)), ("fixed_string", np.bytes_(b"DIMENSION_SCALE"))):
+            out.append((f"analyze_grad_{scale}_class_{label}", grad_run_then(attr("CLASS", value, "metrics/" + scale)),
+                        ["analyze", "run.h5"], 0, wrote, ["run.h5"], [], [], None))
+    for recreate in (False, True):
+        out.append((f"analyze_grad_layer_decreasing{'_recreated' if recreate else ''}",
+                    grad_run_then(reverse_layers(recreate)), ["analyze", "run.h5"], 2,
+                    "run file 'run.h5': /layer holds 19 after 20 (position 1), expected strictly increasing layer "
+                    "numbers", [], [], [], None))
+    return out
 
 
 def set_strings(name, values):
@@ -312,7 +358,7 @@ def cases():
          KEYS_FILE, 0, "wrote o.h5", [], ["o.h5"], [], None),
         ("keys_one_key_1e165_floating_point", lambda c: h5_arrays(c, "k.h5", keys=mixed_keys("one_big")[0]),
          KEYS_FILE + ["--keys.exact=false"], 0, "wrote o.h5", [], ["o.h5"], [], None),
-    ]
+    ] + grad_cases()
 
 
 def check_case(rcsim, work, case):
