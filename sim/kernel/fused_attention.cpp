@@ -77,8 +77,9 @@ void exp_shifted(const float* s, float m, float* e, Eigen::Index n) {  // float:
 }
 
 // One row's softmax, unnormalised: e_j = exp(s_j - m) into `buffer` (the caller divides the row's
-// product by l = sum_j exp(s_j - m)). The statistics by the reference's
-// formulas (attention.cpp, softmax_rows): l = 1 + rest with rest summed without one maximum, entropy sum_j a_j (m - s_j) + log1p(rest), smallest weight exp(min_j s_j - m) / l.
+// product by l = sum_j exp(s_j - m)). The statistics by the reference's formulas (attention.cpp,
+// softmax_rows): l = 1 + rest with rest summed without one maximum, the entropy
+// sum_j a_j (m - s_j) + log1p(rest), the smallest weight exp(min_j s_j - m) / l.
 template <class T>
 struct RowSoftmax {
   T inverse_sum;
@@ -98,8 +99,8 @@ RowSoftmax<T> softmax_row(const T* s, Eigen::Index len, T* buffer) {
       if (m - s[j] > limit) buffer[j] = std::exp(s[j] - m);
   const T dot = (e * (m - row)).sum();
   // rest = the sum without one maximum (whose term is exactly 1): the terms below 1, and the other
-  // terms equal to 1 (ties), summed apart from the 1 so that log1p(rest) keeps its digits.
-  // With every term in [0, 1], floor(e_j) is 1 exactly for those terms and 0 for the others (vectorised).
+  // terms equal to 1 (ties), summed apart from the 1 so that log1p(rest) keeps its digits. With
+  // every term in [0, 1], floor(e_j) is 1 for the terms equal to 1 and 0 for the others (vectorised).
   const T ones = e.floor().sum();
   const T rest = (e - e.floor()).sum() + (ones - T(1));
   const T inv = T(1) / (T(1) + rest);

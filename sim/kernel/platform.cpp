@@ -39,7 +39,8 @@ Platform resolved_platform(const ModelSpec& c) {
 }
 
 int threads_per_trial(const ModelSpec& c) {
-  const int all = c.run.threads > 0 ? c.run.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int all =
+      c.run.threads > 0 ? c.run.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int in_flight = std::max(1, std::min(all, c.run.trials));
   return std::max(1, all / in_flight);
 }

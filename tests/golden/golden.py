@@ -12,6 +12,10 @@ differ in the last bits), so the manifest records the build's instruction set (`
 `rcsim --version`) and `check` compares only against a manifest of the same instruction set. The
 committed manifest-portable.json was recorded by a portable build (-DRCSIM_NATIVE=OFF) of commit
 fec13d0, before the kernel restructuring; CI builds the portable variant and checks it (.ci/run).
+One digest was replaced since, on purpose: equilibria/equilibria_2x2's /config (2026-11-27, issue 34:
+`rcsim equilibria` drops the keys it does not use from a configuration file instead of recording
+them; configs/equilibria_2x2.ini has `output.tokens = final`, which /config now holds at its
+default). Every other digest is still fec13d0's.
 A native build is checked the same way against a manifest recorded by the native build of that
 commit on the same machine (the kernel issue's note gives the result).
 
