@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "kernel/fused_attention.hpp"
-#include "kernel/platform.hpp"
 #include "kernel/tangent.hpp"
 #include "kernel/particles.hpp"
 #include "kernel/unnormalised_attention.hpp"
@@ -46,8 +45,6 @@ LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Norma
   p.qk_scale = c.qk_scale;
   if (c.residual_depth_scaling == ResidualDepthScaling::inv_sqrt_depth)  // branch gain alpha / sqrt(L)
     p.alpha = c.residual_alpha / std::sqrt(static_cast<double>(c.model.layers));
-  p.fused = resolved_platform(c) == Platform::cpu;
-  p.threads = threads_per_trial(c);
   return p;
 }
 

@@ -39,7 +39,7 @@ struct LayerParams {
   double qk_scale = 1.0;   // s_qk
   double norm_scale = 1.0;  // pre-LN output multiplied by it (norm.depth_scaling: 1/sqrt(l) at layer l)
   // --- Platform (docs/dev/platforms.md) ---
-  bool fused = false;  // run.platform resolved to cpu: fused_attention where it applies (fused_attention.hpp)
+  bool fused = false;  // run.platform resolved to cpu (set by block_params): fused_attention where it applies
   int threads = 1;     // threads inside the trial for the fused attention
 };
 
