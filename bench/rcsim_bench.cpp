@@ -60,6 +60,8 @@
 #include "kernel/simulation.hpp"
 #include "kernel/block.hpp"
 #include "kernel/gradients.hpp"
+#include "kernel/trial.hpp"
+#include "kernel/trial_tape.hpp"
 
 #include <Eigen/QR>
 #include <Eigen/SVD>
@@ -94,26 +96,15 @@ double peak(int size, int threads, double& secs) {
   return 2.0 * size * double(size) * size * threads / secs / 1e9;
 }
 
-// The engine's trial loop without measures (see simulation.cpp: run_trial).
+// The engine's trial loop without measures: each trial stepped (kernel/trial.hpp) as run_trial
+// steps it.
 void run_without_measures(const EngineSetup& s, int threads) {
   const ModelSpec& c = s.config;
   std::atomic<int> next{0};
   auto worker = [&] {
-    const int N = c.model.tokens, d = c.model.dim;
-    const Normalization norm = Normalization::from_config(c);
-    const LayerParams params = layer_params(c, &s.mask, &norm);
-    LayerWorkspace ws(N, d, c.model.key_dim);
-    Matrix X_next(N, d);
-    WeightSampler sampler(c, s.files);
     for (int trial; (trial = next.fetch_add(1)) < c.run.trials;) {
-      RandomStream rng(c.run.seed, static_cast<std::uint64_t>(trial));
-      Matrix X = initial_tokens(c, s.files, trial, rng);
-      sampler.begin_trial(rng);
-      for (int t = 0; t < c.model.layers; ++t) {
-        if (!all_finite(X)) break;
-        attention_layer(X, sampler.layer(t, rng), params, ws, X_next);
-        X.swap(X_next);
-      }
+      Trial step(s, trial);
+      for (int t = 0; t < c.model.layers && all_finite(step.tokens()); ++t) step.step();
     }
   };
   std::vector<std::thread> pool;
@@ -133,33 +124,17 @@ PhaseSeconds run_gradients(const EngineSetup& s, int threads) {
   PhaseSeconds total;
   double checksum = 0;  // uses every gradient, so that none is optimised away
   auto worker = [&] {
-    const int N = c.model.tokens, d = c.model.dim, L = c.model.layers;
-    const Normalization norm = Normalization::from_config(c);
-    const BlockParams params = block_params(c, &s.mask, &norm);
-    BlockWorkspace ws(N, d, c.model.key_dim);
-    Matrix X_next(N, d);
-    WeightSampler sampler(c, s.files);
-    std::vector<Matrix> inputs;
-    std::vector<LayerWeights> weights;
+    const int N = c.model.tokens, L = c.model.layers;
     PhaseSeconds mine;
     double sum = 0;
     for (int trial; (trial = next.fetch_add(1)) < c.run.trials;) {
       const auto t0 = Clock::now();
-      RandomStream rng(c.run.seed, static_cast<std::uint64_t>(trial));
-      Matrix X = initial_tokens(c, s.files, trial, rng);
-      sampler.begin_trial(rng);
-      inputs.resize(static_cast<std::size_t>(L));
-      weights.resize(static_cast<std::size_t>(L));
-      for (int t = 0; t < L; ++t) {
-        const LayerWeights& w = sampler.layer(t, rng);
-        inputs[static_cast<std::size_t>(t)] = X;
-        weights[static_cast<std::size_t>(t)] = w;
-        transformer_block(X, w, params, ws, X_next);
-        X.swap(X_next);
-      }
+      Trial step(s, trial);  // the forward as trial_gradients runs it, every block kept
+      BlockTape tape;
+      for (int t = 0; t < L; ++t) step_recorded(step, tape);
       const auto t1 = Clock::now();
       const Matrix dXL = readout_cotangent(N, readout(c, trial));
-      const std::vector<Matrix> dX = stack_backward(inputs, weights, params, dXL, [&](int, const BlockGrads& g) {
+      const std::vector<Matrix> dX = stack_backward(tape.inputs, tape.weights, step.params(), dXL, [&](int, const BlockGrads& g) {
         sum += g.dq[0](0, 0) + g.dk[0](0, 0) + g.dv[0](0, 0);
       });
       sum += dX[0](0, 0);

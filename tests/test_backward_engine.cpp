@@ -266,7 +266,8 @@ TEST_CASE("engine: grad_mlp_in_norm and grad_mlp_out_norm against FD of the read
 
 TEST_CASE("the random streams of a trial are distinct (weights, dropout, readout, noises, probes)", "[backward]") {
   // A stream shared by two uses repeats its draws in both (the Hutchinson probes once repeated init.noise's).
-  const std::vector<std::uint64_t> ids = {kDropoutStream,   kReadoutStream,       kProbeStream, kFullProbeStream,
+  const std::vector<std::uint64_t> ids = {kWeightsStream,   kPerturbationStream,  kLnGeometryStream,
+                                          kDropoutStream,   kReadoutStream,       kProbeStream, kFullProbeStream,
                                           kInitNoiseStream, kDynamicsNoiseStream, kPowerStream};
   const std::set<std::uint64_t> distinct(ids.begin(), ids.end());
   CHECK(distinct.size() == ids.size());

@@ -1,8 +1,8 @@
 // The C interface of rcsim's engine for the browser (WebAssembly, built by scripts/build-web.sh
 // from web/CMakeLists.txt against the kernel and geometry libraries). Thin: every number comes
-// from the kernel functions the CLI uses (a ModelSpec, WeightSampler, initial_tokens,
-// layer_params, attention_layer, the masks, token_similarity), so the page and `rcsim run` draw
-// the same weights and tokens from the same streams.
+// from the kernel the CLI uses (a ModelSpec stepped by the kernel's Trial, the masks,
+// token_similarity), so the page and `rcsim run` draw the same weights and tokens from the same
+// streams and run the same blocks.
 #include <emscripten/emscripten.h>
 
 #include <cmath>
@@ -18,6 +18,7 @@
 #include "kernel/mask.hpp"
 #include "kernel/model_spec.hpp"
 #include "kernel/normalization.hpp"
+#include "kernel/trial.hpp"
 #include "kernel/weights.hpp"
 
 using namespace rcsim;
@@ -95,18 +96,10 @@ EMSCRIPTEN_KEEPALIVE int rc_figure1(const double* wv, const double* x0, int norm
 namespace {
 
 struct CollapseRun {
-  ModelSpec spec;
-  InputArrays no_files;
-  MaskMatrix mask;
-  std::optional<Normalization> normalization;
-  LayerParams p;
-  std::optional<LayerWorkspace> ws;
-  std::optional<WeightSampler> sampler;
-  std::optional<RandomStream> rng;
-  Matrix X, X_next;
+  EngineSetup setup;          // the model `rcsim run` builds from these keys, on the reference platform
+  std::optional<Trial> step;  // the trial being run (kernel/trial.hpp): X(layer) is its tokens
   int depth = 0, trials = 0;
-  int trial = 0, layer = 0;  // the next value to write: X(layer) of `trial`
-  bool started = false;      // X(0) of `trial` drawn
+  int trial = 0;  // the next value to write: X(step->layer()) of `trial`
 };
 
 std::unique_ptr<CollapseRun> collapse_run;
@@ -120,11 +113,11 @@ EMSCRIPTEN_KEEPALIVE int rc_collapse_begin(int n, int d, int key_dim, double d_q
   NormType nt;
   auto run = std::make_unique<CollapseRun>();
   if (n < 1 || d < 1 || key_dim < 1 || !(d_qk > 0.0) || !std::isfinite(d_qk) || heads < 1 || depth < 0 ||
-      trials < 1 || window < 0 || !norm_type(norm, nt) || !make_web_mask(mask_code, n, window, run->mask))
+      trials < 1 || window < 0 || !norm_type(norm, nt) || !make_web_mask(mask_code, n, window, run->setup.mask))
     return -1;
   try {
     // The model `rcsim run` builds from these keys (weights.*_std resolved to 1/sqrt(d)).
-    ModelSpec& spec = run->spec;
+    ModelSpec& spec = run->setup.config;
     spec.model.tokens = n;
     spec.model.dim = d;
     spec.model.layers = depth;
@@ -136,11 +129,6 @@ EMSCRIPTEN_KEEPALIVE int rc_collapse_begin(int n, int d, int key_dim, double d_q
     spec.run.seed = static_cast<std::uint64_t>(seed);
     const double std = 1.0 / std::sqrt(static_cast<double>(d));
     spec.weights.q.std = spec.weights.k.std = spec.weights.v.std = std;
-    run->normalization.emplace(nt, d);
-    run->p = layer_params(spec, &run->mask, &*run->normalization);
-    run->ws.emplace(n, d, key_dim);
-    run->sampler.emplace(spec, run->no_files);
-    run->X_next.resize(n, d);
     run->depth = depth;
     run->trials = trials;
     collapse_run = std::move(run);
@@ -158,28 +146,21 @@ EMSCRIPTEN_KEEPALIVE int rc_collapse_advance(int steps, double* out) {
   if (!r || steps < 1) return -1;
   try {
     for (int s = 0; s < steps && r->trial < r->trials; ++s) {
-      if (!r->started) {
-        r->rng.emplace(r->spec.run.seed, static_cast<std::uint64_t>(r->trial));
-        r->X = initial_tokens(r->spec, r->no_files, r->trial, *r->rng);  // in run_trial's order
-        r->sampler->begin_trial(*r->rng);
-        r->layer = 0;
-        r->started = true;
-      }
-      const double mu = token_similarity(r->X);
-      const double fro = r->X.norm();
-      double* o = out + 2 * (static_cast<long>(r->trial) * (r->depth + 1) + r->layer);
+      if (!r->step) r->step.emplace(r->setup, r->trial);  // X(0), as run_trial draws it
+      const Matrix& X = r->step->tokens();
+      const double mu = token_similarity(X);
+      const double fro = X.norm();
+      double* o = out + 2 * (static_cast<long>(r->trial) * (r->depth + 1) + r->step->layer());
       o[0] = mu;
       o[1] = fro > 0.0 ? mu / fro : 0.0;
-      if (r->layer == r->depth) {
+      if (r->step->layer() == r->depth) {
         ++r->trial;
-        r->started = false;
+        r->step.reset();
         continue;
       }
-      attention_layer(r->X, r->sampler->layer(r->layer, *r->rng), r->p, *r->ws, r->X_next);
-      r->X.swap(r->X_next);
-      ++r->layer;
+      r->step->step();
     }
-    return r->trial * (r->depth + 1) + (r->started ? r->layer : 0);
+    return r->trial * (r->depth + 1) + (r->step ? r->step->layer() : 0);
   } catch (const std::exception&) {
     collapse_run.reset();
     return -2;

@@ -163,7 +163,8 @@ EquilibriumSearch find_equilibria(const Config& c, const EquilibriumOptions& o, 
     const double scale = std::max(eq.X.norm(), 1e-300);
     eq.stable = true;
     for (int p = 0; p < o.probes; ++p) {
-      RandomStream rng(c.run.seed, static_cast<std::uint64_t>(q * 1000 + static_cast<std::size_t>(p)), 1);
+      RandomStream rng(c.run.seed, static_cast<std::uint64_t>(q * 1000 + static_cast<std::size_t>(p)),
+                       kPerturbationStream);
       Matrix G(eq.X.rows(), eq.X.cols());
       rng.fill_normal(G);
       Matrix X = eq.X + (o.perturbation * scale / G.norm()) * G;

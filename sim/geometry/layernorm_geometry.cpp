@@ -75,7 +75,7 @@ LayerNormSample sample_layernorm(const LayerNormEllipsoid& e, const Eigen::Ref<c
                                  const Eigen::Ref<const RowVector>& bias, double eps, int samples, std::uint64_t seed,
                                  double input_std, int store) {
   const int d = e.dim;
-  RandomStream rng(seed, 0, 3);
+  RandomStream rng(seed, 0, kLnGeometryStream);
   Matrix Y(samples, d);
   rng.fill_normal(Y, input_std);
   Normalization norm(NormType::layernorm, d, eps);

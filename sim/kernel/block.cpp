@@ -1,5 +1,4 @@
 #include "kernel/block.hpp"
-#include "kernel/platform.hpp"
 
 #include <cmath>
 
@@ -119,10 +118,6 @@ LayerReport block_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
 BlockParams block_params(const ModelSpec& c, const MaskMatrix* mask, const Normalization* norm) {
   BlockParams p;
   p.layer = layer_params(c, mask, norm);
-  // run.platform (docs/dev/platforms.md): here and not in layer_params, whose users outside the
-  // trial loop (the browser page, equilibria) stay on the reference and do not link the measures.
-  p.layer.fused = resolved_platform(c) == Platform::cpu;
-  p.layer.threads = threads_per_trial(c);
   p.position = c.norm.position;
   p.activation = c.mlp.activation;
   p.norm_depth_scaling = c.norm_depth_scaling == NormDepthScaling::inv_sqrt_layer;  // at_layer(p, t)

@@ -13,9 +13,6 @@
 
 namespace rcsim {
 
-// The RandomStream `stream` index of dropout (0 = inputs and weights, 1 = perturbations,
-// 3 = ln-geometry).
-constexpr std::uint64_t kDropoutStream = 11;
 
 struct Dropout {
   double attention = 0.0;  // on each head's attention weights after the softmax

@@ -25,8 +25,7 @@
 
 namespace rcsim {
 
-// The stream of the power iteration's start vectors (jacobian_log_spec2_full): (seed, trial, 15).
-constexpr std::uint64_t kPowerStream = 15;
+// The power iteration's start vectors come from (seed, trial, kPowerStream) (kernel/random.hpp).
 
 // The normalisation's tangent: Y the input of normalize_rows, dY a tangent of Y; returns d N(Y).
 // Degenerate rows (no direction: the forward's convention) have tangent 0.

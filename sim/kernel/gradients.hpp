@@ -17,13 +17,8 @@
 
 namespace rcsim {
 
-// The RandomStream `stream` index of the readout R of the gradient measures (dropout: 11).
-constexpr std::uint64_t kReadoutStream = 12;
-// The stream of the Hutchinson probes of jacobian_log_fro2 (metrics.jacobian_probes > 0). It was 13,
-// which init.noise's stream (kernel/noise.hpp) also used, so the probes repeated the noise's draws.
-constexpr std::uint64_t kProbeStream = 16;
-// The stream of the Hutchinson probes U ~ N(0, I) (N x d) of jacobian_log_fro2_full.
-constexpr std::uint64_t kFullProbeStream = 17;
+// The streams of the readout and of the probes: kReadoutStream, kProbeStream, kFullProbeStream
+// (kernel/random.hpp).
 
 // The readout R (d x 1, i.i.d. N(0, 1)) of `trial`: from the stream (seed, trial, kReadoutStream),
 // so it does not depend on the thread count or on any other draw of the run.

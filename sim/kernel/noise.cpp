@@ -14,18 +14,10 @@ void add_initial_noise(const ModelSpec& c, int trial, Matrix& X) {
     for (Eigen::Index i = 0; i < X.rows(); ++i) X.row(i).normalize();
 }
 
-DynamicsNoise::DynamicsNoise(const ModelSpec& c, int trial) {
-  if (!(c.dynamics_noise > 0.0)) return;
+double dynamics_noise_scale(const ModelSpec& c) {
+  if (!(c.dynamics_noise > 0.0)) return 0.0;
   const double dt = c.residual_alpha == 0.0 ? 1.0 : std::abs(c.residual_alpha);
-  scale_ = c.dynamics_noise * std::sqrt(dt);
-  rng_.emplace(c.run.seed, static_cast<std::uint64_t>(trial), kDynamicsNoiseStream);
-  G_.resize(c.model.tokens, c.model.dim);
-}
-
-int DynamicsNoise::apply(Matrix& X, const Normalization& norm) {
-  rng_->fill_normal(G_);
-  X += scale_ * G_;
-  return normalize_rows(X, norm);
+  return c.dynamics_noise * std::sqrt(dt);
 }
 
 int apply_dynamics_noise(Matrix& X, double scale, RandomStream& rng, const Normalization& norm) {

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 
 #include "kernel/model_spec.hpp"
 #include "kernel/normalization.hpp"
@@ -15,8 +14,6 @@
 
 namespace rcsim {
 
-constexpr std::uint64_t kInitNoiseStream = 13;
-constexpr std::uint64_t kDynamicsNoiseStream = 14;
 
 // X(0) <- X(0) + init.noise G, G i.i.d. N(0, 1); for init.type = sphere or circle each row is then
 // projected back onto the unit sphere (the tokens start on the sphere, as without noise).
@@ -25,25 +22,11 @@ void add_initial_noise(const ModelSpec& c, int trial, Matrix& X);
 // The noise of each layer: X <- P(X + sigma sqrt(dt) G) after the block, G i.i.d. N(0, 1) drawn
 // afresh per layer, sigma = dynamics.noise, dt = |residual.alpha| (1 when residual.alpha = 0), P the
 // normalisation (none or sphere; config refuses the others). An Euler-Maruyama step split from
-// the deterministic step: the deterministic layer first, then the noise, then P.
-// One noise step from the stream `rng` as DynamicsNoise::apply makes it (the same draws and
-// arithmetic): X <- P(X + scale G). The segment replay of the reverse pass uses it.
+// the deterministic step: the deterministic layer first, then the noise, then P (kernel/trial.hpp).
+// The scale sigma sqrt(dt) of `c` (0 without dynamics.noise).
+double dynamics_noise_scale(const ModelSpec& c);
+// One noise step from the stream `rng` (the trial's kDynamicsNoiseStream): X <- P(X + scale G).
+// Returns the number of degenerate rows of P.
 int apply_dynamics_noise(Matrix& X, double scale, RandomStream& rng, const Normalization& norm);
-
-class DynamicsNoise {
- public:
-  DynamicsNoise(const ModelSpec& c, int trial);
-  bool active() const { return rng_.has_value(); }
-  // Returns the number of degenerate rows of P.
-  int apply(Matrix& X, const Normalization& norm);
-  double scale() const { return scale_; }  // sigma sqrt(dt)
-  // The stream the next layer's G is drawn from (nullptr without noise): the reverse pass keeps copies.
-  RandomStream* stream() { return rng_ ? &*rng_ : nullptr; }
-
- private:
-  double scale_ = 0.0;
-  std::optional<RandomStream> rng_;
-  Matrix G_;
-};
 
 }  // namespace rcsim

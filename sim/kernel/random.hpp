@@ -13,10 +13,26 @@ namespace rcsim {
 // SplitMix64 finaliser (Steele, Lea, Flood 2014): decorrelates nearby seeds.
 std::uint64_t splitmix64(std::uint64_t x);
 
+// The independent streams of a trial: the third argument of RandomStream. One enumeration, so
+// that a new use takes a number no other use has (the Hutchinson probes once took init.noise's 13
+// and repeated its draws); tests/test_backward_engine.cpp checks that the values are distinct.
+enum RandomStreamId : std::uint64_t {
+  kWeightsStream = 0,        // X(0) and the weights of a trial (kernel/trial.hpp)
+  kPerturbationStream = 1,   // the perturbations of equilibria (app/equilibria.cpp)
+  kLnGeometryStream = 3,     // ln-geometry's samples (geometry/layernorm_geometry.cpp)
+  kDropoutStream = 11,       // the dropout masks (kernel/dropout.hpp)
+  kReadoutStream = 12,       // the readout R of the gradient measures (kernel/gradients.hpp)
+  kInitNoiseStream = 13,     // init.noise (kernel/noise.hpp)
+  kDynamicsNoiseStream = 14, // dynamics.noise, the step after each block (kernel/noise.hpp)
+  kPowerStream = 15,         // the power iteration's start vectors (jacobian_log_spec2_full)
+  kProbeStream = 16,         // the Hutchinson probes of jacobian_log_fro2
+  kFullProbeStream = 17,     // the Hutchinson probes of jacobian_log_fro2_full
+};
+
 class RandomStream {
  public:
   // The stream of `trial` under `seed`. The `stream` argument separates independent uses
-  // (e.g. 0 = inputs and weights of a run, 1 = perturbations) without overlap in practice.
+  // (RandomStreamId) without overlap in practice.
   RandomStream(std::uint64_t seed, std::uint64_t trial, std::uint64_t stream = 0);
 
   // Uniform on the open interval (0, 1), 53 random bits.

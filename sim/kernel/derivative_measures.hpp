@@ -1,0 +1,31 @@
+// The derivative measures of a trial (docs/science/gradients.md): the gradient and Jacobian
+// measures of the reverse pass (kernel/gradients.hpp) and the forward-mode spectral norm
+// (kernel/forward_mode.hpp), filled into the results after the trial's forward pass from its tape
+// (kernel/trial_tape.hpp).
+#pragma once
+
+#include "kernel/block.hpp"
+#include "kernel/gradients.hpp"
+#include "kernel/model_spec.hpp"
+#include "kernel/results.hpp"
+
+namespace rcsim {
+
+// Whether output.measures holds `name`.
+bool wants_measure(const ModelSpec& c, const char* name);
+// Whether a measure of the reverse pass is asked (MeasurePass::gradients).
+bool wants_gradients(const ModelSpec& c);
+// The settings the derivative measures refuse (UsageError naming the measure and the key).
+void check_derivative_measures(const ModelSpec& c);
+
+// jacobian_log_spec2's chunk: as many recorded layers as their N x (N d) Jacobians fit in
+// kGradientStoreBytes (kernel/gradients.hpp), at least 1, at most L + 1.
+int jacobian_chunk_layers(const ModelSpec& c);
+
+// Every derivative measure of `c` for row `trial` of `r`: the reverse passes from the readout's
+// cotangents over the blocks of `replay` (segments of `length` blocks), the Jacobian measures at
+// the recorded layers, `chunk_layers` of them at a time (jacobian_log_spec2).
+void record_gradients(const ModelSpec& c, int length, int chunk_layers, const SegmentReplay& replay,
+                      const BlockParams& params, int trial, RunResults& r);
+
+}  // namespace rcsim
