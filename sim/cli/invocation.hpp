@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "app/logger.hpp"  // kMessageLimit
 #include "config/config.hpp"
 
 namespace rcsim {
@@ -17,9 +18,6 @@ namespace rcsim {
 // Set by SIGINT/SIGTERM once on_signal is installed; polled by long computations.
 extern std::atomic<bool> g_cancel;
 extern "C" void on_signal(int sig);
-
-// Longest error line printed (each quoted value in it is cut at kEchoLimit already).
-constexpr std::size_t kMessageLimit = 2000;
 
 // A command line split into the command, the common options and everything else.
 struct Invocation {
