@@ -74,10 +74,11 @@ TEST_CASE("every command refuses a key it does not use, naming the commands that
   CHECK(axis.status == 2);
   CHECK(axis.err.find("key 'sweep.model.tokens' is not used by rcsim mask-info (it is used by: run, sweep)") !=
         std::string::npos);
-  // An unknown key is still named as unknown (with the nearest known key), before an unused one.
-  const Outcome unknown = run_cli({"keys", "--model.tokens=4", "--keys.cont=3"});
+  // A misspelt key is named as unknown, with the nearest known key, before an unused one.
+  const Outcome unknown = run_cli({"mask-info", "--model.dim=4", "--mask.typ=causal"});
   CHECK(unknown.status == 2);
-  CHECK(unknown.err.find("unknown key 'keys.cont'") != std::string::npos);
+  CHECK(unknown.err.find("unknown key 'mask.typ' on the command line (did you mean 'mask.type'?)") !=
+        std::string::npos);
 }
 
 TEST_CASE("a configuration file: refused by a geometry command, dropped by mask-info (shared with run)", "[cli]") {
@@ -86,7 +87,7 @@ TEST_CASE("a configuration file: refused by a geometry command, dropped by mask-
   test::write_text(ini, "[model]\ntokens = 5\ndim = 3\n[mask]\ntype = causal\n");
   const Outcome keys = run_cli({"keys", "--config", ini, "--output.file=" + out});
   CHECK(keys.status == 2);
-  CHECK(keys.err.find("keys: key 'mask.type' in configuration file '" + ini + "' is not used by rcsim keys") !=
+  CHECK(keys.err.find("keys: key 'model.tokens' in configuration file '" + ini + "' is not used by rcsim keys") !=
         std::string::npos);
   CHECK_FALSE(fs::exists(out));
   // mask-info reads the file written for rcsim run: model.dim is dropped (with a warning on the
