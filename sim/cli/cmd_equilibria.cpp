@@ -116,7 +116,12 @@ int cmd_equilibria(const Invocation& inv, const std::vector<std::string>& args) 
 
 
 std::string equilibria_help() {
-  return kEquilibriaUsage + options_help(equilibria_options()) + "  --dry-run, --force, --quiet   as for run\n";
+  std::vector<KeyDecl> keys;
+  for (const KeyDecl& k : config_keys())
+    if (k.used_by("equilibria")) keys.push_back(k);
+  return kEquilibriaUsage + options_help(equilibria_options()) + "  --dry-run, --force, --quiet   as for run\n" +
+         "\nconfiguration keys it reads (rcsim --help-keys: defaults and meanings; another key is refused):\n" +
+         key_names_by_section(keys);
 }
 
 }  // namespace rcsim

@@ -29,35 +29,6 @@ options:
   --quiet         only warnings and errors on stderr (no progress)
 )";
 
-// The configuration keys' names by section, wrapped: the short form for `rcsim run --help`.
-std::string key_names_by_section() {
-  std::ostringstream os;
-  std::string section, line;
-  auto flush = [&] {
-    if (!line.empty()) os << line << "\n";
-    line.clear();
-  };
-  for (const auto& k : config_keys()) {
-    const auto dot = k.key.find('.');
-    const std::string sec = k.key.substr(0, dot), name = k.key.substr(dot + 1);
-    if (sec != section) {
-      flush();
-      section = sec;
-      line = "  " + sec + ":";
-    } else {
-      line += ",";
-    }
-    if (line.size() + name.size() + 1 > 96) {
-      flush();
-      line = "     ";
-    }
-    line += " " + name;
-  }
-  flush();
-  os << "  sweep: mode, and sweep.KEY = v1, v2, ... for any key\n";
-  return os.str();
-}
-
 }  // namespace
 
 int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
@@ -76,7 +47,8 @@ int cmd_run(const Invocation& inv, const std::vector<std::string>& args) {
 
 std::string run_help() {
   return std::string(kRunHelp) + "\nconfiguration keys (rcsim --help-keys: defaults and meanings):\n" +
-         key_names_by_section();
+         key_names_by_section(config_keys()) +
+         "  sweep: mode, and sweep.KEY = v1, v2, ... for any key\n";
 }
 
 }  // namespace rcsim

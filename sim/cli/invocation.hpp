@@ -58,6 +58,10 @@ std::string hanging_text(const std::string& head, const std::string& text, std::
 // `name = value` before any section of an INI file), one line or two each, for its --help.
 std::string options_help(const std::vector<KeyDecl>& options);
 
+// The dotted keys' names by section ("  model: tokens, dim, ..."), wrapped at kHelpWidth: the
+// short list of a command's --help.
+std::string key_names_by_section(const std::vector<KeyDecl>& keys);
+
 // Every key of run, sweep, mask-info and equilibria, and the [sweep] section's mode.
 std::vector<KeyDecl> run_keys();
 
