@@ -1,5 +1,5 @@
 """rcsim's Python side (docs/user/python.md): runs in this process through the compiled engine
-rcsim._engine (`simulate`, `layer`, `gradients`, `resolved_config`), the token measures of any
+rcsim._engine (`simulate`, `sweep`, `layer`, `gradients`, `resolved_config`), the token measures of any
 matrices (`measures`, `clusters`), and readers of run files, sweep indexes and analysis files
 (h5py dicts with load_*, labelled xarray objects with open_run/open_sweep). `__all__` is this
 public API; `rcsim.plot` (python3 -m rcsim.plot) draws run files, and `rcsim.figures` holds what
@@ -27,9 +27,10 @@ from .files import (RcsimFileError, load_analysis, load_run, load_sweep, open_ru
                     sweep_runs, sweep_table)
 from .engine import (clusters, executable, gradients, layer, measures, resolved_config, simulate,  # noqa: E402
                      simulate_image)
+from .sweeps import sweep  # noqa: E402
 
 __all__ = ["__version__", "ConfigError", "RcsimFileError",
-           "simulate", "simulate_image", "layer", "gradients", "measures", "clusters", "resolved_config", "executable",
+           "simulate", "simulate_image", "sweep", "layer", "gradients", "measures", "clusters", "resolved_config", "executable",
            "open_run", "open_sweep", "load_run", "load_sweep", "load_analysis", "run_paths", "sweep_runs",
            "sweep_table"]
 

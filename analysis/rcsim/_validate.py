@@ -150,3 +150,33 @@ def mapping(who, what, value, none=True):
         return value
     allowed = "a dict or None" if none else "a dict"
     raise usage_error(who, what, f"a {type(value).__name__}; {allowed} is needed", True)
+
+
+def path(who, what, value, none=False):
+    """A file or directory name (a str or os.PathLike, not empty) as a str; None passes through when
+    `none`."""
+    import os
+    if value is None and none:
+        return None
+    allowed = "a path (str or os.PathLike)" + (" or None" if none else "")
+    if not isinstance(value, (str, os.PathLike)):
+        raise usage_error(who, what, f"{_shown(value)} (a {type(value).__name__}); {allowed} is needed", True)
+    text = os.fspath(value)
+    if not isinstance(text, str) or not text.strip():
+        raise usage_error(who, what, f"{_shown(value)}; {allowed}, not empty, is needed", not isinstance(text, str))
+    return text
+
+
+def value_list(who, what, value):
+    """The values of a swept key: a list, tuple or 1-d array of at least one number, bool or string."""
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__") or getattr(value, "ndim", 1) != 1:
+        raise usage_error(who, what, f"{_shown(value)} (a {type(value).__name__}); a list of one or more values "
+                                     "(numbers, bools or strings) is needed", True)
+    values = list(value)
+    if not values:
+        raise usage_error(who, what, "an empty list; one or more values are needed")
+    for v in values:
+        if isinstance(v, (list, tuple, dict, set)) or hasattr(v, "ndim") and v.ndim > 0:
+            raise usage_error(who, what, f"the entry {_shown(v)} is not a single value; a list of numbers, bools "
+                                         "or strings is needed", True)
+    return values

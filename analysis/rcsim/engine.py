@@ -54,33 +54,33 @@ def _is_entry_point(path):
         return False
 
 
-def _value_text(key, value):
+def _value_text(key, value, who="rcsim.simulate"):
     """A Python value as the text the configuration parser reads."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)  # shortest text that reads back to the same double
     if isinstance(value, (list, tuple)):
-        return ", ".join(_value_text(key, v) for v in value)
+        return ", ".join(_value_text(key, v, who) for v in value)
     if isinstance(value, (str, int)) or type(value).__name__ == "Fraction":
         return str(value)
     if hasattr(value, "item"):  # NumPy scalar
-        return _value_text(key, value.item())
-    raise check.usage_error("rcsim.simulate", f"key '{key}'", f"a {type(value).__name__} cannot be a value; a number, "
+        return _value_text(key, value.item(), who)
+    raise check.usage_error(who, f"key '{key}'", f"a {type(value).__name__} cannot be a value; a number, "
                             "bool, string or a list of them is needed", True)
 
 
-def configuration_arguments(keys=None, **sections):
+def configuration_arguments(keys=None, who="rcsim.simulate", **sections):
     """The keys of simulate() as command-line arguments ['--model.dim=16', ...]."""
-    flat = dict(check.mapping("rcsim.simulate", "keys", keys) or {})
+    flat = dict(check.mapping(who, "keys", keys) or {})
     for section, values in sections.items():
         if not isinstance(values, dict):
-            raise check.usage_error("rcsim.simulate", f"{section}={check._shown(values)}",
+            raise check.usage_error(who, f"{section}={check._shown(values)}",
                                     f"give a section as a dict ({section}={{'key': value}}) or dotted keys as "
                                     f"keys={{'{section}.key': value}}", True)
         for k, v in values.items():
             flat[f"{section}.{k}"] = v
-    return [f"--{k}={_value_text(k, v)}" for k, v in flat.items()]
+    return [f"--{k}={_value_text(k, v, who)}" for k, v in flat.items()]
 
 
 # The arrays simulate() takes, by argument: the dataset name the engine expects (as in the HDF5

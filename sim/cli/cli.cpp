@@ -8,8 +8,7 @@
 #include <sstream>
 
 #include "app/logger.hpp"
-#include "cli/cli_geometry.hpp"
-#include "cli/commands.hpp"
+#include "cli/command_table.hpp"
 #include "io/hdf5_file.hpp"
 #include "kernel/errors.hpp"
 #include "kernel/printable.hpp"
@@ -25,12 +24,6 @@ const char* kOverview = R"(rcsim: simulator of rank collapse in deep self-attent
 usage: rcsim COMMAND [--config FILE] [--key=value ...] [options]
 
 commands:
-  run           simulate trials of an L-layer attention stack; every layer's measures to HDF5
-  sweep         the same as run (a configuration with a [sweep] section runs every point)
-  mask-info     print the mask, its centre nodes, radius and connectivity
-  equilibria    iterate fixed weights to equilibria; classify them and their basins
-  analyze       decay rates (exponential phase found automatically), collapse depth and the
-                theory bound of run files or sweep directories; a table per sweep
 )";
 
 const char* kOverviewEnd = R"(
@@ -49,20 +42,16 @@ std::string keys_help_text() {
 
 std::string help_text() {
   std::ostringstream os;
-  os << kOverview << geometry_command_summaries() << kOverviewEnd;
+  os << kOverview << command_summaries() << kOverviewEnd;
   return os.str();
 }
 
-// `rcsim COMMAND --help`.
-std::string command_help(const std::string& command) {
-  if (command == "run" || command == "sweep")
-    return run_help();
-  if (command == "mask-info") return mask_info_help();
-  if (command == "equilibria") return equilibria_help();
-  if (command == "analyze") return analyze_help();
-  if (is_geometry_command(command)) return geometry_command_help(command);
-  throw UsageError("unknown command '" + command +
-                   "' (allowed: run, sweep, mask-info, equilibria, analyze, keys, brody-map, brody-example, ln-geometry; see rcsim --help)");
+// The command's short spellings (-v) as their options (--verbose).
+std::vector<std::string> spelled_out(const Command& c, std::vector<std::string> keys) {
+  for (std::string& a : keys)
+    for (const auto& [alias, option] : c.aliases)
+      if (a == alias) a = option;
+  return keys;
 }
 
 }  // namespace
@@ -99,34 +88,22 @@ int cli_main(const std::vector<std::string>& args) {
       return 0;
     }
     if (inv.help && !inv.command.empty()) {
-      std::cout << command_help(inv.command);
+      std::cout << find_command(inv.command).help();
       return 0;
     }
     if (inv.help || inv.command.empty()) {
       std::cout << help_text();
       if (inv.command.empty() && !inv.help) {
-        std::cerr << "rcsim: error: no command given (run, sweep, mask-info, equilibria, analyze, keys, brody-map, brody-example, ln-geometry)\n";
+        std::cerr << "rcsim: error: no command given (" << command_names() << ")\n";
         return 2;
       }
       return 0;
     }
-    if (inv.command == "run" || inv.command == "sweep") return cmd_run(inv, args);
-    if (inv.command == "mask-info") return cmd_mask_info(inv);
-    if (inv.command == "analyze") return cmd_analyze(inv);
-    if (inv.command == "equilibria") return cmd_equilibria(inv, args);
-    if (is_geometry_command(inv.command)) {
-      // brody-map polls the cancel flag between draws; the other geometry commands do not, so they
-      // keep the default action: SIGINT and SIGTERM end them at once (their output is written to
-      // an exclusive temporary and renamed when complete; a rerun removes a stale temporary).
-      if (inv.command == "brody-map") {
-        std::signal(SIGINT, on_signal);
-        std::signal(SIGTERM, on_signal);
-      }
-      return run_geometry_command(inv.command, inv.keys, inv.config_file, command_line_text(args), inv.quiet,
-                                  inv.force, &g_cancel);
-    }
-    throw UsageError("unknown command '" + inv.command +
-                     "' (allowed: run, sweep, mask-info, equilibria, analyze, keys, brody-map, brody-example, ln-geometry; see rcsim --help)");
+    const Command& command = find_command(inv.command);
+    Invocation given = inv;
+    given.keys = spelled_out(command, inv.keys);
+    refuse_keys_of_other_commands(command, given);
+    return command.run(given, args);
   } catch (const UsageError& e) {
     std::cerr << "rcsim: error: " << printable(e.what(), kMessageLimit) << "\n";
     return 2;

@@ -31,6 +31,8 @@ const char* kAnalyzeUsage = R"(usage: rcsim analyze RUN.h5|SWEEP_DIR [...] [--th
 options (also as `name = value` lines of an INI file given with --config FILE):
 )";
 
+}  // namespace
+
 // The options of rcsim analyze, declared once: parsed by parse_command_options, listed by --help.
 std::vector<KeyDecl> analyze_options() {
   KeyDecl threshold{"threshold", number_text(AnalysisOptions{}.threshold), "collapse threshold on mu_rel, in (0, 1)"};
@@ -44,6 +46,8 @@ std::vector<KeyDecl> analyze_options() {
   no_write.flag = true;
   return {threshold, window, no_write};
 }
+
+namespace {
 
 // The analysis options from the options' text.
 AnalysisOptions analysis_options(const KeyValues& v) {

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "app/equilibria.hpp"
+#include "cli/command_table.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/inputs.hpp"
 #include "io/output_file.hpp"
@@ -35,6 +36,8 @@ const char* kEquilibriaUsage = R"(usage: rcsim equilibria --config FILE [--key=v
 options (also as `name = value` lines before the first section of the --config file):
 )";
 
+}  // namespace
+
 // The options of rcsim equilibria besides the configuration keys, declared once: parsed with the
 // keys by parse_config_sources, listed by --help.
 std::vector<KeyDecl> equilibria_options() {
@@ -52,6 +55,8 @@ std::vector<KeyDecl> equilibria_options() {
           verbose};
 }
 
+namespace {
+
 EquilibriumOptions equilibrium_options(const KeyValues& v) {
   EquilibriumOptions o;
   o.tol = parse_number("--tol", v.at("tol"));
@@ -67,44 +72,14 @@ EquilibriumOptions equilibrium_options(const KeyValues& v) {
   return o;
 }
 
-// The command line's arguments for the parser: -v is --verbose.
-std::vector<std::string> option_arguments(const std::vector<std::string>& keys) {
-  std::vector<std::string> out = keys;
-  for (std::string& a : out)
-    if (a == "-v") a = "--verbose";
-  return out;
-}
-
-// Keys that change nothing in an equilibrium search (KeyDecl::equilibria, declared with the keys):
-// refused on the command line, where they were asked for; in a configuration file shared with
-// `rcsim run` they are dropped with a warning (the search runs, and /config records, their defaults).
-void refuse_unused_keys(const Invocation& inv, ParsedArgs& p) {
-  auto unused = [](const std::string& key) { return is_known_key(key) && !key_decl(key).equilibria; };
-  const ParsedArgs cli = parse_config_sources(inv.keys, std::nullopt, equilibria_options());
-  for (const auto& [key, value] : cli.values)
-    if (unused(key))
-      throw UsageError("equilibria: key '" + key + "' is not used by rcsim equilibria (one attention layer with "
-                       "fixed weights, iterated); remove it (equilibria's options: --tol, --perturbation, --probes, "
-                       "--match-tol, --rank-rtol, --verbose)");
-  for (auto it = p.values.begin(); it != p.values.end();) {
-    if (unused(it->first)) {
-      spdlog::warn("equilibria: key '{}' of the configuration file is not used, ignored", it->first);
-      it = p.values.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
 }  // namespace
 
-int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
-  inv.keys = option_arguments(inv.keys);
+int cmd_equilibria(const Invocation& inv, const std::vector<std::string>& args) {
   ParsedArgs p = parse_config_sources(inv.keys, inv.config_file, equilibria_options());
   const EquilibriumOptions o = equilibrium_options(p.options);
   const bool verbose = parse_bool_value("verbose", p.options.at("verbose"));
   if (!p.sweep.empty()) throw UsageError("equilibria: a [sweep] section is not supported (one configuration at a time)");
-  refuse_unused_keys(inv, p);
+  drop_unused_file_keys("equilibria", p);  // those of the command line are refused (command_table.cpp)
   const Config c = make_config(p.values);
   FixedLayerMap check(c);  // fixed weights, before anything is written
   (void)check;
@@ -141,7 +116,12 @@ int cmd_equilibria(Invocation inv, const std::vector<std::string>& args) {
 
 
 std::string equilibria_help() {
-  return kEquilibriaUsage + options_help(equilibria_options()) + "  --dry-run, --force, --quiet   as for run\n";
+  std::vector<KeyDecl> keys;
+  for (const KeyDecl& k : config_keys())
+    if (k.used_by("equilibria")) keys.push_back(k);
+  return kEquilibriaUsage + options_help(equilibria_options()) + "  --dry-run, --force, --quiet   as for run\n" +
+         "\nconfiguration keys it reads (rcsim --help-keys: defaults and meanings; another key is refused):\n" +
+         key_names_by_section(keys);
 }
 
 }  // namespace rcsim

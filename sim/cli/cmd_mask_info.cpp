@@ -1,8 +1,11 @@
 #include "cli/commands.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <iostream>
 #include <string>
 
+#include "cli/command_table.hpp"
 #include "io/inputs.hpp"
 #include "kernel/mask.hpp"
 #include "kernel/memory.hpp"
@@ -13,8 +16,9 @@ namespace {
 
 const char* kMaskInfoHelp = R"(usage: rcsim mask-info [--config FILE] [--key=value ...]
 
-  Print the attention mask of the configuration (mask.type, mask.window, model.tokens, ...),
-  its centre nodes, radius and whether it is quasi-strongly connected.
+  Print the attention mask of the configuration, its centre nodes, radius and whether it is
+  quasi-strongly connected. Another key than those below is refused on the command line and, in
+  a configuration file written for rcsim run, ignored with a warning.
 )";
 
 }  // namespace
@@ -22,6 +26,10 @@ const char* kMaskInfoHelp = R"(usage: rcsim mask-info [--config FILE] [--key=val
 int cmd_mask_info(const Invocation& inv) {
   ParsedArgs p = resolve_sources(inv);
   drop_overridden_axes(p, inv);
+  drop_unused_file_keys("mask-info", p);  // those of the command line are refused (command_table.cpp)
+  if (!p.sweep.empty())
+    spdlog::warn("mask-info: the [sweep] section of the configuration file is not used, ignored (the mask of its "
+                 "base configuration is shown)");
   const Config c = make_config(p.values);
   // The mask (1 byte per entry) and the graph search (a few ints per entry in the worst case).
   const double n2 = static_cast<double>(c.model.tokens) * c.model.tokens;
@@ -55,6 +63,11 @@ int cmd_mask_info(const Invocation& inv) {
 }
 
 
-std::string mask_info_help() { return kMaskInfoHelp; }
+std::string mask_info_help() {
+  std::string names;
+  for (const KeyDecl& k : config_keys())
+    if (k.used_by("mask-info")) names += (names.empty() ? "" : ", ") + k.key;
+  return kMaskInfoHelp + hanging_text("\nkeys (rcsim --help-keys: defaults and meanings):", names, 2, 0);
+}
 
 }  // namespace rcsim

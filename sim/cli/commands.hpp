@@ -1,5 +1,6 @@
-// The commands of the command line other than the geometry commands (cli_geometry.hpp): each
-// is defined in its own file (cmd_NAME.cpp) with its `rcsim NAME --help` text.
+// The commands of the command line other than the geometry commands (app/geometry_command.hpp):
+// each is defined in its own file (cmd_NAME.cpp) with its `rcsim NAME --help` text and its
+// options; the table of commands (command_table.hpp) lists them.
 #pragma once
 
 #include <string>
@@ -18,11 +19,13 @@ int cmd_mask_info(const Invocation& inv);
 std::string mask_info_help();
 
 // rcsim equilibria (cmd_equilibria.cpp).
-int cmd_equilibria(Invocation inv, const std::vector<std::string>& args);
+int cmd_equilibria(const Invocation& inv, const std::vector<std::string>& args);
 std::string equilibria_help();
+std::vector<KeyDecl> equilibria_options();  // --tol, --probes, ... (besides the keys)
 
 // rcsim analyze (cmd_analyze.cpp).
 int cmd_analyze(const Invocation& inv);
 std::string analyze_help();
+std::vector<KeyDecl> analyze_options();  // --threshold, --window, --no-write
 
 }  // namespace rcsim

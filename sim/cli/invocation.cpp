@@ -127,6 +127,33 @@ std::string options_help(const std::vector<KeyDecl>& options) {
   return os.str();
 }
 
+std::string key_names_by_section(const std::vector<KeyDecl>& keys) {
+  std::ostringstream os;
+  std::string section, line;
+  auto flush = [&] {
+    if (!line.empty()) os << line << "\n";
+    line.clear();
+  };
+  for (const auto& k : keys) {
+    const auto dot = k.key.find('.');
+    const std::string sec = k.key.substr(0, dot), name = k.key.substr(dot + 1);
+    if (sec != section) {
+      flush();
+      section = sec;
+      line = "  " + sec + ":";
+    } else {
+      line += ",";
+    }
+    if (line.size() + name.size() + 1 > kHelpWidth) {
+      flush();
+      line = "     ";
+    }
+    line += " " + name;
+  }
+  flush();
+  return os.str();
+}
+
 // Every key of run, sweep, mask-info and equilibria, and the [sweep] section's mode.
 std::vector<KeyDecl> run_keys() {
   std::vector<KeyDecl> keys = config_keys();

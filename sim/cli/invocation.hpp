@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "app/logger.hpp"  // kMessageLimit
 #include "config/config.hpp"
 
 namespace rcsim {
@@ -17,9 +18,6 @@ namespace rcsim {
 // Set by SIGINT/SIGTERM once on_signal is installed; polled by long computations.
 extern std::atomic<bool> g_cancel;
 extern "C" void on_signal(int sig);
-
-// Longest error line printed (each quoted value in it is cut at kEchoLimit already).
-constexpr std::size_t kMessageLimit = 2000;
 
 // A command line split into the command, the common options and everything else.
 struct Invocation {
@@ -59,6 +57,10 @@ std::string hanging_text(const std::string& head, const std::string& text, std::
 // A command's own options (KeyDecls without a section: --name=VALUE on the command line,
 // `name = value` before any section of an INI file), one line or two each, for its --help.
 std::string options_help(const std::vector<KeyDecl>& options);
+
+// The dotted keys' names by section ("  model: tokens, dim, ..."), wrapped at kHelpWidth: the
+// short list of a command's --help.
+std::string key_names_by_section(const std::vector<KeyDecl>& keys);
 
 // Every key of run, sweep, mask-info and equilibria, and the [sweep] section's mode.
 std::vector<KeyDecl> run_keys();

@@ -367,7 +367,7 @@ choice("init.type", text_of(kernel_default().init.type, init_names()), names_of(
   };
 }
 
-// The keys `rcsim equilibria` does not use (KeyDecl::equilibria): whole sections that belong to
+// The keys `rcsim equilibria` does not use (KeyDecl::commands): whole sections that belong to
 // the block, the measures and the outputs, and single keys of the block and the run.
 bool used_by_equilibria(const std::string& key) {
   static const std::vector<std::string> sections = {"dropout.", "mlp.", "metrics.", "weights.mlp", "output."};
@@ -381,10 +381,21 @@ bool used_by_equilibria(const std::string& key) {
                       [&](const std::string& s) { return key.compare(0, s.size(), s) == 0; });
 }
 
+// `rcsim mask-info` builds the mask alone: its type, window, file and the number of tokens.
+bool used_by_mask_info(const std::string& key) { return key.rfind("mask.", 0) == 0 || key == "model.tokens"; }
+
+// The commands of the run vocabulary that use a key (KeyDecl::commands).
+std::vector<std::string> commands_using(const std::string& key) {
+  std::vector<std::string> out = {"run", "sweep"};
+  if (used_by_mask_info(key)) out.push_back("mask-info");
+  if (used_by_equilibria(key)) out.push_back("equilibria");
+  return out;
+}
+
 std::vector<KeyDecl> declare_keys() {
   std::vector<KeyDecl> keys = model_keys();
   for (auto part : {block_keys(), weight_keys(), input_run_output_keys()}) keys.insert(keys.end(), part.begin(), part.end());
-  for (KeyDecl& k : keys) k.equilibria = used_by_equilibria(k.key);
+  for (KeyDecl& k : keys) k.commands = commands_using(k.key);
   return keys;
 }
 
@@ -402,6 +413,10 @@ std::string range_text(const KeyDecl& k) {
 }
 
 }  // namespace
+
+bool KeyDecl::used_by(const std::string& command) const {
+  return std::find(commands.begin(), commands.end(), command) != commands.end();
+}
 
 std::string KeyDecl::allowed() const {
   if (!allowed_text.empty()) return allowed_text;

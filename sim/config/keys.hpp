@@ -40,11 +40,14 @@ struct KeyDecl {
   std::vector<std::string> choices;
   bool stored_at_default = true;  // false: /config holds the key only when it differs from the default
   bool flag = false;              // a command's switch: given alone (--name) it means true
-  // Whether `rcsim equilibria` uses the key (one attention layer with fixed weights, iterated; no
-  // block structure, MLP, dropout, noise, per-layer settings, measures or recorded layers). A key it
-  // does not use is refused on its command line and dropped, with a warning, from a configuration
-  // file shared with `rcsim run` (never silently ignored and recorded in /config).
-  bool equilibria = true;
+  // The commands of the run vocabulary that use the key (config/keys.cpp, commands_using): run
+  // and sweep use every key; equilibria (one attention layer with fixed weights, iterated: no block
+  // structure, MLP, dropout, noise, per-layer settings, measures or recorded layers) and mask-info
+  // a part. A key a command does not use is refused on its command line, naming the commands that
+  // use it, and dropped with a warning from a configuration file shared with `rcsim run` (never
+  // silently ignored and recorded in /config; sim/cli/command_table.cpp).
+  std::vector<std::string> commands;
+  bool used_by(const std::string& command) const;
 
   bool allows_auto() const { return !auto_means.empty(); }
   // What the value may be, in words: "integer >= 1", "auto | number > 0", "complete | causal | ...".

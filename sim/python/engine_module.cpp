@@ -1,9 +1,10 @@
-// rcsim._engine: the Python bindings (pybind11). One function, run_image: a run of one
+// rcsim._engine: the Python bindings (pybind11). The main function, run_image: a run of one
 // configuration, parsed and validated by the same code as `rcsim run` (parse_config_sources,
 // make_config), computed in this process with the GIL released, and returned as the bytes of the
 // run file the CLI would write (run_to_image: the same writer into an HDF5 file image).
 // analysis/rcsim/simulate.py opens those bytes with the package's reader (open_run), so the
-// Dataset of rcsim.simulate(...) is the Dataset of the CLI's file, value for value.
+// Dataset of rcsim.simulate(...) is the Dataset of the CLI's file, value for value. `sweep` runs
+// the command line's sweep runner (app/sweep_runner.hpp) for rcsim.sweep.
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -19,10 +20,13 @@
 #include <thread>
 #include <map>
 #include <optional>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "app/run.hpp"
+#include "app/sweep_runner.hpp"
 #include "app/logger.hpp"
 #include "config/config.hpp"
 #include "kernel/clusters.hpp"
@@ -102,7 +106,8 @@ bool interpreter_finalizing() {
 // take the GIL back: CPython would end it with pthread_exit inside pybind11's GIL guard, whose
 // destructor then terminates the process ("terminate called without an active exception"). It
 // stops the run, waits for its threads, and parks until the process exits.
-std::future_status wait_without_gil(std::future<std::vector<char>>& result, std::atomic<bool>& cancel,
+template <class T>
+std::future_status wait_without_gil(std::future<T>& result, std::atomic<bool>& cancel,
                                     std::chrono::milliseconds timeout) {
   PyThreadState* state = PyEval_SaveThread();
   const std::future_status st = result.wait_for(timeout);
@@ -311,6 +316,62 @@ py::dict gradients(const std::vector<std::string>& keys, const std::optional<std
   return out;
 }
 
+// A sweep over key values (rcsim.sweep, analysis/rcsim/sweeps.py): the configuration's points
+// (keys, sweep.KEY axes and sweep.mode over config_file over the key defaults, as `rcsim run`
+// resolves them) run by the command line's runner (app/sweep_runner.hpp) into their files and the
+// index, with the GIL released; complete points are skipped. Returns the index's path and counts;
+// a failed point raises (ConfigError when it failed on its configuration).
+py::dict sweep(const std::vector<std::string>& keys, const std::optional<std::string>& config_file, bool force,
+               bool quiet, const std::string& call, const std::string& who) {
+  spdlog::set_level(quiet ? spdlog::level::warn : spdlog::level::info);
+  const std::string where = "given to " + who;
+  rcsim::RunRequest request;
+  request.sources = rcsim::parse_config_sources(keys, config_file, {}, where);
+  const rcsim::ParsedArgs given = rcsim::parse_config_sources(keys, std::nullopt, {}, where);
+  auto& axes = request.sources.sweep;
+  axes.erase(std::remove_if(axes.begin(), axes.end(), [&](const auto& a) { return given.values.count(a.first) > 0; }),
+             axes.end());
+  if (axes.empty())
+    throw rcsim::UsageError(who + ": no key to sweep (give axes={'model.tokens': [4, 8]}, or a configuration file "
+                            "with a [sweep] section); rcsim.simulate runs one configuration");
+  request.force = force;
+  request.quiet = true;  // no progress lines on stderr; `quiet` sets the log level
+  request.command_line = call;
+  std::atomic<bool> cancel{false};
+  request.cancel = &cancel;
+  std::ostringstream ignored;  // the dry run's report (not used here)
+  std::future<rcsim::RunOutcome> result =
+      std::async(std::launch::async, [&] { return rcsim::run_points(request, ignored); });
+  for (;;) {
+    if (wait_without_gil(result, cancel, std::chrono::milliseconds(100)) == std::future_status::ready) break;
+    try {
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    } catch (...) {
+      cancel.store(true);  // stop between layers, wait for the index to be written, re-raise
+      while (wait_without_gil(result, cancel, std::chrono::milliseconds(100)) != std::future_status::ready) {
+      }
+      try {
+        result.get();
+      } catch (...) {
+      }
+      throw;
+    }
+  }
+  const rcsim::RunOutcome o = result.get();  // rethrows the runner's exception
+  if (o.failed > 0) {
+    const std::string what = who + ": " + std::to_string(o.failed) + " of " + std::to_string(o.points) +
+                             " points failed (their errors are logged; the index marks them failed: " + o.index_path +
+                             ")";
+    if (o.exit_code == 2) throw rcsim::UsageError(what);
+    throw std::runtime_error(what);
+  }
+  py::dict out;
+  out["index"] = o.index_path;
+  out["points"] = o.points;
+  out["complete"] = o.complete;
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_engine, m) {
@@ -344,6 +405,10 @@ PYBIND11_MODULE(_engine, m) {
         py::arg("cotangent"), py::arg("trial") = 0,
         "The gradients of a loss of X(L) with cotangent dL/dX(L) [N, d], for one trial of the "
         "configuration: dict dX, W_Q, W_K, W_V, ... (analysis/rcsim/engine.py: rcsim.gradients).");
+  m.def("sweep", &sweep, py::arg("keys"), py::arg("config_file") = std::nullopt, py::arg("force") = false,
+        py::arg("quiet") = true, py::arg("call") = "rcsim.sweep()", py::arg("who") = "rcsim.sweep",
+        "Run every point of a sweep (keys with sweep.KEY axes, over config_file, over the key defaults) into "
+        "its files and index, as `rcsim run` does; dict index, points, complete.");
   m.def("resolved_config", [](const std::vector<std::string>& keys, const std::optional<std::string>& config_file) {
     return resolve(keys, config_file, "rcsim.resolved_config").to_ini_explained();
   }, py::arg("keys"), py::arg("config_file") = std::nullopt,

@@ -1,10 +1,14 @@
-// What the geometry commands (cmd_keys.cpp, cmd_brody_map.cpp, cmd_brody_example.cpp,
-// cmd_ln_geometry.cpp) share: the declaration of a command (name, summary, keys), the
-// normalisation keys, number formatting and the atomic writing of their HDF5 files.
+// The geometry commands (selectable keys, Brody's heat map and example, the LayerNorm ellipsoid;
+// geometry_keys.cpp, geometry_brody_map.cpp, geometry_brody_example.cpp, geometry_ln.cpp) and
+// what they share: the declaration of a command (name, summary, keys), the normalisation keys,
+// number formatting and the atomic writing of their HDF5 files. Each has its own small set of
+// dotted keys, given as --key=value or in an INI file; the command line's table of commands
+// (cli/command_table.cpp) lists them.
 #pragma once
 
 #include <atomic>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +31,18 @@ CommandSpec keys_command();
 CommandSpec brody_map_command();
 CommandSpec brody_example_command();
 CommandSpec ln_geometry_command();
+
+// The four, in the order of `rcsim --help`.
+const std::vector<CommandSpec>& geometry_commands();
+
+// Run one of them (a name of geometry_commands()). `keys` are the --key=value arguments,
+// `config_file` an optional INI file of the same keys (the command line wins); `command_line` is
+// recorded in output files. Throws UsageError (exit 2) for unknown keys and bad values, and for
+// an existing output.file that is not a complete file of the command's type (unless `force`).
+// brody-map polls `cancel` between draws (interrupted: nothing written, 130).
+int run_geometry_command(const std::string& command, const std::vector<std::string>& keys,
+                         const std::optional<std::string>& config_file, const std::string& command_line, bool quiet,
+                         bool force, const std::atomic<bool>* cancel);
 
 // The commands themselves: `v` holds every key of the command (defaults filled in).
 int cmd_keys(std::map<std::string, std::string> v, const std::string& command_line);

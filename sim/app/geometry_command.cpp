@@ -1,11 +1,44 @@
-#include "cli/geometry_command.hpp"
+#include "app/geometry_command.hpp"
 
+#include <algorithm>
 #include <iomanip>
+#include <iostream>
 #include <sstream>
+#include <stdexcept>
 
+#include "config/key_sources.hpp"
 #include "kernel/errors.hpp"
+#include "kernel/simulation.hpp"  // Interrupted
 
 namespace rcsim {
+
+const std::vector<CommandSpec>& geometry_commands() {
+  static const std::vector<CommandSpec> specs = {keys_command(), brody_map_command(), brody_example_command(),
+                                                 ln_geometry_command()};
+  return specs;
+}
+
+int run_geometry_command(const std::string& command, const std::vector<std::string>& keys,
+                         const std::optional<std::string>& config_file, const std::string& command_line, bool quiet,
+                         bool force, const std::atomic<bool>* cancel) {
+  const auto& specs = geometry_commands();
+  const auto spec = std::find_if(specs.begin(), specs.end(), [&](const CommandSpec& c) { return c.name == command; });
+  if (spec == specs.end()) throw std::logic_error("run_geometry_command: no geometry command '" + command + "'");
+  auto v = parse_command_options(command, spec->keys, keys, config_file);
+  // Before computing: never replace a foreign file (or anything not a regular file).
+  if (!v["output.file"].empty()) h5::check_replaceable(v["output.file"], "output.file", "rcsim-" + command, force);
+  if (command == "keys") return cmd_keys(std::move(v), command_line);
+  if (command == "brody-map") {
+    try {
+      return cmd_brody_map(std::move(v), command_line, quiet, cancel);
+    } catch (const Interrupted&) {
+      std::cerr << "rcsim: brody-map interrupted; nothing written (rerun the command)\n";
+      return 130;
+    }
+  }
+  if (command == "brody-example") return cmd_brody_example(std::move(v), command_line);
+  return cmd_ln_geometry(std::move(v), command_line);
+}
 
 std::vector<KeyDecl> with_norm(std::vector<KeyDecl> keys) {
   for (const char* k : {"norm.type", "norm.eps", "norm.gain", "norm.bias"}) keys.push_back(key_decl(k));

@@ -1,4 +1,4 @@
-#include "cli/geometry_command.hpp"
+#include "app/geometry_command.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -36,6 +36,71 @@ CommandSpec ln_geometry_command() {
               {"output.file", "", "optional HDF5 output (empty: report on stdout only)"},
           }};
 }
+
+namespace {
+
+// What `rcsim ln-geometry` computed, for its file.
+struct LnResult {
+  int d, samples;
+  double input_std;
+  std::uint64_t seed;
+  const Normalization& base;
+  const LayerNormEllipsoid& e;
+  const std::vector<double>& eps;
+  const std::vector<LayerNormSample>& runs;
+};
+
+// The HDF5 file of rcsim ln-geometry (written atomically).
+void write_ln_file(const std::string& out, const std::string& command_line, const LnResult& res) {
+  const int d = res.d;
+  const Normalization& base = res.base;
+  const LayerNormEllipsoid& e = res.e;
+  const std::vector<double>& eps = res.eps;
+  const std::vector<LayerNormSample>& runs = res.runs;
+  write_atomic(out, "rcsim-ln-geometry", command_line, [&](const h5::File& f) {
+    f.set_attr("dim", d);
+    f.set_attr("samples", res.samples);
+    f.set_attr("input_std", res.input_std);
+    f.set_attr("seed", std::to_string(res.seed));
+    describe(write_vector(f, "gain", base.gain.transpose()), "LayerNorm gain g");
+    describe(write_vector(f, "bias", base.bias.transpose()), "LayerNorm bias b");
+    describe(write_vector(f, "normal", e.normal), "unit normal alpha/|alpha| of the image plane (alpha_n = 1/g_n)");
+    describe(write_vector(f, "eigenvalues", e.eigenvalues), "all eigenvalues of P2 G^-2 P2, ascending");
+    describe(write_matrix(f, "axes", e.axes), "principal axes (columns), by decreasing semi-axis [d, d-1]");
+    describe(write_vector(f, "semi_axes", e.semi_axes), "semi-axis lengths sqrt(d/lambda), descending");
+    const h5::Dataset es = f.write("eps", eps);
+    es.make_scale("eps");
+    describe(es, "LayerNorm epsilon");
+    const h5::Dataset qs = f.write("quantile", kQuantiles);
+    qs.make_scale("quantile");
+    describe(qs, "probability of the quantile");
+    Matrix rq(static_cast<Eigen::Index>(eps.size()), static_cast<Eigen::Index>(kQuantiles.size()));
+    Vector pmax(static_cast<Eigen::Index>(eps.size()));
+    const Eigen::Index P = runs.empty() ? 0 : runs.front().points.rows();
+    std::vector<double> pts;
+    for (std::size_t k = 0; k < runs.size(); ++k) {
+      const std::vector<double> r(runs[k].radius.data(), runs[k].radius.data() + runs[k].radius.size());
+      for (std::size_t q = 0; q < kQuantiles.size(); ++q)
+        rq(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(q)) = quantile(r, kQuantiles[q]);
+      pmax(static_cast<Eigen::Index>(k)) = runs[k].plane_distance.maxCoeff();
+      const RowMajorMatrix pr = runs[k].points;
+      pts.insert(pts.end(), pr.data(), pr.data() + pr.size());
+    }
+    const h5::Dataset rqd = write_matrix(f, "radius_quantiles", rq);
+    describe(rqd, "quantiles of the normalised radius rho over the samples [eps, quantile]");
+    rqd.attach_scale(es, 0);
+    rqd.attach_scale(qs, 1);
+    const h5::Dataset pd = write_vector(f, "plane_distance_max", pmax);
+    describe(pd, "largest |normal.(y - b)| over the samples");
+    pd.attach_scale(es, 0);
+    const h5::Dataset pt =
+        f.write("points", {eps.size(), static_cast<hsize_t>(P), static_cast<hsize_t>(d)}, pts.data());
+    describe(pt, "the first ln.store LayerNorm outputs per eps [eps, sample, d]");
+    pt.attach_scale(es, 0);
+  });
+}
+
+}  // namespace
 
 int cmd_ln_geometry(std::map<std::string, std::string> v, const std::string& command_line) {
   const int d = parse_int_value("ln.dim", v["ln.dim"], 1);
@@ -85,47 +150,7 @@ int cmd_ln_geometry(std::map<std::string, std::string> v, const std::string& com
 
   const std::string out = v["output.file"];
   if (!out.empty()) {
-    write_atomic(out, "rcsim-ln-geometry", command_line, [&](const h5::File& f) {
-      f.set_attr("dim", d);
-      f.set_attr("samples", samples);
-      f.set_attr("input_std", input_std);
-      f.set_attr("seed", std::to_string(seed));
-      describe(write_vector(f, "gain", base.gain.transpose()), "LayerNorm gain g");
-      describe(write_vector(f, "bias", base.bias.transpose()), "LayerNorm bias b");
-      describe(write_vector(f, "normal", e.normal), "unit normal alpha/|alpha| of the image plane (alpha_n = 1/g_n)");
-      describe(write_vector(f, "eigenvalues", e.eigenvalues), "all eigenvalues of P2 G^-2 P2, ascending");
-      describe(write_matrix(f, "axes", e.axes), "principal axes (columns), by decreasing semi-axis [d, d-1]");
-      describe(write_vector(f, "semi_axes", e.semi_axes), "semi-axis lengths sqrt(d/lambda), descending");
-      const h5::Dataset es = f.write("eps", eps);
-      es.make_scale("eps");
-      describe(es, "LayerNorm epsilon");
-      const h5::Dataset qs = f.write("quantile", kQuantiles);
-      qs.make_scale("quantile");
-      describe(qs, "probability of the quantile");
-      Matrix rq(static_cast<Eigen::Index>(eps.size()), static_cast<Eigen::Index>(kQuantiles.size()));
-      Vector pmax(static_cast<Eigen::Index>(eps.size()));
-      const Eigen::Index P = runs.empty() ? 0 : runs.front().points.rows();
-      std::vector<double> pts;
-      for (std::size_t k = 0; k < runs.size(); ++k) {
-        const std::vector<double> r(runs[k].radius.data(), runs[k].radius.data() + runs[k].radius.size());
-        for (std::size_t q = 0; q < kQuantiles.size(); ++q)
-          rq(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(q)) = quantile(r, kQuantiles[q]);
-        pmax(static_cast<Eigen::Index>(k)) = runs[k].plane_distance.maxCoeff();
-        const RowMajorMatrix pr = runs[k].points;
-        pts.insert(pts.end(), pr.data(), pr.data() + pr.size());
-      }
-      const h5::Dataset rqd = write_matrix(f, "radius_quantiles", rq);
-      describe(rqd, "quantiles of the normalised radius rho over the samples [eps, quantile]");
-      rqd.attach_scale(es, 0);
-      rqd.attach_scale(qs, 1);
-      const h5::Dataset pd = write_vector(f, "plane_distance_max", pmax);
-      describe(pd, "largest |normal.(y - b)| over the samples");
-      pd.attach_scale(es, 0);
-      const h5::Dataset pt =
-          f.write("points", {eps.size(), static_cast<hsize_t>(P), static_cast<hsize_t>(d)}, pts.data());
-      describe(pt, "the first ln.store LayerNorm outputs per eps [eps, sample, d]");
-      pt.attach_scale(es, 0);
-    });
+    write_ln_file(out, command_line, {d, samples, input_std, seed, base, e, eps, runs});
     spdlog::info("wrote {}", out);
   }
   return 0;

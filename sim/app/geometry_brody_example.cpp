@@ -1,4 +1,4 @@
-#include "cli/geometry_command.hpp"
+#include "app/geometry_command.hpp"
 
 #include <spdlog/spdlog.h>
 

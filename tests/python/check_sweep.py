@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""rcsim.sweep (the command line's sweep runner through the pybind11 engine) against `rcsim run`
+with a [sweep] section, value for value, and its arguments checked by rcsim._validate.
+
+Usage: check_sweep.py RCSIM BUILD_DIR WORK_DIR
+
+A 2 x 2 product sweep (model.tokens x mask.type) and a zip sweep: every dataset of every point's
+file equals the CLI's bitwise (the stored configuration differs only in output.file); the index
+lists the same points; the Dataset has the swept keys as dimensions; a rerun skips the complete
+points (files untouched) and returns the index's path. Bad arguments raise rcsim.ConfigError
+naming the argument (a TypeError too for a wrong type); a bad key or value names the key (and
+the point) before anything runs. About 5 s.
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+
+rcsim_exe, build, work = (os.path.abspath(a) for a in sys.argv[1:4])
+sys.path.insert(0, os.path.join(build, "python"))
+import rcsim  # noqa: E402
+
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def datasets(path):
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
+    out.pop("config", None)  # holds output.file, which differs by design
+    return out
+
+
+def same_files(a, b):
+    da, db = datasets(a), datasets(b)
+    if sorted(da) != sorted(db):
+        return False
+    return all(np.asarray(da[k]).dtype == np.asarray(db[k]).dtype and
+               np.array_equal(da[k], db[k], equal_nan=np.asarray(da[k]).dtype.kind == "f") for k in da)
+
+
+def raises(f, *words, kind=None):
+    try:
+        f()
+    except Exception as e:  # noqa: BLE001
+        ok = isinstance(e, rcsim.ConfigError) and all(w in str(e) for w in words)
+        if kind is not None:
+            ok = ok and isinstance(e, kind)
+        if not ok:
+            print(f"  got {type(e).__name__}: {e}")
+        return ok
+    return False
+
+
+BASE = {"model": {"dim": 2, "layers": 3}, "run": {"trials": 2}}
+AXES = {"model.tokens": [3, 4], "mask.type": ["complete", "causal"]}
+
+# 1. The product sweep against the command line's.
+py_dir = os.path.join(work, "py")
+ds = rcsim.sweep(py_dir, AXES, **BASE)
+ini = os.path.join(work, "cli.ini")
+with open(ini, "w") as f:
+    f.write("[model]\ndim = 2\nlayers = 3\n[run]\ntrials = 2\n[output]\nfile = cli.h5\n"
+            "[sweep]\nmodel.tokens = 3, 4\nmask.type = complete, causal\n")
+r = subprocess.run([rcsim_exe, "run", "--config", "cli.ini", "--quiet"], cwd=work, capture_output=True, text=True)
+check(r.returncode == 0, f"rcsim run of the sweep: {r.stderr}")
+py_points, cli_points = rcsim.load_sweep(py_dir), rcsim.load_sweep(os.path.join(work, "cli"))
+check([p["name"] for p in py_points] == [p["name"] for p in cli_points], "the same points in the index")
+check(all(p["status"] == "complete" for p in py_points), "every point complete")
+for p, q in zip(py_points, cli_points):
+    check(same_files(p["file"], q["file"]), f"point {p['name']}: the files are equal dataset by dataset")
+check(set(AXES) <= set(ds.dims), f"the swept keys are dimensions: {dict(ds.sizes)}")
+check(ds.mu.sel({"model.tokens": 4, "mask.type": "causal"}).shape == (2, 4), "mu of one point: [trial, layer]")
+with h5py.File(py_points[0]["file"], "r") as f:
+    check(str(f.attrs["command_line"]).startswith("rcsim.sweep("), "the call is recorded in the files")
+
+# 2. A rerun skips the complete points and returns the index.
+stamps = [os.stat(p["file"]).st_mtime_ns for p in py_points]
+index = rcsim.sweep(py_dir, AXES, returns="index", **BASE)
+check(index == os.path.join(py_dir, "index.h5"), f"returns='index': the index's path ({index})")
+check([os.stat(p["file"]).st_mtime_ns for p in py_points] == stamps, "a rerun leaves complete points untouched")
+
+# 3. A zip sweep from a configuration file's [sweep] section plus an axis.
+zip_dir = os.path.join(work, "zip")
+with open(os.path.join(work, "zip.ini"), "w") as f:
+    f.write("[model]\ndim = 2\nlayers = 2\n[run]\ntrials = 1\n[sweep]\nmodel.tokens = 3, 5\n")
+zds = rcsim.sweep(zip_dir, {"norm.type": ["none", "layernorm"]}, config_file=os.path.join(work, "zip.ini"),
+                  mode="zip")
+check("point" in zds.dims and zds.sizes["point"] == 2, f"zip: a point dimension of 2 ({dict(zds.sizes)})")
+
+# 4. Arguments checked by rcsim._validate, keys by the configuration parser.
+d = os.path.join(work, "bad")
+check(raises(lambda: rcsim.sweep(d, "model.tokens"), "rcsim.sweep", "axes", kind=TypeError), "axes not a dict")
+check(raises(lambda: rcsim.sweep(d, {"model.tokens": []}), "axes['model.tokens']", "empty"), "an empty axis")
+check(raises(lambda: rcsim.sweep(d, {"model.tokens": 4}), "axes['model.tokens']", kind=TypeError), "a scalar axis")
+check(raises(lambda: rcsim.sweep(d, AXES, mode="cartesian"), "mode", "'product', 'zip'"), "a bad mode")
+check(raises(lambda: rcsim.sweep(d, AXES, returns="table"), "returns", "'dataset', 'index'"), "a bad returns")
+check(raises(lambda: rcsim.sweep(3, AXES), "directory", kind=TypeError), "a directory that is not a path")
+check(raises(lambda: rcsim.sweep(d, AXES, force="yes"), "force", kind=TypeError), "force not a bool")
+check(raises(lambda: rcsim.sweep(d, {"model.tokenz": [3, 4]}), "unknown key", "model.tokenz"), "an unknown key")
+check(raises(lambda: rcsim.sweep(d), "no key to sweep"), "no axis")
+check(raises(lambda: rcsim.sweep(d, AXES, output={"file": "x.h5"}), "output.file", "directory"), "output.file given")
+check(raises(lambda: rcsim.sweep(d, {"model.tokens": [3, 4, 5], "mask.type": ["causal"]}, mode="zip"), "zip"),
+      "zip lists of different lengths")
+check(not os.path.exists(d), "nothing written for a refused sweep")
+# A point whose value is out of range refuses the whole sweep before anything runs, naming it.
+bad_point = os.path.join(work, "bad_point")
+check(raises(lambda: rcsim.sweep(bad_point, {"mask.window": [-1, 2]}, mask={"type": "sliding_window"}),
+             "mask.window=-1", "integer >= 1"), "a bad value of one point names the point and the key")
+check(not os.path.exists(os.path.join(bad_point, "index.h5")), "no index for a refused sweep")
+
+print("check_sweep:", "FAILED" if failures else "ok", f"({len(failures)} failures)" if failures else "")
+sys.exit(1 if failures else 0)
