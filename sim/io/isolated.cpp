@@ -31,6 +31,31 @@ void write_all(int fd, const std::string& s) {
   }
 }
 
+// The child's side of run_isolated: run `work`, report "U" (usage error) or "R" (runtime error)
+// and the message on the pipe, and exit with 2, 1 or 0.
+[[noreturn]] void run_child(const std::function<void()>& work, const int fds[2]) {
+  ::close(fds[0]);
+  // A crash ends the child with its signal, for the parent to report (not a handler's report:
+  // a test framework's or a sanitizer's handler would print its own and exit with a status).
+  for (const int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, SIG_DFL);
+  int code = 0;
+  try {
+    work();
+  } catch (const UsageError& e) {
+    write_all(fds[1], std::string("U") + e.what());
+    code = 2;
+  } catch (const std::exception& e) {
+    write_all(fds[1], std::string("R") + e.what());
+    code = 1;
+  } catch (...) {
+    write_all(fds[1], "Runknown error");
+    code = 1;
+  }
+  std::cout.flush();
+  ::close(fds[1]);
+  ::_exit(code);
+}
+
 }  // namespace
 
 double isolated_time_limit(const std::string& path) {
@@ -51,28 +76,7 @@ void run_isolated(const std::function<void()>& work, const std::string& what, do
     ::close(fds[1]);
     throw RuntimeError(what + ": cannot start a child process (" + std::strerror(err) + ")");
   }
-  if (pid == 0) {  // child: report "U" (usage error) or "R" (runtime error) and the message
-    ::close(fds[0]);
-    // A crash ends the child with its signal, for the parent to report (not a handler's report:
-    // a test framework's or a sanitizer's handler would print its own and exit with a status).
-    for (const int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, SIG_DFL);
-    int code = 0;
-    try {
-      work();
-    } catch (const UsageError& e) {
-      write_all(fds[1], std::string("U") + e.what());
-      code = 2;
-    } catch (const std::exception& e) {
-      write_all(fds[1], std::string("R") + e.what());
-      code = 1;
-    } catch (...) {
-      write_all(fds[1], "Runknown error");
-      code = 1;
-    }
-    std::cout.flush();
-    ::close(fds[1]);
-    ::_exit(code);
-  }
+  if (pid == 0) run_child(work, fds);
   ::close(fds[1]);
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
