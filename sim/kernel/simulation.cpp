@@ -71,8 +71,10 @@ void require_forward_mode(const ModelSpec& c) {
 EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays inputs) {
   EngineSetup s;
   s.config = c;
-  s.mask = make_mask(c, custom);
-  s.graph = analyse_mask(s.mask);
+  EngineMask mask = engine_mask(c, custom, needs_dense_mask(c));  // built-in masks: never N x N unless needed
+  s.mask = std::move(mask.dense);
+  s.rows = std::move(mask.rows);
+  s.graph = std::move(mask.graph);
   s.files = std::move(inputs);
   s.max_rank = max_rank_after_layer(c);
   s.max_rank_input = std::min(c.model.tokens, c.model.dim);
@@ -165,7 +167,10 @@ double work_memory_bytes(const ModelSpec& c) {
   // the N x N Gram matrix with its eigensolver's work.
   const double S = recorded_layers(c).first;
   const double rows = wants(c, "jacobian_log_spec2") ? std::min(S, static_cast<double>(jacobian_chunk_layers(c))) * N * N * d + 4 * N * N : 0.0;
-  return program + 2.0 * N * N + 8.0 * threads * (per_thread + stored + rows);
+  // The mask: N x N bytes and a copy (the graph analysis' transpose, the run file's row-major copy)
+  // where the run needs the dense one (needs_dense_mask); else its ranges, O(N) (mask_ranges.hpp).
+  const double mask = needs_dense_mask(c) ? 2.0 * N * N : 0.0;
+  return program + mask + 8.0 * threads * (per_thread + stored + rows);
 }
 
 void require_run_memory(const ModelSpec& c, bool image) {
@@ -546,7 +551,8 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   const bool want_attention = want_product || wants_pass(c, MeasurePass::attention);
   SignalRecorder signal(c, s.gradient_segment, s.jacobian_chunk);  // docs/science/gradients.md
   Matrix product = want_product ? Matrix(Matrix::Identity(N, N)) : Matrix();
-  BlockParams params = block_params(c, &s.mask, &norm);
+  BlockParams params = block_params(c, s.mask.size() ? &s.mask : nullptr, &norm);
+  params.layer.rows = &s.rows;
   const LayerSettings per_layer = layer_settings(c);  // model.layer_overrides, read by at_layer(params, t)
   if (!per_layer.empty()) params.per_layer = &per_layer;
   params.layer.keep_attention = want_attention || c.output.attention;
@@ -643,7 +649,10 @@ TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& co
   WeightSampler sampler(c, s.files);
   sampler.begin_trial(rng);
   const Normalization norm = Normalization::from_config(c);
-  BlockParams params = block_params(c, &s.mask, &norm);
+  // The reverse pass reads the dense mask: made here if the setup has none (the cpu platform's).
+  const MaskMatrix dense = s.mask.size() ? MaskMatrix() : dense_mask(ranges_of(s.rows));
+  BlockParams params = block_params(c, s.mask.size() ? &s.mask : &dense, &norm);
+  params.layer.rows = &s.rows;
   const LayerSettings per_layer = layer_settings(c);  // model.layer_overrides, read by at_layer(params, t)
   if (!per_layer.empty()) params.per_layer = &per_layer;
   RandomStream dropout_rng(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
