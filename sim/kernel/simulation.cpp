@@ -534,6 +534,16 @@ struct SignalRecorder {
 
 }  // namespace
 
+namespace {
+// The block parameters of `s`'s trials: its row ranges, and its dense mask where it has one (else
+// `dense`, or none: the cpu platform's attention reads the ranges alone).
+BlockParams trial_block_params(const EngineSetup& s, const Normalization& norm, const MaskMatrix* dense = nullptr) {
+  BlockParams p = block_params(s.config, s.mask.size() ? &s.mask : dense, &norm);
+  p.layer.rows = &s.rows;
+  return p;
+}
+}  // namespace
+
 bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel) {
   const ModelSpec& c = s.config;
   const int N = c.model.tokens, d = c.model.dim, L = c.model.layers;
@@ -551,8 +561,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   const bool want_attention = want_product || wants_pass(c, MeasurePass::attention);
   SignalRecorder signal(c, s.gradient_segment, s.jacobian_chunk);  // docs/science/gradients.md
   Matrix product = want_product ? Matrix(Matrix::Identity(N, N)) : Matrix();
-  BlockParams params = block_params(c, s.mask.size() ? &s.mask : nullptr, &norm);
-  params.layer.rows = &s.rows;
+  BlockParams params = trial_block_params(s, norm);
   const LayerSettings per_layer = layer_settings(c);  // model.layer_overrides, read by at_layer(params, t)
   if (!per_layer.empty()) params.per_layer = &per_layer;
   params.layer.keep_attention = want_attention || c.output.attention;
@@ -651,8 +660,7 @@ TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& co
   const Normalization norm = Normalization::from_config(c);
   // The reverse pass reads the dense mask: made here if the setup has none (the cpu platform's).
   const MaskMatrix dense = s.mask.size() ? MaskMatrix() : dense_mask(ranges_of(s.rows));
-  BlockParams params = block_params(c, s.mask.size() ? &s.mask : &dense, &norm);
-  params.layer.rows = &s.rows;
+  BlockParams params = trial_block_params(s, norm, &dense);
   const LayerSettings per_layer = layer_settings(c);  // model.layer_overrides, read by at_layer(params, t)
   if (!per_layer.empty()) params.per_layer = &per_layer;
   RandomStream dropout_rng(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
