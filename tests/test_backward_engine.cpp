@@ -343,3 +343,27 @@ TEST_CASE("engine: gradient measures with random_markov, tangent, rk4, dynamics.
   }
   WARN("engine with random_markov, tangent, rk4, noise: grad_x_norm, grad_wq_norm against FD, worst " << worst);
 }
+
+TEST_CASE("trial_gradients on the cpu platform (no dense mask) follows the reference platform", "[backward]") {
+  // The cpu platform's setup holds the mask as ranges only; trial_gradients makes the dense mask
+  // for its reverse pass. Its forward is the fused attention: equal to the reference to rounding.
+  std::map<std::string, std::string> k = {{"model.tokens", "9"}, {"model.dim", "4"}, {"model.layers", "3"},
+                                          {"mask.type", "sliding_window"}, {"mask.window", "2"},
+                                          {"run.trials", "1"}, {"norm.type", "layernorm"}, {"run.platform", "cpu"}};
+  const EngineSetup cpu = prepare(make_config(k));
+  k["run.platform"] = "reference";
+  const EngineSetup ref = prepare(make_config(k));
+  CHECK(cpu.mask.size() == 0);
+  CHECK(ref.mask == sliding_window_mask(9, 2));
+  Matrix cot(9, 4);  // not constant: LayerNorm's output is blind to a constant cotangent
+  for (int i = 0; i < 9; ++i)
+    for (int j = 0; j < 4; ++j) cot(i, j) = std::sin(1.0 + i + 2.0 * j);
+  const TrialGradients a = trial_gradients(cpu, 0, cot), b = trial_gradients(ref, 0, cot);
+  CHECK((a.output - b.output).norm() <= 1e-12 * b.output.norm());
+  REQUIRE(a.dX.size() == b.dX.size());
+  for (std::size_t t = 0; t < a.dX.size(); ++t) {
+    INFO("layer " << t);
+    CHECK(b.dX[t].norm() > 1e-3);
+    CHECK((a.dX[t] - b.dX[t]).norm() <= 1e-10 * b.dX[t].norm());
+  }
+}

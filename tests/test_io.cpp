@@ -13,6 +13,7 @@
 #include "kernel/errors.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/run_file.hpp"
+#include "kernel/mask_ranges.hpp"
 #include "kernel/simulation.hpp"
 
 using namespace rcsim;
@@ -100,6 +101,44 @@ TEST_CASE("a mask with more than 4096 centres stores them in /mask_centres", "[i
   const h5::File g = h5::File::open_read(out + "-causal.h5");
   CHECK(g.open_dataset("mask").has_attr("centres"));
   CHECK_FALSE(g.exists("mask_centres"));
+}
+
+// The cpu platform keeps the built-in masks as ranges and writes /mask a block of rows at a time
+// (io/run_file.hpp's write_mask_rows): the values of the dense mask, whatever the blocks.
+TEST_CASE("/mask from the row ranges equals the dense mask, in blocks of rows", "[io]") {
+  const std::string file = temp_path("rcsim_test_mask_rows.h5");
+  for (const int n : {1, 37, 300})  // 300: several chunks of rows (HDF5 chunks of 218 rows)
+    for (const std::size_t block_bytes : {std::size_t{1}, std::size_t{1} << 22}) {
+      INFO("N = " << n << ", block of " << block_bytes << " bytes");
+      const MaskRanges ranges = builtin_mask_ranges(MaskType::sliding_window, n, 20);
+      {
+        const h5::File f = h5::File::create(file);
+        write_mask_rows(f, mask_rows(ranges), block_bytes);
+      }
+      const h5::File f = h5::File::open_read(file);
+      const RowMajorMatrix back = f.read_matrix("mask", {n, n});
+      CHECK(back == sliding_window_mask(n, 20).cast<double>());
+    }
+  // A run on the cpu platform (no dense mask) and on the reference: the same /mask and graph.
+  const std::string out = temp_path("rcsim_test_mask_platforms.h5");
+  std::vector<h5::Array> masks;
+  std::vector<std::vector<std::int64_t>> graphs;
+  for (const char* platform : {"reference", "cpu"}) {
+    const Config c = make_config({{"model.tokens", "41"}, {"model.dim", "3"}, {"model.layers", "2"},
+                                  {"run.trials", "1"}, {"mask.type", "unidirectional_sliding_window"},
+                                  {"mask.window", "6"}, {"run.platform", platform}, {"output.file", out}});
+    std::filesystem::remove(out);
+    run_to_file(c, {"test", 1}, nullptr, false);
+    const h5::File f = h5::File::open_read(out);
+    const h5::Dataset mask = f.open_dataset("mask");
+    masks.push_back(f.read("mask"));
+    graphs.push_back({mask.attr_int("radius"), mask.attr_int("quasi_strongly_connected")});
+  }
+  CHECK(masks[0].data == masks[1].data);
+  const RowMajorMatrix expected = unidirectional_sliding_window_mask(41, 6).cast<double>();
+  CHECK(masks[1].data == std::vector<double>(expected.data(), expected.data() + expected.size()));
+  CHECK(graphs[0] == graphs[1]);
+  CHECK(graphs[1] == std::vector<std::int64_t>{7, 1});  // ceil(40 / 6)
 }
 
 TEST_CASE("the stored configuration reproduces the run bit for bit", "[io]") {

@@ -91,7 +91,8 @@ EngineSetup prepare_host(const Config& c, const HostInputs& host) {
   if (host.mask && c.mask.type != MaskType::custom)
     throw UsageError("a mask array was given but key 'mask.type' is not custom");
   // make_mask (in prepare) checks the host's mask as it checks mask.file's: shape N x N, self-loops.
-  const MaskMatrix mask = host.mask ? *host.mask : load_mask(c);
+  // A built-in mask is made by prepare from its ranges (as N x N only where the run needs it).
+  const MaskMatrix mask = host.mask ? *host.mask : c.mask.type == MaskType::custom ? load_mask(c) : MaskMatrix();
   return prepare(c, &mask, host.arrays ? *host.arrays : load_inputs(c));
 }
 

@@ -8,6 +8,7 @@
 #include "cli/command_table.hpp"
 #include "io/inputs.hpp"
 #include "kernel/mask.hpp"
+#include "kernel/mask_ranges.hpp"
 #include "kernel/memory.hpp"
 
 namespace rcsim {
@@ -31,12 +32,27 @@ int cmd_mask_info(const Invocation& inv) {
     spdlog::warn("mask-info: the [sweep] section of the configuration file is not used, ignored (the mask of its "
                  "base configuration is shown)");
   const Config c = make_config(p.values);
-  // The mask (1 byte per entry) and the graph search (a few ints per entry in the worst case).
-  const double n2 = static_cast<double>(c.model.tokens) * c.model.tokens;
-  require_memory(n2 * 6.0, "mask-info for N = " + std::to_string(c.model.tokens), "choose fewer model.tokens");
-  const MaskMatrix m = load_mask(c);
-  const MaskGraph g = analyse_mask(m);
-  const int n = static_cast<int>(m.rows());
+  const int n = c.model.tokens;
+  MaskGraph g;
+  MaskMatrix shown;        // the matrix printed for N <= 64
+  long long allowed = 0;   // its nonzero entries
+  if (c.mask.type == MaskType::custom) {
+    // The mask (1 byte per entry) and the graph search (a few ints per entry in the worst case).
+    const double n2 = static_cast<double>(n) * n;
+    require_memory(n2 * 6.0, "mask-info for N = " + std::to_string(n), "choose fewer model.tokens");
+    const MaskMatrix m = load_mask(c);
+    g = analyse_mask(m);
+    allowed = m.cast<long long>().sum();
+    if (n <= 64) shown = m;
+  } else {  // a built-in mask: its ranges, O(N) (kernel/mask_ranges.hpp)
+    // The row and column ranges (16 bytes per token each), the searches' distances, queue and
+    // unvisited set, the centres and their bounds: under 80 bytes per token.
+    require_memory(80.0 * n, "mask-info for N = " + std::to_string(n), "choose fewer model.tokens");
+    const MaskRanges rows = builtin_mask_ranges(c.mask.type, n, c.mask.window);
+    g = analyse_mask(rows, builtin_mask_ranges(c.mask.type, n, c.mask.window, true));
+    for (std::size_t k = 0; k < rows.lo.size(); ++k) allowed += rows.hi[k] - rows.lo[k];
+    if (n <= 64) shown = dense_mask(rows);
+  }
   std::cout << "mask: " << to_string(c.mask.type);
   if (c.mask.type == MaskType::sliding_window || c.mask.type == MaskType::unidirectional_sliding_window)
     std::cout << " (window " << c.mask.window << ")";
@@ -44,11 +60,11 @@ int cmd_mask_info(const Invocation& inv) {
   if (n <= 64) {
     for (int i = 0; i < n; ++i) {
       std::cout << "  ";
-      for (int j = 0; j < n; ++j) std::cout << (m(i, j) ? '1' : '.');
+      for (int j = 0; j < n; ++j) std::cout << (shown(i, j) ? '1' : '.');
       std::cout << "\n";
     }
   } else {
-    std::cout << "  (" << m.cast<long long>().sum() << " allowed entries of " << static_cast<long long>(n) * n
+    std::cout << "  (" << allowed << " allowed entries of " << static_cast<long long>(n) * n
               << "; matrix not shown for N > 64)\n";
   }
   std::cout << "quasi_strongly_connected: " << (g.quasi_strongly_connected ? "yes" : "no (the collapse theorem does not apply)") << "\n";

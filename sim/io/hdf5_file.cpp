@@ -374,7 +374,19 @@ Dataset Group::create(const std::string& name, const std::vector<hsize_t>& shape
   return Dataset(std::move(d), path_ + name);
 }
 
+Dataset Group::create_bytes(const std::string& name, const std::vector<hsize_t>& shape) const {
+  Handle d = create_dataset(id(), path_, name, H5T_STD_U8LE, shape);
+  return Dataset(std::move(d), path_ + name);
+}
+
 void Dataset::write_rows(hsize_t first, hsize_t count, const double* data) const {
+  write_rows_of(first, count, H5T_NATIVE_DOUBLE, data);
+}
+void Dataset::write_rows(hsize_t first, hsize_t count, const std::uint8_t* data) const {
+  write_rows_of(first, count, H5T_NATIVE_UINT8, data);
+}
+
+void Dataset::write_rows_of(hsize_t first, hsize_t count, hid_t memory_type, const void* data) const {
   if (count == 0) return;
   Handle space(check(H5Dget_space(id()), "cannot read the shape of " + path_), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space.id());
@@ -387,7 +399,7 @@ void Dataset::write_rows(hsize_t first, hsize_t count, const double* data) const
   check(H5Sselect_hyperslab(space.id(), H5S_SELECT_SET, start.data(), nullptr, dims.data(), nullptr), "",
         "cannot select rows of " + path_);
   const Handle memory = make_space(dims);
-  check(H5Dwrite(id(), H5T_NATIVE_DOUBLE, memory.id(), space.id(), H5P_DEFAULT, data), "", "cannot write " + path_);
+  check(H5Dwrite(id(), memory_type, memory.id(), space.id(), H5P_DEFAULT, data), "", "cannot write " + path_);
 }
 
 void Dataset::flush() const { check(H5Dflush(id()), "", "cannot write " + path_); }

@@ -87,12 +87,14 @@ class Dataset : public Object {
   // the other axes, `data` in C order), so that a large dataset is written piece by piece
   // without its whole copy in memory (made by Group::create, float64).
   void write_rows(hsize_t first, hsize_t count, const double* data) const;
+  void write_rows(hsize_t first, hsize_t count, const std::uint8_t* data) const;  // made by Group::create_bytes
   // Write the dataset's cached chunks to the file now, checked (the close of a dataset is not).
   void flush() const;
 
  private:
   friend class Group;
   using Object::Object;
+  void write_rows_of(hsize_t first, hsize_t count, hid_t memory_type, const void* data) const;
 };
 
 class Group : public Object {
@@ -113,6 +115,8 @@ class Group : public Object {
   // A float64 dataset of this shape, chunked and compressed as write() would, to be filled with
   // Dataset::write_rows (then Dataset::flush). Its values equal those write() would store.
   Dataset create(const std::string& name, const std::vector<hsize_t>& shape) const;
+  // The same for a uint8 dataset (the values write() of std::uint8_t would store).
+  Dataset create_bytes(const std::string& name, const std::vector<hsize_t>& shape) const;
   Dataset write_string(const std::string& name, const std::string& text) const;
   // A 1-D dataset of variable-length UTF-8 strings.
   Dataset write_strings(const std::string& name, const std::vector<std::string>& texts) const;

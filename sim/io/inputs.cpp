@@ -27,8 +27,9 @@ MaskMatrix load_mask(const ModelSpec& c) {
 }
 
 EngineSetup prepare(const ModelSpec& c) {
-  const MaskMatrix mask = load_mask(c);
-  return prepare(c, &mask, load_inputs(c));
+  // A built-in mask is made by prepare from its ranges (as N x N only where the run needs it).
+  const MaskMatrix custom = c.mask.type == MaskType::custom ? load_mask(c) : MaskMatrix();
+  return prepare(c, &custom, load_inputs(c));
 }
 
 }  // namespace rcsim

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -206,15 +207,43 @@ void write_config(const h5::File& f, const std::string& config_ini, const InputD
 
 }  // namespace
 
+void write_mask_rows(const h5::Group& f, const MaskRows& rows, std::size_t block_bytes) {
+  const auto N = static_cast<hsize_t>(rows.lo.size());
+  if (!rows.contiguous) throw std::logic_error("write_mask_rows: the mask's rows are not one range each");
+  const h5::Dataset ds = f.create_bytes("mask", {N, N});
+  // Whole chunks of rows (h5::chunk_shape, as create_bytes chunks it) at a time: none is compressed twice.
+  const hsize_t chunk = std::max<hsize_t>(h5::chunk_shape({N, N})[0], 1);
+  const hsize_t block = std::max<hsize_t>(1, hsize_t{block_bytes} / std::max<hsize_t>(N, 1) / chunk) * chunk;
+  std::vector<std::uint8_t> buffer;
+  for (hsize_t first = 0; first < N; first += block) {
+    const hsize_t count = std::min(block, N - first);
+    buffer.assign(count * N, 0);
+    for (hsize_t r = 0; r < count; ++r) {
+      const auto i = static_cast<std::size_t>(first + r);
+      std::fill_n(buffer.begin() + static_cast<std::ptrdiff_t>(r * N + static_cast<hsize_t>(rows.lo[i])),
+                  rows.hi[i] - rows.lo[i], std::uint8_t{1});
+    }
+    ds.write_rows(first, count, buffer.data());
+  }
+  ds.flush();
+}
+
 namespace {
 
 constexpr std::size_t kMaxCentresAttribute = 4096;
+constexpr std::size_t kMaskBlockBytes = std::size_t{1} << 22;  // /mask from the ranges: rows of about 4 MiB at a time
 
 void write_mask(const h5::File& f, const EngineSetup& s) {
-  const int N = s.config.model.tokens;
-  std::vector<std::uint8_t> m(static_cast<std::size_t>(N) * static_cast<std::size_t>(N));
-  Eigen::Map<Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(m.data(), N, N) = s.mask;
-  const h5::Dataset ds = f.write("mask", {static_cast<hsize_t>(N), static_cast<hsize_t>(N)}, m.data());
+  const auto N = static_cast<hsize_t>(s.config.model.tokens);
+  if (s.mask.size() > 0) {  // the dense mask (custom, reference platform): one write of a row-major copy
+    std::vector<std::uint8_t> m(static_cast<std::size_t>(N * N));
+    const auto n = static_cast<Eigen::Index>(N);
+    Eigen::Map<Eigen::Matrix<std::uint8_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(m.data(), n, n) = s.mask;
+    f.write("mask", {N, N}, m.data());
+  } else {  // the ranges (the cpu platform): a block of rows at a time
+    write_mask_rows(f, s.rows, kMaskBlockBytes);
+  }
+  const h5::Dataset ds = f.open_dataset("mask");
   ds.set_attr("long_name", "attention mask: mask[i][j] = 1 iff token i attends to token j");
   ds.set_attr("quasi_strongly_connected", s.graph.quasi_strongly_connected ? 1 : 0);
   ds.set_attr("radius", s.graph.radius);

@@ -17,6 +17,15 @@ struct Provenance {
 };
 
 class Checkpoint;  // io/checkpoint.hpp
+namespace h5 {
+class Group;  // io/hdf5_file.hpp
+}
+
+// Dataset /mask [N, N] of `g` (uint8, mask[i][j] = 1 iff token i attends to token j) from the row
+// ranges (rows.contiguous), `block_bytes` of rows at a time (whole chunks): the values one write of
+// the dense matrix stores, without its N x N copy. write_run_file's for a setup without the dense
+// mask (the cpu platform's, EngineSetup::mask empty); it adds the attributes.
+void write_mask_rows(const h5::Group& g, const MaskRows& rows, std::size_t block_bytes);
 
 // Write the whole run to `path` (the caller writes to a temporary name and renames); `config_ini`
 // is the resolved configuration stored as /config (Config::to_ini()); `inputs` the digests of the

@@ -12,8 +12,10 @@ namespace rcsim {
 EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays inputs) {
   EngineSetup s;
   s.config = c;
-  s.mask = make_mask(c, custom);
-  s.graph = analyse_mask(s.mask);
+  EngineMask mask = engine_mask(c, custom, needs_dense_mask(c));  // built-in masks: never N x N unless needed
+  s.mask = std::move(mask.dense);
+  s.rows = std::move(mask.rows);
+  s.graph = std::move(mask.graph);
   s.files = std::move(inputs);
   s.max_rank = max_rank_after_layer(c);
   s.max_rank_input = std::min(c.model.tokens, c.model.dim);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernel/mask.hpp"
+#include "kernel/mask_ranges.hpp"
 #include "kernel/model_spec.hpp"
 #include "kernel/types.hpp"
 #include "kernel/weights.hpp"
@@ -12,7 +13,8 @@ namespace rcsim {
 
 struct EngineSetup {
   ModelSpec config;
-  MaskMatrix mask;
+  MaskMatrix mask;  // dense N x N where the run needs it (needs_dense_mask, platform.hpp), else 0 x 0
+  MaskRows rows;    // the mask's row ranges (one per row for the built-in masks), read by the attention
   MaskGraph graph;
   InputArrays files;
   int max_rank = 0;        // largest rank the layers 1..L allow

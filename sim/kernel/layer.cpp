@@ -210,9 +210,10 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
                        LayerWorkspaceT<T>& ws, MatrixT<T>& X_next) {
   LayerReport report;
   const std::size_t H = w.q.size();
-  if (ws.analysed != p.mask) {
-    ws.rows = analyse_rows(*p.mask);
-    ws.analysed = p.mask;
+  const void* mask_key = p.rows ? static_cast<const void*>(p.rows) : p.mask;
+  if (ws.analysed != mask_key) {
+    ws.rows = p.rows ? *p.rows : analyse_rows(*p.mask);
+    ws.analysed = mask_key;
   }
   const bool biased = !w.q_bias.empty();  // attention.bias: the general path
   // One head without residual: the product goes straight into X_next.

@@ -41,6 +41,7 @@ struct LayerParams {
   // --- Platform (docs/dev/platforms.md) ---
   bool fused = false;  // run.platform resolved to cpu (set by block_params): fused_attention where it applies
   int threads = 1;     // threads inside the trial for the fused attention
+  const MaskRows* rows = nullptr;  // the mask's row ranges when known (mask_ranges.hpp), else analysed from *mask
 };
 
 // The parameters of `c`'s layer for this mask and normalisation (which must outlive them).
@@ -75,7 +76,7 @@ struct LayerReport {
 };
 
 // Preallocated work matrices: a layer allocates nothing once they have their sizes.
-// The mask's row structure is analysed on the first call and cached for the same mask object.
+// The mask's row structure is analysed (or copied) on the first call and cached for the same mask object.
 // (Allocation speed: see keep_freed_memory below.)
 // T is the scalar type of the arithmetic (double; float for run.precision = float32).
 template <class T>
@@ -85,7 +86,7 @@ struct LayerWorkspaceT {
   RowMajorMatrixT<T> S_rows;   // the fast path: logits, then attention, row by row
   LogitsWorkspaceT<T> logits;
   RowVectorT<T> buffer;
-  const MaskMatrix* analysed = nullptr;
+  const void* analysed = nullptr;  // the LayerParams::rows (else ::mask) that `rows` was taken from
   MaskRows rows;
   Matrix attention_mean;       // (1/H) sum_h A_h (in double), when LayerParams::keep_attention
   MatrixT<T> k1, k2, k3, k4, Z;  // the RK4 stages and stage point (LayerParams::rk4)

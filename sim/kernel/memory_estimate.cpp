@@ -86,7 +86,10 @@ double work_memory_bytes(const ModelSpec& c) {
   // the N x N Gram matrix with its eigensolver's work.
   const double S = recorded_layers(c).first;
   const double rows = wants_measure(c, "jacobian_log_spec2") ? std::min(S, static_cast<double>(jacobian_chunk_layers(c))) * N * N * d + 4 * N * N : 0.0;
-  return program + 2.0 * N * N + 8.0 * threads * (per_thread + stored + rows);
+  // The mask: N x N bytes and a copy (the graph analysis' transpose, the run file's row-major copy)
+  // where the run needs the dense one (needs_dense_mask); else its ranges, O(N) (mask_ranges.hpp).
+  const double mask = needs_dense_mask(c) ? 2.0 * N * N : 0.0;
+  return program + mask + 8.0 * threads * (per_thread + stored + rows);
 }
 
 void require_run_memory(const ModelSpec& c, bool image) {

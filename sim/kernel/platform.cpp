@@ -38,6 +38,11 @@ Platform resolved_platform(const ModelSpec& c) {
                                                                                     : Platform::reference;
 }
 
+bool needs_dense_mask(const ModelSpec& c) {
+  return c.mask.type == MaskType::custom || resolved_platform(c) != Platform::cpu ||
+         wants_pass(c, MeasurePass::gradients);
+}
+
 int threads_per_trial(const ModelSpec& c) {
   const int all =
       c.run.threads > 0 ? c.run.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -22,6 +22,11 @@ std::string cpu_platform_refusal(const ModelSpec& c);
 // configuration it does not cover is a UsageError naming the setting and the platform.
 Platform resolved_platform(const ModelSpec& c);
 
+// Whether a run of `c` needs the dense N x N mask (mask.hpp) besides its row ranges
+// (mask_ranges.hpp): a custom mask, the reference platform (its general path reads the matrix) or
+// the gradient measures (the reverse pass). The cpu platform's attention reads the ranges alone.
+bool needs_dense_mask(const ModelSpec& c);
+
 // Threads for the inside of one trial: the worker threads (run.threads, 0 = all cores) left over
 // when every trial in flight has one, at least 1.
 int threads_per_trial(const ModelSpec& c);

@@ -112,12 +112,16 @@ TrialGradients trial_gradients(const EngineSetup& s, int trial_index, const Matr
   Trial trial(s, trial_index);  // the forward as run_trial runs it, every block kept
   BlockTape tape;
   for (int t = 0; t < L; ++t) step_recorded(trial, tape);
+  // The reverse pass reads the dense mask: made here if the setup has none (the cpu platform's).
+  const MaskMatrix dense = s.mask.size() ? MaskMatrix() : dense_mask(ranges_of(s.rows));
+  BlockParams params = trial.params();
+  if (!s.mask.size()) params.layer.mask = &dense;
   TrialGradients out;
   out.output = trial.tokens();
   out.blocks.resize(static_cast<std::size_t>(L));
   out.dX.resize(static_cast<std::size_t>(L) + 1);
   stack_backward_segments(
-      L, std::max(L, 1), [&](int, int, BlockTape& seg) { seg = tape; }, trial.params(), cotangent,
+      L, std::max(L, 1), [&](int, int, BlockTape& seg) { seg = tape; }, params, cotangent,
       [&](int t, const Matrix& dX) { out.dX[static_cast<std::size_t>(t)] = dX; },
       [&](int t, const BlockGrads& g) { out.blocks[static_cast<std::size_t>(t)] = g; });
   return out;

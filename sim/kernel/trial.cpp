@@ -16,7 +16,10 @@ Trial::Trial(const EngineSetup& s, int trial)
   if (c.dropout.attention > 0.0 || c.dropout.output > 0.0)
     state_->dropout.emplace(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
   if (noise_scale_ > 0.0) state_->noise.emplace(c.run.seed, static_cast<std::uint64_t>(trial), kDynamicsNoiseStream);
-  params_ = block_params(c, &s.mask, &norm_);
+  // The dense mask where the setup has one, and its row ranges where known (the cpu platform
+  // reads them alone; a setup built by hand, as the browser page's, has the dense mask only).
+  params_ = block_params(c, s.mask.size() ? &s.mask : nullptr, &norm_);
+  if (!s.rows.lo.empty()) params_.layer.rows = &s.rows;
   params_.layer.fused = s.platform == Platform::cpu;
   params_.layer.threads = s.trial_threads;
   params_.layer.keep_attention = s.keep_attention;
