@@ -55,8 +55,9 @@ def rcsim(args, exe, *rest):
     import subprocess
     cmd = [exe, *rest] + (["--force"] if args.force else [])
     r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)}\nfailed ({r.returncode}): {r.stderr.strip()}")
+    if r.returncode != 0:  # one line: the command and rcsim's own (last) error line
+        last = (r.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SystemExit(f"{' '.join(cmd)} failed (exit {r.returncode}): {last}")
     return r.stdout
 
 

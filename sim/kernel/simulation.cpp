@@ -550,6 +550,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   const LayerSettings per_layer = layer_settings(c);  // model.layer_overrides, read by at_layer(params, t)
   if (!per_layer.empty()) params.per_layer = &per_layer;
   params.layer.keep_attention = want_attention || c.output.attention;
+  params.cancel = cancel;  // every block loop, the derivative measures' too, stops within one block
   const NoiseStep noise_step{noise.scale(), &norm, noise.stream()};  // dynamics.noise, for the reverse pass
   if (noise.active()) params.noise = &noise_step;
   if (c.output.attention) r.attention_matrices[ti].clear();
@@ -630,7 +631,8 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
   return true;
 }
 
-TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& cotangent) {
+TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& cotangent,
+                               const std::atomic<bool>* cancel) {
   const ModelSpec& c = s.config;
   const int N = c.model.tokens, d = c.model.dim, L = c.model.layers;
   if (cotangent.rows() != N || cotangent.cols() != d)
@@ -646,6 +648,7 @@ TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& co
   BlockParams params = block_params(c, &s.mask, &norm);
   const LayerSettings per_layer = layer_settings(c);  // model.layer_overrides, read by at_layer(params, t)
   if (!per_layer.empty()) params.per_layer = &per_layer;
+  params.cancel = cancel;  // polled by every block of the forward and reverse passes
   RandomStream dropout_rng(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
   const Dropout dropout{c.dropout.attention, c.dropout.output, &dropout_rng};
   if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) params.layer.dropout = &dropout;

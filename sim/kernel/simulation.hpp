@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel/errors.hpp"  // Interrupted
 #include "kernel/measure_registry.hpp"
 #include "kernel/backward.hpp"
 #include "kernel/model_spec.hpp"
@@ -76,7 +77,8 @@ int jacobian_chunk_layers(const ModelSpec& c);
 EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays inputs);
 
 // Run one trial, writing row `trial` of the results (which must be sized by allocate_results).
-// `cancel` is polled between layers; returns false if the trial was abandoned because of it.
+// `cancel` is polled between layers (returns false) and by every block loop of the trial, the
+// derivative measures' too (BlockParams::cancel: throws Interrupted), when it abandons the trial.
 bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel = nullptr);
 RunResults allocate_results(const EngineSetup& s);
 
@@ -90,7 +92,9 @@ struct TrialGradients {
   std::vector<Matrix> dX;
   std::vector<BlockGrads> blocks;
 };
-TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& cotangent);
+// `cancel` stops it within one block (Interrupted).
+TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& cotangent,
+                               const std::atomic<bool>* cancel = nullptr);
 
 // The process's baseline in bytes: the program, its libraries (HDF5, Eigen's, spdlog), HDF5's
 // caches, the allocator's arenas; the peak RSS of a tiny run (docs/dev/memory.md).
@@ -125,10 +129,6 @@ double work_memory_bytes(const ModelSpec& c);
 // Throw UsageError (naming output.file, the bytes needed and the machine's memory) if
 // run_memory_bytes(c, image) exceeds the physical memory.
 void require_run_memory(const ModelSpec& c, bool image = false);
-
-struct Interrupted : std::runtime_error {
-  Interrupted() : std::runtime_error("interrupted") {}
-};
 
 // How a batch of trials is driven: cancellation, progress (done, total), and a callback after
 // each completed trial (both called under one lock, never concurrently).
