@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Issue 38: `pip install .` from a read-only source tree (packaging/rcsim_build.py).
 
-    readonly_pip.py WORKDIR
+    readonly_pip.py
+
+Everything is written in a temporary folder outside the tree (removed at the end): the tree is
+read-only while pip runs.
 
 The tree is this checkout, bind-mounted read-only in a private mount namespace (`unshare -m`;
 skipped, exit 77, where the system refuses it). CMake is replaced by a stand-in on PATH that makes
@@ -16,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -32,8 +36,14 @@ exit 3
 
 
 def main():
-    work = os.path.abspath(sys.argv[1])
-    shutil.rmtree(work, ignore_errors=True)
+    work = tempfile.mkdtemp(prefix="rcsim-readonly-pip-")
+    try:
+        return run_cases(work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_cases(work):
     os.makedirs(os.path.join(work, "bin"))
     tmp = os.path.join(work, "tmp")
     os.makedirs(tmp)
