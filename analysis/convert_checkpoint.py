@@ -37,7 +37,6 @@ checkpoint itself, never through a link or over anything that is not a regular f
 existing file that this converter did not write (no attribute rcsim_keys) only with --force.
 Exit status 2 for bad input (one line naming the file or tensor), 1 for other failures (a full disk).
 """
-import argparse
 import json
 import os
 import re
@@ -45,6 +44,8 @@ import struct
 import sys
 
 import numpy as np
+
+from rcsim.command import Parser, note_input, run
 
 DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16}
 
@@ -57,6 +58,7 @@ def read_safetensors(path):
     """name -> float64 array. Format: u64 little-endian header size, JSON header, raw data."""
     with open(path, "rb") as f:
         raw = f.read()
+    note_input(path)
     if len(raw) < 8:
         raise BadInput(f"'{path}': too short for a safetensors file")
     (n,) = struct.unpack("<Q", raw[:8])
@@ -349,25 +351,15 @@ def check_output(out, checkpoint, force):
 
 
 def write(out, data, source, keys, note):
-    """The weights file, made in memory (HDF5's core driver: a failing write cannot leave HDF5
-    half-closed on a Python stream), then written through rcsim's one writer: an exclusive
-    temporary in out's directory, flushed, fsynced, closed with its errors checked, renamed."""
-    import h5py
-    from rcsim.figures import atomic_writer
-    with h5py.File("converted.h5", "w", driver="core", backing_store=False) as f:
-        for name, a in data.items():
-            f[name] = a
-        f.attrs["source"] = os.path.abspath(source)
-        f.attrs["rcsim_keys"] = " ".join(keys)
-        f.attrs["note"] = note
-        f.flush()
-        image = f.id.get_file_image()
-    with atomic_writer(out, binary=True) as stream:
-        stream.write(image)
+    """The weights file, written through rcsim's one writer (rcsim.figures.write_hdf5: made in
+    memory, then an exclusive temporary in out's directory, flushed, fsynced, closed with its
+    errors checked, renamed)."""
+    from rcsim.figures import write_hdf5
+    write_hdf5(out, data, {"source": os.path.abspath(source), "rcsim_keys": " ".join(keys), "note": note})
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+    p = Parser(description=__doc__.splitlines()[0],
                                 epilog="The datasets written and the tensor names read: the docstring of "
                                        "analysis/convert_checkpoint.py; its use: docs/user/running.md, "
                                        "\"Pretrained checkpoints\".")
@@ -400,8 +392,8 @@ def main(argv=None):
     except FileExistsError as e:  # atomic_writer: a directory, link, FIFO or device at OUT
         print(f"convert_checkpoint: '{a.out}': {e.strerror}; choose another output file", file=sys.stderr)
         return 2
-    except OSError as e:
-        print(f"convert_checkpoint: '{a.out}': not written ({e.strerror or e}); nothing was replaced", file=sys.stderr)
+    except OSError as e:  # atomic_writer's "cannot write (...); nothing was replaced"
+        print(f"convert_checkpoint: '{a.out}': not written: {e.strerror or e}", file=sys.stderr)
         return 1
     L, H, d, dk = data["W_Q"].shape
     print(f"wrote {a.out} ({arch}): L = {L}, H = {H}, d = {d}, d_k = {dk}, datasets {', '.join(sorted(data))}")
@@ -410,4 +402,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main, "convert_checkpoint"))

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rcsim.figures import figure_arguments, rcsim, save_figure  # noqa: E402
+from rcsim.figures import figure_arguments, rcsim, save_figure, write_hdf5  # noqa: E402
 
 CONFIG = "configs/equilibria_2x2.ini"
 
@@ -45,8 +45,7 @@ def main(argv=None):
     starts[:, 0, 1] = 1.0
     starts[:, 1, 0], starts[:, 1, 1] = np.cos(theta), np.sin(theta)
     starts_h5, eq_h5 = os.path.join(args.data, "starts.h5"), os.path.join(args.data, "basins.h5")
-    with h5py.File(starts_h5, "w") as f:
-        f["X0"] = starts
+    write_hdf5(starts_h5, {"X0": starts})
     rcsim(args, args.rcsim, "equilibria", "--config", CONFIG, "--init.type=file", f"--init.file={starts_h5}",
           f"--run.trials={angles}", "--model.layers=5000", f"--output.file={eq_h5}", "--quiet", "--force")
     with h5py.File(eq_h5, "r") as f:
@@ -97,4 +96,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    from rcsim import command
+    sys.exit(command.run(main))

@@ -49,4 +49,5 @@ def main(argv=None):
     save_figure(draw(run_config(args, "configs/figure2.ini")), args.out)
 
 if __name__ == "__main__":
-    main()
+    from rcsim import command
+    sys.exit(command.run(main))

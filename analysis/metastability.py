@@ -15,7 +15,7 @@ plateaus are the runs of equal values and the merge time is the midpoint of the 
 Written in Python (not in sim/app/analysis*): it reads the /time and /metrics datasets the run
 file already holds, needs no recompilation to tune, and the figure scripts import it.
 """
-import argparse
+import math
 import sys
 
 import numpy as np
@@ -27,6 +27,10 @@ def plateaus(t, y, rtol=2e-3, min_duration=0.0):
     y = np.asarray(y, dtype=float)
     if t.shape != y.shape or t.ndim != 1 or len(t) == 0:
         raise ValueError("t and y must be 1-D arrays of the same length > 0")
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(y))):
+        raise ValueError("t and y must be finite")
+    if not (math.isfinite(rtol) and rtol >= 0 and math.isfinite(min_duration) and min_duration >= 0):
+        raise ValueError(f"rtol = {rtol} and min_duration = {min_duration}: each must be a finite number >= 0")
     span = float(np.nanmax(y) - np.nanmin(y))
     tol = rtol * span
     out = []
@@ -109,24 +113,54 @@ def self_test():
     return 1 if failures else 0
 
 
+def read_series(path, measure, trial):
+    """(t, y): the time (or layer) coordinate and measure[trial, :] of a complete run file, each
+    checked; a file, measure or trial that does not fit raises an error naming it (exit 2)."""
+    from rcsim.command import UsageError
+    from rcsim.files import RcsimFileError, open_checked, reading
+    with open_checked(path, "rcsim-run") as f, reading(path):
+        metrics = f["metrics"]
+        names = sorted(k for k in metrics if k not in ("layer", "attention_layer"))
+        if measure not in names:
+            raise UsageError(f"--measure {measure}: not in {path} (it has: {', '.join(names) or 'no measure'})")
+        ds = metrics[measure]
+        if ds.ndim != 2:
+            raise UsageError(f"--measure {measure}: shape {list(ds.shape)} in {path}; a series [trial, layer] "
+                             "is needed (one value per layer and trial)")
+        if not 0 <= trial < ds.shape[0]:
+            raise UsageError(f"--trial {trial}: {path} has trials 0 .. {ds.shape[0] - 1}")
+        y = np.asarray(ds[trial], dtype=float)
+        axis = "layer" if len(y) == len(f["layer"]) else "attention_layer"
+        t = f["time"][()] if "time" in f and len(f["time"]) == len(y) else f[axis][()]
+        t = np.asarray(t, dtype=float)
+    if t.shape != y.shape:
+        raise RcsimFileError(f"{path}: /metrics/{measure} has {len(y)} values per trial, its coordinate "
+                             f"{t.shape[0] if t.ndim else 0}")
+    bad = np.flatnonzero(~(np.isfinite(y) & np.isfinite(t)))
+    if bad.size:
+        raise RcsimFileError(f"{path}: {measure} of trial {trial} is not finite at sample {bad[0]} "
+                             f"({y[bad[0]]}); the plateaus need a finite series")
+    return t, y
+
+
 def main():
     from particles_common import doc_summary
-    ap = argparse.ArgumentParser(description=doc_summary(__doc__))
-    ap.add_argument("run", nargs="?")
-    ap.add_argument("--measure", default="energy")
-    ap.add_argument("--trial", type=int, default=0)
-    ap.add_argument("--rtol", type=float, default=2e-3)
-    ap.add_argument("--min-duration", type=float, default=0.0)
+    from rcsim.command import Parser, finite_float, whole_number
+    ap = Parser(description=doc_summary(__doc__))
+    ap.add_argument("run", nargs="?", help="a complete rcsim run file")
+    ap.add_argument("--measure", default="energy", help="the series (default energy)")
+    ap.add_argument("--trial", type=whole_number(0), default=0, help="the trial (0 .. trials - 1)")
+    ap.add_argument("--rtol", type=finite_float(0), default=2e-3,
+                    help="plateau tolerance, a fraction of the series' range (finite, >= 0)")
+    ap.add_argument("--min-duration", type=finite_float(0), default=0.0,
+                    help="shortest plateau, in time units (finite, >= 0)")
     ap.add_argument("--self-test", action="store_true")
     a = ap.parse_args()
     if a.self_test:
         return self_test()
     if not a.run:
         ap.error("give a run file or --self-test")
-    import h5py
-    with h5py.File(a.run, "r") as f:
-        t = f["time"][()] if "time" in f else f["layer"][()].astype(float)
-        y = f["metrics/" + a.measure][a.trial]
+    t, y = read_series(a.run, a.measure, a.trial)
     found = plateaus(t, y, a.rtol, a.min_duration)
     merges = merge_times(t, y, found)
     print("plateau  start  end  duration  value")
@@ -137,4 +171,5 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from rcsim.command import run
+    sys.exit(run(main))

@@ -17,6 +17,22 @@ import time
 import numpy as np
 
 
+def _load_command():
+    """rcsim/command.py (the wrapper of every entry point: one line, exit 2 for usage and 1 for
+    runtime errors), loaded by its path: signal_kedia.py imports the package rcsim of a build only
+    after reading its command line, so this module must not import the package."""
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rcsim", "command.py")
+    spec = importlib.util.spec_from_file_location("rcsim_command", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+command = _load_command()
+
+
 def default_rcsim():
     return shutil.which("rcsim") or "build/sim/rcsim"
 
@@ -56,7 +72,7 @@ def doc_summary(doc):
 def script_args(doc, seed=None, outputs_required=True, extra=()):
     """The figure scripts' command line: --tiny --rcsim PATH --data DIR --out PREFIX [--seed S]
     [--perturb KEY=VALUE ...], and `extra` flags (store_true) such as --self-test."""
-    ap = argparse.ArgumentParser(description=doc_summary(doc))
+    ap = command.Parser(description=doc_summary(doc))
     ap.add_argument("--tiny", action="store_true")
     for flag in extra:
         ap.add_argument(flag, action="store_true")

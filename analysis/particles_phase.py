@@ -146,4 +146,5 @@ model.beta = {', '.join(repr(float(b)) for b in betas)}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from particles_common import command
+    sys.exit(command.run(main))

@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from metastability import merge_times, plateaus  # noqa: E402
 from particles_common import Checks, components, flow_args, run_rcsim, script_args  # noqa: E402
-from rcsim.figures import atomic_writer, save_figure  # noqa: E402
+from rcsim.figures import atomic_writer, save_figure, write_hdf5  # noqa: E402
 
 BETA, N = 2000.0, 5
 S_FULL = (5.2, 8.3, 11.2, 14.0)   # distances sqrt(2 s / beta): merge k near t ~ exp(s) / (2 s (k + 1/k)), ~10 .. 10^4
@@ -69,8 +69,7 @@ def main():
     os.makedirs(a.data, exist_ok=True)
     X0 = initial_tokens(svals)
     x0 = os.path.join(a.data, "particles_staircase2000_x0.h5")
-    with h5py.File(x0, "w") as f:
-        f["X0"] = X0
+    write_hdf5(x0, {"X0": X0})
     run = os.path.join(a.data, "particles_staircase2000.h5")
     sec = run_rcsim(a.rcsim, run, flow_args(N, 3, BETA, dt, steps),
                     ["--run.trials=1", "--init.type=file", f"--init.file={x0}", f"--output.schedule=log:{per_decade}",
@@ -142,4 +141,5 @@ def main():
     return checks.finish(a.out + ".txt")
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from particles_common import command
+    sys.exit(command.run(main))

@@ -6,26 +6,24 @@ Four panels (projection off/on x scaling off/on). Colour = key, line style = mag
 Each panel lists the keys that no query in the plane can select, per magnitude (the LP of
 rcsim keys on the normalised keys).
 """
-import argparse
 import os
 import sys
 
 os.environ.setdefault("MPLBACKEND", "Agg")
-import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rcsim.command import Parser, run  # noqa: E402
 from rcsim.figures import save_figure  # noqa: E402
+from rcsim.files import open_checked, reading  # noqa: E402
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("example", help="output of rcsim brody-example (HDF5)")
     p.add_argument("-o", "--output", required=True, help="output image (PNG or PDF)")
     args = p.parse_args(argv)
-    with h5py.File(args.example, "r") as f:
-        if f.attrs.get("filetype") != "rcsim-brody-example" or int(f.attrs.get("complete", 0)) != 1:
-            raise SystemExit(f"{args.example}: not a complete rcsim brody-example file")
+    with open_checked(args.example, "rcsim-brody-example", complete=True) as f, reading(args.example):
         theta, mags = f["theta"][()], f["magnitude"][()]
         w, sel = f["weights"][()], f["selectable"][()]
         s = float(f.attrs["query_norm"])
@@ -60,4 +58,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

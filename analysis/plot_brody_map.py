@@ -6,27 +6,25 @@ Rows: one per normalisation stored in the file (e.g. none, layernorm). Columns: 
 fraction of unselectable keys per draw, and the fraction of draws with at least one
 unselectable key (the paper's text and its code differ on which of the two it plotted).
 """
-import argparse
 import os
 import sys
 
 os.environ.setdefault("MPLBACKEND", "Agg")
-import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rcsim.command import Parser, run  # noqa: E402
 from rcsim.figures import save_figure  # noqa: E402
+from rcsim.files import open_checked, reading  # noqa: E402
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("map", help="output of rcsim brody-map (HDF5)")
     p.add_argument("-o", "--output", required=True, help="output image (PNG or PDF)")
     args = p.parse_args(argv)
-    with h5py.File(args.map, "r") as f:
-        if f.attrs.get("filetype") != "rcsim-brody-map" or int(f.attrs.get("complete", 0)) != 1:
-            raise SystemExit(f"{args.map}: not a complete rcsim brody-map file")
+    with open_checked(args.map, "rcsim-brody-map", complete=True) as f, reading(args.map):
         counts, dims = f["count"][()], f["dim"][()]
         norms = str(f.attrs["norms"]).split(",")
         draws, eps = int(f.attrs["draws"]), float(f.attrs["norm_eps"])
@@ -50,4 +48,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

@@ -20,4 +20,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from rcsim import command
+    sys.exit(command.run(main))

@@ -6,29 +6,27 @@ Left: the ellipse (boundary of the image, from the principal axes and semi-axes)
 sampled LayerNorm outputs of every epsilon. Right: one panel per epsilon in the plane's own
 coordinates (along the two principal axes) with the histogram of the normalised radius inset.
 """
-import argparse
 import os
 import sys
 
 os.environ.setdefault("MPLBACKEND", "Agg")
-import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rcsim.command import Parser, UsageError, run  # noqa: E402
 from rcsim.figures import save_figure  # noqa: E402
+from rcsim.files import open_checked, reading  # noqa: E402
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("geometry", help="output of rcsim ln-geometry with ln.dim = 3 (HDF5)")
     p.add_argument("-o", "--output", required=True, help="output image (PNG or PDF)")
     args = p.parse_args(argv)
-    with h5py.File(args.geometry, "r") as f:
-        if f.attrs.get("filetype") != "rcsim-ln-geometry" or int(f.attrs.get("complete", 0)) != 1:
-            raise SystemExit(f"{args.geometry}: not a complete rcsim ln-geometry file")
+    with open_checked(args.geometry, "rcsim-ln-geometry", complete=True) as f, reading(args.geometry):
         if int(f.attrs["dim"]) != 3:
-            raise SystemExit(f"{args.geometry}: this figure needs ln.dim = 3")
+            raise UsageError(f"{args.geometry}: this figure needs ln.dim = 3 (the file has {int(f.attrs['dim'])})")
         g, b, axes, semi = f["gain"][()], f["bias"][()], f["axes"][()], f["semi_axes"][()]
         normal, eps, pts = f["normal"][()], f["eps"][()], f["points"][()]
 
@@ -69,4 +67,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run(main))

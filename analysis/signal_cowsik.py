@@ -48,7 +48,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from particles_common import Checks, run_rcsim, script_args  # noqa: E402
-from rcsim.figures import atomic_writer, save_figure  # noqa: E402
+from rcsim.figures import atomic_writer, save_figure, write_hdf5  # noqa: E402
 
 SIGMA_A = 0.6
 ALPHA_A = 0.1
@@ -91,9 +91,7 @@ def authors_x0(path, trials, n, d, seed):
     rng = np.random.default_rng(seed)
     g = rng.standard_normal((trials, 1, d))
     X = np.sqrt(RHO_AUTHORS) * g + np.sqrt(1 - RHO_AUTHORS) * rng.standard_normal((trials, n, d))
-    with h5py.File(path + ".tmp", "w") as f:
-        f["X0"] = X
-    os.replace(path + ".tmp", path)
+    write_hdf5(path, {"X0": X})
     return path
 
 
@@ -228,4 +226,5 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from particles_common import command
+    sys.exit(command.run(main))

@@ -6,7 +6,10 @@ to download into pip's isolated build environment: `requires = []`).
 It drives the project's own CMake build: configure (once) and build the targets `rcsim` (the
 executable) and `rcsim_engine` (the pybind11 module rcsim._engine) in a persistent folder inside
 the source tree, build/pip by default (git-ignored: a reinstall rebuilds only what changed).
-Another folder: `pip install . --config-settings build-dir=PATH` or RCSIM_PIP_BUILD_DIR=PATH;
+Another folder: `pip install . --config-settings build-dir=PATH` or RCSIM_PIP_BUILD_DIR=PATH.
+A read-only source tree (a mounted checkout) builds in TMPDIR/rcsim-pip-HASH (HASH of the tree's
+path: a reinstall reuses it); `pip install -e .` needs a writable tree and says so in one line.
+Every failure is one line (`rcsim_build: ...`, CMake's own output above it), never a traceback;
 extra CMake options: --config-settings cmake-args="-DRCSIM_NATIVE=OFF" or RCSIM_CMAKE_ARGS.
 
 The wheel holds the package analysis/rcsim (as rcsim/), the compiled rcsim/_engine*.so, the
@@ -27,6 +30,7 @@ import subprocess
 import sys
 import sysconfig
 import tarfile
+import tempfile
 import time
 import zipfile
 
@@ -51,9 +55,43 @@ def _setting(config_settings, key, env):
     return value if value else os.environ.get(env) or None
 
 
+class BuildFailure(Exception):
+    """A failure the backend reports in one line (the hooks' decorator `_one_line_errors`)."""
+
+
+def _writable(folder):
+    """Whether `folder` can be made and written (a probe file created and removed): False on a
+    read-only file system, whatever the user (root included)."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".rcsim-write-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+        return True
+    except OSError:
+        return False
+
+
 def _build_dir(config_settings):
-    d = _setting(config_settings, "build-dir", "RCSIM_PIP_BUILD_DIR") or os.path.join("build", "pip")
-    return d if os.path.isabs(d) else os.path.join(ROOT, d)
+    """The CMake build folder: build-dir / RCSIM_PIP_BUILD_DIR if given (it must be writable),
+    else build/pip in the tree, else (a read-only tree) TMPDIR/rcsim-pip-HASH."""
+    d = _setting(config_settings, "build-dir", "RCSIM_PIP_BUILD_DIR")
+    if d:
+        d = d if os.path.isabs(d) else os.path.join(ROOT, d)
+        if not _writable(d):
+            raise BuildFailure(f"the build folder {d} (build-dir / RCSIM_PIP_BUILD_DIR) cannot be written; "
+                               "give a writable folder")
+        return d
+    d = os.path.join(ROOT, "build", "pip")
+    if _writable(d):
+        return d
+    tag = hashlib.sha256(ROOT.encode()).hexdigest()[:12]
+    fallback = os.path.join(tempfile.gettempdir(), f"rcsim-pip-{tag}")
+    if not _writable(fallback):
+        raise BuildFailure(f"the source tree {ROOT} is read-only and {fallback} cannot be written either; "
+                           "give a writable build folder: --config-settings build-dir=PATH")
+    _log(f"the source tree {ROOT} is read-only: building in {fallback}")
+    return fallback
 
 
 def _cmake_build(config_settings):
@@ -71,22 +109,48 @@ def _cmake_build(config_settings):
             configured = f.read().strip() == sha
     if not configured or extra:
         _log(f"configuring {build}")
-        subprocess.run(["cmake", "-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
-                        "-DRCSIM_BUILD_TESTS=OFF", *extra], check=True, stdout=sys.stderr)
+        _cmake(["-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DRCSIM_BUILD_TESTS=OFF", *extra])
         with open(sha_file, "w", encoding="utf-8") as f:
             f.write(sha + "\n")
     _log(f"building rcsim and rcsim_engine in {build} (-j{jobs})")
     t = time.monotonic()
-    subprocess.run(["cmake", "--build", build, "-j", jobs, "--target", "rcsim", "rcsim_engine"],
-                   check=True, stdout=sys.stderr)
+    _cmake(["--build", build, "-j", jobs, "--target", "rcsim", "rcsim_engine"])
     _log(f"build done in {time.monotonic() - t:.0f} s")
     exe = os.path.join(build, "sim", "rcsim")
     engine_dir = os.path.join(build, "python", "rcsim")
     engines = sorted(n for n in os.listdir(engine_dir) if n.startswith("_engine") and n.endswith(".so"))
     if not os.access(exe, os.X_OK) or not engines:
-        raise RuntimeError(f"rcsim_build: the build in {build} made no {exe} or no {engine_dir}/_engine*.so "
+        raise BuildFailure(f"the build in {build} made no {exe} or no {engine_dir}/_engine*.so "
                            "(is pybind11-dev installed? scripts/deps.txt)")
     return exe, os.path.join(engine_dir, engines[0])
+
+
+def _cmake(args):
+    """cmake ARGS, its output on stderr; BuildFailure (one line) if it fails or is missing."""
+    try:
+        r = subprocess.run(["cmake", *args], stdout=sys.stderr)
+    except OSError as e:
+        raise BuildFailure(f"cannot run cmake ({e.strerror}); install it (scripts/deps.txt)") from None
+    if r.returncode != 0:
+        raise BuildFailure(f"cmake {' '.join(args[:2])} ... failed (exit {r.returncode}); its messages are above")
+
+
+def _one_line_errors(hook):
+    """A PEP 517 hook whose failures end the backend with one line and exit 1 (pip then reports
+    the failed build): BuildFailure and OSError (a folder that cannot be written, a full disk)."""
+    import functools
+
+    @functools.wraps(hook)
+    def wrapped(*args, **kwargs):
+        try:
+            return hook(*args, **kwargs)
+        except BuildFailure as e:
+            _log(f"error: {e}")
+        except OSError as e:
+            name = f"{e.filename}: " if e.filename else ""
+            _log(f"error: {name}{e.strerror or e}")
+        sys.exit(1)
+    return wrapped
 
 
 def _git_commit():
@@ -171,6 +235,7 @@ def get_requires_for_build_editable(config_settings=None):
     return []
 
 
+@_one_line_errors
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     version, tag = _version(), _tag()
     exe, engine = _cmake_build(config_settings)
@@ -195,13 +260,17 @@ def _replace_link(target, link):
     os.symlink(target, link)
 
 
+@_one_line_errors
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
     """PEP 660: a wheel whose .pth puts analysis/ on sys.path; the engine and the executable are
     linked into analysis/rcsim/ (git-ignored), so a rebuild (`pip install -e .` again, or
     cmake --build on the same build folder) is seen at once."""
     version, tag = _version(), _tag()
-    exe, engine = _cmake_build(config_settings)
     pkg = os.path.join(ROOT, "analysis", NAME)
+    if not _writable(pkg):
+        raise BuildFailure(f"pip install -e links the engine into {pkg}, which is read-only; use `pip install .` "
+                           "(it builds in a temporary folder) or a writable checkout")
+    exe, engine = _cmake_build(config_settings)
     for old in os.listdir(pkg):  # an engine of another Python version or an older build
         if old.startswith("_engine") and old.endswith(".so") and old != os.path.basename(engine):
             os.remove(os.path.join(pkg, old))
@@ -219,6 +288,7 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
     return name
 
 
+@_one_line_errors
 def build_sdist(sdist_directory, config_settings=None):
     """A minimal sdist: the files git tracks (or the tree without build products), plus PKG-INFO."""
     version = _version()

@@ -135,13 +135,20 @@ TEST_CASE("run_memory_bytes counts the results and the layer table once, and the
   const Config c = make_config(base);
   const double nt = static_cast<double>(token_measure_info().size()), na = static_cast<double>(attention_measure_info().size());
   const double values = 2 * (4 * nt + 3 * na) + 2 * 4 * 4 + 2 * 1 * 5 * 4;
-  CHECK(results_memory_bytes(c) == 8 * values + 8 * 4);
-  CHECK(run_memory_bytes(c) == 8 * values + 8 * 4 + work_memory_bytes(c));
-  // A file image (Python) holds the file in memory and copies it out: the results twice more.
-  CHECK(run_memory_bytes(c, true) == 3 * (8 * values + 8 * 4) + work_memory_bytes(c));
+  // The layer tables: 8 bytes per layer 0..3 (two int columns) and 12 per recorded layer (three
+  // int copies of the 4 recorded layers). For a moment the larger of a checkpoint's row of one
+  // trial's measures (4 nt + 3 na values) and the writer's T x S copy of one measure with six
+  // values per recorded layer (coordinates, summary statistics): 2 x 4 + 6 x 4 = 32 values.
+  const double tables = 8 * 4 + 12 * 4, row = 8 * (4 * nt + 3 * na), writer = 8 * 32;
+  CHECK(results_memory_bytes(c) == 8 * values + tables + std::max(row, writer));
+  CHECK(run_memory_bytes(c) == 8 * values + tables + std::max(row, writer) + work_memory_bytes(c));
+  // A file image (Python: no checkpoint) holds the file in memory and copies it out: the results twice more.
+  CHECK(run_memory_bytes(c, true) == 3 * (8 * values + tables + writer) + work_memory_bytes(c));
   CHECK_NOTHROW(require_run_memory(c));
-  // An asked measure is one more column per recorded layer.
-  CHECK(results_memory_bytes(with("output.measures", "effective_rank")) - results_memory_bytes(c) == 8 * 2 * 4);
+  // An asked measure is one more column per recorded layer, and one more value per recorded layer
+  // in the checkpoint's row when the row is the larger transient.
+  CHECK(results_memory_bytes(with("output.measures", "effective_rank")) - results_memory_bytes(c) ==
+        8 * 2 * 4 + (std::max(row + 8 * 4, writer) - std::max(row, writer)));
   // Work storage, N = 5, d = 4, one head with d_k = d, one thread, by hand: the program (23 MB),
   // the mask and its analysis 2 x 25 bytes; doubles: logits 25, 12 token-sized matrices
   // 12 x 20 = 240, weights W_Q, W_K, W_V 3 x 16 = 48 and 4 d = 16 of vectors: 329 doubles.

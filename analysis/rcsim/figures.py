@@ -1,15 +1,14 @@
 """Shared by the figure scripts (analysis/figure*.py): command line, running rcsim, saving."""
 
 
-import argparse
 import contextlib
-import errno
 import os
-import stat
 import tempfile
 
+from .command import Parser
 
-class _FigureParser(argparse.ArgumentParser):
+
+class _FigureParser(Parser):
     """Fills the defaults of --data and --out after parsing: the full figure uses data/NAME and
     figures/NAME; --tiny uses data/NAME-tiny for both, so a tiny run never meets the full run's
     files nor overwrites the committed figures."""
@@ -56,8 +55,9 @@ def rcsim(args, exe, *rest):
     import subprocess
     cmd = [exe, *rest] + (["--force"] if args.force else [])
     r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)}\nfailed ({r.returncode}): {r.stderr.strip()}")
+    if r.returncode != 0:  # one line: the command and rcsim's own (last) error line
+        last = (r.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SystemExit(f"{' '.join(cmd)} failed (exit {r.returncode}): {last}")
     return r.stdout
 
 
@@ -68,16 +68,13 @@ def atomic_writer(path, binary=False):
     error on close is raised), gives it the mode a plain open() would, and only then renames it
     over `path` (os.replace); on any error the temporary is removed and `path` is left as it was.
     It refuses to replace anything that is not a regular file (a directory, a symbolic link, a
-    FIFO, a device): FileExistsError, an OSError, so that callers catching OSError report it."""
+    FIFO, a device), or a file this process read as input (command.note_input): OutputRefused, a
+    FileExistsError, an OSError, so that callers catching OSError report it (command.run: exit 2)."""
+    from .command import check_output
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        mode = None
-    if mode is not None and not stat.S_ISREG(mode):
-        raise FileExistsError(errno.EEXIST, "exists and is not a regular file: not replaced", path)
+    check_output(path)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
     try:
         f = os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"}))
@@ -91,6 +88,12 @@ def atomic_writer(path, binary=False):
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 -> the mode a plain open() would give
         os.replace(tmp, path)
+    except OSError as e:  # named by the output, not the temporary: "cannot write 'out.png' (File too large)"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if getattr(e, "exit_status", None):
+            raise
+        raise OSError(e.errno, f"cannot write ({e.strerror or e}); nothing was replaced", path) from None
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -101,6 +104,22 @@ def write_text(path, text):
     """`text` into `path` through atomic_writer."""
     with atomic_writer(path) as f:
         f.write(text)
+
+
+def write_hdf5(path, datasets, attrs=None):
+    """An HDF5 file of `datasets` ({name: array}) and root attributes `attrs`, made in memory
+    (HDF5's core driver: a failing write cannot leave HDF5 half-closed on a Python stream), then
+    written through atomic_writer."""
+    import h5py
+    with h5py.File(os.path.basename(path) or "image.h5", "w", driver="core", backing_store=False) as f:
+        for name, a in datasets.items():
+            f[name] = a
+        for name, v in (attrs or {}).items():
+            f.attrs[name] = v
+        f.flush()
+        image = f.id.get_file_image()
+    with atomic_writer(path, binary=True) as stream:
+        stream.write(image)
 
 
 def save_figure(fig, out, dpi=120, exts=("png", "pdf"), **savefig):

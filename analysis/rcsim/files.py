@@ -1,5 +1,6 @@
 """Reading rcsim run files, sweep indexes and analysis files: with h5py (dicts of NumPy arrays:
 load_run, load_sweep, load_analysis) or as labelled xarray objects (open_run, open_sweep)."""
+import contextlib
 import io
 import os
 
@@ -8,7 +9,22 @@ import numpy as np
 
 
 class RcsimFileError(ValueError):
-    """A file that is not what the reader expects (not an rcsim file, incomplete, wrong kind)."""
+    """A file that is not what the reader expects (not an rcsim file, incomplete, wrong kind).
+    A command-line entry point (rcsim.command.run) reports it in one line, exit 2."""
+    exit_status = 2
+
+
+@contextlib.contextmanager
+def reading(path):
+    """Turns what h5py and NumPy raise on a malformed file (a missing dataset or attribute, a
+    dataset of the wrong type or shape) into RcsimFileError naming the file."""
+    try:
+        yield
+    except RcsimFileError:
+        raise
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError, OSError) as e:
+        raise RcsimFileError(f"{_name(path)}: not a readable rcsim file ({type(e).__name__}: "
+                             f"{' '.join(str(e).split())})") from None
 
 
 def _is_coordinate(ds):
@@ -25,19 +41,29 @@ def _name(path):
     return "(run file in memory)" if isinstance(path, (bytes, bytearray, memoryview)) else path
 
 
-def _open_checked(path, filetype):
-    """h5py.File of a complete rcsim file of this filetype, or RcsimFileError."""
+def open_checked(path, filetype, complete=None):
+    """h5py.File of an rcsim file of this filetype, complete (attribute complete = 1; by default
+    required of run files only), or RcsimFileError naming the file. The file is recorded as an
+    input of this process (command.note_input): rcsim.figures.atomic_writer never replaces it."""
+    from .command import note_input
     source, path = _readable(path), _name(path)
+    if isinstance(source, (str, os.PathLike)) and not os.path.isfile(source):
+        raise RcsimFileError(f"{path}: {'not a regular file' if os.path.exists(source) else 'no such file'}")
     try:
         f = h5py.File(source, "r")
     except OSError as e:
         raise RcsimFileError(f"{path}: cannot open as HDF5 ({e})") from None
-    if _text(f.attrs.get("filetype", "")) != filetype:
+    note_input(path)
+    try:
+        with reading(path):
+            if _text(f.attrs.get("filetype", "")) != filetype:
+                raise RcsimFileError(f"{path}: not an {filetype} file (filetype attribute missing or different)")
+            if (filetype == "rcsim-run" if complete is None else complete) and \
+                    not np.array_equal(f.attrs.get("complete", 0), 1):
+                raise RcsimFileError(f"{path}: incomplete {filetype} file (complete != 1)")
+    except RcsimFileError:
         f.close()
-        raise RcsimFileError(f"{path}: not an {filetype} file (filetype attribute missing or different)")
-    if filetype == "rcsim-run" and int(f.attrs.get("complete", 0)) != 1:
-        f.close()
-        raise RcsimFileError(f"{path}: incomplete run file (complete != 1)")
+        raise
     return f
 
 
@@ -45,7 +71,7 @@ def load_run(path):
     """Return a dict with the run's attributes, its coordinates (`layer` for the token measures,
     `attention_layer` for the attention measures attn_*), per-trial metrics [trial, layer] and
     each measure's long_name and units (`metric_info`)."""
-    with _open_checked(path, "rcsim-run") as f:
+    with open_checked(path, "rcsim-run") as f, reading(path):
         run = {"path": path, "attrs": dict(f.attrs), "layer": f["layer"][()],
                "attention_layer": f["attention_layer"][()],
                "metrics": {k: v[()] for k, v in f["metrics"].items() if not _is_coordinate(v)},
@@ -62,7 +88,7 @@ def open_run(path, group="metrics"):
     The root's attributes (mask_type, norm_type, seed, ...) are added to the Dataset's attrs.
     `path` may also be the bytes of a run file (rcsim.simulate_image)."""
     import xarray as xr
-    with _open_checked(path, "rcsim-run") as f:
+    with open_checked(path, "rcsim-run") as f:
         root = {k: _attr(v) for k, v in f.attrs.items()}
     ds = xr.open_dataset(_readable(path), group=group, engine="h5netcdf").load()
     ds.close()
@@ -137,9 +163,7 @@ def load_sweep(directory, runs=False):
     is the whole sweep. `sweep_table()` turns the list into a NumPy structured array.
     """
     path = os.path.join(directory, "index.h5")
-    with h5py.File(path, "r") as f:
-        if _text(f.attrs.get("filetype", "")) != "rcsim-sweep-index":
-            raise RcsimFileError(f"{path}: not an rcsim sweep index (filetype attribute missing)")
+    with open_checked(path, "rcsim-sweep-index") as f, reading(path):
         names = [_text(x) for x in f["name"][()]]
         files = [_text(x) for x in f["file"][()]]
         status = [_text(x) for x in f["status"][()]]
@@ -212,8 +236,8 @@ def run_paths(paths):
     for path in paths:
         index = os.path.join(path, "index.h5") if os.path.isdir(path) else path
         is_index = False
-        if os.path.isfile(index):
-            with h5py.File(index, "r") as f:
+        if os.path.isfile(index) and h5py.is_hdf5(index):  # anything else is left to load_run to refuse
+            with reading(index), h5py.File(index, "r") as f:
                 is_index = _text(f.attrs.get("filetype", "")) == "rcsim-sweep-index"
         if is_index:
             out += [p["file"] for p in load_sweep(os.path.dirname(os.path.abspath(index)))

@@ -10,13 +10,13 @@ Curves are labelled by the keys whose values differ between the runs (in words: 
 and each curve is the median over trials with the 10-90% band (--trials band), every trial
 (all) or the median alone. The output format follows the extension (PNG, PDF, SVG).
 """
-import argparse
 import os
 import sys
 import textwrap
 
 import numpy as np
 
+from .command import Parser, UsageError, check_output, run as run_command
 from .files import band, load_run, run_paths
 
 # Configuration keys in words, for legends, titles and axes.
@@ -130,9 +130,12 @@ def _style(name):
 def _per_layer(run, m):
     """The [trial, layer] values of measure m; a measure with a token axis ([trial, layer, token],
     e.g. last_token_sensitivity) has no single curve per trial and is refused with a pointer."""
+    if m not in run["metrics"]:
+        raise UsageError(f"--measure: measure '{m}' is not in {run['path']} (it has: "
+                         f"{', '.join(sorted(k for k in run['metrics'] if not k.endswith('layer')))})")
     values = np.asarray(run["metrics"][m], dtype=float)
     if values.ndim != 2:
-        raise SystemExit(f"rcsim.plot: measure '{m}' has shape {list(values.shape)} [trial, layer, token]: one value "
+        raise UsageError(f"--measure: measure '{m}' has shape {list(values.shape)} [trial, layer, token]: one value "
                          f"per token, not one curve per trial; select a token first, e.g. "
                          f"rcsim.open_run(path).{m}.sel(token=0)")
     return values
@@ -188,9 +191,6 @@ def plot_curves_figure(runs, measures, trials="band", xscale="log", yscale="log"
     for ax, m in zip(axes[0], measures):
         curves = []
         for run, (colour, ls), name in zip(runs, styles, names):
-            if m not in run["metrics"]:
-                raise SystemExit(f"rcsim.plot: measure '{m}' is not in the run (it has: "
-                                 f"{', '.join(sorted(k for k in run['metrics'] if not k.endswith('layer')))})")
             values = _per_layer(run, m)
             layers = _layers(run, values)
             curves.append({"x": layers + 1 if xscale == "log" else layers, "values": values, "colour": colour,
@@ -227,7 +227,7 @@ def plot_heatmap_figure(runs, key_x, key_y, measure, layer=None, style="paper"):
     values = [config_values(r) for r in runs]
     for k in (key_x, key_y):
         if len({v.get(k) for v in values}) < 2:
-            raise SystemExit(f"rcsim.plot --heatmap: key '{k}' takes fewer than two values in these runs "
+            raise UsageError(f"--heatmap: key '{k}' takes fewer than two values in these runs "
                              f"(the keys that vary: {', '.join(varying_keys(values)) or 'none'})")
 
     def order(k):
@@ -243,8 +243,10 @@ def plot_heatmap_figure(runs, key_x, key_y, measure, layer=None, style="paper"):
         layers = list(_layers(run, per_layer))
         t = layers[-1] if layer is None else layer
         if t not in layers:
-            raise SystemExit(f"rcsim.plot: measure '{measure}' has no value at layer {t} (output.schedule); "
-                             f"recorded: {layers}")
+            shown = ", ".join(map(str, layers)) if len(layers) <= 12 else \
+                f"{', '.join(map(str, layers[:6]))}, ..., {', '.join(map(str, layers[-3:]))} ({len(layers)} layers)"
+            raise UsageError(f"--layer: measure '{measure}' has no value at layer {t} (output.schedule); "
+                             f"recorded: {shown}")
         grid[yi[v[key_y]], xi[v[key_x]]] = np.nanmedian(per_layer[:, layers.index(t)])
     import textwrap
     from matplotlib.colors import LogNorm
@@ -293,7 +295,7 @@ def _save(fig, out):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python3 -m rcsim.plot", description=__doc__.splitlines()[0],
+    p = Parser(prog="python3 -m rcsim.plot", description=__doc__.splitlines()[0],
                                 epilog="Examples: python3 -m rcsim.plot data/run.h5 -o mu.pdf; "
                                        "python3 -m rcsim.plot data/default --measure mu_rel rank -o sweep.png")
     p.add_argument("runs", nargs="+", help="rcsim run files (HDF5), or sweep directories (their complete points)")
@@ -317,9 +319,11 @@ def main(argv=None):
         if not os.path.exists(path):
             p.error(f"no such file or directory: {path}")
     os.environ.setdefault("MPLBACKEND", "Agg")
-    runs = [load_run(path) for path in run_paths(a.runs)]
+    runs = [load_run(path) for path in run_paths(a.runs)]  # a file that is not a complete run: exit 2
     if not runs:
         p.error("no complete run files in " + " ".join(a.runs))
+    for out in a.output:  # never an input, a link or a directory; checked before anything is drawn
+        check_output(out)
     if a.heatmap:
         measures = a.measure or ["mu_rel"]
         if len(measures) != 1:
@@ -328,14 +332,10 @@ def main(argv=None):
     else:
         fig = plot_curves_figure(runs, a.measure or ["mu", "mu_rel"], a.trials, a.xscale, a.yscale, a.style)
     for out in a.output:
-        try:
-            _save(fig, out)
-        except OSError as e:
-            sys.stderr.write(f"rcsim.plot: cannot write '{out}': {e.strerror or e}\n")
-            return 1
+        _save(fig, out)  # an OSError (a full disk): one line naming the file, exit 1 (command.run)
         print(f"wrote {out}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main, "python3 -m rcsim.plot"))

@@ -32,6 +32,9 @@ std::string group_name(int trial) { return "trial_" + std::to_string(trial); }
 // Row `trial` of each matrix, stacked: [count, cols].
 std::vector<double> stack_rows(const std::vector<Matrix>& ms, int trial) {
   std::vector<double> out;
+  std::size_t n = 0;
+  for (const Matrix& m : ms) n += static_cast<std::size_t>(m.cols());
+  out.reserve(n);  // its size exactly (grown by doubling it reached up to 2x: docs/dev/memory.md)
   for (const Matrix& m : ms)
     for (Eigen::Index j = 0; j < m.cols(); ++j) out.push_back(m(trial, j));
   return out;

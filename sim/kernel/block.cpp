@@ -1,4 +1,5 @@
 #include "kernel/block.hpp"
+#include "kernel/errors.hpp"
 
 #include <cmath>
 
@@ -149,6 +150,7 @@ LayerSettings layer_settings(const ModelSpec& c) {
 }
 
 BlockParams at_layer(const BlockParams& p, int t) {
+  if (p.cancel && p.cancel->load(std::memory_order_relaxed)) throw Interrupted();
   BlockParams q = p;
   if (p.per_layer)
     for (const LayerSetting& s : *p.per_layer)

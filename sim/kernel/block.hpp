@@ -16,6 +16,7 @@
 // M's output (dropout.output), before the residual.
 #pragma once
 
+#include <atomic>
 #include <optional>
 
 #include "kernel/model_spec.hpp"
@@ -58,6 +59,10 @@ struct BlockParams {
   bool single = false;  // run.precision = float32: block_backward computes in float (the forward ignores it)
   const LayerSettings* per_layer = nullptr;  // model.layer_overrides: see at_layer()
   const NoiseStep* noise = nullptr;  // dynamics.noise > 0: the step after each block (nullptr = none)
+  // The run's stop flag (SIGINT, SIGTERM, Ctrl-C in Python), polled by at_layer: every loop over
+  // blocks (forward, segment replay, reverse pass, Jacobian-vector products, power iterations)
+  // then stops within one block, throwing Interrupted. nullptr = never stopped.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // The branch weight and the skip gain of the MLP sub-block of p.
@@ -70,7 +75,8 @@ BlockParams block_params(const ModelSpec& c, const MaskMatrix* mask, const Norma
 // The parameters of block t (0-based): p itself, with the settings of the range of p.per_layer
 // that holds t (position, N, alpha, skip, d_qk, activation), and with norm_depth_scaling
 // p.layer.norm_scale = 1/sqrt(t + 1), the LayerNorm scaling of layer l = t + 1 (Sun et al. 2025;
-// pre-LN only). Every path (forward, segment replay, backward) reads block t's parameters here.
+// pre-LN only). Every path (forward, segment replay, backward) reads block t's parameters here,
+// so it is also where a stop request is honoured: throws Interrupted when p.cancel is set.
 BlockParams at_layer(const BlockParams& p, int t);
 
 // Work matrices of a block: the attention layer's, the normalised input of pre/peri, the MLP's.

@@ -15,4 +15,10 @@ struct RuntimeError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A computation stopped by its cancel flag (SIGINT, SIGTERM, Ctrl-C in Python): finished trials are
+// kept by the caller, the trial in progress is abandoned.
+struct Interrupted : std::runtime_error {
+  Interrupted() : std::runtime_error("interrupted") {}
+};
+
 }  // namespace rcsim

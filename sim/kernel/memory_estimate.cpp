@@ -49,7 +49,16 @@ double results_memory_bytes(const ModelSpec& c, bool whole) {
   const double per_trial = trial_large_bytes(c);
   const double threads = resolve_threads(c.run.threads, std::max(c.run.trials, 1));
   const double large = whole ? T * per_trial : std::min(T * per_trial, kPendingLargeBytes + (threads + 1) * per_trial);
-  return measures + large + 8.0 * (L + 1);
+  // The layer tables: column_of_layer and column_of_attention_layer (4 bytes per layer each), the
+  // recorded layers' indices in the results, the configuration and the setup (4 bytes each).
+  const double tables = 8.0 * (L + 1) + 12.0 * S;
+  // For a moment, the larger of: a checkpoint flush's row of every measure of one trial
+  // (io/checkpoint.cpp, run_to_file only), and the run file's writer's T x S copy of one measure
+  // (log10 mu, or a measure in row-major order) with the coordinates (int64) and four summary
+  // statistics per recorded layer (io/run_file.cpp).
+  const double row = whole ? 0.0 : 8.0 * (S * token_columns + Sa * attention_columns);
+  const double writer = 8.0 * (T * S + 2 * S + 4 * S);
+  return measures + large + tables + std::max(row, writer);
 }
 
 // The formula, measured against the peak RSS by tests/hostile/memory_estimate.py (ctest
@@ -80,8 +89,11 @@ double work_memory_bytes(const ModelSpec& c) {
   const double program = kProgramBytes;
   // The gradient measures keep the blocks' inputs and weights for the reverse pass (all of them, or
   // checkpoints and one segment: kernel/gradients.hpp), and its work matrices.
-  const double stored =
-      wants_gradients(c) ? gradient_store_bytes(c, gradient_segment_length(c)) / 8.0 + 20 * N * d + 4 * N * N : 0.0;
+  // Stored whole (segment length L), the blocks are copied once more into the segment tape of each
+  // reverse pass (stack_backward_segments, StackJacobian).
+  const int segment = gradient_segment_length(c);
+  const double kept = wants_gradients(c) ? gradient_store_bytes(c, segment) / 8.0 : 0.0;
+  const double stored = wants_gradients(c) ? kept * (segment >= c.model.layers ? 2 : 1) + 20 * N * d + 4 * N * N : 0.0;
   // jacobian_log_spec2 keeps the N rows (N x N d) of the Jacobian at a chunk of recorded layers, and
   // the N x N Gram matrix with its eigensolver's work.
   const double S = recorded_layers(c).first;

@@ -66,7 +66,8 @@ bool run_trial(const EngineSetup& s, int trial_index, RunResults& r, const std::
   const int L = c.model.layers;
   const auto ti = static_cast<std::size_t>(trial_index);
   Trial trial(s, trial_index);
-  TrialTape tape(s, trial_index, s.gradient_segment);  // for the derivative measures
+  trial.set_cancel(cancel);  // every block loop, the derivative measures' too, stops within one block
+  TrialTape tape(s, trial_index, s.gradient_segment, cancel);  // for the derivative measures
   LayerRecorder layer(s, r, trial_index);
   // The attention measures of the product of the blocks' attention (docs/science/peers.md).
   const bool want_product = wants_pass(c, MeasurePass::attention_product);
@@ -102,7 +103,8 @@ bool run_trial(const EngineSetup& s, int trial_index, RunResults& r, const std::
   return true;
 }
 
-TrialGradients trial_gradients(const EngineSetup& s, int trial_index, const Matrix& cotangent) {
+TrialGradients trial_gradients(const EngineSetup& s, int trial_index, const Matrix& cotangent,
+                               const std::atomic<bool>* cancel) {
   const ModelSpec& c = s.config;
   const int N = c.model.tokens, d = c.model.dim, L = c.model.layers;
   if (cotangent.rows() != N || cotangent.cols() != d)
@@ -110,6 +112,7 @@ TrialGradients trial_gradients(const EngineSetup& s, int trial_index, const Matr
                      std::to_string(d) + "], got [" + std::to_string(cotangent.rows()) + ", " +
                      std::to_string(cotangent.cols()) + "]");
   Trial trial(s, trial_index);  // the forward as run_trial runs it, every block kept
+  trial.set_cancel(cancel);     // polled by every block of the forward and reverse passes
   BlockTape tape;
   for (int t = 0; t < L; ++t) step_recorded(trial, tape);
   // The reverse pass reads the dense mask: made here if the setup has none (the cpu platform's).

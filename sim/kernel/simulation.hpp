@@ -9,6 +9,7 @@
 #include "kernel/backward.hpp"
 #include "kernel/derivative_measures.hpp"
 #include "kernel/engine_setup.hpp"
+#include "kernel/errors.hpp"  // Interrupted
 #include "kernel/memory_estimate.hpp"
 #include "kernel/results.hpp"
 #include "kernel/types.hpp"
@@ -16,7 +17,8 @@
 namespace rcsim {
 
 // Run one trial, writing row `trial` of the results (which must be sized by allocate_results).
-// `cancel` is polled between layers; returns false if the trial was abandoned because of it.
+// `cancel` is polled between layers (returns false) and by every block loop of the trial, the
+// derivative measures' too (BlockParams::cancel: throws Interrupted), when it abandons the trial.
 bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel = nullptr);
 
 // The gradients of a scalar loss of X(L) for trial `trial` of `s`, given its cotangent
@@ -29,11 +31,9 @@ struct TrialGradients {
   std::vector<Matrix> dX;
   std::vector<BlockGrads> blocks;
 };
-TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& cotangent);
-
-struct Interrupted : std::runtime_error {
-  Interrupted() : std::runtime_error("interrupted") {}
-};
+// `cancel` stops it within one block (Interrupted).
+TrialGradients trial_gradients(const EngineSetup& s, int trial, const Matrix& cotangent,
+                               const std::atomic<bool>* cancel = nullptr);
 
 // How a batch of trials is driven: cancellation, progress (done, total), and a callback after
 // each completed trial (both called under one lock, never concurrently).

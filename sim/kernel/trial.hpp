@@ -57,6 +57,10 @@ class Trial {
   const RandomStream* dropout_stream() const { return state_->dropout ? &*state_->dropout : nullptr; }
   const RandomStream* noise_stream() const { return state_->noise ? &*state_->noise : nullptr; }
 
+  // The run's stop flag (BlockParams::cancel): every later step, and every pass given params(),
+  // throws Interrupted within one block once it is set. nullptr = never stopped.
+  void set_cancel(const std::atomic<bool>* cancel) { params_.cancel = cancel; }
+
   TrialState save() const { return *state_; }
   void resume(const TrialState& state);
 

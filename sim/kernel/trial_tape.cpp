@@ -13,9 +13,9 @@ LayerReport step_recorded(Trial& trial, BlockTape& tape) {
   return rep;
 }
 
-TrialTape::TrialTape(const EngineSetup& s, int trial, int segment)
+TrialTape::TrialTape(const EngineSetup& s, int trial, int segment, const std::atomic<bool>* cancel)
     : s_(s), trial_(trial), recording_(wants_gradients(s.config)),
-      length_(segment > 0 ? segment : gradient_segment_length(s.config)) {}
+      length_(segment > 0 ? segment : gradient_segment_length(s.config)), cancel_(cancel) {}
 
 LayerReport TrialTape::step(Trial& trial) {
   if (!recording_) return trial.step();
@@ -38,6 +38,7 @@ void TrialTape::replay(int b, int e, BlockTape& out) const {
     return;
   }
   Trial trial(s_, trial_);
+  trial.set_cancel(cancel_);
   trial.resume(checkpoints_[first / static_cast<std::size_t>(length_)]);
   for (std::size_t k = 0; k < n; ++k) step_recorded(trial, out);
 }

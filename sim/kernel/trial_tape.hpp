@@ -20,7 +20,7 @@ class TrialTape {
  public:
   // For trial `trial` of `s`: `segment` blocks per segment (0: gradient_segment_length); records
   // nothing unless the run asks for a measure of the reverse pass.
-  TrialTape(const EngineSetup& s, int trial, int segment);
+  TrialTape(const EngineSetup& s, int trial, int segment, const std::atomic<bool>* cancel = nullptr);
   bool recording() const { return recording_; }
   int length() const { return length_; }  // blocks per segment (L when all are stored)
   // trial.step(), keeping what the reverse pass of that block needs.
@@ -38,6 +38,7 @@ class TrialTape {
   int trial_ = 0;
   bool recording_ = false;
   int length_ = 0;
+  const std::atomic<bool>* cancel_ = nullptr;  // the replays' stop flag
   BlockTape tape_;                      // every block's, when stored whole
   std::vector<TrialState> checkpoints_;  // else the state before blocks 0, length, 2 length, ...
 };

@@ -120,6 +120,34 @@ std::future_status wait_without_gil(std::future<T>& result, std::atomic<bool>& c
   return st;
 }
 
+// work(&cancel) on a worker thread, without the GIL; this thread wakes every 0.1 s to let Python
+// handle signals and to call between() (progress): Ctrl-C (or an exception of between) sets
+// `cancel`, the work stops within one block (BlockParams::cancel), and the exception (the
+// KeyboardInterrupt) is re-raised once the worker has finished. Returns work's result (or rethrows
+// its exception).
+template <class Work>
+auto run_interruptible(Work work, const std::function<void()>& between = {}) {
+  std::atomic<bool> cancel{false};
+  auto result = std::async(std::launch::async, [&] { return work(&cancel); });
+  for (;;) {
+    if (wait_without_gil(result, cancel, std::chrono::milliseconds(100)) == std::future_status::ready) break;
+    try {
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+      if (between) between();  // may raise (a progress bar's error, KeyboardInterrupt inside it)
+    } catch (...) {
+      cancel.store(true);  // stop the work, wait for it, re-raise
+      while (wait_without_gil(result, cancel, std::chrono::milliseconds(100)) != std::future_status::ready) {
+      }
+      try {
+        result.get();
+      } catch (...) {
+      }
+      throw;
+    }
+  }
+  return result.get();  // rethrows the work's exception
+}
+
 py::bytes run_image(const std::vector<std::string>& keys, const std::optional<std::string>& config_file,
                     const std::string& call, bool quiet, const std::map<std::string, DoubleArray>& arrays,
                     const std::optional<py::array_t<std::uint8_t, py::array::c_style>>& mask,
@@ -129,7 +157,6 @@ py::bytes run_image(const std::vector<std::string>& keys, const std::optional<st
   rcsim::HostInputs host = host_inputs(c, arrays, mask, who);
   rcsim::Provenance prov;
   prov.command_line = call;
-  std::atomic<bool> cancel{false};
   // Progress: the workers store (done, total); this thread reports it to Python between waits.
   std::atomic<int> done{0}, total{c.run.trials};
   host.progress = [&](int k, int n) {
@@ -143,28 +170,9 @@ py::bytes run_image(const std::vector<std::string>& keys, const std::optional<st
       (*progress)(reported, total.load());
     }
   };
-  // The run on a worker thread, without the GIL; this thread wakes every 0.1 s to let Python
-  // handle signals (Ctrl-C sets `cancel`, the run stops between layers, KeyboardInterrupt).
-  std::future<std::vector<char>> result =
-      std::async(std::launch::async, [&] { return rcsim::run_to_image(c, prov, &cancel, host); });
-  for (;;) {
-    const std::future_status st = wait_without_gil(result, cancel, std::chrono::milliseconds(100));
-    if (st == std::future_status::ready) break;
-    try {
-      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-      report();  // may raise (a progress bar's error, KeyboardInterrupt inside it)
-    } catch (...) {
-      cancel.store(true);  // stop the run between layers, wait for it, re-raise
-      while (wait_without_gil(result, cancel, std::chrono::milliseconds(100)) != std::future_status::ready) {
-      }
-      try {
-        result.get();
-      } catch (...) {
-      }
-      throw;
-    }
-  }
-  std::vector<char> image = result.get();  // rethrows the run's exception
+  // The run on a worker thread (Ctrl-C stops it within one block: KeyboardInterrupt).
+  std::vector<char> image = run_interruptible(
+      [&](const std::atomic<bool>* cancel) { return rcsim::run_to_image(c, prov, cancel, host); }, report);
   report();
   return py::bytes(image.data(), image.size());
 }
@@ -252,12 +260,11 @@ py::dict gradients(const std::vector<std::string>& keys, const std::optional<std
     throw rcsim::UsageError("rcsim.gradients cotangent: a 2-d array [N, d] is needed, got " +
                             std::to_string(cotangent.ndim()) + " dimensions");
   const rcsim::Matrix C = Eigen::Map<const rcsim::RowMajorMatrix>(cotangent.data(), cotangent.shape(0), cotangent.shape(1));
-  rcsim::TrialGradients g;
-  {
-    py::gil_scoped_release no_gil;
+  // On a worker thread: Ctrl-C stops the forward or reverse pass within one block (KeyboardInterrupt).
+  const rcsim::TrialGradients g = run_interruptible([&](const std::atomic<bool>* cancel) {
     const rcsim::EngineSetup s = rcsim::prepare_host(c, host);
-    g = rcsim::trial_gradients(s, trial, C);
-  }
+    return rcsim::trial_gradients(s, trial, C, cancel);
+  });
   using Stack = std::vector<std::vector<rcsim::Matrix>>;
   Stack q, k, v, o, w_in, w_out, b_in, b_out, bq, bk, bv, bo, gain, bias;
   const auto row = [](const rcsim::RowVector& r) { return rcsim::Matrix(r); };
@@ -391,7 +398,7 @@ PYBIND11_MODULE(_engine, m) {
     } catch (const rcsim::UsageError& e) {
       config_error(e.what());
     } catch (const rcsim::Interrupted&) {
-      PyErr_SetString(PyExc_KeyboardInterrupt, "rcsim.simulate interrupted");
+      PyErr_SetString(PyExc_KeyboardInterrupt, "rcsim interrupted");
     }
   });
   m.def("run_image", &run_image, py::arg("keys"), py::arg("config_file") = std::nullopt,

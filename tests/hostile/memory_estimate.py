@@ -46,6 +46,17 @@ CASES = [
     ("attention+tokens 200MB", None, {"model.tokens": 96, "model.dim": 32, "model.layers": 40, "run.trials": 64,
                                       "output.attention": "true", "output.tokens": "all"}),
     ("long sequence N=1024", None, {"model.tokens": 1024, "model.dim": 32, "model.layers": 4, "run.trials": 2}),
+    # Issue 38, the new features: a deep particle flow (RK4 and noise, every layer recorded), the
+    # gradient measures with token snapshots, and a depth of 10^6.
+    ("particles rk4+noise deep", None, {"model.tokens": 32, "model.dim": 3, "model.layers": 100000, "run.trials": 2,
+                                        "norm.type": "sphere", "weights.q": "identity", "weights.k": "identity",
+                                        "weights.v": "identity", "weights.shared": "true", "residual.alpha": 0.01,
+                                        "residual.project": "tangent", "dynamics.integrator": "rk4",
+                                        "dynamics.noise": 0.01}),
+    ("gradients+tokens", None, {"model.tokens": 32, "model.dim": 32, "model.layers": 300, "run.trials": 8,
+                                "output.tokens": "all", "output.measures": "grad_x_norm,jacobian_log_fro2",
+                                "metrics.jacobian_probes": 4}),
+    ("depth 10^6", None, {"model.tokens": 4, "model.dim": 2, "model.layers": 1000000, "run.trials": 2}),
     # 405 MB of /tokens (2.1 MB per trial): more than six times the checkpoint's cap, so the peak
     # is the program, the work, the cap and a few trials, not the output (MAX_PEAK).
     ("tokens-all 400MB", None, {"model.tokens": 64, "model.dim": 64, "model.layers": 64, "run.trials": 190,
