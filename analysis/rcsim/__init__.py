@@ -27,15 +27,19 @@ from .files import (RcsimFileError, load_analysis, load_run, load_sweep, open_ru
                     sweep_runs, sweep_table)
 from .engine import (clusters, executable, gradients, layer, measures, resolved_config, simulate,  # noqa: E402
                      simulate_image)
+from .torch_bridge import capture, from_torch  # noqa: E402  (torch imported only on use)
 
 __all__ = ["__version__", "ConfigError", "RcsimFileError",
            "simulate", "simulate_image", "layer", "gradients", "measures", "clusters", "resolved_config", "executable",
            "open_run", "open_sweep", "load_run", "load_sweep", "load_analysis", "run_paths", "sweep_runs",
-           "sweep_table"]
+           "sweep_table", "from_torch", "capture"]
 
 
 def __getattr__(name):
     if name == "ConfigError":  # from the compiled engine, loaded on first use
         from .engine import _config_error
         return _config_error()
+    if name == "plot":  # rcsim.plot.curves(...) after a plain `import rcsim` (matplotlib loaded on use)
+        import importlib
+        return importlib.import_module(".plot", __name__)
     raise AttributeError(f"module 'rcsim' has no attribute '{name}'")

@@ -157,8 +157,12 @@ def _progress_callback(progress):
     if progress is not True:
         raise check.usage_error("rcsim.simulate", "progress", f"{check._shown(progress)}; None, True, False or a "
                                 "callable (done, total) is needed", True)
-    try:
-        from tqdm.auto import tqdm
+    try:  # tqdm's notebook bar needs ipywidgets (else it warns "IProgress not found"): text then
+        try:
+            import ipywidgets  # noqa: F401
+            from tqdm.auto import tqdm
+        except ImportError:
+            from tqdm import tqdm
     except ImportError:
         import sys
 
@@ -232,15 +236,31 @@ def simulate(config_file=None, keys=None, group="metrics", quiet=True, x0=None, 
 
 def _one_matrix_keys(who, X, weights, mask, layers, keys, sections):
     """X as float64 [N, d], and the keys and sections of the model applied to it (N, d, one trial,
-    `layers`, from X; the rest from keys and sections as in simulate(), weights and mask added)."""
+    `layers`, from X; the rest from keys and sections as in simulate(), weights and mask added).
+    The keys simulate() needs (model.tokens, model.dim, model.layers, run.trials) may be given
+    too, as rcsim.from_torch gives them, when they agree with X and `layers`; layers=None takes
+    model.layers from the keys (else 1)."""
     x = check.real_array(who, "X", X, (2,), "one token matrix [N, d] (rows are tokens, at least one token)")
+    given = dict(a[2:].split("=", 1) for a in configuration_arguments(keys, **sections))
+    if layers is None:
+        layers = given.get("model.layers", 1)
+        try:
+            layers = int(layers) if str(layers).strip().isdigit() else layers
+        except ValueError:
+            pass
     fixed = {"model.tokens": x.shape[0], "model.dim": x.shape[1], "model.layers": check.whole(who, "layers", layers),
              "run.trials": 1}
-    given = {a[2:].split("=", 1)[0] for a in configuration_arguments(keys, **sections)}
-    clash = sorted(given & (set(fixed) | {"output.tokens"}))
-    if clash:
-        raise check.usage_error(who, ", ".join(clash), "set from X and `layers`; do not give them")
-    sections = dict(sections)
+    if "output.tokens" in given:
+        raise check.usage_error(who, "output.tokens", "set by the function (the tokens of every layer); do not give it")
+    for k in sorted(set(given) & set(fixed)):
+        if not _same_number(given[k], fixed[k]):
+            source = {"model.tokens": "X's rows", "model.dim": "X's columns", "model.layers": "`layers`",
+                      "run.trials": "one matrix: one trial"}[k]
+            raise check.usage_error(who, f"{k} = {given[k]}", f"it is {fixed[k]} here ({source}); give that value "
+                                    "or leave the key out")
+    sections = {sec: ({k: v for k, v in d.items() if f"{sec}.{k}" not in fixed} if isinstance(d, dict) else d)
+                for sec, d in sections.items()}
+    sections = {sec: d for sec, d in sections.items() if not isinstance(d, dict) or d}
     if weights is not None:
         sections["weights"] = dict(sections.get("weights", {}), **check.mapping(who, "weights", weights))
     if mask is not None:
@@ -248,10 +268,18 @@ def _one_matrix_keys(who, X, weights, mask, layers, keys, sections):
     return x, dict(keys or {}, **fixed), sections
 
 
-def layer(X, weights=None, mask=None, layers=1, all_layers=False, keys=None, **sections):
+def _same_number(text, value):
+    try:
+        return float(text) == float(value)
+    except ValueError:
+        return False
+
+
+def layer(X, weights=None, mask=None, layers=None, all_layers=False, keys=None, **sections):
     """The model of the keys applied to one token matrix X [N, d] (rows are tokens): X(layers), or
-    every X(t), t = 0..layers, as [layers + 1, N, d] with all_layers=True. N, d, the trial count
-    and the snapshots are set from X; everything else (mask.type, norm.type, residual.alpha,
+    every X(t), t = 0..layers, as [layers + 1, N, d] with all_layers=True (layers=None: the keys'
+    model.layers, else 1). N, d, the trial count and the snapshots are set from X (the keys may
+    repeat them when they agree: rcsim.layer(X, **rcsim.from_torch(block))); everything else (mask.type, norm.type, residual.alpha,
     model.heads, model.d_qk, ...) comes from `keys` and `sections` as in simulate(), and the
     weights from `weights` (arrays as in simulate) or the random draws of the keys.
     Example, one attention layer with given weights:
@@ -278,7 +306,7 @@ def _forward(who, X, weights, mask, layers, all_layers, keys, sections):
     return tokens if all_layers else tokens[-1]
 
 
-def gradients(X, cotangent, weights=None, mask=None, layers=1, keys=None, **sections):
+def gradients(X, cotangent, weights=None, mask=None, layers=None, keys=None, **sections):
     """The reverse pass of the model of rcsim.layer (same arguments) for a scalar loss of its output:
     given the cotangent dLoss/dX(layers) [N, d], a dict of NumPy arrays
       "X": the output X(layers) [N, d] (as rcsim.layer returns it);
