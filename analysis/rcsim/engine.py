@@ -149,15 +149,22 @@ def _host_inputs(who, x0, weights, mask, flat):
 
 
 def _progress_callback(progress):
-    """None, a callable (done, total), or True: a tqdm bar if tqdm is installed, else a line on stderr."""
+    """(trial callback, layer callback, bars) for progress: None; a callable (done, total) of
+    trials; or True: a tqdm bar of layers (trials x (L + 1), the trials done as its postfix), the
+    widget bar only where ipywidgets is installed (else tqdm's text bar, which prints no "IProgress
+    not found"), or without tqdm a line on stderr."""
     if progress is None or progress is False:
-        return None, None
+        return None, None, None
     if callable(progress):
-        return progress, None
+        return progress, None, None
     if progress is not True:
         raise check.usage_error("rcsim.simulate", "progress", f"{check._shown(progress)}; None, True, False or a "
                                 "callable (done, total) is needed", True)
-    try:  # tqdm's notebook bar needs ipywidgets (else it warns "IProgress not found"): text then
+    trials = [0, 0]
+
+    def count_trials(done, total):
+        trials[:] = [done, total]
+    try:
         try:
             import ipywidgets  # noqa: F401
             from tqdm.auto import tqdm
@@ -167,15 +174,18 @@ def _progress_callback(progress):
         import sys
 
         def line(done, total):
-            print(f"\rrcsim: {done}/{total} trials", end="\n" if done == total else "", file=sys.stderr, flush=True)
-        return line, None
+            print(f"\rrcsim: layer {done}/{total} ({trials[0]}/{trials[1]} trials)", end="\n" if done == total else "",
+                  file=sys.stderr, flush=True)
+        return count_trials, line, None
     bars = []  # made at the first report, when the total is known
 
     def update(done, total):
         if not bars:
-            bars.append(tqdm(total=total, unit="trial", desc="rcsim"))
+            bars.append(tqdm(total=total, unit="layer", desc="rcsim"))
+        if trials[1]:
+            bars[0].set_postfix_str(f"{trials[0]}/{trials[1]} trials", refresh=False)
         bars[0].update(done - bars[0].n)
-    return update, bars
+    return count_trials, update, bars
 
 
 def simulate_image(config_file=None, keys=None, quiet=True, x0=None, progress=None, **sections):
@@ -192,10 +202,10 @@ def _image(who, config_file, keys, quiet, x0, progress, sections):
     call = f"{who}(" + ", ".join(([repr(config_file)] if config_file else []) + args +
                                          [f"{k}=<array>" for k, v in (("x0", x0), ("mask", mask)) if v is not None] +
                                          [f"weights[{n!r}]=<array>" for n in (weights or {})]) + ")"
-    callback, bars = _progress_callback(progress)
+    callback, layer_callback, bars = _progress_callback(progress)
     try:
         return _engine().run_image(implied + args, None if config_file is None else os.fspath(config_file), call,
-                                   quiet, arrays, mask_array, callback, who)
+                                   quiet, arrays, mask_array, callback, who, layer_callback)
     finally:
         for bar in bars or []:
             bar.close()
@@ -222,7 +232,8 @@ def simulate(config_file=None, keys=None, group="metrics", quiet=True, x0=None, 
       A wrong shape raises ConfigError naming the array and the shapes allowed.
     group: the run file's group ("metrics", "summary", "diagnostics", or "/" for the root:
     mask, tokens, attention), as for open_run; group="all": a dict of every group's Dataset.
-    progress: True for a progress bar (tqdm if installed), or a callable (done, total) of trials.
+    progress: True for a progress bar of layers (trials x (L + 1); tqdm if installed, its text bar
+    unless ipywidgets is installed), or a callable (done, total) of trials.
     quiet=False logs the run's information.
     The GIL is released while the engine computes (run.threads worker threads); Ctrl-C stops it.
     Raises rcsim.ConfigError (a ValueError) naming the key for a bad configuration.

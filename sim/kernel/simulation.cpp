@@ -529,7 +529,8 @@ struct SignalRecorder {
 
 }  // namespace
 
-bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel) {
+bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel,
+               std::atomic<long long>* layers_done) {
   const ModelSpec& c = s.config;
   const int N = c.model.tokens, d = c.model.dim, L = c.model.layers;
   const auto ti = static_cast<std::size_t>(trial);
@@ -577,6 +578,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
 
   for (int t = 0; t <= L; ++t) {
     if (cancel && cancel->load(std::memory_order_relaxed)) return false;
+    if (layers_done) layers_done->fetch_add(1, std::memory_order_relaxed);
     if (!all_finite(X)) {
       r.nonfinite_layer[ti] = t;
       break;
@@ -717,7 +719,7 @@ void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vec
         const int k = next.fetch_add(1);
         if (k >= total) return;
         const int trial = todo[static_cast<std::size_t>(k)];
-        if (!run_trial(s, trial, r, ctl.cancel)) return;  // each trial writes only its own rows
+        if (!run_trial(s, trial, r, ctl.cancel, ctl.layers_done)) return;  // each trial writes only its own rows
         std::lock_guard<std::mutex> lock(mutex);
         ++done;
         if (ctl.on_trial_done) ctl.on_trial_done(trial);
@@ -739,11 +741,12 @@ void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vec
 }
 
 RunResults run_simulation(const EngineSetup& s, int threads, const std::atomic<bool>* cancel,
-                          const std::function<void(int, int)>& progress) {
+                          const std::function<void(int, int)>& progress, std::atomic<long long>* layers_done) {
   RunResults r = allocate_results(s);
   RunControl ctl;
   ctl.cancel = cancel;
   ctl.progress = progress;
+  ctl.layers_done = layers_done;
   run_trials(s, threads, r, {}, ctl);
   return r;
 }

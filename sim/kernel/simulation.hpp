@@ -77,7 +77,9 @@ EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays in
 
 // Run one trial, writing row `trial` of the results (which must be sized by allocate_results).
 // `cancel` is polled between layers; returns false if the trial was abandoned because of it.
-bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel = nullptr);
+// `layers_done` (may be null) counts the layers X(0), ..., X(L) reached (a progress per layer).
+bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel = nullptr,
+               std::atomic<long long>* layers_done = nullptr);
 RunResults allocate_results(const EngineSetup& s);
 
 // The gradients of a scalar loss of X(L) for trial `trial` of `s`, given its cotangent
@@ -136,6 +138,7 @@ struct RunControl {
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(int done, int total)> progress;
   std::function<void(int trial)> on_trial_done;
+  std::atomic<long long>* layers_done = nullptr;  // run_trial's count of layers, over all trials
 };
 
 // Run the trials not marked in `skip` (empty = none skipped) into `r` on `threads` worker
@@ -145,7 +148,8 @@ void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vec
 
 // Run all trials. The result is bitwise identical for any thread count.
 RunResults run_simulation(const EngineSetup& s, int threads, const std::atomic<bool>* cancel = nullptr,
-                          const std::function<void(int done, int total)>& progress = {});
+                          const std::function<void(int done, int total)>& progress = {},
+                          std::atomic<long long>* layers_done = nullptr);
 
 // Number of worker threads actually used for `requested` (0 = hardware concurrency) and `trials`.
 int resolve_threads(int requested, int trials);
