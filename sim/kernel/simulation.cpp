@@ -529,8 +529,16 @@ struct SignalRecorder {
 
 }  // namespace
 
-bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel,
-               std::atomic<long long>* layers_done) {
+namespace {
+// Between layers: false when the run is cancelled, else the layer is counted (a progress per layer).
+bool next_layer(const std::atomic<bool>* cancel, LayerCount* layers) {
+  if (cancel && cancel->load(std::memory_order_relaxed)) return false;
+  if (layers) layers->fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+}  // namespace
+
+bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel, LayerCount* layers) {
   const ModelSpec& c = s.config;
   const int N = c.model.tokens, d = c.model.dim, L = c.model.layers;
   const auto ti = static_cast<std::size_t>(trial);
@@ -577,8 +585,7 @@ bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic
                                       std::numeric_limits<double>::quiet_NaN());
 
   for (int t = 0; t <= L; ++t) {
-    if (cancel && cancel->load(std::memory_order_relaxed)) return false;
-    if (layers_done) layers_done->fetch_add(1, std::memory_order_relaxed);
+    if (!next_layer(cancel, layers)) return false;
     if (!all_finite(X)) {
       r.nonfinite_layer[ti] = t;
       break;

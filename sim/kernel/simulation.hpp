@@ -77,9 +77,10 @@ EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays in
 
 // Run one trial, writing row `trial` of the results (which must be sized by allocate_results).
 // `cancel` is polled between layers; returns false if the trial was abandoned because of it.
-// `layers_done` (may be null) counts the layers X(0), ..., X(L) reached (a progress per layer).
+// `layers` (may be null) counts the layers X(0), ..., X(L) reached (a progress per layer).
+using LayerCount = std::atomic<long long>;
 bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel = nullptr,
-               std::atomic<long long>* layers_done = nullptr);
+               LayerCount* layers = nullptr);
 RunResults allocate_results(const EngineSetup& s);
 
 // The gradients of a scalar loss of X(L) for trial `trial` of `s`, given its cotangent

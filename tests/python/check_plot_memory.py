@@ -2,7 +2,7 @@
 """rcsim.plot from memory (issue 39): the Python entry rcsim.plot.curves / final / heatmap takes a
 simulate() result, the dict of group="all", an open_sweep Dataset, the dict rcsim.measures returns,
 lists and {label: ...} dicts, as well as files; the "value at the last layer against the swept
-key" view (rcsim.plot.final, `--final KEY`).
+key" view (rcsim.plot.final, `--final KEY`); a heat map of a measure of the blocks.
 
 Usage: check_plot_memory.py RCSIM BUILD_DIR WORK_DIR
 Checks, each against numbers computed here from the data (never from what the plot returned):
@@ -112,6 +112,16 @@ check(ax.get_yscale() == "log" and len(marks) == 1 and float(marks[0].get_xdata(
       and abs(float(marks[0].get_ydata()[0]) / (1e-13 * 0.2) - 1) < 1e-9 and ax.get_ylim()[0] >= 1e-13 * 0.2 * 0.999,
       "final view: an exact zero is the collapse marker at the floor (1e-13 x the largest value drawn, 0.2), "
       "the axis not below it")
+
+# 4b. A heat map of a measure of the blocks (attn_entropy on /attention_layer, one value fewer than
+# /layer) from the open_sweep Dataset: no IndexError, the cells are the medians at the last block.
+try:
+    grid = rcsim.plot.heatmap(sweep, "model.d_qk", "mask.type", "attn_entropy").axes[0].images[0].get_array()
+    want = np.array([[np.median(sweep.attn_entropy.sel({"mask.type": m, "model.d_qk": q}).values[:, -1])
+                      for q in (0.25, 1.0, 64.0)] for m in ("causal", "complete")])
+    check(np.allclose(grid, want, rtol=1e-12), "heat map of attn_entropy (per block): the medians at the last block")
+except IndexError as e:
+    check(False, f"heat map of attn_entropy: IndexError {e}")
 
 # 5. The command line: --final writes the figure; a bad key is named.
 env = dict(os.environ, PYTHONPATH=os.path.join(build, "python"))
