@@ -2,7 +2,9 @@
 rcsim._engine (`simulate`, `layer`, `gradients`, `resolved_config`), the token measures of any
 matrices (`measures`, `clusters`), and readers of run files, sweep indexes and analysis files
 (h5py dicts with load_*, labelled xarray objects with open_run/open_sweep). `__all__` is this
-public API; `rcsim.plot` (python3 -m rcsim.plot) draws run files, and `rcsim.figures` holds what
+public API, with `from_torch` and `capture` (a bridge from PyTorch, torch imported on use);
+`rcsim.plot` (python3 -m rcsim.plot; rcsim.plot.curves/final/heatmap) draws run files and what is
+in memory (simulate() results, rcsim.measures' dict), and `rcsim.figures` holds what
 the figure scripts of analysis/ share (imported from there, not part of the API). Installed with
 `pip install .` or `pip install -e .` (pyproject.toml), the engine and the executable are inside
 the package (`executable()`); from the build tree, PYTHONPATH=build/python. `from rcsim import
