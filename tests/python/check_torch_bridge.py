@@ -14,6 +14,8 @@ Every module is float64 with random weights (and random LayerNorm gains and bias
     bridge's keys and weights gives the same tokens;
   rcsim.gradients(X, C, **from_torch(model)) (the keys simulate needs, model.dim and model.layers
     included, are accepted): dLoss/dX(0) equals torch autograd of sum(model(X) * C) to 1e-10;
+  capture of a seq-first nn.TransformerEncoder and of a Llama-style model (.model.layers, keyword
+    arguments, tuple outputs) gives [batch, layers + 1, N, d];
   a key that disagrees with X (model.tokens) raises ConfigError naming it and both values; a module
   that is no block (nn.Linear) raises TypeError naming it. About 3 s.
 """
@@ -180,6 +182,55 @@ xg = batch[0].clone().requires_grad_(True)
 g = rcsim.gradients(batch[0], C, **bridge)
 err = rel(g["dX"][0], xg.grad.numpy())
 check(err < 1e-10, f"gradients(X, C, **from_torch(model)): dLoss/dX(0) = torch autograd ({err:.1e})")
+
+# capture's other layouts: an nn.TransformerEncoder without batch_first ([N, batch, d] states,
+# transposed to [batch, ...]), and a Llama-style model (embedding, then .model.layers called with the
+# hidden states and keyword arguments, each returning a tuple).
+seq_first = rcsim.capture(encoder, x[:, None])
+err = rel(seq_first[0], rcsim.layer(x, all_layers=True, **rcsim.from_torch(encoder)))
+check(seq_first.shape == (1, 3, N, d) and err < 1e-12,
+      f"capture of a seq-first TransformerEncoder: [1, 3, N, d], equal to rcsim's layers ({err:.1e})")
+
+
+class Decoder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(d, d, dtype=f64)
+
+    def forward(self, h, attention_mask=None):
+        return (h + torch.tanh(self.lin(h)), None)
+
+
+class Inner(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(11, d, dtype=f64)
+        self.layers = torch.nn.ModuleList([Decoder() for _ in range(2)])
+
+    def forward(self, ids, attention_mask=None):
+        h = self.embed(ids)
+        for layer in self.layers:
+            h = layer(h, attention_mask=attention_mask)[0]
+        return h
+
+
+class Llama(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = Inner()
+
+    def forward(self, ids, attention_mask=None):
+        return self.model(ids, attention_mask=attention_mask)
+
+
+llama = Llama().eval()
+ids = torch.randint(0, 11, (2, 5))
+states = rcsim.capture(llama, ids, attention_mask=None)
+with torch.no_grad():
+    h0 = llama.model.embed(ids)
+    h1 = llama.model.layers[0](h0)[0]
+check(states.shape == (2, 3, 5, d) and np.array_equal(states[:, 0], h0.numpy()) and np.array_equal(states[:, 1], h1.numpy()),
+      f"capture of a Llama-style model (.model.layers, keyword arguments, tuples): {states.shape}")
 
 # Errors.
 try:
