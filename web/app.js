@@ -798,7 +798,22 @@ function drawBrodySide(along, proj) {
 }
 
 // ---------------- start ----------------
-createRcsimEngine().then((m) => {
+// web/engine.js is built, not shipped (scripts/build-web.sh, emscripten): from a fresh clone it is
+// missing, the <script> before this one failed to load, and the page says so with the command
+// instead of "Loading" for ever.
+function engineMissing() {
+  const status = document.getElementById('status');
+  status.className = 'error';
+  status.dataset.missing = '1';
+  status.textContent = '';
+  status.append('web/engine.js is missing (built, not shipped): run ');
+  const cmd = document.createElement('code');
+  cmd.textContent = 'bash scripts/build-web.sh';
+  status.append(cmd, ' in the repository, then reload (docs/user/web.md).');
+}
+
+if (typeof createRcsimEngine !== 'function') engineMissing();
+else createRcsimEngine().then((m) => {
   engine = m;
   fig1.canvas = document.getElementById('fig1-canvas');
   fig1.canvas.addEventListener('click', placeToken1);

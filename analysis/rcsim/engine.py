@@ -149,29 +149,43 @@ def _host_inputs(who, x0, weights, mask, flat):
 
 
 def _progress_callback(progress):
-    """None, a callable (done, total), or True: a tqdm bar if tqdm is installed, else a line on stderr."""
+    """(trial callback, layer callback, bars) for progress: None; a callable (done, total) of
+    trials; or True: a tqdm bar of layers (trials x (L + 1), the trials done as its postfix), the
+    widget bar only where ipywidgets is installed (else tqdm's text bar, which prints no "IProgress
+    not found"), or without tqdm a line on stderr."""
     if progress is None or progress is False:
-        return None, None
+        return None, None, None
     if callable(progress):
-        return progress, None
+        return progress, None, None
     if progress is not True:
         raise check.usage_error("rcsim.simulate", "progress", f"{check._shown(progress)}; None, True, False or a "
                                 "callable (done, total) is needed", True)
+    trials = [0, 0]
+
+    def count_trials(done, total):
+        trials[:] = [done, total]
     try:
-        from tqdm.auto import tqdm
+        try:
+            import ipywidgets  # noqa: F401
+            from tqdm.auto import tqdm
+        except ImportError:
+            from tqdm import tqdm
     except ImportError:
         import sys
 
         def line(done, total):
-            print(f"\rrcsim: {done}/{total} trials", end="\n" if done == total else "", file=sys.stderr, flush=True)
-        return line, None
+            print(f"\rrcsim: layer {done}/{total} ({trials[0]}/{trials[1]} trials)", end="\n" if done == total else "",
+                  file=sys.stderr, flush=True)
+        return count_trials, line, None
     bars = []  # made at the first report, when the total is known
 
     def update(done, total):
         if not bars:
-            bars.append(tqdm(total=total, unit="trial", desc="rcsim"))
+            bars.append(tqdm(total=total, unit="layer", desc="rcsim"))
+        if trials[1]:
+            bars[0].set_postfix_str(f"{trials[0]}/{trials[1]} trials", refresh=False)
         bars[0].update(done - bars[0].n)
-    return update, bars
+    return count_trials, update, bars
 
 
 def simulate_image(config_file=None, keys=None, quiet=True, x0=None, progress=None, **sections):
@@ -188,10 +202,10 @@ def _image(who, config_file, keys, quiet, x0, progress, sections):
     call = f"{who}(" + ", ".join(([repr(config_file)] if config_file else []) + args +
                                          [f"{k}=<array>" for k, v in (("x0", x0), ("mask", mask)) if v is not None] +
                                          [f"weights[{n!r}]=<array>" for n in (weights or {})]) + ")"
-    callback, bars = _progress_callback(progress)
+    callback, layer_callback, bars = _progress_callback(progress)
     try:
         return _engine().run_image(implied + args, None if config_file is None else os.fspath(config_file), call,
-                                   quiet, arrays, mask_array, callback, who)
+                                   quiet, arrays, mask_array, callback, who, layer_callback)
     finally:
         for bar in bars or []:
             bar.close()
@@ -218,7 +232,8 @@ def simulate(config_file=None, keys=None, group="metrics", quiet=True, x0=None, 
       A wrong shape raises ConfigError naming the array and the shapes allowed.
     group: the run file's group ("metrics", "summary", "diagnostics", or "/" for the root:
     mask, tokens, attention), as for open_run; group="all": a dict of every group's Dataset.
-    progress: True for a progress bar (tqdm if installed), or a callable (done, total) of trials.
+    progress: True for a progress bar of layers (trials x (L + 1); tqdm if installed, its text bar
+    unless ipywidgets is installed), or a callable (done, total) of trials.
     quiet=False logs the run's information.
     The GIL is released while the engine computes (run.threads worker threads); Ctrl-C stops it.
     Raises rcsim.ConfigError (a ValueError) naming the key for a bad configuration.
@@ -232,15 +247,31 @@ def simulate(config_file=None, keys=None, group="metrics", quiet=True, x0=None, 
 
 def _one_matrix_keys(who, X, weights, mask, layers, keys, sections):
     """X as float64 [N, d], and the keys and sections of the model applied to it (N, d, one trial,
-    `layers`, from X; the rest from keys and sections as in simulate(), weights and mask added)."""
+    `layers`, from X; the rest from keys and sections as in simulate(), weights and mask added).
+    The keys simulate() needs (model.tokens, model.dim, model.layers, run.trials) may be given
+    too, as rcsim.from_torch gives them, when they agree with X and `layers`; layers=None takes
+    model.layers from the keys (else 1)."""
     x = check.real_array(who, "X", X, (2,), "one token matrix [N, d] (rows are tokens, at least one token)")
+    given = dict(a[2:].split("=", 1) for a in configuration_arguments(keys, **sections))
+    if layers is None:
+        layers = given.get("model.layers", 1)
+        try:
+            layers = int(layers) if str(layers).strip().isdigit() else layers
+        except ValueError:
+            pass
     fixed = {"model.tokens": x.shape[0], "model.dim": x.shape[1], "model.layers": check.whole(who, "layers", layers),
              "run.trials": 1}
-    given = {a[2:].split("=", 1)[0] for a in configuration_arguments(keys, **sections)}
-    clash = sorted(given & (set(fixed) | {"output.tokens"}))
-    if clash:
-        raise check.usage_error(who, ", ".join(clash), "set from X and `layers`; do not give them")
-    sections = dict(sections)
+    if "output.tokens" in given:
+        raise check.usage_error(who, "output.tokens", "set by the function (the tokens of every layer); do not give it")
+    for k in sorted(set(given) & set(fixed)):
+        if not _same_number(given[k], fixed[k]):
+            source = {"model.tokens": "X's rows", "model.dim": "X's columns", "model.layers": "`layers`",
+                      "run.trials": "one matrix: one trial"}[k]
+            raise check.usage_error(who, f"{k} = {given[k]}", f"it is {fixed[k]} here ({source}); give that value "
+                                    "or leave the key out")
+    sections = {sec: ({k: v for k, v in d.items() if f"{sec}.{k}" not in fixed} if isinstance(d, dict) else d)
+                for sec, d in sections.items()}
+    sections = {sec: d for sec, d in sections.items() if not isinstance(d, dict) or d}
     if weights is not None:
         sections["weights"] = dict(sections.get("weights", {}), **check.mapping(who, "weights", weights))
     if mask is not None:
@@ -248,10 +279,18 @@ def _one_matrix_keys(who, X, weights, mask, layers, keys, sections):
     return x, dict(keys or {}, **fixed), sections
 
 
-def layer(X, weights=None, mask=None, layers=1, all_layers=False, keys=None, **sections):
+def _same_number(text, value):
+    try:
+        return float(text) == float(value)
+    except ValueError:
+        return False
+
+
+def layer(X, weights=None, mask=None, layers=None, all_layers=False, keys=None, **sections):
     """The model of the keys applied to one token matrix X [N, d] (rows are tokens): X(layers), or
-    every X(t), t = 0..layers, as [layers + 1, N, d] with all_layers=True. N, d, the trial count
-    and the snapshots are set from X; everything else (mask.type, norm.type, residual.alpha,
+    every X(t), t = 0..layers, as [layers + 1, N, d] with all_layers=True (layers=None: the keys'
+    model.layers, else 1). N, d, the trial count and the snapshots are set from X (the keys may
+    repeat them when they agree: rcsim.layer(X, **rcsim.from_torch(block))); everything else (mask.type, norm.type, residual.alpha,
     model.heads, model.d_qk, ...) comes from `keys` and `sections` as in simulate(), and the
     weights from `weights` (arrays as in simulate) or the random draws of the keys.
     Example, one attention layer with given weights:
@@ -278,7 +317,7 @@ def _forward(who, X, weights, mask, layers, all_layers, keys, sections):
     return tokens if all_layers else tokens[-1]
 
 
-def gradients(X, cotangent, weights=None, mask=None, layers=1, keys=None, **sections):
+def gradients(X, cotangent, weights=None, mask=None, layers=None, keys=None, **sections):
     """The reverse pass of the model of rcsim.layer (same arguments) for a scalar loss of its output:
     given the cotangent dLoss/dX(layers) [N, d], a dict of NumPy arrays
       "X": the output X(layers) [N, d] (as rcsim.layer returns it);

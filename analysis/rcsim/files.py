@@ -85,11 +85,13 @@ def load_run(path):
 def open_run(path, group="metrics"):
     """One group of a run file as a labelled xarray.Dataset (default /metrics: every measure
     [trial, layer] or [trial, attention_layer]); select by value: `open_run(p).mu.sel(layer=10)`.
-    The root's attributes (mask_type, norm_type, seed, ...) are added to the Dataset's attrs.
-    `path` may also be the bytes of a run file (rcsim.simulate_image)."""
+    The root's attributes (mask_type, norm_type, seed, ...) are added to the Dataset's attrs, and
+    the resolved configuration (the INI text of /config) as attrs["config"] (rcsim.plot's titles
+    and legends read it). `path` may also be the bytes of a run file (rcsim.simulate_image)."""
     import xarray as xr
     with open_checked(path, "rcsim-run") as f:
         root = {k: _attr(v) for k, v in f.attrs.items()}
+        root["config"] = _text(f["config"][()])
     ds = xr.open_dataset(_readable(path), group=group, engine="h5netcdf").load()
     ds.close()
     ds.attrs.update(root)
@@ -101,7 +103,8 @@ def open_sweep(directory, group="metrics"):
     keys (`mask.type`, `model.d_qk`, ...): `open_sweep(d).mu.sel({"mask.type": "causal"})`.
     A product sweep gets one dimension per key; any other sweep (or one with missing points) keeps
     a `point` dimension with the swept keys as its coordinates. Points that are not complete are
-    left out (open_sweep(...).attrs["points_missing"] counts them)."""
+    left out (open_sweep(...).attrs["points_missing"] counts them). attrs["config"] is the first
+    complete point's configuration (the others differ from it in the swept keys and output.file)."""
     import xarray as xr
     points = load_sweep(directory)
     keys = [k for k in points[0] if k not in ("point", "name", "file", "status")] if points else []
@@ -123,6 +126,7 @@ def open_sweep(directory, group="metrics"):
         else:
             out = out.drop_vars("point").set_index(point=keys).unstack("point")
     out.attrs["points_missing"] = len(points) - len(done)
+    out.attrs["config"] = parts[0].attrs["config"]
     return out
 
 

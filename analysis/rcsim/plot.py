@@ -4,6 +4,12 @@ of two-axis sweeps, ready for a paper.
     python3 -m rcsim.plot RUN.h5|SWEEP_DIR [...] -o OUT.png [-o OUT.pdf] [--measure mu mu_rel]
         [--trials band|all|median] [--xscale log|linear] [--yscale log|linear] [--style paper|screen]
     python3 -m rcsim.plot SWEEP_DIR --heatmap KEY_X KEY_Y --measure mu_rel [--layer L] -o OUT.pdf
+    python3 -m rcsim.plot SWEEP_DIR --final KEY --measure mu_rel [--layer L] -o OUT.pdf
+
+From Python, the same figures of files or of what is in memory (a simulate() result, an
+open_sweep Dataset, the dict rcsim.measures returns): rcsim.plot.curves(source, ...),
+rcsim.plot.final(source, KEY, ...), rcsim.plot.heatmap(source, KEY_X, KEY_Y, ...) return a
+matplotlib Figure (docs/user/plotting.md).
 
 Curves are labelled by the keys whose values differ between the runs (in words: "mask",
 "d_QK", "normalisation"), the title lists the settings every run shares (N, d, L, mask, ...),
@@ -18,6 +24,7 @@ import numpy as np
 
 from .command import Parser, UsageError, check_output, run as run_command
 from .files import band, load_run, run_paths
+from .plot_sources import as_runs, config_values_of_text
 
 # Configuration keys in words, for legends, titles and axes.
 WORDS = {
@@ -43,16 +50,11 @@ MEASURE_WORDS = {
 
 
 def config_values(run):
-    """The run's resolved configuration as {"section.key": value} (from /config)."""
-    out, section = {}, ""
-    for line in run["config"].splitlines():
-        line = line.strip()
-        if line.startswith("[") and line.endswith("]"):
-            section = line[1:-1]
-        elif "=" in line and not line.startswith(("#", ";")):
-            k, v = line.split("=", 1)
-            out[f"{section}.{k.strip()}"] = v.strip()
-    return out
+    """The run's resolved configuration as {"section.key": value} (from /config, or the "values"
+    rcsim.plot_sources put there)."""
+    if "values" in run:
+        return run["values"]
+    return config_values_of_text(run["config"])
 
 
 def measure_words(measure, runs):
@@ -92,7 +94,10 @@ def varying_keys(values):
 
 
 def curve_labels(runs):
-    """One label per run: the differing keys in words ("mask causal, d_QK = 1/64")."""
+    """One label per run: its own "label" (a dict {label: source} given to rcsim.plot), else the
+    differing keys in words ("mask causal, d_QK = 1/64")."""
+    if any("label" in r for r in runs):
+        return [r.get("label", "") for r in runs]
     values = [config_values(r) for r in runs]
     keys = varying_keys(values)
     if not keys:
@@ -159,7 +164,7 @@ def curve_styles(runs):
     values = [config_values(r) for r in runs]
     keys = varying_keys(values)
     levels = {k: list(dict.fromkeys(v.get(k) for v in values)) for k in keys}  # in the runs' (sweep's) order
-    if len(keys) == 2:
+    if len(keys) == 2 and not any("label" in r for r in runs):
         kc, ks = sorted(keys, key=lambda k: -len(levels[k]))
         if len(levels[kc]) <= 10 and len(levels[ks]) <= len(LINE_STYLES):
             palette = plt.get_cmap("tab10").colors
@@ -220,6 +225,93 @@ def plot_curves_figure(runs, measures, trials="band", xscale="log", yscale="log"
     return fig
 
 
+def value_at(run, measure, layer=None):
+    """The values [trial] of `measure` at `layer` (default: the last recorded): of /layer for the
+    token measures, of /attention_layer for those of the blocks (attn_*, update_size), whose last
+    is L - 1, so that "the last layer" is then the last block."""
+    per_layer = _per_layer(run, measure)
+    layers = list(_layers(run, per_layer))
+    t = layers[-1] if layer is None else layer
+    if t not in layers:
+        shown = ", ".join(map(str, layers)) if len(layers) <= 12 else \
+            f"{', '.join(map(str, layers[:6]))}, ..., {', '.join(map(str, layers[-3:]))} ({len(layers)} layers)"
+        raise UsageError(f"--layer: measure '{measure}' has no value at layer {t} (output.schedule); "
+                         f"recorded: {shown}")
+    return per_layer[:, layers.index(t)]
+
+
+def plot_final_figure(runs, key, measure="mu_rel", layer=None, style="paper"):
+    """The value at the last layer (or `layer`) against one swept key: the median over trials with
+    the 10-90% band, one curve per value of the other swept keys (in words in the legend). A
+    numeric key gets a numeric x axis (log when its values are positive and span over a decade), a
+    text key one tick per value. Log y as in plot_curves_figure: values below 1e-13 x the largest
+    (exact zeros) end at the floor with the collapse marker; a signed measure is on a linear axis."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from .figures import COLLAPSED, COLLAPSED_LABEL, log_floor, signed
+    width = _style(style)
+    values = [config_values(r) for r in runs]
+    swept = varying_keys(values)
+    if key not in swept:
+        raise SystemExit(f"rcsim.plot --final: key '{key}' takes fewer than two values in these runs "
+                         f"(the keys that vary: {', '.join(swept) or 'none'})")
+    others = [k for k in swept if k != key]
+    xs = sorted({v[key] for v in values}, key=_number_or_text)
+    numeric = all(_number_or_text(x)[0] == 0 for x in xs)
+    position = {x: (_number_or_text(x)[1] if numeric else i) for i, x in enumerate(xs)}
+    groups = {}  # the other keys' values -> {x: trial values}
+    for run, v in zip(runs, values):
+        groups.setdefault(tuple(v.get(k) for k in others), {})[v[key]] = value_at(run, measure, layer)
+    palette = plt.get_cmap("tab10").colors if len(groups) <= 10 else \
+        [plt.get_cmap("viridis")(i / (len(groups) - 1)) for i in range(len(groups))]
+    curves = []
+    for (group, points), colour in zip(groups.items(), palette):
+        here = [x for x in xs if x in points]
+        trials = max(len(points[x]) for x in here)
+        grid = np.full((trials, len(here)), np.nan)
+        for j, x in enumerate(here):
+            grid[:len(points[x]), j] = points[x]
+        label = ", ".join(_setting(k, g) for k, g in zip(others, group)) or None
+        curves.append({"x": np.array([position[x] for x in here]), "values": grid, "colour": colour, "label": label})
+    fig, ax = plt.subplots(figsize=(width * 1.2, width * 0.85))
+    log = not any(signed(c["values"]) for c in curves)
+    floor = log_floor([c["values"] for c in curves]) if log else None
+    collapsed = False
+    for c in curves:  # the median at each value, the 10-90% band as a bar; below the floor: the marker
+        med, lo, hi = band(c["values"])
+        below = med < floor if floor is not None else np.zeros(len(med), bool)
+        ax.plot(c["x"], np.where(below, np.nan, med), color=c["colour"], marker="o", ms=3)
+        ax.vlines(c["x"][~below], lo[~below] if floor is None else np.maximum(lo[~below], floor), hi[~below],
+                  color=c["colour"], alpha=0.4, lw=2)
+        if below.any():
+            ax.plot(c["x"][below], np.full(below.sum(), floor), COLLAPSED, color=c["colour"], ms=5, clip_on=False,
+                    zorder=6)
+            collapsed = True
+    if log and floor is not None:
+        ax.set_yscale("log")
+        bottom, top = ax.get_ylim()
+        ax.set_ylim(floor if collapsed else max(bottom, floor), top)
+    positive = numeric and min(position.values()) > 0
+    if positive and max(position.values()) / min(position.values()) > 10:
+        ax.set_xscale("log")
+    if not numeric:
+        ax.set_xticks(range(len(xs)), _tick_texts(xs))
+    ax.set_xlabel(words(key))
+    t = "the last layer" if layer is None else f"layer {layer}"
+    ax.set_ylabel(f"{measure_words(measure, runs)}\nat {t}")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.set_title(textwrap.fill(shared_settings(values, (key,) + tuple(others)) +
+                               " (median and 10-90% band over trials)", 60))
+    handles = [Line2D([], [], color=c["colour"], marker="o", ms=3, label=c["label"]) for c in curves if c["label"]]
+    if collapsed:
+        handles.append(Line2D([], [], color="0.35", marker=COLLAPSED, ls="", label=COLLAPSED_LABEL))
+    fig.tight_layout()
+    if handles:
+        fig.legend(handles=handles, loc="upper center", ncol=min(3, len(handles)), frameon=False,
+                   bbox_to_anchor=(0.5, 0.0))
+    return fig
+
+
 def plot_heatmap_figure(runs, key_x, key_y, measure, layer=None, style="paper"):
     """The median of `measure` at `layer` (default: the last recorded) over a two-key sweep."""
     import matplotlib.pyplot as plt
@@ -237,17 +329,7 @@ def plot_heatmap_figure(runs, key_x, key_y, measure, layer=None, style="paper"):
     ys, yi = order(key_y)
     grid = np.full((len(ys), len(xs)), np.nan)
     for run, v in zip(runs, values):
-        per_layer = _per_layer(run, measure)
-        # The token measures' layers (/layer), or the blocks' (/attention_layer: attn_*, update_size),
-        # whose last is L - 1: "the last layer" is then the last block.
-        layers = list(_layers(run, per_layer))
-        t = layers[-1] if layer is None else layer
-        if t not in layers:
-            shown = ", ".join(map(str, layers)) if len(layers) <= 12 else \
-                f"{', '.join(map(str, layers[:6]))}, ..., {', '.join(map(str, layers[-3:]))} ({len(layers)} layers)"
-            raise UsageError(f"--layer: measure '{measure}' has no value at layer {t} (output.schedule); "
-                             f"recorded: {shown}")
-        grid[yi[v[key_y]], xi[v[key_x]]] = np.nanmedian(per_layer[:, layers.index(t)])
+        grid[yi[v[key_y]], xi[v[key_x]]] = np.nanmedian(value_at(run, measure, layer))
     import textwrap
     from matplotlib.colors import LogNorm
     from .figures import log_floor
@@ -264,9 +346,8 @@ def plot_heatmap_figure(runs, key_x, key_y, measure, layer=None, style="paper"):
         if np.isfinite(value):
             dark = im.norm(value) < 0.5
             ax.text(j, i, f"{value:.2g}", ha="center", va="center", fontsize=6, color="white" if dark else "black")
-    pretty = lambda vals: ["\n".join(textwrap.wrap(str(v).replace("_", " "), 14, break_long_words=False)) for v in vals]
-    ax.set_xticks(range(len(xs)), pretty(xs))
-    ax.set_yticks(range(len(ys)), pretty(ys))
+    ax.set_xticks(range(len(xs)), _tick_texts(xs))
+    ax.set_yticks(range(len(ys)), _tick_texts(ys))
     ax.set_xlabel(words(key_x))
     ax.set_ylabel(words(key_y))
     t = "the last layer" if layer is None else f"layer {layer}"
@@ -275,6 +356,11 @@ def plot_heatmap_figure(runs, key_x, key_y, measure, layer=None, style="paper"):
     ax.set_title("\n".join(textwrap.wrap(text, 60)))
     fig.tight_layout()
     return fig
+
+
+def _tick_texts(values):
+    """Swept values as tick labels: underscores as spaces, wrapped at 14 characters."""
+    return ["\n".join(textwrap.wrap(str(v).replace("_", " "), 14, break_long_words=False)) for v in values]
 
 
 def _number_or_text(text):
@@ -294,6 +380,44 @@ def _save(fig, out):
         fig.savefig(f, format=ext, dpi=200, bbox_inches="tight")
 
 
+# The Python entry: figures of what a session holds in memory (or of files), for Jupyter and scripts.
+def _api(make):
+    """A figure made under a saved-and-restored rcParams (the paper style changes them), with the
+    command line's SystemExit messages raised as ValueError."""
+    import matplotlib as mpl
+    try:
+        with mpl.rc_context():
+            return make()
+    except SystemExit as e:
+        if isinstance(e.code, str):
+            raise ValueError(e.code.replace("--heatmap", "heatmap").replace("--final", "final")) from None
+        raise
+    except UsageError as e:
+        raise ValueError(str(e).replace("--layer: ", "layer: ")) from None
+
+
+def curves(source, measures=("mu", "mu_rel"), trials="band", xscale="log", yscale="log", style="screen"):
+    """A matplotlib Figure: each measure against depth, one panel per measure, one curve per run.
+    source: a run file or sweep directory (path), a `rcsim.simulate()` result (a Dataset, or the dict
+    of group="all"), an `open_run`/`open_sweep` Dataset, the dict `rcsim.measures` returns (the last
+    axis is the layer, leading axes are trials), a list of these, or {label: any of these}.
+    Example: rcsim.plot.curves(rcsim.simulate(keys={"mask.type": "causal"}), "mu")."""
+    names = [measures] if isinstance(measures, str) else list(measures)
+    return _api(lambda: plot_curves_figure(as_runs(source), names, trials, xscale, yscale, style))
+
+
+def final(source, key, measure="mu_rel", layer=None, style="screen"):
+    """A matplotlib Figure: `measure` at the last layer (or `layer`) against the swept `key`, one
+    curve per value of the other swept keys (source as for curves(): a sweep directory, an
+    open_sweep Dataset, a list or dict of simulate() results, ...)."""
+    return _api(lambda: plot_final_figure(as_runs(source), key, measure, layer, style))
+
+
+def heatmap(source, key_x, key_y, measure="mu_rel", layer=None, style="screen"):
+    """A matplotlib Figure: the median of `measure` at `layer` (default: the last) over two swept keys."""
+    return _api(lambda: plot_heatmap_figure(as_runs(source), key_x, key_y, measure, layer, style))
+
+
 def main(argv=None):
     p = Parser(prog="python3 -m rcsim.plot", description=__doc__.splitlines()[0],
                                 epilog="Examples: python3 -m rcsim.plot data/run.h5 -o mu.pdf; "
@@ -310,7 +434,10 @@ def main(argv=None):
                    help="paper: serif 8 pt, 3.4 in per panel, embedded TrueType fonts (default); screen: larger")
     p.add_argument("--heatmap", nargs=2, metavar=("KEY_X", "KEY_Y"),
                    help="a heat map of the median of one measure over a two-key sweep")
-    p.add_argument("--layer", type=int, default=None, help="--heatmap: the layer (default: the last recorded)")
+    p.add_argument("--final", metavar="KEY",
+                   help="the value at the last layer (or --layer) against one swept key, a curve per other value")
+    p.add_argument("--layer", type=int, default=None,
+                   help="--heatmap, --final: the layer (default: the last recorded)")
     a = p.parse_args(argv)
     for out in a.output:
         if os.path.splitext(out)[1].lower() not in (".png", ".pdf", ".svg"):
@@ -324,7 +451,14 @@ def main(argv=None):
         p.error("no complete run files in " + " ".join(a.runs))
     for out in a.output:  # never an input, a link or a directory; checked before anything is drawn
         check_output(out)
-    if a.heatmap:
+    if a.heatmap and a.final:
+        p.error("--heatmap and --final are two kinds of figure; give one")
+    if a.final:
+        measures = a.measure or ["mu_rel"]
+        if len(measures) != 1:
+            p.error("--final plots one measure (--measure NAME)")
+        fig = plot_final_figure(runs, a.final, measures[0], a.layer, a.style)
+    elif a.heatmap:
         measures = a.measure or ["mu_rel"]
         if len(measures) != 1:
             p.error("--heatmap plots one measure (--measure NAME)")

@@ -106,7 +106,7 @@ std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::
   if (!s.graph.quasi_strongly_connected)
     spdlog::warn("mask is not quasi-strongly connected: the collapse theorem does not apply");
   const int threads = resolve_threads(c.run.threads, c.run.trials);
-  const RunResults r = run_simulation(s, threads, cancel, host.progress);
+  const RunResults r = run_simulation(s, threads, cancel, host.progress, host.layers_done);
   report_diagnostics(r);
   Provenance prov = p;
   prov.threads = threads;

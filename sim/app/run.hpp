@@ -40,6 +40,7 @@ struct HostInputs {
   std::optional<InputArrays> arrays;  // replaces reading weights.file and init.file
   std::optional<MaskMatrix> mask;     // replaces reading mask.file (mask.type = custom)
   std::function<void(int done, int total)> progress;
+  std::atomic<long long>* layers_done = nullptr;  // counts the layers reached, over all trials
 };
 std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::atomic<bool>* cancel,
                                const HostInputs& host);

@@ -61,7 +61,8 @@ struct LayerRecorder {
 
 }  // namespace
 
-bool run_trial(const EngineSetup& s, int trial_index, RunResults& r, const std::atomic<bool>* cancel) {
+bool run_trial(const EngineSetup& s, int trial_index, RunResults& r, const std::atomic<bool>* cancel,
+               LayerCount* layers) {
   const ModelSpec& c = s.config;
   const int L = c.model.layers;
   const auto ti = static_cast<std::size_t>(trial_index);
@@ -80,6 +81,7 @@ bool run_trial(const EngineSetup& s, int trial_index, RunResults& r, const std::
   Matrix X_previous;  // the block's input, for the update measures
   for (int t = 0; t <= L; ++t) {
     if (cancel && cancel->load(std::memory_order_relaxed)) return false;
+    if (layers) layers->fetch_add(1, std::memory_order_relaxed);  // a progress per layer
     if (!all_finite(trial.tokens())) {
       r.nonfinite_layer[ti] = t;
       break;
@@ -154,7 +156,7 @@ void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vec
         const int k = next.fetch_add(1);
         if (k >= total) return;
         const int trial = todo[static_cast<std::size_t>(k)];
-        if (!run_trial(s, trial, r, ctl.cancel)) return;  // each trial writes only its own rows
+        if (!run_trial(s, trial, r, ctl.cancel, ctl.layers_done)) return;  // each trial writes only its own rows
         std::lock_guard<std::mutex> lock(mutex);
         ++done;
         if (ctl.on_trial_done) ctl.on_trial_done(trial);
@@ -176,11 +178,12 @@ void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vec
 }
 
 RunResults run_simulation(const EngineSetup& s, int threads, const std::atomic<bool>* cancel,
-                          const std::function<void(int, int)>& progress) {
+                          const std::function<void(int, int)>& progress, std::atomic<long long>* layers_done) {
   RunResults r = allocate_results(s);
   RunControl ctl;
   ctl.cancel = cancel;
   ctl.progress = progress;
+  ctl.layers_done = layers_done;
   run_trials(s, threads, r, {}, ctl);
   return r;
 }

@@ -19,7 +19,10 @@ namespace rcsim {
 // Run one trial, writing row `trial` of the results (which must be sized by allocate_results).
 // `cancel` is polled between layers (returns false) and by every block loop of the trial, the
 // derivative measures' too (BlockParams::cancel: throws Interrupted), when it abandons the trial.
-bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel = nullptr);
+// `layers` (may be null) counts the layers X(0), ..., X(L) reached (a progress per layer).
+using LayerCount = std::atomic<long long>;
+bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel = nullptr,
+               LayerCount* layers = nullptr);
 
 // The gradients of a scalar loss of X(L) for trial `trial` of `s`, given its cotangent
 // dL/dX(L) (N x d): the forward pass as run_trial computes it (same X(0) and weight draws), every
@@ -41,6 +44,7 @@ struct RunControl {
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(int done, int total)> progress;
   std::function<void(int trial)> on_trial_done;
+  std::atomic<long long>* layers_done = nullptr;  // run_trial's count of layers, over all trials
 };
 
 // Run the trials not marked in `skip` (empty = none skipped) into `r` on `threads` worker
@@ -50,7 +54,8 @@ void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vec
 
 // Run all trials. The result is bitwise identical for any thread count.
 RunResults run_simulation(const EngineSetup& s, int threads, const std::atomic<bool>* cancel = nullptr,
-                          const std::function<void(int done, int total)>& progress = {});
+                          const std::function<void(int done, int total)>& progress = {},
+                          std::atomic<long long>* layers_done = nullptr);
 
 // Number of worker threads actually used for `requested` (0 = hardware concurrency) and `trials`.
 int resolve_threads(int requested, int trials);

@@ -151,7 +151,8 @@ auto run_interruptible(Work work, const std::function<void()>& between = {}) {
 py::bytes run_image(const std::vector<std::string>& keys, const std::optional<std::string>& config_file,
                     const std::string& call, bool quiet, const std::map<std::string, DoubleArray>& arrays,
                     const std::optional<py::array_t<std::uint8_t, py::array::c_style>>& mask,
-                    const std::optional<std::function<void(int, int)>>& progress, const std::string& who) {
+                    const std::optional<std::function<void(int, int)>>& progress, const std::string& who,
+                    const std::optional<std::function<void(long long, long long)>>& layer_progress) {
   spdlog::set_level(quiet ? spdlog::level::warn : spdlog::level::info);
   const rcsim::Config c = resolve(keys, config_file, who);
   rcsim::HostInputs host = host_inputs(c, arrays, mask, who);
@@ -163,11 +164,20 @@ py::bytes run_image(const std::vector<std::string>& keys, const std::optional<st
     done.store(k);
     total.store(n);
   };
+  // And the layers reached over all trials (of trials x (L + 1)), for a progress per layer.
+  std::atomic<long long> layers{0};
+  host.layers_done = &layers;
+  const long long layers_total = static_cast<long long>(c.run.trials) * (c.model.layers + 1);
   int reported = -1;
+  long long reported_layers = -1;
   const auto report = [&] {
     if (progress && done.load() != reported) {
       reported = done.load();
       (*progress)(reported, total.load());
+    }
+    if (layer_progress && layers.load() != reported_layers) {
+      reported_layers = std::min(layers.load(), layers_total);
+      (*layer_progress)(reported_layers, layers_total);
     }
   };
   // The run on a worker thread (Ctrl-C stops it within one block: KeyboardInterrupt).
@@ -405,6 +415,7 @@ PYBIND11_MODULE(_engine, m) {
         py::arg("call") = "rcsim.simulate()", py::arg("quiet") = true,
         py::arg("arrays") = std::map<std::string, DoubleArray>{}, py::arg("mask") = std::nullopt,
         py::arg("progress") = std::nullopt, py::arg("who") = "rcsim.simulate",
+        py::arg("layer_progress") = std::nullopt,
         "Run one configuration (keys as '--section.key=value', over config_file, over the key "
         "defaults) and return the bytes of its HDF5 run file.");
   m.def("gradients", &gradients, py::arg("keys"), py::arg("config_file") = std::nullopt,

@@ -11,7 +11,8 @@ Usage: check_arrays.py BUILD_DIR WORK_DIR
 - rcsim.measures on the stored token snapshots equals the run's /metrics (the same functions),
   and on hand-worked matrices gives the textbook values (identical rows: mu = 0, rank 1;
   diag(3, 2, 1): singular values 3, 2, 1, stable rank 14/9);
-- progress callbacks see (done, total) ending at (T, T); group="all" returns every group;
+- progress callbacks see (done, total) ending at (T, T); progress=True counts T x (L + 1) layers;
+  group="all" returns every group;
 - one multi-head attention layer with torch.nn.MultiheadAttention's weights (value and output
   projections; without and with biases) gives torch's output (float64, 1e-12), if torch is installed;
 - rcsim.gradients agrees with central finite differences of rcsim.layer along random directions
@@ -181,6 +182,20 @@ check(refused, "rcsim.clusters refuses a 3-d array, naming the shape (N, d)")
 seen = []
 rcsim.simulate(keys=dict(base, **{"run.trials": 5}), progress=lambda k, n: seen.append((k, n)))
 check(seen and seen[-1] == (5, 5) and all(b == 5 for _, b in seen), f"progress callback ends at (5, 5): {seen}")
+# progress=True counts layers: trials x (L + 1) (issue 39), in tqdm's text bar (no ipywidgets here)
+# or the stderr line; the engine's layer count itself ends at (5 x 8, 40).
+import contextlib  # noqa: E402
+import io  # noqa: E402
+layer_keys = dict(base, **{"run.trials": 5, "model.layers": 7})
+layers_seen = []
+rcsim.engine._engine().run_image([f"--{k}={v}" for k, v in layer_keys.items()], None, "check", True, {}, None, None,
+                                 "check", lambda k, n: layers_seen.append((k, n)))
+check(layers_seen and layers_seen[-1] == (40, 40), f"the engine's layer progress ends at (40, 40): {layers_seen[-3:]}")
+err = io.StringIO()
+with contextlib.redirect_stderr(err):
+    rcsim.simulate(keys=layer_keys, progress=True)
+check("40/40" in err.getvalue() and "layer" in err.getvalue() and "IProgress" not in err.getvalue(),
+      f"progress=True: a bar of 40 layers: {err.getvalue().strip()[-120:]!r}")
 
 # 5b. Concurrent calls from Python threads give what serial calls give (each call's in-memory file
 # has its own name; HDF5 is Debian's thread-safe build).

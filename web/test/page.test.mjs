@@ -748,6 +748,24 @@ try {
   await defaults().then(collapse).catch((e) => console.log(`     (could not restore the defaults: ${e.message.split('\n')[0]})`));
 
   await page.screenshot({ path: path.join(shots, 'page.png'), fullPage: true });
+  await check('without web/engine.js (a fresh clone) the page says how to build it, not "Loading" for ever', async () => {
+    const bare = fs.mkdtempSync(path.join(os.tmpdir(), 'rcsim-bare-page-'));
+    try {
+      for (const f of ['index.html', 'app.js']) fs.copyFileSync(path.join(web, f), path.join(bare, f));
+      const p = await context.newPage();
+      const bareErrors = [];
+      p.on('pageerror', (e) => bareErrors.push(String(e)));
+      await p.goto(pathToFileURL(path.join(bare, 'index.html')).href);
+      await p.waitForSelector('#status[data-missing="1"]', { timeout: 10000 });
+      const text = await p.locator('#status').textContent();
+      assert.match(text, /engine\.js is missing.*bash scripts\/build-web\.sh/);
+      assert.ok(await p.locator('#status').isVisible(), 'the line is not visible');
+      assert.deepEqual(bareErrors, []);
+      await p.close();
+    } finally {
+      fs.rmSync(bare, { recursive: true, force: true });
+    }
+  });
   await check('no JavaScript errors on the page', async () => {
     assert.deepEqual(errors, []);
   });
