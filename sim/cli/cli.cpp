@@ -31,6 +31,8 @@ commands:
   equilibria    iterate fixed weights to equilibria; classify them and their basins
   analyze       decay rates (exponential phase found automatically), collapse depth and the
                 theory bound of run files or sweep directories; a table per sweep
+  generate      token ids from a pretrained llama2.c checkpoint (greedy or sampled); with
+                --measure its stack's per-layer measures to HDF5
 )";
 
 const char* kOverviewEnd = R"(
@@ -60,9 +62,10 @@ std::string command_help(const std::string& command) {
   if (command == "mask-info") return mask_info_help();
   if (command == "equilibria") return equilibria_help();
   if (command == "analyze") return analyze_help();
+  if (command == "generate") return generate_help();
   if (is_geometry_command(command)) return geometry_command_help(command);
   throw UsageError("unknown command '" + command +
-                   "' (allowed: run, sweep, mask-info, equilibria, analyze, keys, brody-map, brody-example, ln-geometry; see rcsim --help)");
+                   "' (allowed: run, sweep, mask-info, equilibria, analyze, generate, keys, brody-map, brody-example, ln-geometry; see rcsim --help)");
 }
 
 }  // namespace
@@ -105,7 +108,7 @@ int cli_main(const std::vector<std::string>& args) {
     if (inv.help || inv.command.empty()) {
       std::cout << help_text();
       if (inv.command.empty() && !inv.help) {
-        std::cerr << "rcsim: error: no command given (run, sweep, mask-info, equilibria, analyze, keys, brody-map, brody-example, ln-geometry)\n";
+        std::cerr << "rcsim: error: no command given (run, sweep, mask-info, equilibria, analyze, generate, keys, brody-map, brody-example, ln-geometry)\n";
         return 2;
       }
       return 0;
@@ -113,6 +116,7 @@ int cli_main(const std::vector<std::string>& args) {
     if (inv.command == "run" || inv.command == "sweep") return cmd_run(inv, args);
     if (inv.command == "mask-info") return cmd_mask_info(inv);
     if (inv.command == "analyze") return cmd_analyze(inv);
+    if (inv.command == "generate") return cmd_generate(inv, args);
     if (inv.command == "equilibria") return cmd_equilibria(inv, args);
     if (is_geometry_command(inv.command)) {
       // brody-map polls the cancel flag between draws; the other geometry commands do not, so they
@@ -126,7 +130,7 @@ int cli_main(const std::vector<std::string>& args) {
                                   inv.force, &g_cancel);
     }
     throw UsageError("unknown command '" + inv.command +
-                     "' (allowed: run, sweep, mask-info, equilibria, analyze, keys, brody-map, brody-example, ln-geometry; see rcsim --help)");
+                     "' (allowed: run, sweep, mask-info, equilibria, analyze, generate, keys, brody-map, brody-example, ln-geometry; see rcsim --help)");
   } catch (const UsageError& e) {
     std::cerr << "rcsim: error: " << printable(e.what(), kMessageLimit) << "\n";
     return 2;

@@ -25,4 +25,8 @@ std::string equilibria_help();
 int cmd_analyze(const Invocation& inv);
 std::string analyze_help();
 
+// rcsim generate (cmd_generate.cpp): ids from a llama2.c checkpoint; its stack's measures.
+int cmd_generate(const Invocation& inv, const std::vector<std::string>& args);
+std::string generate_help();
+
 }  // namespace rcsim
