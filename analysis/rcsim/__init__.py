@@ -27,11 +27,12 @@ from .files import (RcsimFileError, load_analysis, load_run, load_sweep, open_ru
                     sweep_runs, sweep_table)
 from .engine import (clusters, executable, gradients, layer, measures, resolved_config, simulate,  # noqa: E402
                      simulate_image)
+from .pretrained import Model, generate, load_model  # noqa: E402
 
 __all__ = ["__version__", "ConfigError", "RcsimFileError",
            "simulate", "simulate_image", "layer", "gradients", "measures", "clusters", "resolved_config", "executable",
            "open_run", "open_sweep", "load_run", "load_sweep", "load_analysis", "run_paths", "sweep_runs",
-           "sweep_table"]
+           "sweep_table", "load_model", "generate", "Model"]
 
 
 def __getattr__(name):

@@ -150,3 +150,18 @@ def mapping(who, what, value, none=True):
         return value
     allowed = "a dict or None" if none else "a dict"
     raise usage_error(who, what, f"a {type(value).__name__}; {allowed} is needed", True)
+
+
+def token_ids(who, what, value, vocab, longest):
+    """A 1-D sequence of token ids (integers 0 .. vocab-1, 1 .. longest of them) as a list of ints."""
+    a = _as_numpy(who, what, value)
+    allowed = f"a 1-D sequence of 1 .. {longest} integer token ids 0 .. {vocab - 1}"
+    if a.dtype.kind not in "iu":
+        raise usage_error(who, what, f"an array of dtype {a.dtype}; {allowed} is needed", True)
+    if a.ndim != 1 or not 1 <= a.size <= longest:
+        raise usage_error(who, what, f"shape {a.shape}; {allowed} is needed")
+    bad = (a < 0) | (a >= vocab)
+    if bad.any():
+        index, v = _first_bad(a, bad)
+        raise usage_error(who, what, f"the id {v} at index {index}; {allowed} is needed")
+    return [int(i) for i in a]

@@ -84,6 +84,9 @@ void write_token_ids(const std::string& source, const std::string& dest, const L
     const h5::Dataset ds = f.write("token_ids", {S, N}, ids.data());
     ds.set_attr("long_name", "token ids of each trial's sequence (row i of X(0) is the embedding of id i)");
     f.label_axes(ds, {"trial", "token"});
+    f.open_dataset("config").set_attr("long_name",
+                                      "the nearest rcsim run configuration and the [pretrained] section (INI); "
+                                      "rcsim run does not reproduce this run (pretrained weights)");
   }
   f.close();
 }
