@@ -86,6 +86,23 @@ std::string ids_text(const std::vector<std::vector<int>>& sequences) {
   return os.str();
 }
 
+// Given sequences must fit the model: ids in its vocabulary, at most seq_len of them.
+std::vector<std::vector<int>> fitting(std::vector<std::vector<int>> seqs, const llama::LlamaConfig& c,
+                                      const std::string& where) {
+  for (std::size_t k = 0; k < seqs.size(); ++k) {
+    const auto& seq = seqs[k];
+    if (static_cast<long long>(seq.size()) > c.seq_len)
+      throw UsageError(where + ": sequence " + std::to_string(k + 1) + " has " + std::to_string(seq.size()) +
+                       " ids, more than the model's context (seq_len " + std::to_string(c.seq_len) + ")");
+    for (std::size_t i = 0; i < seq.size(); ++i)
+      if (seq[i] >= c.vocab)
+        throw UsageError(where + ": sequence " + std::to_string(k + 1) + ": token id " + std::to_string(seq[i]) +
+                         " at position " + std::to_string(i) + " is outside the vocabulary 0 .. " +
+                         std::to_string(c.vocab - 1));
+  }
+  return seqs;
+}
+
 // The sequences given (--ids, --ids-file) or decoded from BOS.
 std::vector<std::vector<int>> sequences_of(const llama::LlamaModel& m, const KeyValues& v, bool single) {
   if (!v.at("ids").empty() && !v.at("ids-file").empty()) throw UsageError("give --ids or --ids-file, not both");
@@ -93,10 +110,12 @@ std::vector<std::vector<int>> sequences_of(const llama::LlamaModel& m, const Key
     std::string list = v.at("ids");
     for (char& ch : list)
       if (ch == ';') ch = '\n';
-    return parse_id_sequences(list, "--ids");
+    return fitting(parse_id_sequences(list, "--ids"), m.config, "--ids");
   }
-  if (!v.at("ids-file").empty())
-    return parse_id_sequences(read_text_file(v.at("ids-file")), "--ids-file '" + printable(v.at("ids-file")) + "'");
+  if (!v.at("ids-file").empty()) {
+    const std::string where = "--ids-file '" + printable(v.at("ids-file")) + "'";
+    return fitting(parse_id_sequences(read_text_file(v.at("ids-file")), where), m.config, where);
+  }
   llama::GenerateOptions g;
   g.steps = integer_option(v, "steps", 0, m.config.seq_len - 1);
   g.temperature = parse_number("--temperature", v.at("temperature"));
