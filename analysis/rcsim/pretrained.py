@@ -22,11 +22,21 @@ class Model:
         self.config = dict(handle.config)  # dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, ...
         self.sha256 = handle.sha256
         self.version = handle.version  # 0 legacy, 1
+        self.weights_kind = "pretrained"
 
     def __repr__(self):
         c = self.config
         return (f"rcsim.Model({self.path!r}: dim {c['dim']}, {c['n_layers']} layers, {c['n_heads']} heads, "
                 f"{c['n_kv_heads']} kv heads, vocab {c['vocab_size']})")
+
+    def with_random_blocks(self, seed=0):
+        """The same architecture with random blocks (matrix entries N(0, 1/fan_in), RMSNorm gains 1,
+        drawn from `seed`) and this model's token embedding and classifier: the random-weight
+        baseline on the same X(0). Its `path` and `sha256` are this model's; `weights_kind` says random."""
+        seed = check.whole("Model.with_random_blocks", "seed", seed, low=0)
+        r = Model(_engine().llama_random_blocks(self._m, seed), self.path)
+        r.weights_kind = f"random blocks (seed {seed})"
+        return r
 
     def weights(self):
         """Every array as float64 NumPy, matrices [out, in], per-layer ones stacked [L, ...]."""

@@ -47,8 +47,9 @@ std::vector<KeyDecl> generate_options() {
       {"ids", "", "the sequence(s) as a list of ids (commas or spaces; ';' separates sequences) instead of decoding"},
       {"ids-file", "", "a text file of sequences (one per line) instead of decoding"},
       {"measure", "", "write every layer's token measures of the sequences to this run file"},
-      {"weights", "pretrained", "pretrained | random: the checkpoint's weights, or the same architecture with "
-                                "random weights (entries N(0, 1/fan_in), gains 1; drawn from --seed)"},
+      {"weights", "pretrained", "pretrained | random: the checkpoint's weights, or random blocks (matrix entries "
+                                "N(0, 1/fan_in), gains 1; drawn from --seed) with the checkpoint's embedding and "
+                                "classifier (the same X(0))"},
       {"norm", "true", "false: every RMSNorm of the stack is the identity (measure only)"},
       {"depth", "0", "blocks applied for --measure; 0: the model's layers; more: the blocks repeat cyclically"}};
   return o;
@@ -148,9 +149,10 @@ void measure(const llama::LlamaModel& pretrained, const LlamaCheckpoint& ck, con
   if (weights != "pretrained" && weights != "random")
     throw UsageError("--weights=" + printable(weights) + ": expected pretrained or random");
   const int seed = integer_option(v, "seed", 0, 2147483647);
-  if (weights == "random") q.weights = "random (seed " + std::to_string(seed) + ")";
+  if (weights == "random")
+    q.weights = "random blocks (seed " + std::to_string(seed) + "), the checkpoint's embedding and classifier";
   const llama::LlamaModel model =
-      weights == "random" ? llama::random_model(pretrained.config, static_cast<unsigned long long>(seed)) : pretrained;
+      weights == "random" ? llama::random_blocks(pretrained, static_cast<unsigned long long>(seed)) : pretrained;
   Provenance p;
   p.command_line = command_line;
   const std::string out = write_llama_run(model, q, p, inv.force);

@@ -89,6 +89,14 @@ void register_llama(py::module_& m) {
   m.def("load_llama", &rcsim::read_llama_checkpoint, py::arg("path"), py::call_guard<py::gil_scoped_release>(),
         "Read a llama2.c checkpoint (legacy or version 1).");
   m.def(
+      "llama_random_blocks",
+      [](const LlamaCheckpoint& c, unsigned long long seed) {
+        LlamaCheckpoint r = c;
+        r.model = llama::random_blocks(c.model, seed);
+        return r;
+      },
+      py::arg("model"), py::arg("seed"), "The model with random blocks (its embedding and classifier kept).");
+  m.def(
       "llama_generate",
       [](const LlamaCheckpoint& c, int steps, double temperature, unsigned long long seed, unsigned long long sequence,
          bool single) {

@@ -57,4 +57,12 @@ LlamaModel random_model(const LlamaConfig& c, unsigned long long seed) {
   return m;
 }
 
+LlamaModel random_blocks(const LlamaModel& m, unsigned long long seed) {
+  LlamaModel r = random_model(m.config, seed);
+  r.config = m.config;
+  r.embedding = m.embedding;
+  r.classifier = m.classifier;
+  return r;
+}
+
 }  // namespace rcsim::llama

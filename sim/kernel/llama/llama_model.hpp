@@ -59,5 +59,8 @@ LlamaModelT<float> to_float(const LlamaModel& m);
 // N(0, 1/fan_in), embedding entries N(0, 1), every gain 1; the classifier the embedding.
 // Deterministic in `seed`.
 LlamaModel random_model(const LlamaConfig& c, unsigned long long seed);
+// `m` with random blocks (as random_model draws them, gains 1, final gain 1) but its own token
+// embedding and classifier: the random-weight baseline on the same X(0).
+LlamaModel random_blocks(const LlamaModel& m, unsigned long long seed);
 
 }  // namespace rcsim::llama
