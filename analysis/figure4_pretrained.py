@@ -8,7 +8,7 @@ X(0)) and with every RMSNorm removed. Top row: the trained model (5 blocks); bot
 the blocks applied cyclically to depth 100 (not the paper's setting). Median and 10-90% band over
 sequences. Numbers in OUT.txt.
 
-usage: /usr/bin/python3 analysis/pretrained_figure4.py [--tiny] [--out figures/pretrained_figure4]
+usage: /usr/bin/python3 analysis/figure4_pretrained.py [--tiny] [--out figures/figure4_pretrained]
 """
 import os
 import sys
@@ -26,9 +26,9 @@ VARIANTS = [("pretrained", "pretrained", "true", "C0", "-"),
             ("pretrained, no RMSNorm", "pretrained", "false", "C0", "--"),
             ("random blocks", "random", "true", "C3", "-"),
             ("random blocks, no RMSNorm", "random", "false", "C3", "--")]
-MEASURES = ["full_rank", "sigma_at_max_rank", "cos_abs_mean", "mu_rel"]
-TITLES = ["% of sequences at full rank", "sigma at the largest allowed rank", "mean |cosine| between tokens",
-          "mu_rel = mu(X) / ||X||_F"]
+MEASURES = ["full_rank", "sigma_rel", "cos_abs_mean", "mu_rel"]
+TITLES = ["% of sequences at full rank (of those still finite)", "sigma_min / sigma_max (scale-free)",
+          "mean |cosine| between tokens", "mu_rel = mu(X) / ||X||_F"]
 
 
 def runs(args, data, sequences, tokens, depth):
@@ -41,11 +41,13 @@ def runs(args, data, sequences, tokens, depth):
         rcsim(args, args.rcsim, "generate", MODEL, f"--ids-file={ids}", f"--measure={path}", f"--weights={weights}",
               f"--norm={norm}", f"--depth={depth}", "--seed=1", "--quiet")
         with h5py.File(path, "r") as f:
-            m = {k: f["metrics"][k][()] for k in ("rank", "sigma_at_max_rank", "cos_abs_mean", "mu_rel", "mu")}
+            m = {k: f["metrics"][k][()] for k in ("rank", "sigma_at_max_rank", "sigma_max", "cos_abs_mean", "mu_rel",
+                                                  "mu")}
             m["full_rank_fraction"] = f["summary/full_rank_fraction"][()]
             m["nonfinite_layer"] = f["diagnostics/nonfinite_layer"][()]
             m["max_rank"] = int(f.attrs["max_rank"])
         m["full_rank"] = np.where(np.isnan(m["rank"]), np.nan, 100.0 * (m["rank"] == m["max_rank"]))
+        m["sigma_rel"] = m["sigma_at_max_rank"] / m["sigma_max"]
         out[name] = m
     return out
 
@@ -68,11 +70,13 @@ def table(results, layers, sequences, tokens):
         stopped = int(np.sum(m["nonfinite_layer"] >= 0))
         lines.append(f"\n## {name}" + (f" ({stopped} sequences became non-finite, first at layer "
                                         f"{int(m['nonfinite_layer'][m['nonfinite_layer'] >= 0].min())})" if stopped else ""))
-        lines.append("layer  full_rank_%  sigma_at_max_rank  cos_abs_mean  mu_rel  mu")
+        lines.append("layer  full_rank_% (finite ones)  sigma_at_max_rank  sigma_min/sigma_max  cos_abs_mean  mu_rel  mu")
         for t in layers:
             if t >= m["rank"].shape[1]:
                 continue
-            lines.append(f"{t:5d}  {100 * m['full_rank_fraction'][t]:5.1f}  {quantiles(m['sigma_at_max_rank'], t)}  "
+            share = m["full_rank"][:, t]
+            share = f"{np.mean(share[np.isfinite(share)]):5.1f}" if np.isfinite(share).any() else "  -  "
+            lines.append(f"{t:5d}  {share}  {quantiles(m['sigma_at_max_rank'], t)}  {quantiles(m['sigma_rel'], t)}  "
                          f"{quantiles(m['cos_abs_mean'], t)}  {quantiles(m['mu_rel'], t)}  {quantiles(m['mu'], t)}")
     return "\n".join(lines) + "\n"
 
@@ -82,14 +86,16 @@ def panel_row(axes, results, last):
         m = results[name]
         x = np.arange(last + 1)
         for col, key in enumerate(MEASURES):
-            if key == "sigma_at_max_rank":
+            if key == "sigma_rel":
                 continue
             values = m[key][:, :last + 1]
             if key == "full_rank":
-                axes[col].plot(x, 100 * m["full_rank_fraction"][:last + 1], color=colour, ls=ls, label=name)
+                with np.errstate(invalid="ignore"):
+                    share = np.array([np.nanmean(v) if np.isfinite(v).any() else np.nan for v in values.T])
+                axes[col].plot(x, share, color=colour, ls=ls, label=name)
             else:
                 draw_curve(axes[col], x, values, colour, name, ls=ls)
-    log_panel(axes[1], [{"x": np.arange(last + 1), "values": results[n]["sigma_at_max_rank"][:, :last + 1],
+    log_panel(axes[1], [{"x": np.arange(last + 1), "values": results[n]["sigma_rel"][:, :last + 1],
                          "colour": c, "label": n, "ls": ls} for n, _, _, c, ls in VARIANTS])
     for ax, title in zip(axes, TITLES):
         ax.set_title(title, fontsize=10)
@@ -98,11 +104,11 @@ def panel_row(axes, results, last):
 
 
 def main(argv=None):
-    args = figure_arguments(__doc__, "pretrained_figure4").parse_args(argv)
+    args = figure_arguments(__doc__, "figure4_pretrained").parse_args(argv)
     os.chdir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     sequences, tokens, depth = (6, 16, 12) if args.tiny else (64, 64, 100)
-    data = args.data or os.path.join("data", "pretrained_figure4" + ("-tiny" if args.tiny else ""))
-    out = args.out or (os.path.join(data, "pretrained_figure4") if args.tiny else "figures/pretrained_figure4")
+    data = args.data or os.path.join("data", "figure4_pretrained" + ("-tiny" if args.tiny else ""))
+    out = args.out or (os.path.join(data, "figure4_pretrained") if args.tiny else "figures/figure4_pretrained")
     os.makedirs(data, exist_ok=True)
     results = runs(args, data, sequences, tokens, depth)
     fig, axes = plt.subplots(2, 4, figsize=(20, 9))
@@ -110,7 +116,8 @@ def main(argv=None):
     panel_row(axes[1], results, depth)
     axes[0, 0].legend(fontsize=8)
     fig.suptitle(f"stories260K (pretrained, 5 blocks; bottom: blocks repeated to depth {depth}, a probe) on "
-                 f"{sequences} generated sequences of {tokens} tokens; median and 10-90% band")
+                 f"{sequences} generated sequences of {tokens} tokens\n(X(0) repeats the rows of repeated ids: not full "
+                 "rank); median and 10-90% band; without RMSNorm the stream overflows (curves end)")
     fig.tight_layout()
     save_figure(fig, out)
     write_text(out + ".txt", table(results, [0, 1, 2, 3, 4, 5, 10, 20, 50, 100], sequences, tokens))
