@@ -40,7 +40,7 @@ std::vector<KeyDecl> generate_options() {
   std::vector<KeyDecl> o = {
       {"steps", "40", "ids generated after BOS per sequence (prompt + steps <= the model's seq_len)"},
       {"sequences", "1", "number of sequences S"},
-      {"temperature", "0", "0: greedy; T > 0: sampled from softmax(logits / T)"},
+      {"temperature", "0", "0: greedy; T > 0: sampled from softmax(logits / T) (the ids are drawn by rcsim's random stream, not llama2.c's)"},
       {"seed", "0", "random stream of the sampled sequences (sequence s uses stream (seed, s))"},
       {"precision", "float64", "float64 | float32: the arithmetic of the forward"},
       {"ids-out", "", "write the sequences here (one line each, BOS first) instead of printing them"},

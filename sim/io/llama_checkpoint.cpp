@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <vector>
@@ -61,6 +62,10 @@ class FloatCursor {
 };
 
 std::vector<char> read_all(const std::string& path, const std::string& file) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw UsageError("llama2.c checkpoint '" + file + "': not a regular file (a directory, FIFO or device?)");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw UsageError("llama2.c checkpoint '" + file + "': cannot be opened (missing or unreadable)");
   const std::streamoff size = in.tellg();

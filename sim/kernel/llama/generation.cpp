@@ -1,6 +1,7 @@
 #include "kernel/llama/generation.hpp"
 
 #include <cmath>
+#include <sstream>
 #include <string>
 
 #include "kernel/errors.hpp"
@@ -48,8 +49,11 @@ int choose_token(const Eigen::Ref<const RowVector>& logits, double temperature, 
 }
 
 std::vector<int> generate(const LlamaModel& m, const GenerateOptions& o) {
-  if (!(o.temperature >= 0.0) || !std::isfinite(o.temperature))
-    throw UsageError("temperature " + std::to_string(o.temperature) + " is not allowed (0 = greedy, or a positive number)");
+  if (!(o.temperature >= 0.0) || !std::isfinite(o.temperature)) {
+    std::ostringstream value;
+    value << o.temperature;
+    throw UsageError("temperature " + value.str() + " is not allowed (0 = greedy, or a positive finite number)");
+  }
   if (o.steps < 0) throw UsageError("the number of steps must be >= 0, not " + std::to_string(o.steps));
   if (o.prompt.empty()) throw UsageError("the prompt is empty (start from the BOS id " + std::to_string(kBos) + ")");
   const long long total = static_cast<long long>(o.prompt.size()) + o.steps;
