@@ -51,6 +51,7 @@ TEST_CASE("every command refuses a key it does not use, naming the commands that
       {{"mask-info", "--model.dim=4"}, "model.dim", "run, sweep, equilibria"},
       {{"equilibria", "--dropout.attention=0.1"}, "dropout.attention", "run, sweep"},
       {{"analyze", "--model.dim=4", out}, "model.dim", "run, sweep, equilibria"},
+      {{"generate", "--model.dim=4", "model.bin"}, "model.dim", "run, sweep, equilibria"},
       {{"keys", "--model.tokens=4"}, "model.tokens", "run, sweep, mask-info, equilibria"},
       {{"brody-map", "--keys.count=4"}, "keys.count", "keys"},
       {{"brody-example", "--ln.dim=3"}, "ln.dim", "ln-geometry"},
@@ -100,7 +101,8 @@ TEST_CASE("a configuration file: refused by a geometry command, dropped by mask-
 }
 
 TEST_CASE("the table of commands gives the help, the list of commands and the dispatch", "[cli]") {
-  const std::string names = "run, sweep, mask-info, equilibria, analyze, keys, brody-map, brody-example, ln-geometry";
+  const std::string names =
+      "run, sweep, mask-info, equilibria, analyze, generate, keys, brody-map, brody-example, ln-geometry";
   CHECK(command_names() == names);
   const Outcome unknown = run_cli({"frobnicate"});
   CHECK(unknown.status == 2);

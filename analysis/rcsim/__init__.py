@@ -31,11 +31,12 @@ from .engine import (clusters, executable, gradients, layer, measures, resolved_
                      simulate_image)
 from .sweeps import sweep  # noqa: E402
 from .torch_bridge import capture, from_torch  # noqa: E402  (torch imported only on use)
+from .pretrained import Model, generate, load_model  # noqa: E402
 
 __all__ = ["__version__", "ConfigError", "RcsimFileError",
            "simulate", "simulate_image", "sweep", "layer", "gradients", "measures", "clusters", "resolved_config", "executable",
            "open_run", "open_sweep", "load_run", "load_sweep", "load_analysis", "run_paths", "sweep_runs",
-           "sweep_table", "from_torch", "capture"]
+           "sweep_table", "from_torch", "capture", "load_model", "generate", "Model"]
 
 
 def __getattr__(name):

@@ -180,3 +180,18 @@ def value_list(who, what, value):
             raise usage_error(who, what, f"the entry {_shown(v)} is not a single value; a list of numbers, bools "
                                          "or strings is needed", True)
     return values
+
+
+def token_ids(who, what, value, vocab, longest):
+    """A 1-D sequence of token ids (integers 0 .. vocab-1, 1 .. longest of them) as a list of ints."""
+    a = _as_numpy(who, what, value)
+    allowed = f"a 1-D sequence of 1 .. {longest} integer token ids 0 .. {vocab - 1}"
+    if a.dtype.kind not in "iu":
+        raise usage_error(who, what, f"an array of dtype {a.dtype}; {allowed} is needed", True)
+    if a.ndim != 1 or not 1 <= a.size <= longest:
+        raise usage_error(who, what, f"shape {a.shape}; {allowed} is needed")
+    bad = (a < 0) | (a >= vocab)
+    if bad.any():
+        index, v = _first_bad(a, bad)
+        raise usage_error(who, what, f"the id {v} at index {index}; {allowed} is needed")
+    return [int(i) for i in a]

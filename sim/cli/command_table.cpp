@@ -94,6 +94,12 @@ std::vector<Command> declare_commands() {
                           analyze_help, analyze_options);
   analyze.run = [](const Invocation& inv, const std::vector<std::string>&) { return cmd_analyze(inv); };
   table.push_back(std::move(analyze));
+  Command generate = entry("generate",
+                           "token ids from a pretrained llama2.c checkpoint (greedy or sampled); with --measure "
+                           "its stack's per-layer measures to HDF5",
+                           generate_help, generate_options);
+  generate.run = cmd_generate;
+  table.push_back(std::move(generate));
   for (const CommandSpec& spec : geometry_commands()) table.push_back(geometry_entry(spec));
   return table;
 }

@@ -28,4 +28,9 @@ int cmd_analyze(const Invocation& inv);
 std::string analyze_help();
 std::vector<KeyDecl> analyze_options();  // --threshold, --window, --no-write
 
+// rcsim generate (cmd_generate.cpp): ids from a llama2.c checkpoint; its stack's measures.
+int cmd_generate(const Invocation& inv, const std::vector<std::string>& args);
+std::string generate_help();
+std::vector<KeyDecl> generate_options();  // --ids, --measure, --steps, ...
+
 }  // namespace rcsim

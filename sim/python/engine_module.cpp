@@ -40,6 +40,8 @@
 
 namespace py = pybind11;
 
+void register_llama(py::module_& m);  // llama_bindings.cpp
+
 namespace {
 
 // The configuration of one run from `keys` ("--model.dim=16", ...) over `config_file` over the
@@ -437,6 +439,7 @@ PYBIND11_MODULE(_engine, m) {
         "The clusters of an (N, d) float64 array at cosine threshold tau: dict label [N], size [k], centre [k, d].");
   m.def("keep_freed_memory", &rcsim::keep_freed_memory,
         "Tune glibc's allocator for repeated trials (process-wide; what rcsim's main() does).");
+  register_llama(m);
   m.attr("version") = rcsim::version();
   m.attr("instruction_set") = rcsim::instruction_set();
   m.attr("git_sha") = rcsim::git_sha();

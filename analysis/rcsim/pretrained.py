@@ -1,0 +1,92 @@
+"""A pretrained transformer in rcsim (docs/user/pretrained.md): llama2.c checkpoints read by the
+engine's reader (rcsim.load_model), decoded from BOS (rcsim.generate), their logits and the
+residual stream X(0) .. X(L) of a token sequence (Model.logits, Model.states) for rcsim.measures.
+Every argument is checked by rcsim._validate (ConfigError naming it) before the engine sees it.
+"""
+import os
+
+import numpy as np
+
+from . import _validate as check
+from .engine import _engine
+
+_PRECISIONS = ("float64", "float32")
+
+
+class Model:
+    """A llama2.c checkpoint in memory (from rcsim.load_model)."""
+
+    def __init__(self, handle, path):
+        self._m = handle
+        self.path = path
+        self.config = dict(handle.config)  # dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len, ...
+        self.sha256 = handle.sha256
+        self.version = handle.version  # 0 legacy, 1
+        self.weights_kind = "pretrained"
+
+    def __repr__(self):
+        c = self.config
+        return (f"rcsim.Model({self.path!r}: dim {c['dim']}, {c['n_layers']} layers, {c['n_heads']} heads, "
+                f"{c['n_kv_heads']} kv heads, vocab {c['vocab_size']})")
+
+    def with_random_blocks(self, seed=0):
+        """The same architecture with random blocks (matrix entries N(0, 1/fan_in), RMSNorm gains 1,
+        drawn from `seed`) and this model's token embedding and classifier: the random-weight
+        baseline on the same X(0). Its `path` and `sha256` are this model's; `weights_kind` says random."""
+        seed = check.whole("Model.with_random_blocks", "seed", seed, low=0)
+        r = Model(_engine().llama_random_blocks(self._m, seed), self.path)
+        r.weights_kind = f"random blocks (seed {seed})"
+        return r
+
+    def weights(self):
+        """Every array as float64 NumPy, matrices [out, in], per-layer ones stacked [L, ...]."""
+        return {k: np.asarray(v) for k, v in self._m.weights().items()}
+
+    def _ids(self, who, ids):
+        return check.token_ids(who, "ids", ids, self.config["vocab_size"], self.config["seq_len"])
+
+    def logits(self, ids, precision="float64"):
+        """Logits [T, vocab] of the sequence `ids` (row t predicts the id after ids[t])."""
+        who = "Model.logits"
+        seq = self._ids(who, ids)
+        single = check.one_of(who, "precision", precision, _PRECISIONS) == "float32"
+        return np.asarray(self._m.logits(seq, single))
+
+    def states(self, ids, precision="float64", norm=True, depth=0):
+        """X(0) .. X(depth) of the sequence `ids`: an array [depth + 1, T, dim] (X(0) the embedding
+        rows; depth 0 means the model's layers; beyond them the blocks repeat cyclically; norm=False
+        makes every RMSNorm the identity). Measure them with rcsim.measures(states)."""
+        who = "Model.states"
+        seq = self._ids(who, ids)
+        single = check.one_of(who, "precision", precision, _PRECISIONS) == "float32"
+        norm = check.flag(who, "norm", norm)
+        depth = check.whole(who, "depth", depth, low=0, high=100000)
+        return np.stack([np.asarray(x) for x in self._m.states(seq, single, norm, depth)])
+
+
+def load_model(path):
+    """Read a llama2.c checkpoint (legacy or version-1 format, float32), e.g.
+    configs/models/stories260K/stories260K.bin; a file that is not one raises ConfigError naming it."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise check.usage_error("rcsim.load_model", "path", f"a {type(path).__name__}; a file path is needed", True)
+    path = os.fspath(path)
+    return Model(_engine().load_llama(path), path)
+
+
+def generate(model, steps=40, sequences=1, temperature=0.0, seed=0, precision="float64"):
+    """Decode `sequences` sequences of `steps` ids from the BOS id 1: greedy for temperature 0, else
+    sampled from softmax(logits / temperature) with rcsim's random stream (seed, sequence index).
+    Returns an int64 array [sequences, steps + 1], BOS first (the same ids as `rcsim generate`)."""
+    who = "rcsim.generate"
+    if not isinstance(model, Model):
+        raise check.usage_error(who, "model", f"a {type(model).__name__}; a model from rcsim.load_model is needed", True)
+    steps = check.whole(who, "steps", steps, low=0, high=model.config["seq_len"] - 1)
+    count = check.whole(who, "sequences", sequences, low=1, high=1000000)
+    temperature = check.real(who, "temperature", temperature, low=0.0)
+    seed = check.whole(who, "seed", seed, low=0)
+    single = check.one_of(who, "precision", precision, _PRECISIONS) == "float32"
+    out = np.empty((count, steps + 1), dtype=np.int64)
+    for s in range(count):
+        out[s, 0] = 1
+        out[s, 1:] = _engine().llama_generate(model._m, steps, temperature, seed, s, single)
+    return out
