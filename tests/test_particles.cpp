@@ -246,6 +246,16 @@ TEST_CASE("Fourier mode worked by hand", "[particles][metrics]") {
   for (int j = 0; j < 5; ++j) five.row(j) << std::cos(2 * pi * j / 5), std::sin(2 * pi * j / 5);
   CHECK(fourier_mode(five) < 1e-14);  // no mode k <= 4
   CHECK(std::isnan(fourier_mode(Matrix::Ones(3, 3))));
+  // The mode's k (measure fourier_k: k = 1..8): 3, 2 (c_2 = c_4 = 1: the smaller), 5 with k <= 6.
+  CHECK(fourier_k(three) == 3.0);
+  CHECK(fourier_k(anti) == 2.0);
+  CHECK(fourier_k(five, 6) == 5.0);
+  CHECK_THAT(fourier_mode(five, 6), WithinAbs(1.0, 1e-14));
+  Matrix tilted(5, 2);  // 5-periodic about an offset of 0.3 rad, one token moved: still k = 5
+  for (int j = 0; j < 5; ++j) tilted.row(j) << std::cos(0.3 + 2 * pi * j / 5), std::sin(0.3 + 2 * pi * j / 5);
+  tilted.row(0) << std::cos(0.35), std::sin(0.35);
+  CHECK(fourier_k(tilted, 8) == 5.0);
+  CHECK(std::isnan(fourier_k(Matrix::Ones(3, 3))));
 }
 
 TEST_CASE("initial conditions: circle, equiangular, isometric", "[particles][inputs]") {
