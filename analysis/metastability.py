@@ -6,7 +6,9 @@ interaction energy, a cluster count) and the merge times between them.
     metastability.py --self-test
 
 A plateau is a maximal run of samples k = s..e whose values all lie within rtol x (range of the
-series) of the plateau's running mean, lasting at least `min_duration` in time. Between two
+series) of the plateau's running mean, lasting at least `min_duration` in time; two consecutive
+plateaus whose values differ by at most rtol x (range) are one (joined: a slow drift or a blip between
+them does not make a merge). Between two
 consecutive plateaus (values v1, v2) the merge time is where the series first crosses
 (v1 + v2) / 2, linearly interpolated; the transition itself lasts from the end of the first
 plateau to the start of the second. For an integer series (cluster counts) use rtol = 0: the
@@ -45,6 +47,24 @@ def plateaus(t, y, rtol=2e-3, min_duration=0.0):
                         "first": s, "last": k - 1})
         if k < len(y):
             s, total = k, y[k]
+    return join_equal(out, tol)
+
+
+def join_equal(found, tol):
+    """Consecutive plateaus whose values differ by at most `tol` are one plateau (a slow drift or a blip
+    had split it: issue 37, particles_staircase2000.py at t = 1.88): joined, value the duration-weighted
+    mean of the two (the sample-weighted mean where both last no time)."""
+    out = []
+    for p in found:
+        q = out[-1] if out else None
+        if q is not None and abs(p["value"] - q["value"]) <= tol:
+            wq, wp = q["end"] - q["start"], p["end"] - p["start"]
+            if wq + wp <= 0:
+                wq, wp = q["last"] - q["first"] + 1, p["last"] - p["first"] + 1
+            q["value"] = float((wq * q["value"] + wp * p["value"]) / (wq + wp))
+            q["end"], q["last"] = p["end"], p["last"]
+        else:
+            out.append(dict(p))
     return out
 
 
@@ -105,6 +125,12 @@ def self_test():
     fi = plateaus(ti, yi, rtol=0.0)
     check([p["value"] for p in fi] == [5, 3, 2, 1], f"integer plateaus {[p['value'] for p in fi]}")
     check(merge_times(ti, yi, fi) == [9.5, 21.5, 29.5], f"integer merge times {merge_times(ti, yi, fi)}")
+    # One level interrupted by a blip (and drifting slowly): one plateau, no merge between its halves.
+    yb = np.where(t < 50.0, 0.3, 0.8) + 1e-4 * (t % 50.0) / 50.0
+    yb[(t > 20.0) & (t < 20.05)] = 0.31  # a blip of 2 % of the range, shorter than min_duration
+    fb = plateaus(t, yb, rtol=2e-3, min_duration=2.0)
+    check([round(p["value"], 3) for p in fb] == [0.3, 0.8], f"blip: plateaus {[p['value'] for p in fb]}")
+    check(len(merge_times(t, yb, fb)) == 1, f"blip: merges {merge_times(t, yb, fb)}")
     # No plateau in a ramp.
     check(plateaus(t, t, rtol=1e-4, min_duration=1.0) == [], "a ramp has no plateau")
     for f in failures:

@@ -1,37 +1,41 @@
 #!/usr/bin/env python3
-"""Energy staircase of the self-attention particle flow (Geshkovski, Koubbi, Polyanskiy, Rigollet,
-metastability; docs/science/particles.md): n = 5 tokens on the circle (d = 2), Q = K = V = I, the SA
-flow dx_i/dt = P_{x_i}(sum_j softmax_j(beta <x_i, x_j>) x_j) integrated by rcsim's RK4
-(dynamics.integrator = rk4, residual.project = tangent, norm.type = sphere). The energy climbs in
-steps: long plateaus (metastable clusters) separated by fast merges.
+"""Energy staircase of the USA particle flow in the setting of Geshkovski, Koubbi, Polyanskiy, Rigollet,
+"Dynamic metastability in the self-attention model" (arXiv 2410.06833; its figure of the energy against
+rescaled time for beta = 500 .. 4000, as the authors' public script HugoKoubbi/2024-transformers-dotm,
+staircase.py, draws it; docs/science/particles.md section 6).
 
-usage: particles_staircase.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX [--seed S] [--perturb KEY=VALUE ...]
+usage: particles_staircase.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX [--perturb KEY=VALUE ...]
 
-Writes PREFIX.png, PREFIX.pdf and PREFIX.txt (the plateaus, merge times and cluster counts, a
-steps-per-second comparison of rcsim against a NumPy implementation of the same RK4 step, with the
-largest difference between their final tokens, and the checks).
+n = 5 tokens on the circle (d = 2), Q = K = V = I, USA with the weights normalised by e^-beta
+(`attention.usa_normalised = true`: A_ij = exp(beta(<x_i, x_j> - 1)) / n), the tangent projection and
+the sphere. Rescaled time: the authors step theta <- theta + lr log(beta) g / |g|, g the USA velocity of
+the angles, lr = 1e-5, and plot the energy against s = lr x step; rcsim runs the same Euler step at unit
+speed (`dynamics.speed = unit`, residual.alpha = lr log(beta): /time is the arc length, s = /time /
+log(beta)). The authors snap tokens less than 1e-3 apart onto one another once |g| < 1e-5 (without it a
+fixed step chatters about a collapsed pair and the flow stalls); rcsim merges tokens closer than 1e-3
+(`dynamics.merge_distance`). X(0): the angles (1/2)(0, 0.5, 2, 4, 7) log(beta_0)/sqrt(beta_0), beta_0 = 2000
+for every beta (the script's theta0 is computed once, at its beta = 2000).
 
-Checks (exit 1 when one fails), the paper's claims for this flow:
-- the energy never decreases (the flow climbs the interaction energy: smallest step >= -1e-12 x E);
-- every plateau of the energy is at the level sum_c m_c^2 / n^2 of the clusters (cos > 0.999, an
-  independent partition of the stored tokens) within 1e-2: the plateaus are clustered metastable states;
-- the staircase climbs: the plateaus' cluster levels take at least 2 distinct values, non-decreasing;
-- metastability: each merge (the time between two plateaus) is shorter than 1/5 of the plateau
-  before it.
-And rcsim's final tokens equal the NumPy RK4 from the same X(0) to 1e-10 (an engine check).
+Writes PREFIX.png, PREFIX.pdf and PREFIX.txt (per beta: the plateaus in s, their levels against the
+clusters' sum m_c^2 / n^2, the merge times against the authors' algorithm re-implemented here, and the
+checks).
 
-Settings, paper (Geshkovski, Koubbi, Polyanskiy, Rigollet, as the authors' public script
-HugoKoubbi/2024-transformers-dotm runs it, per issue 37) against this script:
-- the paper's: n = 5 tokens on the circle (d = 2), Q = K = V = I, the energy's circle form
-  (1/n^2) sum exp(beta(<x_i, x_j> - 1)) (drawn; rcsim stores it / (2 beta));
-- rcsim's own choices: SA (the paper's staircase is USA), beta = 9 (the paper: 500 to 4000, which
-  random X(0) cannot reach and rcsim's USA overflows at), X(0) uniform on the circle, seed 3 (the
-  paper: angles (1/2)(0, 0.5, 2, 4, 7) log(beta)/sqrt(beta)), plain time (the paper rescales it),
-  RK4 dt = 0.05, the plateau detector's tolerances.
+Checks (exit 1 when one fails), the paper's claims for this figure (a staircase: plateaus at the
+metastable clustered states, one per merge, climbing):
+- the energy (1/n^2) sum exp(beta(<x_i, x_j> - 1)) never decreases (smallest step >= -1e-11: a merge moves a
+  token by up to 1e-3, which changes the far pairs' terms by ~1e-12);
+- every plateau (analysis/metastability.py, rtol 2e-3, at least 0.003 in s) lies at sum_c m_c^2 / n^2 of the
+  clusters of the tokens at its midpoint (cos > 0.9999) within 1e-2;
+- the staircase: the plateaus above the start are exactly the levels of the n - 1 = 4 merges of this X(0),
+  0.28, 0.44, 0.52, 1 (clusters 2/1/1/1, 3/1/1, 3/2, 5), in that order, for every beta;
+- the merge times in s (midpoint crossings) equal those of the authors' algorithm (their step, angles,
+  their snap rule), re-implemented in NumPy here, within 1e-3 (threshold: this script's; the snap rules
+  differ, rcsim's merges at 1e-3 on the approach, theirs once |g| < 1e-5: 2.2e-4 measured).
+And an engine check: rcsim's tokens equal a NumPy implementation of rcsim's own step (Cartesian, unit
+speed, merge) at the end of the smallest beta's run to 1e-9.
 """
 import os
 import sys
-import time
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 import h5py  # noqa: E402
@@ -44,122 +48,180 @@ from particles_common import Checks, components, flow_args, run_rcsim, script_ar
 from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
 N = 5
+BETA0 = 2000.0             # the authors' theta0 is computed at their beta = 2000 and reused for every beta
+LR = 1e-5                  # the authors' lr: s = LR x step
+MERGE = 1e-3               # the authors' snap distance (radians; rcsim: Euclidean, the chord)
+S_END = 0.15               # every beta has merged into one cluster by s ~ 0.12
+LEVELS = (0.28, 0.44, 0.52, 1.0)  # sum m^2 / n^2 after each merge: 2/1/1/1, 3/1/1, 3/2, 5
 
 
 def settings(tiny):
-    """(beta, dt, steps, every): the tiny run is for CI (seconds); the full one is the figure."""
-    return (9.0, 0.05, 8000, 4) if tiny else (9.0, 0.05, 400000, 100)
+    """The betas: the paper's six, or two of them for CI."""
+    return (500.0, 4000.0) if tiny else (500.0, 1000.0, 1500.0, 2000.0, 3000.0, 4000.0)
 
 
-def numpy_field(X, beta):
-    """F(X)_i = P_{x_i}(sum_j softmax_j(beta <x_i, x_j>) x_j), the SA flow with Q = K = V = I."""
-    S = beta * (X @ X.T)
-    A = np.exp(S - S.max(axis=1, keepdims=True))
-    A /= A.sum(axis=1, keepdims=True)
-    Y = A @ X
-    return Y - np.sum(Y * X, axis=1, keepdims=True) / np.sum(X * X, axis=1, keepdims=True) * X
+def initial_angles():
+    return 0.5 * np.array([0.0, 0.5, 2.0, 4.0, 7.0]) * np.log(BETA0) / np.sqrt(BETA0)
 
 
-def numpy_rk4(X, beta, dt, steps):
-    """The same RK4 step as rcsim's, followed by the normalisation onto the sphere."""
+def authors_algorithm(beta, steps):
+    """The authors' figure loop (their staircase.py, time_rescale_3), written anew: angles theta, g_i =
+    (1/n^2) sum_j -sin(theta_i - theta_j) exp(beta(cos(theta_i - theta_j) - 1)), theta <- theta + lr log(beta)
+    g / |g|, and when |g| < 1e-5 every later token within 1e-3 of an earlier one snapped onto it. Returns the
+    energy (1/n^2) sum exp(beta(cos - 1)) after each step (NaN once g = 0, as theirs)."""
+    th = initial_angles()
+    out = np.empty(steps)
+    with np.errstate(invalid="ignore"):
+        for k in range(steps):
+            D = th[:, None] - th[None, :]
+            g = np.sum(-np.sin(D) * np.exp(beta * (np.cos(D) - 1.0)), axis=1) / N ** 2
+            gn = np.linalg.norm(g)
+            th = th + LR * np.log(beta) * g / gn
+            if gn < 1e-5:
+                for a in range(N):
+                    for b in range(a + 1, N):
+                        if abs(th[a] - th[b]) < MERGE:
+                            th[b] = th[a]
+            D = th[:, None] - th[None, :]
+            out[k] = np.sum(np.exp(beta * (np.cos(D) - 1.0))) / N ** 2
+    return out
+
+
+def rcsim_step_numpy(X, beta, dt, steps):
+    """rcsim's step, written anew: F_i = (1/n) sum_j exp(beta(<x_i, x_j> - 1)) P_{x_i}(x_j - x_i) (the sum of
+    differences, as rcsim forms it at unit speed: exactly 0 between coincident tokens), X <- normalise(X +
+    dt F / |F|_F) (F = 0: X stays), then x_j <- x_i for i < j closer than MERGE."""
     for _ in range(steps):
-        k1 = numpy_field(X, beta)
-        k2 = numpy_field(X + 0.5 * dt * k1, beta)
-        k3 = numpy_field(X + 0.5 * dt * k2, beta)
-        k4 = numpy_field(X + dt * k3, beta)
-        X = X + dt / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
-        X /= np.linalg.norm(X, axis=1, keepdims=True)
+        A = np.exp(beta * (X @ X.T) - beta) / N
+        D = X[None, :, :] - X[:, None, :]                      # D[i, j] = x_j - x_i
+        Y = np.einsum("ij,ijk->ik", A, D)
+        F = Y - np.sum(Y * X, axis=1, keepdims=True) / np.sum(X * X, axis=1, keepdims=True) * X
+        nf = np.linalg.norm(F)
+        if nf > 0:
+            X = X + dt * F / nf
+            X = X / np.linalg.norm(X, axis=1, keepdims=True)
+        for i in range(N):
+            for j in range(i + 1, N):
+                if np.sum((X[j] - X[i]) ** 2) < MERGE ** 2:
+                    X[j] = X[i]
     return X
 
 
-def main():
-    a = script_args(__doc__, seed=3)
-    beta, dt, steps, every = settings(a.tiny)
-    os.makedirs(a.data, exist_ok=True)
-    run = os.path.join(a.data, "particles_staircase.h5")
-    seconds = run_rcsim(a.rcsim, run, flow_args(N, 2, beta, dt, steps),
-                        ["--run.trials=1", f"--run.seed={a.seed}", "--init.type=sphere",
-                         f"--output.schedule=every:{every}", "--output.tokens=all",
-                         "--output.measures=energy,clusters_99,clusters_999"])
-    with h5py.File(run, "r") as f:
+def run_beta(a, beta, x0):
+    """One rcsim run at this beta: (s, circle energy, tokens, token s)."""
+    steps = int(round(S_END / LR))
+    dt = LR * np.log(beta)
+    out = os.path.join(a.data, f"particles_staircase_beta{beta:g}.h5")
+    run_rcsim(a.rcsim, out, flow_args(N, 2, beta, dt, steps, kind="usa", integrator="euler"),
+              ["--run.trials=1", "--init.type=file", f"--init.file={x0}", "--attention.usa_normalised=true",
+               "--dynamics.speed=unit", f"--dynamics.merge_distance={MERGE!r}", "--output.schedule=every:10",
+               "--output.tokens=" + ",".join(str(k) for k in range(0, steps + 1, 50)),
+               "--output.measures=energy,clusters_999"])
+    with h5py.File(out, "r") as f:
         t = f["time"][()]
         energy = f["metrics/energy"][0]
-        c99 = f["metrics/clusters_99"][0]
-        c999 = f["metrics/clusters_999"][0]
         X = f["tokens"][0]
-        tok_t = f["tokens_layer"][()] * dt
-    X0, XL = X[0], X[-1]
-    found = plateaus(t, energy, rtol=2e-2, min_duration=2.0)
-    merges = merge_times(t, energy, found)
-    # each plateau's level against the clusters of the tokens at its midpoint: sum_c m_c^2 / n^2
-    levels = []
-    for p in found:
-        s = int(np.argmin(np.abs(tok_t - t[(p["first"] + p["last"]) // 2])))
-        sizes = np.bincount(components(X[s], 0.999))
-        levels.append((float(np.sum(sizes ** 2)) / N ** 2, sorted(sizes.tolist(), reverse=True)))
-    # The same RK4 in NumPy from the same X(0): agreement and steps per second.
-    n_np = min(steps, 2000)
-    t0 = time.perf_counter()
-    X_np = numpy_rk4(X0.copy(), beta, dt, n_np)
-    np_seconds = time.perf_counter() - t0
-    # Same trajectory: continue the NumPy run to the last step (only when that is cheap).
-    diff = float("nan")
-    if steps <= 20000:
-        diff = float(np.abs(numpy_rk4(X_np, beta, dt, steps - n_np) - XL).max())
+        tok_s = f["tokens_layer"][()] * LR
+    return t / np.log(beta), 2 * beta * energy, X, tok_s, dt, steps
 
-    fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
-    ax[0].plot(t, 2 * beta * energy, lw=1.2)  # (1/N^2) sum exp(beta (<x_i, x_j> - 1)), the circle form
+
+def analyse(beta, s, circ, X, tok_s):
+    """Plateaus (with the clusters' level at each midpoint) and merge times of one run."""
+    found = plateaus(s, circ, rtol=2e-3, min_duration=0.003) if np.all(np.isfinite(circ)) else []
+    merges = merge_times(s, circ, found)
     for p in found:
-        ax[0].axhline(2 * beta * p["value"], color="0.7", lw=0.6, ls=":")
-    for m in merges:
-        ax[0].axvline(m, color="C3", lw=0.6, ls="--")
-    ax[0].set_xscale("symlog", linthresh=1.0)
-    ax[0].set_xlim(0, t[-1])
-    ax[0].set_xlabel("time t")
-    ax[0].set_ylabel("(1/n^2) sum_ij exp(beta(<x_i,x_j> - 1))")
-    ax[0].set_title(f"energy staircase, n = 5, d = 2, beta = {beta:g}")
-    ax[1].step(t, c999, where="post", label="clusters cos > 0.999")
-    ax[1].step(t, c99, where="post", label="clusters cos > 0.99", ls="--")
-    ax[1].set_xscale("symlog", linthresh=1.0)
-    ax[1].set_xlim(0, t[-1])
-    ax[1].set_xlabel("time t")
-    ax[1].legend()
+        k = int(np.argmin(np.abs(tok_s - 0.5 * (p["start"] + p["end"]))))
+        sizes = np.bincount(components(X[k], 0.9999)) if np.all(np.isfinite(X[k])) else np.ones(N, int)
+        p["level"] = float(np.sum(sizes ** 2)) / N ** 2
+        p["sizes"] = "/".join(map(str, sorted(sizes.tolist(), reverse=True)))
+    return found, merges
+
+
+def authors_merges(beta):
+    """Merge times (s) of the authors' algorithm: crossings of the midpoints between the LEVELS (and from
+    the start to the first level)."""
+    E = authors_algorithm(beta, int(round(S_END / LR)))
+    s = LR * np.arange(1, len(E) + 1)
+    E = np.where(np.isfinite(E), E, 1.0)  # NaN once all are one cluster: the energy is 1 there
+    mids = [0.5 * (lo + hi) for lo, hi in zip(LEVELS, LEVELS[1:])]
+    return [float(s[np.argmax(E >= m)]) if np.any(E >= m) else float("nan") for m in mids], s, E
+
+
+def main():
+    a = script_args(__doc__)
+    betas = settings(a.tiny)
+    os.makedirs(a.data, exist_ok=True)
+    th0 = initial_angles()
+    x0 = os.path.join(a.data, "particles_staircase_x0.h5")
+    with h5py.File(x0, "w") as f:
+        f["X0"] = np.stack([np.cos(th0), np.sin(th0)], axis=1)
+    checks = Checks()
+    rows, curves = [], []
+    min_step, worst_level, engine_diff = np.inf, 0.0, float("nan")
+    staircase_ok, merge_ok, merge_err = True, True, 0.0
+    for beta in betas:
+        s, circ, X, tok_s, dt, steps = run_beta(a, beta, x0)
+        found, merges = analyse(beta, s, circ, X, tok_s)
+        ref, s_ref, E_ref = authors_merges(beta)
+        curves.append((beta, s, circ, s_ref, E_ref, found))
+        steps_e = np.diff(circ)
+        min_step = min(min_step, float(np.min(steps_e)) if np.all(np.isfinite(steps_e)) else -np.inf)
+        for p in found:
+            worst_level = max(worst_level, abs(p["value"] - p["level"]))
+        upper = [p for p in found if p["value"] > 0.5 * (0.2 + LEVELS[0])]
+        got = [round(p["level"], 4) for p in upper]
+        staircase_ok &= got == list(LEVELS) and all(abs(p["value"] - lv) < 1e-2 for p, lv in zip(upper, LEVELS))
+        # rcsim's crossings between the four upper levels against the authors' algorithm's
+        mine = merges[-3:] if len(upper) == 4 else []
+        if len(mine) == 3 and all(np.isfinite(ref)):
+            err = max(abs(m - r) for m, r in zip(mine, ref))
+            merge_err = max(merge_err, err)
+            merge_ok &= err < 1e-3
+        else:
+            merge_ok = False
+            merge_err = float("inf")  # the four upper plateaus are missing
+        if beta == betas[0] and np.all(np.isfinite(X[-1])):
+            Xn = rcsim_step_numpy(X[0].copy(), beta, dt, steps)
+            engine_diff = float(np.abs(Xn - X[-1]).max())
+        rows.append((beta, found, merges, ref))
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for k, (beta, s, circ, s_ref, E_ref, found) in enumerate(curves):
+        ax.plot(s, circ, lw=1.3, color=f"C{k}", label=f"beta = {beta:g}")
+        ax.plot(s_ref, E_ref, lw=0.8, ls=":", color="k")
+    for lv in LEVELS:
+        ax.axhline(lv, color="0.8", lw=0.5)
+    ax.set_xlim(0, S_END)
+    ax.set_xlabel("rescaled time s (arc length / log beta)")
+    ax.set_ylabel("(1/n^2) sum exp(beta(<x_i,x_j> - 1))")
+    ax.set_title("USA, n = 5, e^-beta-normalised; dotted: the authors' algorithm" + (" (tiny)" if a.tiny else ""),
+                 fontsize=9)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, a.out, dpi=120)
 
-    checks = Checks()
-    min_step = float(np.min(np.diff(energy)))
-    checks.add("energy_never_decreases", f"smallest step {min_step:.3e} (E up to {np.max(energy):.4g})",
-               ">= -1e-12 x max E", min_step >= -1e-12 * np.max(energy))
-    lev_err = max([abs(2 * beta * p["value"] - lev) for p, (lev, _) in zip(found, levels)] or [float("nan")])
-    checks.add("plateaus_at_cluster_levels", f"{len(found)} plateaus at 2 beta E = "
-               + ", ".join(f"{2 * beta * p['value']:.4f} (clusters {'/'.join(map(str, sz))}: {lev:.4f})"
-                           for p, (lev, sz) in zip(found, levels)) + f"; largest difference {lev_err:.2e}",
-               "every plateau within 1e-2 of sum m_c^2 / n^2", lev_err < 1e-2)
-    cluster_levels = [lev for lev, _ in levels]
-    checks.add("staircase_climbs", "cluster levels of the plateaus: " + ", ".join(f"{v:.4f}" for v in cluster_levels),
-               ">= 2 distinct, non-decreasing in time",
-               len(set(cluster_levels)) >= 2 and all(np.diff(cluster_levels) >= 0))
-    ratios = [(b["start"] - p["end"]) / (p["end"] - p["start"]) for p, b in zip(found, found[1:])]
-    checks.add("merges_fast_against_plateaus", "merge / preceding plateau duration: "
-               + (", ".join(f"{r:.3g}" for r in ratios) or "no merge"), "every one < 0.2 (and >= 1 merge)",
-               len(ratios) >= 1 and max(ratios) < 0.2)
-    if steps <= 20000:
-        checks.add("rcsim_equals_numpy_rk4", f"max |X_rcsim(T) - X_numpy(T)| = {diff:.3e}", "< 1e-10", diff < 1e-10,
-                   engine=True)
+    checks.add("energy_never_decreases", f"smallest step {min_step:.3e}", ">= -1e-11", min_step >= -1e-11)
+    n_plateaus = sum(len(r[1]) for r in rows)
+    checks.add("plateaus_at_cluster_levels", f"{n_plateaus} plateaus over {len(betas)} betas; largest |level - "
+               f"sum m^2/n^2| {worst_level:.2e}", "< 1e-2, and >= 1 plateau", n_plateaus > 0 and worst_level < 1e-2)
+    checks.add("staircase_four_merges", "upper plateaus' cluster levels per beta: " + "; ".join(
+        f"{b:g}: " + ",".join(f"{p['level']:.2f}" for p in f if p["value"] > 0.24) for b, f, _, _ in rows),
+        "0.28, 0.44, 0.52, 1 in order for every beta", staircase_ok)
+    checks.add("merge_times_as_authors", f"largest |s_rcsim - s_authors| {merge_err:.2e}",
+               "< 1e-3 at the three upper merges of every beta", merge_ok)
+    checks.add("rcsim_equals_numpy_step", f"max |X_rcsim - X_numpy| at s = {S_END:g}, beta = {betas[0]:g}: "
+               f"{engine_diff:.3e}", "< 1e-9", engine_diff < 1e-9, engine=True)
     with atomic_writer(a.out + ".txt") as f:
-        f.write(f"# energy staircase: n = 5, d = 2, Q = K = V = I, SA, beta = {beta:g}, RK4 dt = {dt:g}, "
-                f"{steps} steps (T = {dt * steps:g}), seed {a.seed}{' (tiny)' if a.tiny else ''}\n")
-        f.write("# stored energy E = (1/(2 beta n^2)) sum exp(beta(<x_i,x_j> - 1)); 2 beta E is the circle form\n")
-        f.write("plateau start end duration 2beta*E clusters_999_at_start sum_m^2/n^2_at_midpoint sizes\n")
-        for k, (p, (lev, sz)) in enumerate(zip(found, levels)):
-            f.write(f"{k} {p['start']:.6g} {p['end']:.6g} {p['end'] - p['start']:.6g} {2 * beta * p['value']:.6f} "
-                    f"{int(c999[p['first']])} {lev:.6f} {'/'.join(map(str, sz))}\n")
-        f.write("merge_times " + " ".join(f"{m:.6g}" for m in merges) + "\n")
-        f.write(f"energy_monotone_min_step {min_step:.3e}\n")
-        f.write(f"rcsim_steps_per_second {steps / seconds:.4g} (whole run incl. start-up and file, {seconds:.3f} s)\n")
-        f.write(f"numpy_steps_per_second {n_np / np_seconds:.4g} ({n_np} steps, {np_seconds:.3f} s)\n")
-        f.write(f"max_abs_diff_final_tokens_rcsim_vs_numpy {diff:.3e}\n")
+        f.write(f"# energy staircase, USA normalised by e^-beta, n = 5, d = 2, Q = K = V = I, unit-speed Euler, "
+                f"lr = {LR:g}, s up to {S_END:g}, merge distance {MERGE:g}{' (tiny)' if a.tiny else ''}\n")
+        f.write("# X(0) angles (1/2)(0, 0.5, 2, 4, 7) log(2000)/sqrt(2000) = "
+                + ", ".join(f"{v:.6f}" for v in th0) + "\n")
+        f.write("beta plateau s_start s_end energy clusters_level sizes\n")
+        for beta, found, merges, ref in rows:
+            for k, p in enumerate(found):
+                f.write(f"{beta:g} {k} {p['start']:.5f} {p['end']:.5f} {p['value']:.5f} {p['level']:.4f} {p['sizes']}\n")
+            f.write(f"{beta:g} merge_times_s " + " ".join(f"{m:.5f}" for m in merges)
+                    + " ; authors' algorithm (upper three) " + " ".join(f"{m:.5f}" for m in ref) + "\n")
         f.write(checks.text())
     return checks.finish(a.out + ".txt")
 

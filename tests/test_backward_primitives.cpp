@@ -55,6 +55,16 @@ TEST_CASE("USA adjoint against FD", "[backward]") {
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j)
       if (!mask(i, j)) CHECK(dS(i, j) == 0.0);
+  // attention.usa_normalised: A = exp(S - c) / N; the same adjoint of the shifted weights (c = 2.5 here)
+  const auto shifted_loss = [&] {
+    Matrix B = S;
+    usa_weights(B, mask, 2.5);
+    return B.cwiseProduct(C).sum();
+  };
+  Matrix B = S;
+  usa_weights(B, mask, 2.5);
+  CHECK(rel_err(usa_backward(B, C, mask), fd_gradient(S, shifted_loss)) < kTol);
+  CHECK(rel_err(usa_backward(A, C, mask), fd_gradient(S, shifted_loss)) > 0.5);  // the unshifted A fails
 }
 
 TEST_CASE("normalisation adjoints against FD (input, gain, bias)", "[backward]") {

@@ -246,6 +246,16 @@ TEST_CASE("Fourier mode worked by hand", "[particles][metrics]") {
   for (int j = 0; j < 5; ++j) five.row(j) << std::cos(2 * pi * j / 5), std::sin(2 * pi * j / 5);
   CHECK(fourier_mode(five) < 1e-14);  // no mode k <= 4
   CHECK(std::isnan(fourier_mode(Matrix::Ones(3, 3))));
+  // The mode's k (measure fourier_k: k = 1..8): 3, 2 (c_2 = c_4 = 1: the smaller), 5 with k <= 6.
+  CHECK(fourier_k(three) == 3.0);
+  CHECK(fourier_k(anti) == 2.0);
+  CHECK(fourier_k(five, 6) == 5.0);
+  CHECK_THAT(fourier_mode(five, 6), WithinAbs(1.0, 1e-14));
+  Matrix tilted(5, 2);  // 5-periodic about an offset of 0.3 rad, one token moved: still k = 5
+  for (int j = 0; j < 5; ++j) tilted.row(j) << std::cos(0.3 + 2 * pi * j / 5), std::sin(0.3 + 2 * pi * j / 5);
+  tilted.row(0) << std::cos(0.35), std::sin(0.35);
+  CHECK(fourier_k(tilted, 8) == 5.0);
+  CHECK(std::isnan(fourier_k(Matrix::Ones(3, 3))));
 }
 
 TEST_CASE("initial conditions: circle, equiangular, isometric", "[particles][inputs]") {
@@ -389,4 +399,114 @@ TEST_CASE("largest cluster fraction and Renyi-parking centres worked by hand", "
   const MeasureDef* renyi = find_measure("renyi_centres");
   REQUIRE(renyi != nullptr);
   CHECK(renyi->state(c, C, Vector()) == 3.0);
+}
+
+namespace {
+
+// The staircase's setting (docs/science/particles.md section 6): USA normalised by e^-beta, Q = K = V = I,
+// tangent, sphere, one Euler step of arc length alpha at unit speed; tokens on the circle at `angles`.
+struct UnitSpeedStep {
+  Matrix X;
+  LayerWeights w;
+  MaskMatrix mask;
+  Normalization norm{NormType::sphere, 2};
+  LayerParams p;
+  UnitSpeedStep(const std::vector<double>& angles, double beta, double alpha, double merge) {
+    const auto n = static_cast<Eigen::Index>(angles.size());
+    X = Matrix(n, 2);
+    for (Eigen::Index i = 0; i < n; ++i) X.row(i) << std::cos(angles[i]), std::sin(angles[i]);
+    for (auto* m : {&w.q, &w.k, &w.v}) m->push_back(Matrix::Identity(2, 2));
+    mask = MaskMatrix::Ones(n, n);
+    p.mask = &mask;
+    p.d_qk = 1.0 / (beta * beta);
+    p.alpha = alpha;
+    p.norm = &norm;
+    p.usa = true;
+    p.usa_shift = beta;
+    p.tangent = true;
+    p.unit_speed = true;
+    p.merge_distance = merge;
+  }
+  Matrix step(int steps = 1) {
+    LayerWorkspace ws(static_cast<int>(X.rows()), 2, 2);
+    Matrix Y = X, Y_next;
+    for (int s = 0; s < steps; ++s) {
+      attention_layer(Y, w, p, ws, Y_next);
+      Y.swap(Y_next);
+    }
+    return Y;
+  }
+};
+
+double angle_of(const Matrix& X, Eigen::Index i) { return std::atan2(X(i, 1), X(i, 0)); }
+
+}  // namespace
+
+TEST_CASE("unit speed: the step is alpha F / |F|_F of the USA flow, worked independently", "[particles][dynamics]") {
+  const double beta = 4.0, alpha = 1e-3;
+  UnitSpeedStep u({0.0, 0.7, 2.0, -1.1}, beta, alpha, 0.0);
+  // F_i = P_{x_i}((1/n) sum_j exp(beta(<x_i, x_j> - 1)) x_j), then X + alpha F / |F|_F, rows normalised
+  const Matrix& X = u.X;
+  Matrix F(4, 2);
+  for (Eigen::Index i = 0; i < 4; ++i) {
+    Eigen::RowVector2d y = Eigen::RowVector2d::Zero();
+    for (Eigen::Index j = 0; j < 4; ++j) y += std::exp(beta * (X.row(i).dot(X.row(j)) - 1.0)) / 4.0 * X.row(j);
+    F.row(i) = y - y.dot(X.row(i)) * X.row(i);
+  }
+  Matrix want = X + alpha * F / F.norm();
+  for (Eigen::Index i = 0; i < 4; ++i) want.row(i).normalize();
+  CHECK((u.step() - want).cwiseAbs().maxCoeff() < 1e-15);
+}
+
+TEST_CASE("unit speed at beta = 2000: a field of 1e-39 keeps its direction; coincident tokens stay equal",
+          "[particles][dynamics]") {
+  // A pair (tokens 0, 1 equal) and token 2 at angle g = 0.3: the attraction is exp(-beta (1 - cos g)) ~ 1e-39,
+  // below the rounding of sum_j A_ij x_j (~1e-17). Token 2 moves toward the pair by alpha 2/sqrt(6) and each of
+  // the pair by alpha/sqrt(6) (|F_2| = 2 |F_0|): the gap shrinks by alpha 3/sqrt(6) to O(alpha^3).
+  const double g = 0.3, alpha = 1e-3;
+  UnitSpeedStep u({0.0, 0.0, g}, 2000.0, alpha, 0.0);
+  const Matrix Y = u.step();
+  CHECK(Y(0, 0) == Y(1, 0));
+  CHECK(Y(0, 1) == Y(1, 1));
+  CHECK_THAT(angle_of(Y, 0), WithinAbs(alpha / std::sqrt(6.0), 1e-9));
+  CHECK_THAT(g - (angle_of(Y, 2) - angle_of(Y, 0)), WithinAbs(3.0 * alpha / std::sqrt(6.0), 1e-9));
+  const Matrix Y50 = u.step(50);  // still equal after many steps
+  CHECK((Y50.row(0).array() == Y50.row(1).array()).all());
+  // All tokens coincident: F = 0 exactly, X stays put bit for bit.
+  UnitSpeedStep one({0.4, 0.4, 0.4}, 2000.0, alpha, 0.0);
+  CHECK((one.step(3).array() == one.X.array()).all());
+}
+
+TEST_CASE("merge distance: a later token within it becomes the earlier one", "[particles][dynamics]") {
+  UnitSpeedStep u({0.0, 5e-4, 1.0}, 4.0, 1e-6, 1e-3);  // the step moves them by at most 1e-6
+  const Matrix Y = u.step();
+  CHECK((Y.row(1).array() == Y.row(0).array()).all());
+  CHECK((Y.row(2) - Y.row(0)).norm() > 0.5);
+  UnitSpeedStep apart({0.0, 2e-3, 1.0}, 4.0, 1e-6, 1e-3);
+  CHECK((apart.step().row(1) - apart.step().row(0)).norm() > 1.9e-3);
+}
+
+TEST_CASE("unit speed, merge distance, usa_normalised: refusals and stored text", "[particles][config][cli]") {
+  const std::string out = test::temp_path("rcsim_unit_speed_bad.h5");
+  auto args = [&](std::vector<std::string> kv) {
+    std::vector<std::string> a{"run", "--config", "/dev/null", "--quiet", "--output.file=" + out,
+                               "--residual.alpha=0.1"};
+    a.insert(a.end(), kv.begin(), kv.end());
+    return a;
+  };
+  test::check_usage_errors({args({"--dynamics.speed=fast"}),
+                            args({"--dynamics.speed=unit", "--dynamics.integrator=rk4"}),
+                            args({"--dynamics.speed=unit", "--residual.alpha=0"}),
+                            args({"--dynamics.merge_distance=1e-3", "--mlp.width=4"}),
+                            args({"--dynamics.merge_distance=1e-3", "--norm.position=pre"}),
+                            args({"--dynamics.merge_distance=-1"}),
+                            args({"--dynamics.speed=unit", "--output.measures=jacobian_log_fro2"}),
+                            args({"--attention.usa_normalised=true"})},  // softmax
+                           {out, out + ".tmp"});
+  const std::string ini = make_config({}).to_ini();
+  for (const char* key : {"usa_normalised", "speed", "merge_distance"}) CHECK(ini.find(key) == std::string::npos);
+  const Config c = make_config({{"attention.kind", "usa"}, {"attention.usa_normalised", "true"},
+                                {"dynamics.speed", "unit"}, {"residual.alpha", "0.1"}});
+  CHECK(c.to_ini().find("usa_normalised = true") != std::string::npos);
+  CHECK(c.to_ini().find("speed = unit") != std::string::npos);
 }

@@ -89,6 +89,22 @@ TEST_CASE("USA weights worked by hand", "[peers][attention]") {
   CHECK_THAT(A(1, 0), WithinAbs(1.5, 1e-15));
 }
 
+TEST_CASE("USA weights normalised by e^-beta: exp(S - c) / N, and c = 0 bit for bit", "[peers][attention]") {
+  Matrix S(2, 2);
+  S << 2000.0, 2000.0 - std::log(2.0), 1990.0, 0.0;  // exp(2000) overflows; exp(S - 2000) does not
+  MaskMatrix complete = MaskMatrix::Ones(2, 2);
+  Matrix A = S;
+  usa_weights(A, complete, 2000.0);
+  CHECK_THAT(A(0, 0), WithinAbs(0.5, 1e-15));
+  CHECK_THAT(A(0, 1), WithinRel(0.25, 1e-12));  // 2000 - ln 2 rounds to 2.3e-13
+  CHECK_THAT(A(1, 0), WithinRel(0.5 * std::exp(-10.0), 1e-12));
+  CHECK(A(1, 1) == 0.0);  // exp(-2000) / 2 underflows to 0
+  Matrix B = S.array() - 2000.0, C = B;
+  usa_weights(C, complete);  // default shift 0: exactly exp(S) / N
+  for (Eigen::Index i = 0; i < 2; ++i)
+    for (Eigen::Index j = 0; j < 2; ++j) CHECK(C(i, j) == std::exp(B(i, j)) * 0.5);
+}
+
 TEST_CASE("tangent projection worked by hand", "[peers][dynamics]") {
   Matrix X(2, 2), V(2, 2);
   X << 2, 0, 0, 0;

@@ -13,6 +13,7 @@
 #include "config/values.hpp"
 #include "kernel/errors.hpp"
 #include "kernel/platform.hpp"
+#include "kernel/measure_registry.hpp"
 #include "kernel/memory.hpp"
 #include "kernel/printable.hpp"
 
@@ -66,6 +67,26 @@ void parse_integrator(std::map<std::string, std::string>& v, Config& c) {
   if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) refuse("dropout.attention = dropout.output = 0");
 }
 
+// dynamics.speed = unit and dynamics.merge_distance (docs/science/particles.md section 6): steps of the
+// attention sub-block's Euler step that the reverse and forward-mode passes do not cover. After read_output.
+void parse_speed_and_merge(KeyValues& v, Config& c) {
+  c.dynamics_speed = read_enum(v, "dynamics.speed", speed_names());
+  c.merge_distance = read_number(v, "dynamics.merge_distance");
+  const bool unit = c.dynamics_speed == DynamicsSpeed::unit;
+  if (!unit && c.merge_distance == 0.0) return;
+  const std::string key = unit ? "dynamics.speed" : "dynamics.merge_distance";
+  const auto refuse = [&](const std::string& why) {
+    throw UsageError("key '" + key + "' = " + v[key] + ": needs " + why);
+  };
+  if (c.integrator != Integrator::euler) refuse("dynamics.integrator = euler");
+  if (c.residual_alpha == 0.0) refuse("a step residual.alpha != 0");
+  if (c.norm.position != NormPosition::post) refuse("norm.position = post");
+  if (c.mlp.width > 0) refuse("mlp.width = 0 (the flow is the attention sub-block alone)");
+  if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) refuse("dropout.attention = dropout.output = 0");
+  if (wants_pass(c, MeasurePass::gradients))
+    refuse("no gradient or Jacobian measure in output.measures (the reverse pass does not cover it)");
+}
+
 // dynamics.noise: X <- P(X + sigma sqrt(dt) G) after each layer, P the normalisation, which must
 // be none or sphere after the block (the particle setting).
 void parse_dynamics_noise(std::map<std::string, std::string>& v, Config& c) {
@@ -116,6 +137,9 @@ void read_model(KeyValues& v, Config& c) {
   c.model.value_dim = read_int(v, "model.value_dim");
   c.attention_kind = read_enum(v, "attention.kind", attention_names());
   c.attention_bias = read_bool(v, "attention.bias");
+  c.usa_normalised = read_bool(v, "attention.usa_normalised");
+  if (c.usa_normalised && c.attention_kind != AttentionKind::usa)
+    bad_value("attention.usa_normalised", v["attention.usa_normalised"], "needs attention.kind = usa");
   v["model.key_dim"] = std::to_string(c.model.key_dim);
   v["model.d_qk"] = fmt_double(c.model.d_qk);
   // model.beta is another spelling of d_QK: stored as given, or as auto (then d_QK, written out,
@@ -449,6 +473,7 @@ Config read_keys(KeyValues& v) {
   read_depth_scaling(v, c);
   read_init_and_run(v, c);
   read_output(v, c);
+  parse_speed_and_merge(v, c);
   resolved_platform(c);  // run.platform = cpu on a configuration it does not cover: the error, now
   return c;
 }

@@ -145,6 +145,12 @@ std::vector<KeyDecl> model_keys() {
              "within a relative 1e-12, 1e-5 in float32; docs/science/particles.md) | random_markov (A = softmax(G) on the "
              "mask, G i.i.d. N(0, 1) per head, drawn with the weights and independent of X: Mind the Gap's random "
              "Markov attention; its gradients reach no W_Q, W_K)"),
+      omitted_at_default(boolean(
+          "attention.usa_normalised", text_of(kernel_default().usa_normalised),
+          "true: the USA weights times e^-beta, A_ij = exp(S_ij - beta) / N (exp(beta(<x_i, x_j> - 1)) / N for unit "
+          "tokens, W_Q = W_K = I: finite for every beta, where exp(beta <x_i, x_j>) overflows above beta ~ 709); the "
+          "same flow in time t e^-beta (Geshkovski, Koubbi et al.'s staircase; docs/science/particles.md section 6); "
+          "needs attention.kind = usa")),
       // --- Variants (docs/science/gradients.md): shaped attention, Noci et al. 2023 ---
       omitted_at_default(number("attention.shape_a", text_of(kernel_default().attention_shape.a), kAny,
                                 "shaped attention A = a softmax(S) + b I - c C (C the uniform attention over the "
@@ -235,6 +241,16 @@ std::vector<KeyDecl> block_keys() {
           "residual.alpha of the flow dX/dt = F(X), F the attention output, P-projected with residual.project = "
           "tangent, then the normalisation; needs norm.position = post, no MLP, no dropout). Runs with rk4 or "
           "tangent store /time = dt x layer (docs/science/particles.md)")),
+      omitted_at_default(choice(
+          "dynamics.speed", text_of(kernel_default().dynamics_speed, speed_names()), names_of(speed_names()),
+          "field (X + alpha F(X)) | unit (X + alpha F(X) / |F(X)|_F, |.|_F over all tokens: the flow's path at "
+          "unit speed, alpha the arc length of a step, /time the arc length; F = 0 stays put; needs "
+          "dynamics.integrator = euler, a residual, norm.position = post, no MLP, no dropout, no gradient measures; "
+          "docs/science/particles.md section 6)")),
+      omitted_at_default(number(
+          "dynamics.merge_distance", text_of(kernel_default().merge_distance), kNonNegative,
+          "after each step, tokens j > i closer than this (Euclidean) to token i become x_i (in order of i, j); "
+          "0 = never. Same conditions as dynamics.speed = unit (docs/science/particles.md section 6)")),
       omitted_at_default(number(
           "dynamics.noise", text_of(kernel_default().dynamics_noise), kNonNegative,
           "noisy transformer: after each layer X <- P(X + sigma sqrt(dt) G), G i.i.d. N(0, 1) from the stream (seed, "

@@ -63,6 +63,11 @@ const NameTable<Integrator>& integrator_names() {
   static const NameTable<Integrator> t = {{"euler", Integrator::euler}, {"rk4", Integrator::rk4}};
   return t;
 }
+
+const NameTable<DynamicsSpeed>& speed_names() {
+  static const NameTable<DynamicsSpeed> t = {{"field", DynamicsSpeed::field}, {"unit", DynamicsSpeed::unit}};
+  return t;
+}
 const NameTable<HeadMix>& head_mix_names() {
   static const NameTable<HeadMix> t = {{"sum", HeadMix::sum}, {"mean", HeadMix::mean}};
   return t;

@@ -23,6 +23,7 @@ const NameTable<WeightType>& weight_names();
 const NameTable<InitType>& init_names();
 const NameTable<AttentionKind>& attention_names();
 const NameTable<Integrator>& integrator_names();
+const NameTable<DynamicsSpeed>& speed_names();  // dynamics.speed
 const NameTable<HeadMix>& head_mix_names();
 const NameTable<ResidualProject>& project_names();
 const NameTable<ResidualMixing>& mixing_names();  // residual.mixing (docs/science/gradients.md)

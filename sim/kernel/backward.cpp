@@ -32,7 +32,8 @@ MatrixT<T> softmax_backward(const MatrixT<T>& A, const MatrixT<T>& dA, const Mas
 
 template <class T>
 MatrixT<T> usa_backward(const MatrixT<T>& A, const MatrixT<T>& dA, const MaskMatrix& mask) {
-  // d exp(S)/N = exp(S)/N dS on the allowed entries, exactly 0 off them.
+  // d exp(S - c)/N = exp(S - c)/N dS on the allowed entries, exactly 0 off them: the same for every
+  // constant shift c (attention.usa_normalised), A being the shifted weights.
   return (mask.template cast<T>().array() * A.array() * dA.array()).matrix();
 }
 

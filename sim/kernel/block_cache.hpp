@@ -97,7 +97,7 @@ void head_forward(const MatrixT<T>& X, const LayerWeightsT<T>& w, std::size_t h,
   }
   if (p.logit_bias.active()) add_logit_bias(c.A, p.logit_bias, w, h);  // constant B: dS unchanged
   if (p.usa)
-    usa_weights(c.A, *p.mask);
+    usa_weights(c.A, *p.mask, p.usa_shift);
   else if (p.hardmax)
     hardmax_weights(c.A, *p.mask);
   else

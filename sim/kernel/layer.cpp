@@ -33,6 +33,9 @@ template struct LayerWorkspaceT<float>;
 LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Normalization* norm) {
   LayerParams p{mask, c.model.d_qk, c.residual_alpha, norm};
   p.usa = c.attention_kind == AttentionKind::usa;  // peer dynamics (docs/science/peers.md)
+  if (p.usa && c.usa_normalised) p.usa_shift = 1.0 / std::sqrt(c.model.d_qk);  // beta, as the logits' scale
+  p.unit_speed = c.dynamics_speed == DynamicsSpeed::unit;  // docs/science/particles.md section 6
+  p.merge_distance = c.merge_distance;
   p.head_mean = c.model.head_mix == HeadMix::mean;
   p.tangent = c.residual_project == ResidualProject::tangent;
   p.hardmax = c.attention_kind == AttentionKind::hardmax;  // particles (docs/science/particles.md)
@@ -127,6 +130,31 @@ void general_logits(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T
   if (p.logit_bias.active()) add_logit_bias(ws.S, p.logit_bias, w, h);
 }
 
+// dynamics.speed = unit with residual.project = tangent: Y_i += sum_k A_ik (v_k - v_i) + r_i P_{x_i}(v_i),
+// r_i = sum_k A_ik: (A V)_i, summed so that the tangent projection that follows does not cancel a
+// radial part of order 1 against a field of order 1e-60 (the unit-speed step divides by |F|, which
+// must keep its relative accuracy): coincident tokens contribute exactly 0, and with W_V = +-I
+// P_{x_i}(v_i) = 0 exactly. (The plain product leaves rounding noise of ~1e-17 |A V| in F.)
+template <class T>
+void add_difference_product(const Eigen::Ref<const MatrixT<T>>& X, const MatrixT<T>& A, const MatrixT<T>& V,
+                            MatrixT<T>& Y) {
+  for (Eigen::Index i = 0; i < A.rows(); ++i) {
+    RowVectorT<T> acc = RowVectorT<T>::Zero(V.cols());
+    T r = T(0);
+    for (Eigen::Index k = 0; k < A.cols(); ++k) {
+      if (A(i, k) == T(0)) continue;
+      acc += A(i, k) * (V.row(k) - V.row(i));
+      r += A(i, k);
+    }
+    // Both products of contiguous copies by one code path: v_i = x_i bitwise gives the ratio 1 exactly.
+    RowVectorT<T> pv = V.row(i);
+    const RowVectorT<T> x = X.row(i);
+    const T xx = x.dot(x);
+    if (xx > T(0)) pv -= (pv.dot(x) / xx) * x;
+    Y.row(i) += acc + r * pv;
+  }
+}
+
 // The reference platform's heads: for each head its N x N attention (the fast path on range masks,
 // else the general path), shaped, kept (attention_mean), dropped out, times V_h, summed into Y
 // (overwritten when `direct`). Returns the smallest weight and the entropy averaged over heads.
@@ -136,7 +164,7 @@ AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const Laye
   const std::size_t H = w.q.size();
   const bool fast =
       ws.rows.contiguous && !p.usa && !p.hardmax && !p.random_markov && !biased && !p.logit_bias.active() &&
-      !p.qk_norm;
+      !p.qk_norm && !p.unit_speed;
   const bool lower = ws.rows.lower_triangular;
   AttentionStats heads;
   double entropy = 0.0;
@@ -149,7 +177,7 @@ AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const Laye
     } else {
       general_logits<T>(X, w, p, h, ws);
       if (p.usa)
-        usa_weights(ws.S, *p.mask);
+        usa_weights(ws.S, *p.mask, p.usa_shift);
       else if (p.hardmax)
         hardmax_weights(ws.S, *p.mask);
       else
@@ -183,7 +211,9 @@ AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const Laye
     if (biased) ws.XV.rowwise() += w.v_bias[h];  // V_h = X W_V,h + 1 b_V,h^T
     if (!w.o.empty()) ws.XVO.noalias() = ws.XV * w.o[h];  // model.value_dim: X W_V,h W_O,h
     const MatrixT<T>& V = w.o.empty() ? ws.XV : ws.XVO;
-    if (!fast) {
+    if (!fast && p.unit_speed && p.tangent && !direct) {
+      add_difference_product<T>(X, ws.S, V, Y);
+    } else if (!fast) {
       if (direct)
         Y.noalias() = ws.S * V;
       else
@@ -205,6 +235,24 @@ AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const Laye
   return heads;
 }
 
+// dynamics.speed = unit: Y <- Y / |Y|_F (the step's arc length is then alpha); Y = 0 stays 0.
+template <class T>
+void unit_speed(MatrixT<T>& Y) {
+  const T norm = Y.norm();
+  if (norm > T(0)) Y /= norm;
+}
+
+// dynamics.merge_distance: for i < j in order, x_j <- x_i when |x_j - x_i| < tol (bitwise equal tokens
+// then stay equal: they receive the same field). The stand-in for a collapse that a fixed step resolves
+// only by chattering about it (the merge rule of Geshkovski, Koubbi et al.'s staircase script).
+template <class T>
+void merge_close_tokens(MatrixT<T>& X, double tol) {
+  const T tol2 = static_cast<T>(tol * tol);
+  for (Eigen::Index i = 0; i < X.rows(); ++i)
+    for (Eigen::Index j = i + 1; j < X.rows(); ++j)
+      if ((X.row(j) - X.row(i)).squaredNorm() < tol2) X.row(j) = X.row(i);
+}
+
 template <class T>
 LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
                        LayerWorkspaceT<T>& ws, MatrixT<T>& X_next) {
@@ -222,7 +270,7 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
   Y.resize(X.rows(), X.cols());
   if (!direct) Y.setZero();
   // The cpu platform: every head's attention without the N x N matrix (fused_attention.hpp).
-  if (p.fused && fused_attention_applies(p, biased, ws.rows))
+  if (p.fused && !p.unit_speed && fused_attention_applies(p, biased, ws.rows))
     report.attention = fused_attention(X, w, p.d_qk, ws.rows, p.threads, Y);
   else
     report.attention = reference_heads<T>(X, w, p, biased, direct, ws, Y);
@@ -230,6 +278,7 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
   if (biased) Y.rowwise() += w.o_bias;  // attention.bias: + 1 b_O^T
   if (p.dropout && p.dropout->output > 0.0) apply_dropout(Y, p.dropout->output, *p.dropout->rng);
   if (p.tangent) project_tangent(X, ws.Y);
+  if (p.unit_speed) unit_speed<T>(ws.Y);
   if (!direct) {
     if (p.alpha != 0.0) {
       add_residual<T>(X, p, ws.Y, X_next);
@@ -238,6 +287,7 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
     }
   }
   report.degenerate_rows = normalize_rows(X_next, *p.norm);
+  if (p.merge_distance > 0.0) merge_close_tokens<T>(X_next, p.merge_distance);
   return report;
 }
 
@@ -262,6 +312,8 @@ LayerReport rk4_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<
   static const Normalization identity;  // type none
   LayerParams f = p;
   f.rk4 = false;
+  f.unit_speed = false;  // refused with rk4 (config); the stages are the plain field
+  f.merge_distance = 0.0;
   f.alpha = 0.0;
   f.tangent = false;
   f.norm = &identity;

@@ -21,7 +21,8 @@ struct LayerParams {
   const Normalization* norm = nullptr;
   const Dropout* dropout = nullptr;  // training-mode dropout (model/dropout.hpp); nullptr = none
   // --- Peer dynamics (docs/science/peers.md) ---
-  bool usa = false;        // attention.kind = usa: A = exp(S) / N unnormalised (general path)
+  bool usa = false;        // attention.kind = usa: A = exp(S - usa_shift) / N unnormalised (general path)
+  double usa_shift = 0.0;  // attention.usa_normalised: beta = 1/sqrt(d_qk) (weights times e^-beta), else 0
   bool head_mean = false;  // model.head_mix = mean: Y = (1/H) sum_h A_h X W_V,h
   bool tangent = false;    // residual.project = tangent: Y = X + alpha P(Y_attn)
   bool keep_attention = false;  // fill LayerWorkspace::attention_mean (peer measures)
@@ -30,6 +31,10 @@ struct LayerParams {
   bool random_markov = false;  // attention.kind = random_markov: A = softmax(G) on the mask, G = w.logits[h]
   bool rk4 = false;      // dynamics.integrator = rk4: one classical RK4 step of size dt = alpha of the
                          // field F(X) = sum_h A_h(X) X W_V,h (P-projected with tangent), then normalise
+  bool unit_speed = false;  // dynamics.speed = unit: the Euler step moves along F(X) / |F(X)|_F (dt = alpha
+                            // is then the arc length of the step; F = 0 leaves X unchanged)
+  double merge_distance = 0.0;  // dynamics.merge_distance: after the step, token j > i within this Euclidean
+                                // distance of token i becomes x_i (0 = never)
   // --- Variants (docs/science/gradients.md) ---
   double skip = 1.0;     // skip gain a of a residual: X_next = N(a X + alpha Y) (only when alpha != 0;
                          // ignored by ngpt, rk4, whose steps fix it)

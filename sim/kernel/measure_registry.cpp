@@ -223,8 +223,14 @@ std::vector<MeasureDef> particle_measures() {
       state({"clusters_999", "connected components of the graph cos(x_i, x_j) > 0.999", "1"},
             [](S, X x, V) { return static_cast<double>(cluster_count(x, 0.999)); }),
       state({"fourier_mode",
-             "max over k = 1..4 of |mean_j exp(i k theta_j)| of the token angles (d = 2; NaN otherwise)", "1"},
+             "max over k = 1..metrics.fourier_kmax of |mean_j exp(i k theta_j)| of the token angles (d = 2; NaN "
+             "otherwise)", "1"},
             [](S, X x, V) { return fourier_mode(x); }),
+      state({"fourier_k",
+             "the k in 1..8 with the largest |mean_j exp(i k theta_j)| of the token angles (the smallest within 1e-12): "
+             "the periodicity of a k-periodic state (d = 2; NaN otherwise)", "1"},
+            [](S, X x, V) { return fourier_k(x, kFourierKmax); },
+            [](const EngineSetup&) -> std::vector<MeasureAttribute> { return {integer("kmax", kFourierKmax)}; }),
       state(
           {"largest_cluster", "largest cluster: the fraction of the tokens in the largest component of the graph "
                               "cos(x_i, x_j) > metrics.cluster_tau", "1"},

@@ -33,6 +33,7 @@ enum class HeadMix { sum, mean };
 enum class ResidualProject { none, tangent };
 // --- Particles (docs/science/particles.md): how a layer integrates the flow ---
 enum class Integrator { euler, rk4 };
+enum class DynamicsSpeed { field, unit };  // dynamics.speed (docs/science/particles.md section 6)
 enum class BilinearType { none, gaussian_product, symmetric, goe, wigner, identity };
 
 // Transformer-block structure: where the normalisation sits, and the arithmetic.
@@ -231,6 +232,9 @@ struct ModelSpec {
   ResidualProject residual_project = ResidualProject::none;
   // --- Particles (docs/science/particles.md) ---
   Integrator integrator = Integrator::euler;  // dynamics.integrator: rk4 = one RK4 step of dt = alpha per layer
+  DynamicsSpeed dynamics_speed = DynamicsSpeed::field;  // dynamics.speed: unit = steps of arc length alpha
+  double merge_distance = 0.0;  // dynamics.merge_distance: tokens closer than this merged after a step (0: never)
+  bool usa_normalised = false;  // attention.usa_normalised: USA weights exp(S - beta) / N
   double dynamics_noise = 0.0;  // dynamics.noise: sigma of the noise after each layer (kernel/noise.hpp)
   WeightsConfig weights;
   InitConfig init;

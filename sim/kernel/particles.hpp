@@ -25,8 +25,13 @@ void hardmax_weights(Eigen::Ref<MatrixF> S, const MaskMatrix& mask);  // run.pre
 double interaction_energy(const Eigen::Ref<const Matrix>& X, double beta);
 
 // Leading Fourier mode of the token angles on the circle (d = 2; Bruno, Pasqualotto, Agazzi's
-// k-periodic states): max over k = 1..4 of | (1/N) sum_j exp(i k theta_j) |, theta_j = atan2(x_j2, x_j1).
+// k-periodic states): max over k = 1..max_k of | (1/N) sum_j exp(i k theta_j) |, theta_j = atan2(x_j2, x_j1).
 // NaN for d != 2. A zero token has angle 0.
 double fourier_mode(const Eigen::Ref<const Matrix>& X, int max_k = 4);
+// The k in 1..max_k that attains fourier_mode (the smallest k within 1e-12 of it): the periodicity of a k-periodic
+// state. NaN for d != 2.
+double fourier_k(const Eigen::Ref<const Matrix>& X, int max_k = 4);
+// The range of the measure fourier_k: k = 1..8 (Bruno et al.'s k_max is 5 at beta = 12; fourier_mode keeps 1..4).
+constexpr int kFourierKmax = 8;
 
 }  // namespace rcsim

@@ -28,6 +28,8 @@ V_MINUS_I = ("weights.v=tied_qk", "weights.v_sign=-1")
 # (name, script, perturbation): the perturbation changes the physics that the script's claims are about.
 CASES = [
     ("staircase V=-I", "analysis/particles_staircase.py", V_MINUS_I),
+    ("staircase no merge", "analysis/particles_staircase.py", ("dynamics.merge_distance=0",)),
+    ("staircase USA not normalised", "analysis/particles_staircase.py", ("attention.usa_normalised=false",)),
     ("phase V=-I", "analysis/particles_phase.py", V_MINUS_I),
     ("periodic beta x 1.3", "analysis/particles_periodic.py", ("model.beta=6.5",)),
     ("periodic V=-I", "analysis/particles_periodic.py", V_MINUS_I),

@@ -7,7 +7,8 @@ required; a crash, a usage error or a pass is a failure of this test).
 usage: perturbed_signal.py RCSIM WORKDIR [--only CASE ...]
   RCSIM    the rcsim executable (signal_kedia.py imports the package of the build beside it, BUILD/python)
   WORKDIR  a folder for the scripts' data and figures (created)
-  CASE     noci, periln, gap, cowsik, cowsik_authors (signal_cowsik.py --authors), kedia; default: all
+  CASE     noci, periln, gap, cowsik, cowsik_authors (signal_cowsik.py --authors), kedia, kedia_dropout;
+           default: all
 Exit status 0 when every expectation holds, 1 naming the ones that do not, 2 for a usage error.
 """
 import argparse
@@ -32,6 +33,8 @@ CASES = {
                        "the authors' setting with a gelu MLP in place of tanh: no chaotic phase"),
     "kedia": ("signal_kedia", [], ["model.beta=1"],
               "attention logits sqrt(d) times the paper's 1/sqrt(d_k) scale: the closed forms no longer hold"),
+    "kedia_dropout": ("signal_kedia", [], ["dropout.attention=0"],
+                      "the authors' grid without its attention dropout: their closed forms' 1/(1-p) misses"),
 }
 
 def run(case, script, options, rcsim, work, perturb):
