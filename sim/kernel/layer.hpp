@@ -10,6 +10,7 @@
 #include "kernel/dropout.hpp"
 #include "kernel/weights.hpp"
 #include "kernel/normalization.hpp"
+#include "kernel/ops/cache.hpp"
 #include "kernel/types.hpp"
 
 namespace rcsim {
@@ -114,10 +115,12 @@ void fix_product_blocking();
 // but some custom masks) take the fast path: attention_logits_fast (folded W_Q W_K^T when cheaper,
 // lower triangle only for causal masks), softmax_rows, and a triangular product A (X W_V) for
 // causal masks; other masks the general path (attention_logits, masked_softmax, attention_stats).
+// With a cache (the derivative passes, kernel/ops/cache.hpp) the layer takes the general path and
+// keeps its activations there.
 LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const LayerParams& p,
-                            LayerWorkspace& ws, Matrix& X_next);
+                            LayerWorkspace& ws, Matrix& X_next, LayerCacheT<double>* cache = nullptr);
 // The same layer in float arithmetic (run.precision = float32): one template, layer.cpp.
 LayerReport attention_layer(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, const LayerParams& p,
-                            LayerWorkspaceT<float>& ws, MatrixF& X_next);
+                            LayerWorkspaceT<float>& ws, MatrixF& X_next, LayerCacheT<float>* cache = nullptr);
 
 }  // namespace rcsim

@@ -20,10 +20,12 @@ T activation(T z, MlpActivation a) {
 
 template <class T>
 void forward_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, MlpActivation a,
-                  MlpWorkspaceT<T>& ws, MatrixT<T>& out) {
+                  MlpWorkspaceT<T>& ws, MatrixT<T>& out, MlpCacheT<T>* cache) {
   ws.hidden.noalias() = X * w.mlp_in;
   if (w.mlp_in_bias.size()) ws.hidden.rowwise() += w.mlp_in_bias;
+  if (cache) cache->pre = ws.hidden;
   ws.hidden = ws.hidden.unaryExpr([a](T z) { return activation<T>(z, a); });
+  if (cache) cache->hidden = ws.hidden;
   out.noalias() = ws.hidden * w.mlp_out;
   if (w.mlp_out_bias.size()) out.rowwise() += w.mlp_out_bias;
 }
@@ -34,12 +36,12 @@ double mlp_activation(double z, MlpActivation a) { return activation<double>(z, 
 float mlp_activation(float z, MlpActivation a) { return activation<float>(z, a); }
 
 void mlp_forward(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, MlpActivation a, MlpWorkspace& ws,
-                 Matrix& out) {
-  forward_impl<double>(X, w, a, ws, out);
+                 Matrix& out, MlpCacheT<double>* cache) {
+  forward_impl<double>(X, w, a, ws, out, cache);
 }
 void mlp_forward(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, MlpActivation a,
-                 MlpWorkspaceT<float>& ws, MatrixF& out) {
-  forward_impl<float>(X, w, a, ws, out);
+                 MlpWorkspaceT<float>& ws, MatrixF& out, MlpCacheT<float>* cache) {
+  forward_impl<float>(X, w, a, ws, out, cache);
 }
 
 }  // namespace rcsim

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "kernel/model_spec.hpp"
+#include "kernel/ops/cache.hpp"
 #include "kernel/types.hpp"
 #include "kernel/weights.hpp"
 
@@ -22,11 +23,12 @@ using MlpWorkspace = MlpWorkspaceT<double>;
 double mlp_activation(double z, MlpActivation a);
 float mlp_activation(float z, MlpActivation a);  // run.precision = float32
 
-// out = M(X) (N x d) with the MLP weights of `w`; out must not alias X.
+// out = M(X) (N x d) with the MLP weights of `w`; out must not alias X. With a cache (the
+// derivative passes) the hidden pre-activation X W_in + b_in and activation are kept there.
 void mlp_forward(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, MlpActivation a, MlpWorkspace& ws,
-                 Matrix& out);
+                 Matrix& out, MlpCacheT<double>* cache = nullptr);
 // The same in float arithmetic (run.precision = float32; erf and tanh of float).
 void mlp_forward(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, MlpActivation a,
-                 MlpWorkspaceT<float>& ws, MatrixF& out);
+                 MlpWorkspaceT<float>& ws, MatrixF& out, MlpCacheT<float>* cache = nullptr);
 
 }  // namespace rcsim

@@ -28,10 +28,11 @@ int DynamicsNoise::apply(Matrix& X, const Normalization& norm) {
   return normalize_rows(X, norm);
 }
 
-int apply_dynamics_noise(Matrix& X, double scale, RandomStream& rng, const Normalization& norm) {
+int apply_dynamics_noise(Matrix& X, double scale, RandomStream& rng, const Normalization& norm, Matrix* before) {
   Matrix G(X.rows(), X.cols());
   rng.fill_normal(G);
   X += scale * G;
+  if (before) *before = X;
   return normalize_rows(X, norm);
 }
 

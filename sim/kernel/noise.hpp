@@ -27,8 +27,10 @@ void add_initial_noise(const ModelSpec& c, int trial, Matrix& X);
 // normalisation (none or sphere; config refuses the others). An Euler-Maruyama step split from
 // the deterministic step: the deterministic layer first, then the noise, then P.
 // One noise step from the stream `rng` as DynamicsNoise::apply makes it (the same draws and
-// arithmetic): X <- P(X + scale G). The segment replay of the reverse pass uses it.
-int apply_dynamics_noise(Matrix& X, double scale, RandomStream& rng, const Normalization& norm);
+// arithmetic): X <- P(X + scale G). The segment replay of the reverse pass uses it, and the
+// derivative passes, which keep X + scale G in `before` (the point where P is linearised).
+int apply_dynamics_noise(Matrix& X, double scale, RandomStream& rng, const Normalization& norm,
+                         Matrix* before = nullptr);
 
 class DynamicsNoise {
  public:
