@@ -2,6 +2,22 @@
 
 namespace rcsim {
 
+
+namespace {
+template <class T>
+void tangent_impl(const Eigen::Ref<const MatrixT<T>>& X, Eigen::Ref<MatrixT<T>> V) {
+  for (Eigen::Index i = 0; i < X.rows(); ++i) {
+    const T xx = X.row(i).squaredNorm();
+    if (xx > T(0)) V.row(i) -= (V.row(i).dot(X.row(i)) / xx) * X.row(i);
+  }
+}
+}  // namespace
+
+void project_tangent(const Eigen::Ref<const Matrix>& X, Eigen::Ref<Matrix> V) { tangent_impl<double>(X, V); }
+void project_tangent(const Eigen::Ref<const MatrixF>& X, Eigen::Ref<MatrixF> V) { tangent_impl<float>(X, V); }
+
+// ---- adjoint and tangent ----
+
 template <class T>
 MatrixT<T> tangent_backward(const MatrixT<T>& X, const MatrixT<T>& V, const MatrixT<T>& G, MatrixT<T>& dX) {
   MatrixT<T> dV = G;
