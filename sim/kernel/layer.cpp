@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernel/fused_attention.hpp"
+#include "kernel/ops/logit_softcap.hpp"
 #include "kernel/tangent.hpp"
 #include "kernel/particles.hpp"
 #include "kernel/unnormalised_attention.hpp"
@@ -43,6 +44,7 @@ LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Norma
   p.logit_bias = c.logit_bias;
   p.qk_norm = c.qk_norm;
   p.qk_scale = c.qk_scale;
+  p.logit_softcap = c.logit_softcap;
   if (c.residual_depth_scaling == ResidualDepthScaling::inv_sqrt_depth)  // branch gain alpha / sqrt(L)
     p.alpha = c.residual_alpha / std::sqrt(static_cast<double>(c.model.layers));
   return p;
@@ -130,6 +132,10 @@ void general_logits(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T
   }
   if (c && !p.random_markov) c->Q = ws.Q, c->K = ws.K;
   if (p.logit_bias.active()) add_logit_bias(ws.S, p.logit_bias, w, h);
+  if (p.logit_softcap > 0.0) {
+    softcap_logits<T>(ws.S, p.logit_softcap);
+    if (c) c->Sc = ws.S;
+  }
 }
 
 // The attention weights of head h into ws.S_rows (fast) or ws.S (general), shaped, added to
@@ -189,7 +195,7 @@ AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const Laye
                                bool biased, bool direct, LayerWorkspaceT<T>& ws, MatrixT<T>& Y, LayerCacheT<T>* cache) {
   const std::size_t H = w.q.size();
   const bool fast = !cache && ws.rows.contiguous && !p.usa && !p.hardmax && !p.random_markov && !biased &&
-                    !p.logit_bias.active() && !p.qk_norm;
+                    !p.logit_bias.active() && !p.qk_norm && p.logit_softcap == 0.0;
   const bool lower = ws.rows.lower_triangular;
   AttentionStats heads;
   double entropy = 0.0;

@@ -38,6 +38,7 @@ struct LayerParams {
   LogitBias logit_bias{};  // S_h + B_h before the softmax (ALiBi, decay; general path)
   bool qk_norm = false;    // rows of Q, K to s_qk q/|q|, logits sqrt(d_k) Q K^T (nGPT; general path)
   double qk_scale = 1.0;   // s_qk
+  double logit_softcap = 0.0;  // S <- c tanh(S / c) after the logit bias (kernel/ops/logit_softcap.hpp; general path)
   double norm_scale = 1.0;  // pre-LN output multiplied by it (norm.depth_scaling: 1/sqrt(l) at layer l)
   // --- Platform (docs/dev/platforms.md) ---
   bool fused = false;  // run.platform resolved to cpu (set by block_params): fused_attention where it applies

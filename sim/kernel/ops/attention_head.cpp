@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernel/ops/logit_softcap.hpp"
 #include "kernel/ops/normalization.hpp"
 #include "kernel/ops/softmax.hpp"
 
@@ -38,6 +39,7 @@ void head_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerPa
   if (c.D.size()) dA = dA.cwiseProduct(c.D);                  // A_used = D .* A_s
   if (p.shape.active()) dA *= static_cast<T>(p.shape.a);      // A_s = a A + b I - c C
   MatrixT<T> dS = p.usa ? usa_backward<T>(c.A, dA, *p.mask) : softmax_backward<T>(c.A, dA, *p.mask);
+  if (p.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.logit_softcap);  // S_c = c tanh(S / c)
   dS *= logit_scale<T>(p, c);                                 // logit biases: constant, dS unchanged
   MatrixT<T> dQ = dS * c.K, dK = dS.transpose() * c.Q;        // S' = Q K^T
   if (p.qk_norm) {                                            // through the rows s q / |q|
@@ -67,7 +69,8 @@ MatrixT<T> head_jvp(const LayerWeightsT<T>& w, const LayerParams& p, std::size_t
     dQ = scaled_sphere_jvp<T>(c.Q_raw, dQ, static_cast<T>(p.qk_scale));
     dK = scaled_sphere_jvp<T>(c.K_raw, dK, static_cast<T>(p.qk_scale));
   }
-  const MatrixT<T> dS = logit_scale<T>(p, c) * (dQ * c.K.transpose() + c.Q * dK.transpose());
+  MatrixT<T> dS = logit_scale<T>(p, c) * (dQ * c.K.transpose() + c.Q * dK.transpose());
+  if (p.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.logit_softcap);
   MatrixT<T> dA = p.usa ? usa_jvp<T>(c.A, dS, *p.mask) : softmax_jvp<T>(c.A, dS, *p.mask);
   if (p.shape.active()) dA *= static_cast<T>(p.shape.a);
   if (c.D.size()) dA = dA.cwiseProduct(c.D);
