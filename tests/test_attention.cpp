@@ -248,3 +248,44 @@ TEST_CASE("attention_layer's fast path equals the general formulas", "[attention
     }
   }
 }
+
+TEST_CASE("the fast path equals the general path the derivative passes cache (shaped, W_O, dropout)", "[attention]") {
+  // attention_layer without a cache takes the fast path on range masks (row ranges, folded
+  // W_Q W_K^T, triangular products); with a cache (kernel/ops/cache.hpp) the general path, whose
+  // activations the adjoint and the tangent linearise at. The two must give the same layer.
+  RandomStream rng(5, 6);
+  const int n = 10, d = 6;
+  const Normalization norm(NormType::layernorm, d);
+  for (const MaskMatrix& mask : {complete_mask(n), causal_mask(n), sliding_window_mask(n, 2)}) {
+    for (const int dk : {d, 3}) {
+      for (const bool dropped : {false, true}) {
+        const Matrix X = gaussian(rng, n, d);
+        LayerWeights w;
+        for (int h = 0; h < 2; ++h) {
+          w.q.push_back(gaussian(rng, d, dk));
+          w.k.push_back(gaussian(rng, d, dk));
+          w.v.push_back(gaussian(rng, d, 4));
+          w.o.push_back(gaussian(rng, 4, d));
+        }
+        LayerParams p{&mask, 2.0, 0.5, &norm};
+        p.shape = AttentionShape{0.8, 0.3, 0.2};
+        RandomStream fast_rng(9, 1), general_rng(9, 1);
+        const Dropout fast_drop{0.2, 0.1, &fast_rng}, general_drop{0.2, 0.1, &general_rng};
+        LayerWorkspace ws(n, d, dk);
+        Matrix fast(n, d), general(n, d);
+        p.dropout = dropped ? &fast_drop : nullptr;
+        attention_layer(X, w, p, ws, fast);
+        LayerCacheT<double> cache;
+        p.dropout = dropped ? &general_drop : nullptr;
+        attention_layer(X, w, p, ws, general, &cache);
+        INFO("d_k " << dk << (dropped ? " with dropout" : ""));
+        CHECK((fast - general).cwiseAbs().maxCoeff() <= 1e-12);
+        REQUIRE(cache.heads.size() == 2);
+        CHECK(cache.heads[0].A.rowwise().sum().isApprox(Vector::Ones(n), 1e-14));  // the softmax before shaping
+        CHECK(cache.heads[1].As.size() == n * n);
+        CHECK((cache.heads[1].D.size() > 0) == dropped);
+        CHECK((cache.D.size() > 0) == dropped);
+      }
+    }
+  }
+}

@@ -98,6 +98,16 @@ std::vector<std::pair<std::string, Case>> jvp_grid() {
   add("relu mlp", [](Case& k) { k.act = MlpActivation::relu; k.pos = NormPosition::peri; });
   add("gelu_tanh no bias", [](Case& k) { k.act = MlpActivation::gelu_tanh; k.mlp_bias = false; });
   add("tanh ngpt", [](Case& k) { k.act = MlpActivation::tanh; k.pos = NormPosition::ngpt; k.norm = NormType::sphere; });
+  const auto particle = [](Case& k) {  // config: tangent and rk4 need post, a residual, no MLP
+    k.m = 0;
+    k.pos = NormPosition::post;
+    k.norm = NormType::sphere;
+    k.alpha = 0.3;
+  };
+  add("tangent projection", [&](Case& k) { particle(k); k.tangent = true; });
+  add("rk4", [&](Case& k) { particle(k); k.rk4 = true; });
+  add("rk4 tangent random-Markov", [&](Case& k) { particle(k); k.rk4 = k.tangent = k.random_markov = true; });
+  add("random-Markov", [](Case& k) { k.random_markov = true; });
   return g;
 }
 
@@ -271,17 +281,112 @@ TEST_CASE("forward mode: a wrong tangent fails the dot-product test and the cent
   CHECK(std::abs(inner(U, wrong) - inner(gs.dX, V)) / (U.norm() * wrong.norm()) > 1e-3);
 }
 
-TEST_CASE("forward mode refuses residual.project = tangent with a UsageError naming the measure", "[forward_mode]") {
+TEST_CASE("forward mode covers the particle settings: tangent projection, RK4, random-Markov, the noise step",
+          "[forward_mode]") {
+  // Each against fourth-order central differences of the production forward (with the noise step
+  // P(block(X) + s G) on the same draws G) and against the adjoint (dot-product test); these were
+  // refused by the forward-mode pass before issue 34.
+  const auto particle = [](bool tangent, bool rk4, bool markov) {
+    Case k;  // config: tangent and rk4 need post, a residual, no MLP; random-Markov draws its logits
+    k.pos = NormPosition::post;
+    k.norm = NormType::sphere;
+    k.norms_from_file = false;
+    k.alpha = 0.3;
+    k.tangent = tangent;
+    k.rk4 = rk4;
+    k.random_markov = markov;
+    return k;
+  };
+  struct Item {
+    std::string name;
+    Case k;
+    double noise;
+    NormType noise_norm;
+  };
+  Case plain;  // dynamics.noise with norm.type none (P none), pre with an MLP
+  plain.norm = NormType::none;
+  plain.m = 4;
+  const std::vector<Item> items = {
+      {"tangent projection", particle(true, false, false), 0.0, NormType::none},
+      {"rk4", particle(false, true, false), 0.0, NormType::none},
+      {"rk4 with the tangent projection", particle(true, true, false), 0.0, NormType::none},
+      {"random-Markov", particle(false, false, true), 0.0, NormType::none},
+      {"random-Markov rk4 tangent, noise on the sphere", particle(true, true, true), 0.2, NormType::sphere},
+      {"tangent, noise on the sphere", particle(true, false, false), 0.3, NormType::sphere},
+      {"pre MLP, noise without normalisation", plain, 0.3, NormType::none}};
+  double worst_fd = 0.0, worst_dot = 0.0;
+  int i = 0;
+  for (const Item& it : items) {
+    INFO(it.name);
+    const Case& k = it.k;
+    RandomStream rng(300 + static_cast<std::uint64_t>(i), 0);
+    Fixture f(k, backward_test_mask(i % 2 ? "causal" : "complete", k.N));
+    const LayerWeights w = random_weights(k, rng);
+    const Matrix X = gaussian(k.N, k.d, rng), V = gaussian(k.N, k.d, rng), U = gaussian(k.N, k.d, rng);
+    const Normalization P(it.noise_norm, k.d, 0.0);
+    const NoiseStep step{it.noise, &P, nullptr};
+    BlockParams p = f.p;
+    if (it.noise > 0) p.noise = &step;
+    const RandomStream z0(17 + static_cast<std::uint64_t>(i), 0, kDynamicsNoiseStream);
+    const auto block = [&](const Matrix& Z) {
+      Matrix next;
+      BlockWorkspace bws(k.N, k.d, k.dk);
+      transformer_block(Z, w, p, bws, next);
+      RandomStream z = z0;
+      if (it.noise > 0) apply_dynamics_noise(next, it.noise, z, P);
+      return next;
+    };
+    const double h = 1e-4;
+    const Matrix fd = (8 * (block(X + h * V) - block(X - h * V)) - (block(X + 2 * h * V) - block(X - 2 * h * V))) /
+                      (12 * h);
+    RandomStream z1 = z0, z2 = z0;
+    const Matrix jv = block_jvp(X, w, p, V, nullptr, it.noise > 0 ? &z1 : nullptr);
+    BlockGrads g;
+    block_backward(X, w, p, U, g, nullptr, it.noise > 0 ? &z2 : nullptr);
+    const double e = rel_err(jv, fd), dot = std::abs(inner(U, jv) - inner(g.dX, V)) / (U.norm() * jv.norm());
+    INFO("relative error against FD " << e << ", dot-product gap " << dot);
+    CHECK(e < 1e-7);
+    CHECK(dot < 1e-12);
+    CHECK(jv.norm() > 1e-3);  // not a vanishing tangent
+    worst_fd = std::max(worst_fd, e);
+    worst_dot = std::max(worst_dot, dot);
+    ++i;
+  }
+  WARN("forward mode, particle settings: largest relative error against FD " << worst_fd << ", dot-product gap "
+                                                                             << worst_dot);
+}
+
+TEST_CASE("forward mode: the noise step's tangent needs the forward's draws", "[forward_mode]") {
+  // Fresh draws G' (another stream) linearise P at another point: the tangent then misses the FD of
+  // the forward with its own draws.
   Case k;
-  RandomStream rng(5, 0);
+  k.pos = NormPosition::post;
+  k.norm = NormType::sphere;
+  k.norms_from_file = false;
+  k.alpha = 0.3;
+  RandomStream rng(7, 0);
   Fixture f(k, backward_test_mask("complete", k.N));
   const LayerWeights w = random_weights(k, rng);
+  const Matrix X = gaussian(k.N, k.d, rng), V = gaussian(k.N, k.d, rng);
+  const Normalization P(NormType::sphere, k.d, 0.0);
+  const NoiseStep step{0.5, &P, nullptr};
   BlockParams p = f.p;
-  p.layer.tangent = true;
-  const Matrix X = gaussian(k.N, k.d, rng);
-  CHECK_THROWS_AS(block_jvp(X, w, p, X), UsageError);
-  CHECK_THROWS_WITH(block_jvp(X, w, p, X), Catch::Matchers::Contains("jacobian_log_spec2_full") &&
-                                               Catch::Matchers::Contains("residual.project = tangent"));
+  p.noise = &step;
+  const RandomStream z0(5, 0, kDynamicsNoiseStream);
+  const auto block = [&](const Matrix& Z) {
+    Matrix next;
+    BlockWorkspace bws(k.N, k.d, k.dk);
+    transformer_block(Z, w, p, bws, next);
+    RandomStream z = z0;
+    apply_dynamics_noise(next, 0.5, z, P);
+    return next;
+  };
+  const double h = 1e-5;
+  const Matrix fd = (block(X + h * V) - block(X - h * V)) / (2 * h);
+  RandomStream same = z0, fresh(6, 0, kDynamicsNoiseStream);
+  CHECK(rel_err(block_jvp(X, w, p, V, nullptr, &same), fd) < 1e-6);
+  CHECK(rel_err(block_jvp(X, w, p, V, nullptr, &fresh), fd) > 1e-3);
+  CHECK_THROWS_AS(block_jvp(X, w, p, V), std::logic_error);  // the noise stream is required
 }
 
 namespace {
@@ -448,24 +553,32 @@ TEST_CASE("jacobian_log_spec2_full: reproducible, the same from checkpoints, oth
   CHECK((fo.array() < fa.array() - 1e-3).any());
 }
 
-TEST_CASE("jacobian_log_spec2_full refuses the settings the forward-mode pass does not cover, the reverse-pass measures take them",
+// The forward-mode pass covers what the reverse pass covers (issue 34: it refused these four until
+// the operations carried their tangents). At the engine level, the power iteration's
+// ||J_t||_2^2 (forward and reverse passes) must lie between ||J_t||_F^2 / (N d) and ||J_t||_F^2,
+// the latter from N d exact reverse passes (jacobian_log_fro2_full): a wrong tangent breaks it.
+TEST_CASE("jacobian_log_spec2_full covers the particle settings: between the Frobenius bounds of the reverse pass",
           "[forward_mode][particles]") {
   const std::map<std::string, std::string> base = {{"model.tokens", "4"},    {"model.dim", "3"},
                                                    {"model.layers", "2"},    {"residual.alpha", "0.5"},
                                                    {"norm.type", "sphere"},  {"norm.position", "post"},
-                                                   {"run.trials", "1"}};
-  const std::vector<std::pair<std::pair<std::string, std::string>, std::string>> settings = {
-      {{"dynamics.integrator", "rk4"}, "dynamics.integrator = rk4"},
-      {{"residual.project", "tangent"}, "residual.project = tangent"},
-      {{"dynamics.noise", "0.1"}, "dynamics.noise"},
-      {{"attention.kind", "random_markov"}, "attention.kind = random_markov"}};
-  for (const auto& [kv, name] : settings) {
+                                                   {"run.trials", "1"},      {"metrics.power_iterations", "200"}};
+  const std::vector<std::pair<std::string, std::string>> settings = {{"dynamics.integrator", "rk4"},
+                                                                     {"residual.project", "tangent"},
+                                                                     {"dynamics.noise", "0.1"},
+                                                                     {"attention.kind", "random_markov"}};
+  for (const auto& [key, value] : settings) {
+    INFO(key << " = " << value);
     auto keys = base;
-    keys[kv.first] = kv.second;
-    keys["output.measures"] = "jacobian_log_spec2_full";
-    CHECK_THROWS_WITH(prepare(make_config(keys)), Catch::Contains("jacobian_log_spec2_full") && Catch::Contains(name));
-    keys["output.measures"] = "grad_x_norm,jacobian_log_spec2";
+    keys[key] = value;
+    keys["output.measures"] = "jacobian_log_spec2_full,jacobian_log_fro2_full";
     const RunResults r = run_simulation(prepare(make_config(keys)), 1);
-    CHECK(std::isfinite(EngineRun::value(r, "grad_x_norm", 0)));
+    for (int t = 0; t <= 2; ++t) {
+      const double spec = EngineRun::value(r, "jacobian_log_spec2_full", t);
+      const double fro = EngineRun::value(r, "jacobian_log_fro2_full", t);
+      REQUIRE(std::isfinite(spec));
+      CHECK(spec <= fro + 1e-9);
+      CHECK(spec >= fro - std::log(12.0) - 1e-9);
+    }
   }
 }

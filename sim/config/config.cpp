@@ -340,6 +340,7 @@ void read_logit_bias_and_qk_norm(KeyValues& v, Config& c) {
   // QK-normalisation: the logits' scale is sqrt(d_k), so a temperature given with it is refused.
   c.qk_norm = read_bool(v, "attention.qk_norm");
   c.qk_scale = read_number(v, "attention.qk_scale");
+  c.logit_softcap = read_number(v, "attention.logit_softcap");
   if (!c.qk_norm && c.qk_scale != 1.0) throw UsageError("key 'attention.qk_scale': needs attention.qk_norm = true");
   if (c.qk_norm && c.attention_kind == AttentionKind::random_markov)
     throw UsageError("key 'attention.qk_norm': random_markov attention has no queries and keys");

@@ -177,6 +177,9 @@ std::vector<KeyDecl> model_keys() {
           "(model.d_qk and model.beta refused with it)")),
       omitted_at_default(number("attention.qk_scale", text_of(kernel_default().qk_scale), kAny,
                                 "s_qk of attention.qk_norm: logits sqrt(d_k) s^2 cos(q_i, k_j)")),
+      omitted_at_default(number("attention.logit_softcap", text_of(kernel_default().logit_softcap), kNonNegative,
+                                "logit soft-capping (Gemma 2): every head's logits (after their scale and the logit "
+                                "bias) to c tanh(S / c) before the attention weights; 0 = off")),
       omitted_at_default(boolean(
           "attention.bias", text_of(kernel_default().attention_bias),
           "true: biases in the attention (GPT-2's c_attn and c_proj biases): Q = X W_Q + 1 b_Q^T, K and V likewise per "

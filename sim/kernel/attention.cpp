@@ -24,25 +24,6 @@ void logits_impl(const Eigen::Ref<const MatrixT<T>>& X, const Eigen::Ref<const M
 }
 
 template <class T>
-void masked_softmax_impl(Eigen::Ref<MatrixT<T>> S, const MaskMatrix& mask) {
-  const Eigen::Index n = S.rows(), m = S.cols();  // m = n for self-attention
-  for (Eigen::Index i = 0; i < n; ++i) {
-    T row_max = -std::numeric_limits<T>::infinity();
-    for (Eigen::Index j = 0; j < m; ++j)
-      if (mask(i, j)) row_max = std::max(row_max, S(i, j));
-    T sum = 0;
-    for (Eigen::Index j = 0; j < m; ++j) {
-      const T a = mask(i, j) ? std::exp(S(i, j) - row_max) : T(0);
-      S(i, j) = a;
-      sum += a;
-    }
-    // sum >= 1: the maximal allowed entry contributes exp(0) = 1.
-    const T inv = T(1) / sum;
-    for (Eigen::Index j = 0; j < m; ++j) S(i, j) *= inv;
-  }
-}
-
-template <class T>
 AttentionStats stats_impl(const Eigen::Ref<const MatrixT<T>>& A, const MaskMatrix& mask) {
   AttentionStats s;
   const Eigen::Index n = A.rows();
@@ -79,8 +60,6 @@ void attention_logits(const Eigen::Ref<const MatrixF>& X, const Eigen::Ref<const
                       double d_qk, MatrixF& Q, MatrixF& K, MatrixF& S) {
   logits_impl<float>(X, W_Q, W_K, d_qk, Q, K, S, b_Q, b_K);
 }
-void masked_softmax(Eigen::Ref<Matrix> S, const MaskMatrix& mask) { masked_softmax_impl<double>(S, mask); }
-void masked_softmax(Eigen::Ref<MatrixF> S, const MaskMatrix& mask) { masked_softmax_impl<float>(S, mask); }
 AttentionStats attention_stats(const Eigen::Ref<const Matrix>& A, const MaskMatrix& mask) {
   return stats_impl<double>(A, mask);
 }

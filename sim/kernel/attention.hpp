@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "kernel/ops/softmax.hpp"  // masked_softmax
 #include "kernel/types.hpp"
 
 namespace rcsim {
@@ -23,12 +24,6 @@ void attention_logits(const Eigen::Ref<const Matrix>& X, const Eigen::Ref<const 
 void attention_logits(const Eigen::Ref<const MatrixF>& X, const Eigen::Ref<const MatrixF>& W_Q,
                       const RowVectorT<float>* b_Q, const Eigen::Ref<const MatrixF>& W_K, const RowVectorT<float>* b_K,
                       double d_qk, MatrixF& Q, MatrixF& K, MatrixF& S);
-
-// Row-wise softmax of S (n x m, the mask of the same shape; m = n for self-attention) restricted
-// to the entries the mask allows, in place: each row has its allowed maximum subtracted before
-// exponentiation (log-sum-exp form); masked entries are set to exactly 0. Every row sums to 1 (each row has its self-loop, so at least one allowed entry).
-void masked_softmax(Eigen::Ref<Matrix> S, const MaskMatrix& mask);
-void masked_softmax(Eigen::Ref<MatrixF> S, const MaskMatrix& mask);
 
 // Diagnostics of an attention matrix: the smallest weight over the entries the mask allows (the
 // eps of the collapse theorem; 0 if a weight underflowed) and the mean over rows of the Shannon

@@ -1,9 +1,9 @@
 // Reverse mode (hand-written adjoints, the way llm.c writes its backward pass) through one
 // transformer block (kernel/block.hpp), in float64 or (run.precision = float32) float. Notation of docs/science/gradients.md:
-// for a scalar loss L, dZ denotes dL/dZ (same shape as Z). Every backward function recomputes
-// the forward activations it needs from the block's input with the forward code's own functions
-// (attention_logits, masked_softmax, usa_weights, normalize_rows, mlp_activation); the engine
-// stores only each block's input X(t) (kernel/gradients.hpp).
+// for a scalar loss L, dZ denotes dL/dZ (same shape as Z). block_backward runs the production
+// forward of the block (transformer_block) with a cache (kernel/ops/cache.hpp) and composes the
+// adjoints of its operations (kernel/ops/) at those activations; the engine stores only each
+// block's input X(t) (kernel/gradients.hpp).
 //
 // Covered: every mask (masked entries get weight 0 and gradient exactly 0), H heads, d_QK,
 // softmax and USA attention, head_mix sum and mean, W_O (model.value_dim), the normalisations
@@ -19,60 +19,26 @@
 // after a block (dynamics.noise: X <- P(X + scale G), the same draws G, P differentiated).
 #pragma once
 
-#include <vector>
-
 #include "kernel/block.hpp"
+#include "kernel/ops/attention_head.hpp"
+#include "kernel/ops/grads.hpp"
+#include "kernel/ops/mlp.hpp"
+#include "kernel/ops/normalization.hpp"
+#include "kernel/ops/softmax.hpp"
+#include "kernel/ops/tangent_projection.hpp"
 #include "kernel/random.hpp"
 #include "kernel/types.hpp"
 
 namespace rcsim {
 
-// Softmax adjoint, row by row over the entries the mask allows (A the softmax output):
-//   dS_ij = A_ij (dA_ij - sum_k A_ik dA_ik),   dS_ij = 0 exactly where mask_ij = 0.
-// Every row of dS sums to 0 (up to rounding).
-Matrix softmax_backward(const Matrix& A, const Matrix& dA, const MaskMatrix& mask);
-// USA adjoint (A = exp(S) / N on the mask): dS = A .* dA, 0 where the mask is 0.
-Matrix usa_backward(const Matrix& A, const Matrix& dA, const MaskMatrix& mask);
-
-// Normalisation adjoint: Y is the input of normalize_rows, dOut the gradient of its output.
-// Returns dY; adds dL/dg and dL/db (1 x d) into dgain, dbias (layernorm: both; rmsnorm: gain).
-// Degenerate rows (no direction: the forward's convention) pass no gradient.
-Matrix norm_backward(const Matrix& Y, const Matrix& dOut, const Normalization& norm, RowVector& dgain,
-                     RowVector& dbias);
-
-// MLP adjoint: X the MLP's input, dOut the gradient of M(X). Returns dX, fills the weight grads.
-template <class T>
-struct MlpGradsT {
-  MatrixT<T> d_in, d_out;          // dL/dW_in (d x m), dL/dW_out (m x d)
-  RowVectorT<T> d_in_bias, d_out_bias;  // dL/db_in (m), dL/db_out (d); empty without biases
-};
-using MlpGrads = MlpGradsT<double>;
-Matrix mlp_backward(const Matrix& X, const LayerWeights& w, MlpActivation act, const Matrix& dOut, MlpGrads& g);
-
-// The gradients of one block: w.r.t. its input and every parameter (shapes as LayerWeights).
-// norm gains/biases per slot (NormSlot); with norm.params = config all slots share one N, and
-// the gradient w.r.t. that shared gain is the sum over the slots the placement uses.
-template <class T>
-struct BlockGradsT {
-  MatrixT<T> dX;
-  std::vector<MatrixT<T>> dq, dk, dv, dout;  // per head; dout (W_O) empty without model.value_dim
-  // attention.bias: dL/db_Q, dL/db_K, dL/db_V per head, dL/db_O; empty without attention biases
-  std::vector<RowVectorT<T>> dq_bias, dk_bias, dv_bias;
-  RowVectorT<T> dout_bias;
-  MlpGradsT<T> mlp;                      // empty matrices without an MLP
-  RowVectorT<T> dgain[4], dbias[4];      // zero for the slots the placement does not use
-};
-using BlockGrads = BlockGradsT<double>;
-
-// Attention sub-layer alone (no residual, no normalisation): Y = sum_h A_h X W_V,h (W_O,h)
-// (divided by H for head_mix = mean; with attention.bias Q, K, X W_V,h get + 1 b^T and Y + 1 b_O^T).
-// Adds into g.dq, dk, dv, dout (and the bias gradients); returns dX.
-Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerParams& p, const Matrix& dY,
-                          BlockGrads& g);
+// The operations' adjoints (softmax_backward, usa_backward, norm_backward, mlp_backward,
+// attention_backward, tangent_backward) are declared with their forwards and tangents in
+// kernel/ops/; BlockGradsT in kernel/ops/grads.hpp.
 
 // The whole block: given its input X and dL/dX_next, fill g (sized here). With dropout
 // (p.layer.dropout with a probability > 0), `dropout` is a copy of the dropout stream as the
-// forward pass entered this block: the recompute draws the same masks from it (and advances it).
+// forward pass entered this block: the forward run for the cache draws the same masks from it
+// (and advances it).
 // With p.single (run.precision = float32) the adjoint computes in float, as the forward does: X,
 // the weights and dX_next rounded to float (the float block_backward below), g widened to double.
 // With dynamics.noise (p.noise with a scale > 0) dX_next is the gradient of the output after the
@@ -83,13 +49,6 @@ void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p
 // The same adjoint in float arithmetic (one template with the double one, backward.cpp).
 void block_backward(const MatrixF& X, const LayerWeightsT<float>& w, const BlockParams& p, const MatrixF& dX_next,
                     BlockGradsT<float>& g, RandomStream* dropout = nullptr, RandomStream* noise = nullptr);
-// The tangent projection's adjoint (residual.project = tangent, kernel/tangent.hpp): for
-// F = P_X(V) row by row, P_x v = v - ((v . x) / |x|^2) x, and G = dL/dF, returns dL/dV = P_x(G) and
-// sets dX = dL/dX = -c G - e V + 2 c e X row by row, c = (v . x) / |x|^2, e = (G . x) / |x|^2
-// (zero rows of X: dV = G, dX = 0).
-Matrix tangent_backward(const Matrix& X, const Matrix& V, const Matrix& G, Matrix& dX);
-MatrixF norm_backward(const MatrixF& Y, const MatrixF& dOut, const Normalization& norm, RowVectorT<float>& dgain,
-                      RowVectorT<float>& dbias);
 // g = f widened to double.
 void widen_grads(const BlockGradsT<float>& f, BlockGrads& g);
 

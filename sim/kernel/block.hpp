@@ -91,11 +91,13 @@ using BlockWorkspace = BlockWorkspaceT<double>;
 
 // X_next = block(X); X_next must not alias X. post without MLP is exactly attention_layer
 // (bitwise). degenerate_rows counts the degenerate rows of every normalisation the block applies.
+// With a cache (the derivative passes) the block keeps the activations they linearise at
+// (kernel/ops/cache.hpp; the attention on its general path).
 LayerReport transformer_block(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const BlockParams& p,
-                              BlockWorkspace& ws, Matrix& X_next);
+                              BlockWorkspace& ws, Matrix& X_next, BlockCacheT<double>* cache = nullptr);
 // The same block in float arithmetic (run.precision = float32): matrix products, softmax,
 // normalisations, MLP in float (one template, block.cpp); dropout draws as in double.
 LayerReport transformer_block(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, const BlockParams& p,
-                              BlockWorkspaceT<float>& ws, MatrixF& X_next);
+                              BlockWorkspaceT<float>& ws, MatrixF& X_next, BlockCacheT<float>* cache = nullptr);
 
 }  // namespace rcsim

@@ -17,27 +17,11 @@ bool wants_measure(const ModelSpec& c, const char* name) {
 bool wants_gradients(const ModelSpec& c) { return wants_pass(c, MeasurePass::gradients); }
 
 
-namespace {
-// What the forward-mode pass (kernel/forward_mode.hpp) does not cover: the settings the reverse pass
-// gained last (the particle and peer dynamics); a UsageError naming the measure and the key.
-void require_forward_mode(const ModelSpec& c) {
-  const auto refuse = [](const std::string& setting) {
-    throw UsageError("output.measures: jacobian_log_spec2_full (the forward-mode pass) does not support " + setting +
-                     " (the reverse-pass measures do: jacobian_log_fro2, jacobian_log_spec2, grad_*)");
-  };
-  if (c.integrator == Integrator::rk4) refuse("dynamics.integrator = rk4");
-  if (c.residual_project != ResidualProject::none) refuse("residual.project = tangent");
-  if (c.dynamics_noise > 0.0) refuse("dynamics.noise");
-  if (c.attention_kind == AttentionKind::random_markov) refuse("attention.kind = random_markov");
-}
-}  // namespace
-
 void check_derivative_measures(const ModelSpec& c) {
   if (wants_measure(c, "jacobian_log_spec2") && c.metrics.jacobian_probes > 0)
     throw UsageError("output.measures: jacobian_log_spec2 is computed exactly (N reverse passes) and has no "
                      "Hutchinson estimate; metrics.jacobian_probes = " + std::to_string(c.metrics.jacobian_probes) +
                      " is allowed only without it (set metrics.jacobian_probes = 0, or leave jacobian_log_spec2 out)");
-  if (wants_measure(c, "jacobian_log_spec2_full")) require_forward_mode(c);
   if (wants_measure(c, "jacobian_log_spec2_full") && c.run.precision == Precision::float32)
     throw UsageError("output.measures: jacobian_log_spec2_full (the forward-mode pass) is computed in float64 only; "
                      "run.precision = float32 is not supported with it (set run.precision = float64, or leave "

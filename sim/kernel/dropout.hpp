@@ -32,4 +32,17 @@ void apply_dropout(Eigen::DenseBase<Derived>& m, double p, RandomStream& rng) {
     }
 }
 
+// apply_dropout, and with `mask` the mask of its draws (0 or 1/(1-p), drawn from a copy of rng)
+// for the derivative passes (kernel/ops/cache.hpp). p = 0: no draw, the mask left as it was.
+template <class T, class Derived>
+void apply_dropout(Eigen::DenseBase<Derived>& m, double p, RandomStream& rng, MatrixT<T>* mask) {
+  if (p <= 0.0) return;
+  if (mask) {
+    RandomStream copy = rng;
+    *mask = MatrixT<T>::Ones(m.rows(), m.cols());
+    apply_dropout(*mask, p, copy);
+  }
+  apply_dropout(m, p, rng);
+}
+
 }  // namespace rcsim

@@ -4,16 +4,15 @@
 // (docs/science/gradients.md, "The full Jacobian's spectral norm").
 //
 // Notation: for a tangent dX of the block's input X, block_jvp returns J_block dX, the directional
-// derivative d/de block(X + e dX) at e = 0. It recomputes the forward activations from X with the
-// very functions the adjoint uses (kernel/block_cache.hpp), so <U, J V> = <J^T U, V> holds to
-// rounding against block_backward. Covered: everything block_backward covers (every mask, heads,
-// d_QK, softmax, USA and hardmax (dA = 0), head_mix, W_O, attention biases, the normalisations
-// with gains and biases at post, pre, peri, ngpt, the LayerNorm scaling c N(X), residual weights
-// and skip gains (residual.mlp_alpha), the MLP and its activations, dropout with the forward's
-// draws, shaped attention and gap removal, QK-normalisation, logit biases). Not covered, though the
-// reverse pass covers them: residual.project = tangent, dynamics.integrator = rk4, dynamics.noise,
-// attention.kind = random_markov (jacobian_log_spec2_full refuses them: kernel/simulation.cpp).
-// Double precision only.
+// derivative d/de block(X + e dX) at e = 0. It runs the production forward with a cache, as the
+// adjoint does (kernel/ops/block.hpp), and composes the operations' tangents (kernel/ops/), so
+// <U, J V> = <J^T U, V> holds to rounding against block_backward. Covered: everything
+// block_backward covers (every mask, heads, d_QK, softmax, USA, hardmax and random-Markov
+// (dA = 0 along the logits), head_mix, W_O, attention biases, the normalisations with gains and
+// biases at post, pre, peri, ngpt, the LayerNorm scaling c N(X), residual weights and skip gains
+// (residual.mlp_alpha), the MLP and its activations, dropout with the forward's draws, shaped
+// attention and gap removal, QK-normalisation, logit biases, residual.project = tangent, the RK4
+// step, the noise step after the block with the forward's draws). Double precision only.
 #pragma once
 
 #include <cstdint>
@@ -27,14 +26,12 @@ namespace rcsim {
 
 // The power iteration's start vectors come from (seed, trial, kPowerStream) (kernel/random.hpp).
 
-// The normalisation's tangent: Y the input of normalize_rows, dY a tangent of Y; returns d N(Y).
-// Degenerate rows (no direction: the forward's convention) have tangent 0.
-Matrix norm_jvp(const Matrix& Y, const Matrix& dY, const Normalization& norm);
-
 // J_block dX for block(X) with weights w and parameters p (block t's: at_layer). With dropout,
-// `dropout` is a copy of the dropout stream as the forward pass entered this block (as block_backward).
+// `dropout` is a copy of the dropout stream as the forward pass entered this block; with
+// dynamics.noise, `noise` a copy of the noise stream as it entered the block's noise step (both
+// as block_backward; they advance).
 Matrix block_jvp(const Matrix& X, const LayerWeights& w, const BlockParams& p, const Matrix& dX,
-                 RandomStream* dropout = nullptr);
+                 RandomStream* dropout = nullptr, RandomStream* noise = nullptr);
 
 // The Jacobians J_t = dX(L)/dX(t) of a stack of L blocks as linear maps, from the same tape the
 // reverse pass uses (segments of `length` blocks replayed by `replay`; with length >= L the tape is

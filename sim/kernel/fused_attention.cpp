@@ -16,7 +16,7 @@ namespace rcsim {
 bool fused_attention_applies(const LayerParams& p, bool projection_biases, const MaskRows& rows) {
   const bool attention_dropout = p.dropout && p.dropout->attention > 0.0;
   return rows.contiguous && !p.usa && !p.hardmax && !p.random_markov && !projection_biases &&
-         !p.logit_bias.active() && !p.qk_norm && !p.shape.active() && !attention_dropout && !p.keep_attention;
+         !p.logit_bias.active() && !p.qk_norm && p.logit_softcap == 0.0 && !p.shape.active() && !attention_dropout && !p.keep_attention;
 }
 
 Eigen::Index fused_rows_per_block(Eigen::Index n) {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernel/fused_attention.hpp"
+#include "kernel/ops/logit_softcap.hpp"
 #include "kernel/tangent.hpp"
 #include "kernel/particles.hpp"
 #include "kernel/unnormalised_attention.hpp"
@@ -46,6 +47,7 @@ LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Norma
   p.logit_bias = c.logit_bias;
   p.qk_norm = c.qk_norm;
   p.qk_scale = c.qk_scale;
+  p.logit_softcap = c.logit_softcap;
   if (c.residual_depth_scaling == ResidualDepthScaling::inv_sqrt_depth)  // branch gain alpha / sqrt(L)
     p.alpha = c.residual_alpha / std::sqrt(static_cast<double>(c.model.layers));
   return p;
@@ -116,18 +118,75 @@ void add_residual(const Eigen::Ref<const MatrixT<T>>& X, const LayerParams& p, c
 }
 
 // The logits of head h on the general path into ws.S: random-Markov G_h, or (X W_Q + b_Q)(X W_K + b_K)^T
-// / sqrt(d_QK) (QK-normalised: sqrt(d_k) Q_n K_n^T), plus the additive logit bias.
+// / sqrt(d_QK) (QK-normalised: sqrt(d_k) Q_n K_n^T), plus the additive logit bias. With a cache,
+// Q and K (and their projections before QK-normalisation) are kept.
 template <class T>
 void general_logits(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
-                    std::size_t h, LayerWorkspaceT<T>& ws) {
+                    std::size_t h, LayerWorkspaceT<T>& ws, HeadCacheT<T>* c) {
   if (p.random_markov)
     ws.S = w.logits[h];  // independent of X
   else if (!w.q_bias.empty())
     attention_logits(X, w.q[h], &w.q_bias[h], w.k[h], &w.k_bias[h], p.d_qk, ws.Q, ws.K, ws.S);
   else
     attention_logits(X, w.q[h], w.k[h], p.d_qk, ws.Q, ws.K, ws.S);
-  if (p.qk_norm && !p.random_markov) qk_normalise_impl<T>(ws.Q, ws.K, ws.S, p.qk_scale);
+  if (p.qk_norm && !p.random_markov) {
+    if (c) c->Q_raw = ws.Q, c->K_raw = ws.K;
+    qk_normalise_impl<T>(ws.Q, ws.K, ws.S, p.qk_scale);
+  }
+  if (c && !p.random_markov) c->Q = ws.Q, c->K = ws.K;
   if (p.logit_bias.active()) add_logit_bias(ws.S, p.logit_bias, w, h);
+  if (p.logit_softcap > 0.0) {
+    softcap_logits<T>(ws.S, p.logit_softcap);
+    if (c) c->Sc = ws.S;
+  }
+}
+
+// The attention weights of head h into ws.S_rows (fast) or ws.S (general), shaped, added to
+// attention_mean, dropped out; returns the statistics of the weights before shaping and dropout.
+template <class T>
+AttentionStats head_weights(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
+                            std::size_t h, bool fast, LayerWorkspaceT<T>& ws, HeadCacheT<T>* c) {
+  const bool lower = ws.rows.lower_triangular;
+  AttentionStats s;
+  if (fast) {
+    attention_logits_fast(X, w.q[h], w.k[h], p.d_qk, lower, ws.logits, ws.S_rows);
+    s = softmax_rows(ws.S_rows, ws.rows, ws.buffer);
+  } else {
+    general_logits<T>(X, w, p, h, ws, c);
+    if (p.usa)
+      usa_weights(ws.S, *p.mask, p.usa_shift);
+    else if (p.hardmax)
+      hardmax_weights(ws.S, *p.mask);
+    else
+      masked_softmax(ws.S, *p.mask);
+    s = attention_stats(ws.S, *p.mask);
+    if (c) c->A = ws.S;
+  }
+  if (p.shape.active()) {  // shaped attention, after the statistics of softmax(S)
+    if (fast)
+      shape_rows<T>(ws.S_rows, ws.rows, p.shape);
+    else
+      shape_masked<T>(ws.S, *p.mask, p.shape);
+    if (c) c->As = ws.S;
+  }
+  if (p.keep_attention) {
+    if (!fast)
+      ws.attention_mean += ws.S.template cast<double>();
+    else if (lower)
+      ws.attention_mean.template triangularView<Eigen::Lower>() += ws.S_rows.template cast<double>();
+    else
+      ws.attention_mean += ws.S_rows.template cast<double>();
+  }
+  // Dropout (transformer blocks) after the attention statistics and the peer measures' mean attention.
+  if (p.dropout && p.dropout->attention > 0.0) {
+    if (fast) {
+      apply_dropout(ws.S_rows, p.dropout->attention, *p.dropout->rng);
+    } else {
+      apply_dropout<T>(ws.S, p.dropout->attention, *p.dropout->rng, c ? &c->D : nullptr);
+      if (c) c->Ad = ws.S;
+    }
+  }
+  return s;
 }
 
 // dynamics.speed = unit with residual.project = tangent: Y_i += sum_k A_ik (v_k - v_i) + r_i P_{x_i}(v_i),
@@ -156,61 +215,29 @@ void add_difference_product(const Eigen::Ref<const MatrixT<T>>& X, const MatrixT
 }
 
 // The reference platform's heads: for each head its N x N attention (the fast path on range masks,
-// else the general path), shaped, kept (attention_mean), dropped out, times V_h, summed into Y
-// (overwritten when `direct`). Returns the smallest weight and the entropy averaged over heads.
+// else the general path, always with a cache), shaped, kept (attention_mean), dropped out, times
+// V_h, summed into Y (overwritten when `direct`). Returns the smallest weight and the entropy
+// averaged over heads.
 template <class T>
 AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
-                               bool biased, bool direct, LayerWorkspaceT<T>& ws, MatrixT<T>& Y) {
+                               bool biased, bool direct, LayerWorkspaceT<T>& ws, MatrixT<T>& Y, LayerCacheT<T>* cache) {
   const std::size_t H = w.q.size();
-  const bool fast =
-      ws.rows.contiguous && !p.usa && !p.hardmax && !p.random_markov && !biased && !p.logit_bias.active() &&
-      !p.qk_norm && !p.unit_speed;
+  const bool fast = !cache && ws.rows.contiguous && !p.usa && !p.hardmax && !p.random_markov && !biased &&
+                    !p.logit_bias.active() && !p.qk_norm && p.logit_softcap == 0.0 && !p.unit_speed;
   const bool lower = ws.rows.lower_triangular;
   AttentionStats heads;
   double entropy = 0.0;
   if (p.keep_attention) ws.attention_mean.setZero(X.rows(), X.rows());
   for (std::size_t h = 0; h < H; ++h) {
-    AttentionStats s;
-    if (fast) {
-      attention_logits_fast(X, w.q[h], w.k[h], p.d_qk, lower, ws.logits, ws.S_rows);
-      s = softmax_rows(ws.S_rows, ws.rows, ws.buffer);
-    } else {
-      general_logits<T>(X, w, p, h, ws);
-      if (p.usa)
-        usa_weights(ws.S, *p.mask, p.usa_shift);
-      else if (p.hardmax)
-        hardmax_weights(ws.S, *p.mask);
-      else
-        masked_softmax(ws.S, *p.mask);
-      s = attention_stats(ws.S, *p.mask);
-    }
+    HeadCacheT<T>* c = cache ? &cache->heads[h] : nullptr;
+    const AttentionStats s = head_weights<T>(X, w, p, h, fast, ws, c);
     heads.min_weight = std::min(heads.min_weight, s.min_weight);
     entropy += s.mean_entropy;
-    if (p.shape.active()) {  // shaped attention, after the statistics of softmax(S)
-      if (fast)
-        shape_rows<T>(ws.S_rows, ws.rows, p.shape);
-      else
-        shape_masked<T>(ws.S, *p.mask, p.shape);
-    }
-    if (p.keep_attention) {
-      if (!fast)
-        ws.attention_mean += ws.S.template cast<double>();
-      else if (lower)
-        ws.attention_mean.template triangularView<Eigen::Lower>() += ws.S_rows.template cast<double>();
-      else
-        ws.attention_mean += ws.S_rows.template cast<double>();
-    }
-    // Dropout (transformer blocks) after the attention statistics and the peer measures' mean attention.
-    if (p.dropout && p.dropout->attention > 0.0) {
-      if (fast)
-        apply_dropout(ws.S_rows, p.dropout->attention, *p.dropout->rng);
-      else
-        apply_dropout(ws.S, p.dropout->attention, *p.dropout->rng);
-    }
     ws.XV.noalias() = X * w.v[h];
     if (biased) ws.XV.rowwise() += w.v_bias[h];  // V_h = X W_V,h + 1 b_V,h^T
     if (!w.o.empty()) ws.XVO.noalias() = ws.XV * w.o[h];  // model.value_dim: X W_V,h W_O,h
     const MatrixT<T>& V = w.o.empty() ? ws.XV : ws.XVO;
+    if (c) c->XV = ws.XV, c->V = V;
     if (!fast && p.unit_speed && p.tangent && !direct) {
       add_difference_product<T>(X, ws.S, V, Y);
     } else if (!fast) {
@@ -255,9 +282,10 @@ void merge_close_tokens(MatrixT<T>& X, double tol) {
 
 template <class T>
 LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
-                       LayerWorkspaceT<T>& ws, MatrixT<T>& X_next) {
+                       LayerWorkspaceT<T>& ws, MatrixT<T>& X_next, LayerCacheT<T>* cache) {
   LayerReport report;
   const std::size_t H = w.q.size();
+  if (cache) *cache = LayerCacheT<T>{std::vector<HeadCacheT<T>>(H), {}, {}, {}, {}, {}};
   const void* mask_key = p.rows ? static_cast<const void*>(p.rows) : p.mask;
   if (ws.analysed != mask_key) {
     ws.rows = p.rows ? *p.rows : analyse_rows(*p.mask);
@@ -270,14 +298,18 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
   Y.resize(X.rows(), X.cols());
   if (!direct) Y.setZero();
   // The cpu platform: every head's attention without the N x N matrix (fused_attention.hpp).
-  if (p.fused && !p.unit_speed && fused_attention_applies(p, biased, ws.rows))
+  if (!cache && p.fused && !p.unit_speed && fused_attention_applies(p, biased, ws.rows))
     report.attention = fused_attention(X, w, p.d_qk, ws.rows, p.threads, Y);
   else
-    report.attention = reference_heads<T>(X, w, p, biased, direct, ws, Y);
+    report.attention = reference_heads<T>(X, w, p, biased, direct, ws, Y, cache);
   if (p.head_mean && H > 1) Y /= static_cast<T>(H);
   if (biased) Y.rowwise() += w.o_bias;  // attention.bias: + 1 b_O^T
-  if (p.dropout && p.dropout->output > 0.0) apply_dropout(Y, p.dropout->output, *p.dropout->rng);
-  if (p.tangent) project_tangent(X, ws.Y);
+  if (p.dropout && p.dropout->output > 0.0)
+    apply_dropout<T>(Y, p.dropout->output, *p.dropout->rng, cache ? &cache->D : nullptr);
+  if (p.tangent) {
+    if (cache) cache->F = ws.Y;
+    project_tangent(X, ws.Y);
+  }
   if (p.unit_speed) unit_speed<T>(ws.Y);
   if (!direct) {
     if (p.alpha != 0.0) {
@@ -286,6 +318,7 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
       X_next = ws.Y;
     }
   }
+  if (cache) cache->Z = X_next;
   report.degenerate_rows = normalize_rows(X_next, *p.norm);
   if (p.merge_distance > 0.0) merge_close_tokens<T>(X_next, p.merge_distance);
   return report;
@@ -296,8 +329,8 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
 // evaluated by layer_impl without residual and normalisation. `f` is that layer's parameters.
 template <class T>
 AttentionStats flow_field(const MatrixT<T>& Z, const LayerWeightsT<T>& w, const LayerParams& f, bool tangent,
-                          LayerWorkspaceT<T>& ws, MatrixT<T>& out) {
-  const LayerReport r = layer_impl<T>(Z, w, f, ws, out);
+                          LayerWorkspaceT<T>& ws, MatrixT<T>& out, LayerCacheT<T>* stage) {
+  const LayerReport r = layer_impl<T>(Z, w, f, ws, out, stage);
   if (tangent) project_tangent(Z, out);
   return r.attention;
 }
@@ -305,10 +338,19 @@ AttentionStats flow_field(const MatrixT<T>& Z, const LayerWeightsT<T>& w, const 
 // One classical RK4 step of size dt = alpha (dynamics.integrator = rk4):
 //   k1 = F(X), k2 = F(X + dt/2 k1), k3 = F(X + dt/2 k2), k4 = F(X + dt k3),
 //   X_next = normalise(X + dt/6 (k1 + 2 k2 + 2 k3 + k4)).
-// The attention diagnostics (and attention_mean) are those of the first stage, at X.
+// The attention diagnostics (and attention_mean) are those of the first stage, at X. A cache keeps
+// each stage's (its Z: the field before the projection), the stage points and the sum.
 template <class T>
 LayerReport rk4_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
-                     LayerWorkspaceT<T>& ws, MatrixT<T>& X_next) {
+                     LayerWorkspaceT<T>& ws, MatrixT<T>& X_next, LayerCacheT<T>* cache) {
+  if (cache) {
+    *cache = LayerCacheT<T>{};
+    cache->stages.resize(4);
+  }
+  const auto stage = [cache](int i) { return cache ? &cache->stages[static_cast<std::size_t>(i)] : nullptr; };
+  const auto point = [cache](const MatrixT<T>& Z) {
+    if (cache) cache->points.push_back(Z);
+  };
   static const Normalization identity;  // type none
   LayerParams f = p;
   f.rk4 = false;
@@ -320,15 +362,20 @@ LayerReport rk4_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<
   const T dt = static_cast<T>(p.alpha);
   LayerReport report;
   ws.Z = X;
-  report.attention = flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k1);
+  point(ws.Z);
+  report.attention = flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k1, stage(0));
   f.keep_attention = false;  // attention_mean stays the first stage's
   ws.Z = X + (dt / T(2)) * ws.k1;
-  flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k2);
+  point(ws.Z);
+  flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k2, stage(1));
   ws.Z = X + (dt / T(2)) * ws.k2;
-  flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k3);
+  point(ws.Z);
+  flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k3, stage(2));
   ws.Z = X + dt * ws.k3;
-  flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k4);
+  point(ws.Z);
+  flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k4, stage(3));
   X_next = X + (dt / T(6)) * (ws.k1 + T(2) * ws.k2 + T(2) * ws.k3 + ws.k4);
+  if (cache) cache->Z = X_next;
   report.degenerate_rows = normalize_rows(X_next, *p.norm);
   return report;
 }
@@ -378,14 +425,14 @@ void shape_attention(Eigen::Ref<MatrixF> A, const MaskMatrix& mask, const Attent
 }
 
 LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const LayerParams& p,
-                            LayerWorkspace& ws, Matrix& X_next) {
-  if (p.rk4) return rk4_impl<double>(X, w, p, ws, X_next);
-  return layer_impl<double>(X, w, p, ws, X_next);
+                            LayerWorkspace& ws, Matrix& X_next, LayerCacheT<double>* cache) {
+  if (p.rk4) return rk4_impl<double>(X, w, p, ws, X_next, cache);
+  return layer_impl<double>(X, w, p, ws, X_next, cache);
 }
 LayerReport attention_layer(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, const LayerParams& p,
-                            LayerWorkspaceT<float>& ws, MatrixF& X_next) {
-  if (p.rk4) return rk4_impl<float>(X, w, p, ws, X_next);
-  return layer_impl<float>(X, w, p, ws, X_next);
+                            LayerWorkspaceT<float>& ws, MatrixF& X_next, LayerCacheT<float>* cache) {
+  if (p.rk4) return rk4_impl<float>(X, w, p, ws, X_next, cache);
+  return layer_impl<float>(X, w, p, ws, X_next, cache);
 }
 
 }  // namespace rcsim

@@ -10,6 +10,7 @@
 #include "kernel/dropout.hpp"
 #include "kernel/weights.hpp"
 #include "kernel/normalization.hpp"
+#include "kernel/ops/cache.hpp"
 #include "kernel/types.hpp"
 
 namespace rcsim {
@@ -42,6 +43,7 @@ struct LayerParams {
   LogitBias logit_bias{};  // S_h + B_h before the softmax (ALiBi, decay; general path)
   bool qk_norm = false;    // rows of Q, K to s_qk q/|q|, logits sqrt(d_k) Q K^T (nGPT; general path)
   double qk_scale = 1.0;   // s_qk
+  double logit_softcap = 0.0;  // S <- c tanh(S / c) after the logit bias (kernel/ops/logit_softcap.hpp; general path)
   double norm_scale = 1.0;  // pre-LN output multiplied by it (norm.depth_scaling: 1/sqrt(l) at layer l)
   // --- Platform (docs/dev/platforms.md) ---
   bool fused = false;  // run.platform resolved to cpu (set by block_params): fused_attention where it applies
@@ -120,10 +122,12 @@ void fix_product_blocking();
 // but some custom masks) take the fast path: attention_logits_fast (folded W_Q W_K^T when cheaper,
 // lower triangle only for causal masks), softmax_rows, and a triangular product A (X W_V) for
 // causal masks; other masks the general path (attention_logits, masked_softmax, attention_stats).
+// With a cache (the derivative passes, kernel/ops/cache.hpp) the layer takes the general path and
+// keeps its activations there.
 LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const LayerParams& p,
-                            LayerWorkspace& ws, Matrix& X_next);
+                            LayerWorkspace& ws, Matrix& X_next, LayerCacheT<double>* cache = nullptr);
 // The same layer in float arithmetic (run.precision = float32): one template, layer.cpp.
 LayerReport attention_layer(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, const LayerParams& p,
-                            LayerWorkspaceT<float>& ws, MatrixF& X_next);
+                            LayerWorkspaceT<float>& ws, MatrixF& X_next, LayerCacheT<float>* cache = nullptr);
 
 }  // namespace rcsim

@@ -221,6 +221,7 @@ struct ModelSpec {
   // QK-normalisation (nGPT; attention.qk_norm, attention.qk_scale): S = sqrt(d_k) (s q_i/|q_i|).(s k_j/|k_j|)
   bool qk_norm = false;
   double qk_scale = 1.0;
+  double logit_softcap = 0.0;  // attention.logit_softcap: S <- c tanh(S / c) (Gemma 2); 0 = off
   ResidualDepthScaling residual_depth_scaling = ResidualDepthScaling::none;
   NormDepthScaling norm_depth_scaling = NormDepthScaling::none;
   DropoutConfig dropout;

@@ -20,10 +20,11 @@ double dynamics_noise_scale(const ModelSpec& c) {
   return c.dynamics_noise * std::sqrt(dt);
 }
 
-int apply_dynamics_noise(Matrix& X, double scale, RandomStream& rng, const Normalization& norm) {
+int apply_dynamics_noise(Matrix& X, double scale, RandomStream& rng, const Normalization& norm, Matrix* before) {
   Matrix G(X.rows(), X.cols());
   rng.fill_normal(G);
   X += scale * G;
+  if (before) *before = X;
   return normalize_rows(X, norm);
 }
 

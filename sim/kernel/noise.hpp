@@ -26,7 +26,9 @@ void add_initial_noise(const ModelSpec& c, int trial, Matrix& X);
 // The scale sigma sqrt(dt) of `c` (0 without dynamics.noise).
 double dynamics_noise_scale(const ModelSpec& c);
 // One noise step from the stream `rng` (the trial's kDynamicsNoiseStream): X <- P(X + scale G).
-// Returns the number of degenerate rows of P.
-int apply_dynamics_noise(Matrix& X, double scale, RandomStream& rng, const Normalization& norm);
+// Returns the number of degenerate rows of P. The derivative passes keep X + scale G in `before`
+// (the point where P is linearised).
+int apply_dynamics_noise(Matrix& X, double scale, RandomStream& rng, const Normalization& norm,
+                         Matrix* before = nullptr);
 
 }  // namespace rcsim

@@ -8,31 +8,6 @@
 
 namespace rcsim {
 
-double hardmax_tie_tolerance(bool single) { return single ? 1e-5 : 1e-12; }
-
-namespace {
-template <class T>
-void hardmax_impl(Eigen::Ref<MatrixT<T>> S, const MaskMatrix& mask) {
-  const T tol = static_cast<T>(hardmax_tie_tolerance(sizeof(T) == sizeof(float)));
-  for (Eigen::Index i = 0; i < S.rows(); ++i) {
-    T m = -std::numeric_limits<T>::infinity();
-    for (Eigen::Index j = 0; j < S.cols(); ++j)
-      if (mask(i, j)) m = std::max(m, S(i, j));
-    const T cut = m - tol * std::max(std::abs(m), T(1));  // S_ij >= m_i - tol max(|m_i|, 1)
-    int count = 0;
-    for (Eigen::Index j = 0; j < S.cols(); ++j) {
-      const bool top = mask(i, j) && S(i, j) >= cut;
-      count += top ? 1 : 0;
-      S(i, j) = top ? T(1) : T(0);
-    }
-    if (count > 0) S.row(i) /= static_cast<T>(count);  // A_ij = 1 / |S_i|
-  }
-}
-}  // namespace
-
-void hardmax_weights(Eigen::Ref<Matrix> S, const MaskMatrix& mask) { hardmax_impl<double>(S, mask); }
-void hardmax_weights(Eigen::Ref<MatrixF> S, const MaskMatrix& mask) { hardmax_impl<float>(S, mask); }
-
 double interaction_energy(const Eigen::Ref<const Matrix>& X, double beta) {
   const Eigen::Index n = X.rows();
   if (n == 0) return std::numeric_limits<double>::quiet_NaN();

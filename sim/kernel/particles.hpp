@@ -2,20 +2,10 @@
 // hardmax attention and the measures of the particle literature that are not cluster counts.
 #pragma once
 
+#include "kernel/ops/softmax.hpp"  // hardmax_weights
 #include "kernel/types.hpp"
 
 namespace rcsim {
-
-// Relative tolerance of hardmax ties: j is a maximiser of row i when
-//   S_ij >= m_i - tol max(|m_i|, 1),  m_i = max over the allowed j of S_ij,
-// tol = 1e-12 in double and 1e-5 in float (a few hundred ulps of the row maximum).
-double hardmax_tie_tolerance(bool single);
-
-// Hardmax attention (beta -> infinity; Alcalde, Geshkovski, Ruiz-Balet), in place on the logits:
-//   A_ij = 1 / |S_i| for j in S_i, the maximisers of S_ij over the allowed j of row i, 0 elsewhere
-// (masked entries exactly 0). Every row sums to 1 (each row has its self-loop).
-void hardmax_weights(Eigen::Ref<Matrix> S, const MaskMatrix& mask);
-void hardmax_weights(Eigen::Ref<MatrixF> S, const MaskMatrix& mask);  // run.precision = float32
 
 // Interaction energy, the form rcsim stores (measure `energy`):
 //   E = (1 / (2 beta N^2)) sum_{i,j} exp(beta (<x_i, x_j> - 1)) = exp(-beta) E_beta,

@@ -1,0 +1,141 @@
+#include "kernel/ops/attention_head.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "kernel/ops/logit_softcap.hpp"
+#include "kernel/ops/normalization.hpp"
+#include "kernel/ops/softmax.hpp"
+
+namespace rcsim {
+
+namespace {
+
+// Whether the head's weights vary with X through the logits (not hardmax, not random-Markov).
+bool logits_vary(const LayerParams& p) { return !p.hardmax && !p.random_markov; }
+
+// The logits' scale: 1/sqrt(d_QK), or sqrt(d_k) with QK-normalisation.
+template <class T>
+T logit_scale(const LayerParams& p, const HeadCacheT<T>& c) {
+  return p.qk_norm ? std::sqrt(static_cast<T>(c.Q.cols())) : T(1) / std::sqrt(static_cast<T>(p.d_qk));
+}
+
+// One head's adjoint: dYh = dL/d(A_used V_h); adds its weight gradients and its part of dX.
+template <class T>
+void head_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerParams& p, std::size_t h,
+                   const HeadCacheT<T>& c, const MatrixT<T>& dYh, BlockGradsT<T>& g, MatrixT<T>& dX) {
+  const bool biased = !w.q_bias.empty();
+  const MatrixT<T> dV = c.used().transpose() * dYh;  // dV_h = A_used,h^T dY
+  MatrixT<T> dXV = dV;
+  if (!w.o.empty()) {
+    g.dout[h].noalias() += c.XV.transpose() * dV;  // dW_O = (X W_V)^T dV
+    dXV.noalias() = dV * w.o[h].transpose();
+  }
+  g.dv[h].noalias() += X.transpose() * dXV;  // dW_V = X^T d(X W_V)
+  if (biased) g.dv_bias[h] += dXV.colwise().sum();
+  dX.noalias() += dXV * w.v[h].transpose();
+  if (!logits_vary(p)) return;
+  MatrixT<T> dA = dYh * c.V.transpose();                      // dA_h = dY V_h^T
+  if (c.D.size()) dA = dA.cwiseProduct(c.D);                  // A_used = D .* A_s
+  if (p.shape.active()) dA *= static_cast<T>(p.shape.a);      // A_s = a A + b I - c C
+  MatrixT<T> dS = p.usa ? usa_backward<T>(c.A, dA, *p.mask) : softmax_backward<T>(c.A, dA, *p.mask);
+  if (p.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.logit_softcap);  // S_c = c tanh(S / c)
+  dS *= logit_scale<T>(p, c);                                 // logit biases: constant, dS unchanged
+  MatrixT<T> dQ = dS * c.K, dK = dS.transpose() * c.Q;        // S' = Q K^T
+  if (p.qk_norm) {                                            // through the rows s q / |q|
+    dQ = scaled_sphere_backward<T>(c.Q_raw, dQ, static_cast<T>(p.qk_scale));
+    dK = scaled_sphere_backward<T>(c.K_raw, dK, static_cast<T>(p.qk_scale));
+  }
+  g.dq[h].noalias() += X.transpose() * dQ;
+  g.dk[h].noalias() += X.transpose() * dK;
+  if (biased) {
+    g.dq_bias[h] += dQ.colwise().sum();
+    g.dk_bias[h] += dK.colwise().sum();
+  }
+  dX.noalias() += dQ * w.q[h].transpose();
+  dX.noalias() += dK * w.k[h].transpose();
+}
+
+// One head's tangent: d(A_used V_h) along dX.
+template <class T>
+MatrixT<T> head_jvp(const LayerWeightsT<T>& w, const LayerParams& p, std::size_t h, const HeadCacheT<T>& c,
+                    const MatrixT<T>& dX) {
+  MatrixT<T> dV = dX * w.v[h];                  // d(X W_V + 1 b_V^T) = dX W_V
+  if (!w.o.empty()) dV = dV * w.o[h];           // V = (X W_V) W_O
+  MatrixT<T> dYh = c.used() * dV;               // A_used dV
+  if (!logits_vary(p)) return dYh;              // hardmax, random-Markov: dA = 0
+  MatrixT<T> dQ = dX * w.q[h], dK = dX * w.k[h];
+  if (p.qk_norm) {
+    dQ = scaled_sphere_jvp<T>(c.Q_raw, dQ, static_cast<T>(p.qk_scale));
+    dK = scaled_sphere_jvp<T>(c.K_raw, dK, static_cast<T>(p.qk_scale));
+  }
+  MatrixT<T> dS = logit_scale<T>(p, c) * (dQ * c.K.transpose() + c.Q * dK.transpose());
+  if (p.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.logit_softcap);
+  MatrixT<T> dA = p.usa ? usa_jvp<T>(c.A, dS, *p.mask) : softmax_jvp<T>(c.A, dS, *p.mask);
+  if (p.shape.active()) dA *= static_cast<T>(p.shape.a);
+  if (c.D.size()) dA = dA.cwiseProduct(c.D);
+  dYh.noalias() += dA * c.V;
+  return dYh;
+}
+
+template <class T>
+T head_scale(const LayerParams& p, std::size_t H) {
+  return (p.head_mean && H > 1) ? T(1) / static_cast<T>(H) : T(1);
+}
+
+}  // namespace
+
+template <class T>
+MatrixT<T> attention_branch_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerParams& p,
+                                     const LayerCacheT<T>& c, const MatrixT<T>& dY_out, BlockGradsT<T>& g) {
+  const std::size_t H = w.q.size();
+  const MatrixT<T> dY = c.D.size() ? MatrixT<T>(dY_out.cwiseProduct(c.D)) : dY_out;  // through D .* (.)
+  if (!w.q_bias.empty()) g.dout_bias += dY.colwise().sum();  // Y = ... + 1 b_O^T
+  const MatrixT<T> dYh = head_scale<T>(p, H) * dY;
+  MatrixT<T> dX = MatrixT<T>::Zero(X.rows(), X.cols());
+  for (std::size_t h = 0; h < H; ++h) head_backward<T>(X, w, p, h, c.heads[h], dYh, g, dX);
+  return dX;
+}
+
+template <class T>
+MatrixT<T> attention_branch_jvp(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerParams& p,
+                                const LayerCacheT<T>& c, const MatrixT<T>& dX) {
+  const std::size_t H = w.q.size();
+  MatrixT<T> dY = MatrixT<T>::Zero(X.rows(), X.cols());
+  for (std::size_t h = 0; h < H; ++h) dY += head_jvp<T>(w, p, h, c.heads[h], dX);
+  const T scale = head_scale<T>(p, H);
+  if (scale != T(1)) dY *= scale;
+  if (c.D.size()) dY = dY.cwiseProduct(c.D);
+  return dY;
+}
+
+template <class T>
+MatrixT<T> attention_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerParams& p,
+                              const MatrixT<T>& dY, BlockGradsT<T>& g) {
+  if (p.dropout && (p.dropout->attention > 0.0 || p.dropout->output > 0.0))
+    throw std::logic_error("attention_backward: dropout needs block_backward's dropout stream");
+  static const Normalization identity;
+  LayerParams inner = p;  // the branch alone
+  inner.alpha = 0.0;
+  inner.norm = &identity;
+  inner.keep_attention = inner.tangent = inner.rk4 = false;
+  const int n = static_cast<int>(X.rows()), d = static_cast<int>(X.cols());
+  LayerWorkspaceT<T> ws(n, d, d);
+  LayerCacheT<T> c;
+  MatrixT<T> Y;
+  attention_layer(X, w, inner, ws, Y, &c);
+  return attention_branch_backward<T>(X, w, inner, c, dY, g);
+}
+
+#define RCSIM_ATTENTION_OPS(T)                                                                                    \
+  template MatrixT<T> attention_branch_backward<T>(const MatrixT<T>&, const LayerWeightsT<T>&, const LayerParams&, \
+                                                   const LayerCacheT<T>&, const MatrixT<T>&, BlockGradsT<T>&);     \
+  template MatrixT<T> attention_branch_jvp<T>(const MatrixT<T>&, const LayerWeightsT<T>&, const LayerParams&,      \
+                                              const LayerCacheT<T>&, const MatrixT<T>&);                           \
+  template MatrixT<T> attention_backward<T>(const MatrixT<T>&, const LayerWeightsT<T>&, const LayerParams&,        \
+                                            const MatrixT<T>&, BlockGradsT<T>&);
+RCSIM_ATTENTION_OPS(double)
+RCSIM_ATTENTION_OPS(float)
+#undef RCSIM_ATTENTION_OPS
+
+}  // namespace rcsim
