@@ -125,4 +125,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    from rcsim import command
+    sys.exit(command.run(main))

@@ -458,7 +458,7 @@ TEST_CASE("unit speed: the step is alpha F / |F|_F of the USA flow, worked indep
   CHECK((u.step() - want).cwiseAbs().maxCoeff() < 1e-15);
 }
 
-TEST_CASE("unit speed at beta = 2000: a field of 1e-39 keeps its direction; coincident tokens stay equal",
+TEST_CASE("unit speed at beta = 2000: a field of 1e-39 keeps its direction and coincident tokens stay equal",
           "[particles][dynamics]") {
   // A pair (tokens 0, 1 equal) and token 2 at angle g = 0.3: the attraction is exp(-beta (1 - cos g)) ~ 1e-39,
   // below the rounding of sum_j A_ij x_j (~1e-17). Token 2 moves toward the pair by alpha 2/sqrt(6) and each of

@@ -136,7 +136,7 @@ def _per_layer(run, m):
     """The [trial, layer] values of measure m; a measure with a token axis ([trial, layer, token],
     e.g. last_token_sensitivity) has no single curve per trial and is refused with a pointer."""
     if m not in run["metrics"]:
-        raise UsageError(f"--measure: measure '{m}' is not in {run['path']} (it has: "
+        raise UsageError(f"--measure: measure '{m}' is not in {run.get('path', 'these results')} (it has: "
                          f"{', '.join(sorted(k for k in run['metrics'] if not k.endswith('layer')))})")
     values = np.asarray(run["metrics"][m], dtype=float)
     if values.ndim != 2:

@@ -9,6 +9,8 @@
 
 #include "config/key_sources.hpp"
 #include "config/keys.hpp"
+#include "config/key_readers.hpp"
+#include "config/layer_overrides.hpp"
 #include "config/names.hpp"
 #include "config/values.hpp"
 #include "kernel/errors.hpp"
@@ -20,15 +22,6 @@
 namespace rcsim {
 
 namespace {
-
-// The enum of a choice key's value (validated against its declared choices).
-template <class Enum>
-Enum read_enum(const KeyValues& v, const std::string& key, const NameTable<Enum>& names) {
-  const std::string name = read_choice(v, key);
-  for (const auto& [n, value] : names)
-    if (n == name) return value;
-  throw std::logic_error("choice " + name + " of " + key + " has no enum value");
-}
 
 std::vector<double> parse_gain_bias(const std::string& key, const std::string& text, int d,
                                     double neutral) {
@@ -52,65 +45,6 @@ void check_matrix_shape(const std::string& key, const Matrix& m, Eigen::Index ro
                      ", " + std::to_string(cols) + "]");
 }
 
-// --- Particles (docs/science/particles.md) ---
-// dynamics.integrator: rk4 integrates the flow of the attention sub-block alone, with step
-// dt = residual.alpha, so it needs a residual, norm.position = post, no MLP and no dropout.
-void parse_integrator(std::map<std::string, std::string>& v, Config& c) {
-  c.integrator = read_enum(v, "dynamics.integrator", integrator_names());
-  if (c.integrator != Integrator::rk4) return;
-  const auto refuse = [](const std::string& why) {
-    throw UsageError("key 'dynamics.integrator': rk4 needs " + why);
-  };
-  if (c.residual_alpha == 0.0) refuse("a step size dt = residual.alpha != 0");
-  if (c.norm.position != NormPosition::post) refuse("norm.position = post");
-  if (c.mlp.width > 0) refuse("mlp.width = 0 (the flow is the attention sub-block alone)");
-  if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) refuse("dropout.attention = dropout.output = 0");
-}
-
-// dynamics.speed = unit and dynamics.merge_distance (docs/science/particles.md section 6): steps of the
-// attention sub-block's Euler step that the reverse and forward-mode passes do not cover. After read_output.
-void parse_speed_and_merge(KeyValues& v, Config& c) {
-  c.dynamics_speed = read_enum(v, "dynamics.speed", speed_names());
-  c.merge_distance = read_number(v, "dynamics.merge_distance");
-  const bool unit = c.dynamics_speed == DynamicsSpeed::unit;
-  if (!unit && c.merge_distance == 0.0) return;
-  const std::string key = unit ? "dynamics.speed" : "dynamics.merge_distance";
-  const auto refuse = [&](const std::string& why) {
-    throw UsageError("key '" + key + "' = " + v[key] + ": needs " + why);
-  };
-  if (c.integrator != Integrator::euler) refuse("dynamics.integrator = euler");
-  if (c.residual_alpha == 0.0) refuse("a step residual.alpha != 0");
-  if (c.norm.position != NormPosition::post) refuse("norm.position = post");
-  if (c.mlp.width > 0) refuse("mlp.width = 0 (the flow is the attention sub-block alone)");
-  if (c.dropout.attention > 0.0 || c.dropout.output > 0.0) refuse("dropout.attention = dropout.output = 0");
-  if (wants_pass(c, MeasurePass::gradients))
-    refuse("no gradient or Jacobian measure in output.measures (the reverse pass does not cover it)");
-}
-
-// dynamics.noise: X <- P(X + sigma sqrt(dt) G) after each layer, P the normalisation, which must
-// be none or sphere after the block (the particle setting).
-void parse_dynamics_noise(std::map<std::string, std::string>& v, Config& c) {
-  c.dynamics_noise = read_number(v, "dynamics.noise");
-  if (!(c.dynamics_noise > 0.0)) return;
-  if (c.norm.type != NormType::none && (c.norm.type != NormType::sphere || c.norm.position != NormPosition::post))
-    bad_value("dynamics.noise", v["dynamics.noise"], "noise needs norm.type = none, or sphere with norm.position = post");
-}
-
-// init.type = circle | equiangular | isometric and init.rho.
-void parse_particle_init(std::map<std::string, std::string>& v, Config& c) {
-  const int N = c.model.tokens, d = c.model.dim;
-  c.init.rho = read_number(v, "init.rho");
-  c.init.noise = read_number(v, "init.noise");
-  const std::string type = v["init.type"];
-  if (c.init.type == InitType::circle && d < 2) bad_value("init.type", type, "circle needs model.dim >= 2");
-  if ((c.init.type == InitType::equiangular || c.init.type == InitType::isometric) && N > d)
-    bad_value("init.type", type, type + " needs model.tokens <= model.dim (N orthonormal directions)");
-  const double lowest = N > 1 ? -1.0 / (N - 1) : -1.0;  // G = (1 - rho) I + rho 1 1^T >= 0
-  if (c.init.type == InitType::equiangular && !(c.init.rho >= lowest && c.init.rho <= 1.0))
-    bad_value("init.rho", v["init.rho"], "the Gram matrix needs -1/(N-1) <= rho <= 1");
-}
-
-// model.*, attention.kind; derived defaults (d_k, d_QK) written out.
 void read_model(KeyValues& v, Config& c) {
   c.model.tokens = read_int(v, "model.tokens");
   c.model.dim = read_int(v, "model.dim");
@@ -273,100 +207,6 @@ void read_mlp_and_weight_options(KeyValues& v, Config& c) {
 
 }
 
-// --- Variants (docs/science/gradients.md) ---
-// residual.skip and residual.mixing (the skip gain a of X <- a X + alpha F(X)), weights.branch_gain
-// and attention.shape_* (A <- a A + b I - c C). Resolved values stay out of the stored text, so a
-// stored configuration reruns as given.
-void read_variants(KeyValues& v, Config& c) {
-  c.residual_mixing = read_enum(v, "residual.mixing", mixing_names());
-  const double alpha = c.residual_alpha, L = c.model.layers;
-  const bool skip_given = !is_auto(v, "residual.skip"), gain_given = !is_auto(v, "weights.branch_gain");
-  const auto refuse = [&](const std::string& why) {
-    throw UsageError("key 'residual.mixing' = " + v["residual.mixing"] + ": " + why);
-  };
-  if (c.residual_mixing != ResidualMixing::none && skip_given)
-    refuse("it sets the skip gain; give residual.skip or residual.mixing, not both");
-  if (c.residual_mixing != ResidualMixing::none && alpha == 0.0) refuse("needs a residual (residual.alpha != 0)");
-  c.residual_skip = skip_given ? read_number(v, "residual.skip") : 1.0;
-  if (c.residual_mixing == ResidualMixing::cowsik) {
-    if (!(std::abs(alpha) <= 1.0)) refuse("cowsik needs |residual.alpha| <= 1 (a = sqrt(1 - alpha^2))");
-    c.residual_skip = std::sqrt(1.0 - alpha * alpha);
-  } else if (c.residual_mixing == ResidualMixing::deepnorm) {
-    if (c.norm.position != NormPosition::post) refuse("deepnorm is post-LN: needs norm.position = post");
-    c.residual_skip = std::pow(2.0 * L, 0.25);
-  }
-  c.weights.branch_gain = gain_given                                          ? read_number(v, "weights.branch_gain")
-                          : c.residual_mixing == ResidualMixing::deepnorm ? std::pow(8.0 * L, -0.25)
-                                                                            : 1.0;
-  if (c.residual_skip != 1.0) {
-    const std::string key = skip_given ? "residual.skip" : "residual.mixing";
-    if (alpha == 0.0) throw UsageError("key 'residual.skip': a skip gain needs a residual (residual.alpha != 0)");
-    if (c.norm.position == NormPosition::ngpt)
-      throw UsageError("key '" + key + "': nGPT's step X + a (N(F(X)) - X) has its own skip weight 1 - a; not with "
-                       "norm.position = ngpt");
-    if (c.integrator == Integrator::rk4)
-      throw UsageError("key '" + key + "': the rk4 step fixes the skip; not with dynamics.integrator = rk4");
-  }
-  c.attention_shape.a = read_number(v, "attention.shape_a");
-  c.attention_shape.b = read_number(v, "attention.shape_b");
-  c.attention_shape.c = read_number(v, "attention.shape_c");
-}
-
-// residual.mlp_alpha (docs/science/gradients.md): the MLP sub-block's own branch weight alpha_M; its
-// skip gain follows residual.mixing as the attention's does (cowsik: sqrt(1 - alpha_M^2)).
-void read_mlp_residual(KeyValues& v, Config& c) {
-  if (is_auto(v, "residual.mlp_alpha")) return;
-  const double a = read_number(v, "residual.mlp_alpha");
-  const auto refuse = [&](const std::string& why) {
-    throw UsageError("key 'residual.mlp_alpha' = " + v["residual.mlp_alpha"] + ": " + why);
-  };
-  if (c.mlp.width == 0) refuse("needs an MLP sub-block (mlp.width > 0)");
-  c.residual_mlp_alpha = a;
-  if (c.residual_mixing == ResidualMixing::cowsik) {
-    if (!(std::abs(a) <= 1.0)) refuse("cowsik needs |residual.mlp_alpha| <= 1 (a_M = sqrt(1 - alpha_M^2))");
-    c.residual_mlp_skip = std::sqrt(1.0 - a * a);
-  } else if (c.residual_skip != 1.0 && a == 0.0) {
-    refuse("a skip gain needs a residual (residual.mlp_alpha != 0)");
-  }
-}
-
-// attention.logit_bias and attention.decay (docs/science/gradients.md): gamma only with decay;
-// attention.qk_norm and attention.qk_scale.
-void read_logit_bias_and_qk_norm(KeyValues& v, Config& c) {
-  c.logit_bias.kind = read_enum(v, "attention.logit_bias", logit_bias_names());
-  c.logit_bias.gamma = read_number(v, "attention.decay");
-  if (c.logit_bias.gamma != 1.0 && c.logit_bias.kind != LogitBiasKind::decay)
-    throw UsageError("key 'attention.decay': needs attention.logit_bias = decay");
-  // QK-normalisation: the logits' scale is sqrt(d_k), so a temperature given with it is refused.
-  c.qk_norm = read_bool(v, "attention.qk_norm");
-  c.qk_scale = read_number(v, "attention.qk_scale");
-  c.logit_softcap = read_number(v, "attention.logit_softcap");
-  if (!c.qk_norm && c.qk_scale != 1.0) throw UsageError("key 'attention.qk_scale': needs attention.qk_norm = true");
-  if (c.qk_norm && c.attention_kind == AttentionKind::random_markov)
-    throw UsageError("key 'attention.qk_norm': random_markov attention has no queries and keys");
-  if (c.qk_norm && c.model.d_qk != static_cast<double>(c.model.key_dim))  // model.d_qk or model.beta given
-    throw UsageError("key 'attention.qk_norm': the logits are scaled by sqrt(d_k); a temperature model.d_qk or "
-                     "model.beta other than d_k is not used with it (give model.key_dim, attention.qk_scale)");
-}
-
-// residual.depth_scaling (alpha / sqrt(L), applied in layer_params) and norm.depth_scaling (pre-LN
-// output times 1/sqrt(l), applied per block by at_layer) (docs/science/gradients.md).
-void read_depth_scaling(KeyValues& v, Config& c) {
-  c.residual_depth_scaling = read_enum(v, "residual.depth_scaling", residual_depth_scaling_names());
-  c.norm_depth_scaling = read_enum(v, "norm.depth_scaling", norm_depth_scaling_names());
-  if (c.residual_depth_scaling != ResidualDepthScaling::none) {
-    const auto refuse = [&](const std::string& why) {
-      throw UsageError("key 'residual.depth_scaling' = " + v["residual.depth_scaling"] + ": " + why);
-    };
-    if (c.residual_alpha == 0.0) refuse("needs a residual (residual.alpha != 0)");
-    if (c.residual_mixing != ResidualMixing::none) refuse("not with residual.mixing (which alpha sets the skip?)");
-    if (c.integrator == Integrator::rk4) refuse("not with dynamics.integrator = rk4 (dt = residual.alpha)");
-  }
-  if (c.norm_depth_scaling != NormDepthScaling::none && c.norm.position != NormPosition::pre)
-    throw UsageError("key 'norm.depth_scaling' = " + v["norm.depth_scaling"] +
-                     ": LayerNorm scaling scales the pre-LN normalisations; needs norm.position = pre");
-}
-
 // X(0) and the run keys.
 void read_init_and_run(KeyValues& v, Config& c) {
   const int N = c.model.tokens, d = c.model.dim;
@@ -479,111 +319,6 @@ Config read_keys(KeyValues& v) {
   return c;
 }
 
-// --- Settings per layer range (docs/science/gradients.md) ---
-// model.layer_overrides = FROM-TO:key=value[,key=value...]; ... : each range's settings are the
-// whole configuration read again with the range's keys replaced, so that each value is parsed and
-// validated by its own key's reader (same messages, same allowed values, same cross-key checks).
-const char* const kLayerOverrides = "model.layer_overrides";
-const std::vector<std::string>& per_layer_keys() {
-  static const std::vector<std::string> keys{"norm.position", "norm.type",  "residual.alpha",
-                                             "model.d_qk",    "model.beta", "mlp.activation"};
-  return keys;
-}
-std::string per_layer_keys_text() {
-  std::string t;
-  for (const auto& k : per_layer_keys()) t += (t.empty() ? "" : ", ") + k;
-  return t;
-}
-[[noreturn]] void bad_layer_entry(const std::string& entry, const std::string& why) {
-  throw UsageError(std::string("key '") + kLayerOverrides + "': entry '" + printable(entry) + "': " + why);
-}
-const std::string kEntryForm =
-    "expected FROM-TO:key=value (blocks FROM..TO, 0-based and inclusive; TO omitted: to the last block; FROM "
-    "alone: one block; several keys of a range separated by ','; entries separated by ';')";
-
-int block_index(const std::string& entry, const std::string& text, int L) {
-  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos)
-    bad_layer_entry(entry, "block index '" + printable(text) + "' is not an integer >= 0; " + kEntryForm);
-  const int t = std::stoi(text);
-  if (t >= L)
-    bad_layer_entry(entry, "block " + text + " is beyond the depth: blocks are 0 .. " + std::to_string(L - 1) +
-                               " (model.layers = " + std::to_string(L) + ")");
-  return t;
-}
-
-void read_layer_overrides(const KeyValues& given, Config& c) {
-  const std::string text = trim(given.at(kLayerOverrides));
-  if (text == "none") return;
-  const int L = c.model.layers;
-  std::vector<std::string> entries;
-  for (std::size_t b = 0;;) {
-    const auto e = text.find(';', b);
-    entries.push_back(trim(text.substr(b, e == std::string::npos ? std::string::npos : e - b)));
-    if (e == std::string::npos) break;
-    b = e + 1;
-  }
-  for (const std::string& entry : entries) {
-    if (entry.empty()) continue;  // a trailing ';'
-    const auto colon = entry.find(':');
-    if (colon == std::string::npos) bad_layer_entry(entry, "no ':' after the range; " + kEntryForm);
-    const std::string range = trim(entry.substr(0, colon));
-    const auto dash = range.find('-');
-    const int from = block_index(entry, trim(range.substr(0, dash)), L);
-    const int to = dash == std::string::npos                ? from
-                   : trim(range.substr(dash + 1)).empty() ? L - 1
-                                                           : block_index(entry, trim(range.substr(dash + 1)), L);
-    if (to < from) bad_layer_entry(entry, "empty range " + range + " (FROM must be <= TO)");
-    for (const auto& o : c.layer_overrides)
-      if (from <= o.to && o.from <= to)
-        bad_layer_entry(entry, "range " + range + " overlaps the range " + std::to_string(o.from) + "-" +
-                                   std::to_string(o.to) + " of an earlier entry (ranges must be disjoint)");
-    KeyValues alt = given;
-    alt[kLayerOverrides] = "none";
-    std::set<std::string> seen;
-    const std::vector<std::string> assignments = split_list(entry.substr(colon + 1));
-    if (assignments.empty()) bad_layer_entry(entry, "no key=value after ':'; " + kEntryForm);
-    for (const std::string& a : assignments) {
-      const auto eq = a.find('=');
-      if (eq == std::string::npos) bad_layer_entry(entry, "'" + printable(a) + "' is not key=value; " + kEntryForm);
-      const std::string key = trim(a.substr(0, eq)), value = trim(a.substr(eq + 1));
-      if (!is_known_key(key))
-        bad_layer_entry(entry, unknown_key_message(key, "") + "; keys allowed per layer: " + per_layer_keys_text());
-      if (std::find(per_layer_keys().begin(), per_layer_keys().end(), key) == per_layer_keys().end())
-        bad_layer_entry(entry, "key '" + key + "' is not a setting that may differ by layer; keys allowed per layer: " +
-                                   per_layer_keys_text());
-      if (!seen.insert(key).second) bad_layer_entry(entry, "key '" + key + "' given twice");
-      if (value.empty()) bad_layer_entry(entry, "key '" + key + "' has no value");
-      alt[key] = value;
-    }
-    Config r;
-    try {
-      r = read_keys(alt);
-    } catch (const UsageError& e) {
-      bad_layer_entry(entry, e.what());
-    }
-    LayerOverride o;
-    o.from = from, o.to = to;
-    o.position = r.norm.position;
-    o.norm_type = r.norm.type;
-    o.residual_alpha = r.residual_alpha;
-    o.residual_skip = r.residual_skip;
-    o.d_qk = r.model.d_qk;
-    o.activation = r.mlp.activation;
-    // Settings that the whole stack shares (the weights read, the noise, the time axis).
-    if (c.norm.params_from_file && (o.position != c.norm.position || o.norm_type != c.norm.type))
-      bad_layer_entry(entry, "norm.params = file reads the normalisations of every layer for one norm.position and "
-                             "norm.type; they cannot differ by layer");
-    if (c.dynamics_noise > 0.0)
-      bad_layer_entry(entry, "not with dynamics.noise > 0 (its projection is the global norm.type)");
-    if (c.integrator == Integrator::rk4)
-      bad_layer_entry(entry, "not with dynamics.integrator = rk4 (dt = residual.alpha for the whole stack)");
-    if (c.residual_project == ResidualProject::tangent && o.residual_alpha != c.residual_alpha)
-      bad_layer_entry(entry, "residual.project = tangent stores /time = residual.alpha x layer; residual.alpha cannot "
-                             "differ by layer with it");
-    c.layer_overrides.push_back(o);
-  }
-}
-
 }  // namespace
 
 Config make_config(const std::map<std::string, std::string>& overrides) {
@@ -603,7 +338,7 @@ Config make_config(const std::map<std::string, std::string>& overrides) {
 
   const KeyValues given = v;
   Config c = read_keys(v);
-  read_layer_overrides(given, c);
+  read_layer_overrides(given, c, read_keys);
   // Keys added after the golden set, at their default, are not part of the resolved text (the
   // stored /config, the sweep definition): default runs and sweeps stay bit for bit as they were.
   for (const auto& k : config_keys())
@@ -657,126 +392,6 @@ std::string Config::to_ini_explained() const {
     }
     out += line + "\n";
   }
-  return out;
-}
-
-double schedule_size_bound(const std::string& text, int layers) {
-  const std::string t = trim(text);
-  const double all = static_cast<double>(layers) + 1.0;
-  const auto colon = t.find(':');
-  const std::string kind = trim(t.substr(0, colon));
-  const std::string arg = colon == std::string::npos ? std::string() : trim(t.substr(colon + 1));
-  char* end = nullptr;
-  const double k = std::strtod(arg.c_str(), &end);
-  if (t == "all") return all;
-  if (kind == "every" && k >= 1) return std::min(all, std::floor(layers / k) + 2.0);
-  if (kind == "log" && k >= 1) return std::min(all, std::ceil(k * std::log10(std::max(1.0, all))) + 2.0);
-  if (kind == "list") return std::min(all, static_cast<double>(std::count(arg.begin(), arg.end(), ',') +
-                                                              std::count(arg.begin(), arg.end(), ' ')) + 3.0);
-  return 2.0;  // malformed: parse_schedule says so
-}
-
-std::vector<int> parse_schedule(const std::string& text, int layers) {
-  const std::string key = "output.schedule";
-  const std::string allowed = "allowed: all | every:K | log:K (K an integer >= 1) | list:a b c (layers in 0 .. L = " +
-                              std::to_string(layers) + ")";
-  const std::string t = trim(text);
-  std::set<int> out = {0, layers};
-  const auto colon = t.find(':');
-  const std::string kind = trim(t.substr(0, colon));
-  const std::string arg = colon == std::string::npos ? std::string() : trim(t.substr(colon + 1));
-  if (t == "all") {
-    for (int l = 1; l < layers; ++l) out.insert(l);
-  } else if ((kind == "every" || kind == "log") && colon != std::string::npos) {
-    const long long k = [&] {
-      try {
-        return parse_integer(key, arg);
-      } catch (const UsageError&) {
-        bad_value(key, text, allowed);
-      }
-    }();
-    if (k < 1 || k > std::numeric_limits<int>::max()) bad_value(key, text, allowed);
-    if (kind == "every") {
-      for (long long l = k; l < layers; l += k) out.insert(static_cast<int>(l));
-    } else {
-      // K points per decade: round(10^(i/K)), i = 0, 1, ... while <= L. For large K many i
-      // give the same layer: skip to the first i that can give the next one, so the loop runs
-      // at most once per distinct layer (log:2147483647 no longer loops for minutes).
-      const double kd = static_cast<double>(k);
-      for (long long i = 0;;) {
-        const double l = std::round(std::pow(10.0, static_cast<double>(i) / kd));
-        if (l > layers) break;
-        out.insert(static_cast<int>(l));
-        // round(10^(i/K)) > l needs 10^(i/K) >= l + 0.5, i.e. i >= K log10(l + 0.5).
-        const long long next = static_cast<long long>(std::ceil(kd * std::log10(l + 0.5)));
-        i = std::max(i + 1, next - 1);  // one step early against rounding in log10
-      }
-    }
-  } else if (kind == "list" && colon != std::string::npos) {
-    std::string items = arg;
-    std::replace(items.begin(), items.end(), ',', ' ');
-    std::istringstream is(items);
-    std::string tok;
-    int count = 0;
-    while (is >> tok) {
-      long long l = -1;
-      try {
-        l = parse_integer(key, tok);
-      } catch (const UsageError&) {
-        bad_value(key, text, "'" + tok + "' is not an integer; " + allowed);
-      }
-      if (l < 0 || l > layers) bad_value(key, text, "layer " + tok + " outside 0 .. L = " + std::to_string(layers));
-      out.insert(static_cast<int>(l));
-      ++count;
-    }
-    if (count == 0) bad_value(key, text, "list: needs one or more layers; " + allowed);
-  } else {
-    bad_value(key, text, allowed);
-  }
-  return {out.begin(), out.end()};
-}
-ParsedArgs parse_config_sources(const std::vector<std::string>& cli_args,
-                                const std::optional<std::string>& config_file,
-                                const std::vector<KeyDecl>& command_options, const std::string& args_where) {
-  std::vector<KeyDecl> keys = config_keys();
-  keys.push_back(sweep_mode_key());
-  keys.insert(keys.end(), command_options.begin(), command_options.end());
-
-  ParsedArgs out;
-  for (const KeyDecl& k : command_options) out.options[k.key] = k.default_value;
-  std::map<std::string, std::vector<std::string>> sweep_axes;
-  std::vector<std::string> sweep_order;
-  auto absorb = [&](const std::vector<KeyEntry>& entries, const std::string& where) {
-    for (const KeyEntry& e : entries) {
-      const std::string& key = e.key;
-      const std::string& value = e.value;
-      if (key == "sweep.mode") {
-        const auto& modes = sweep_mode_key().choices;
-        if (std::find(modes.begin(), modes.end(), value) == modes.end())
-          bad_value("sweep.mode", value, "allowed: " + sweep_mode_key().allowed());
-        out.sweep_mode = value;
-      } else if (out.options.count(key)) {
-        out.options[key] = value;
-      } else if (!e.known) {
-        if (key.rfind("sweep.", 0) == 0 && is_known_key(key.substr(6))) {
-          const std::string axis = key.substr(6);
-          auto values = split_list(value);
-          if (values.empty()) bad_value(key, value, "expected a comma-separated list of values");
-          if (!sweep_axes.count(axis)) sweep_order.push_back(axis);
-          sweep_axes[axis] = values;
-        } else {
-          throw UsageError(unknown_key_message(key, where));
-        }
-      } else {
-        out.values[key] = value;
-      }
-    }
-  };
-  if (config_file)
-    absorb(read_ini_entries(*config_file, keys), "in configuration file '" + printable(*config_file) + "'");
-  // Command line after the file: it overwrites the file's values.
-  absorb(read_command_line_entries(cli_args, keys, nullptr, args_where), args_where);
-  for (const auto& axis : sweep_order) out.sweep.emplace_back(axis, sweep_axes[axis]);
   return out;
 }
 

@@ -188,7 +188,7 @@ std::vector<KeyDecl> model_keys() {
   };
 }
 
-// The mask, normalisation, residual, dynamics, dropout and MLP keys (after model_keys, in --help order).
+// The mask, normalisation and residual keys (after model_keys, in --help order).
 std::vector<KeyDecl> block_keys() {
   return {
       choice("mask.type", text_of(kernel_default().mask.type, mask_names()), names_of(mask_names()), "attention mask (docs/science/model-spec.md)"),
@@ -237,7 +237,12 @@ std::vector<KeyDecl> block_keys() {
           names_of(norm_depth_scaling_names()),
           "none | inv_sqrt_layer: the output of the normalisations of layer l (1-based) multiplied by 1/sqrt(l) "
           "(LayerNorm scaling, Sun et al. 2025, The Curse of Depth); needs norm.position = pre")),
-      // --- Particles (docs/science/particles.md) ---
+  };
+}
+
+// The particle dynamics' keys (docs/science/particles.md), after block_keys.
+std::vector<KeyDecl> particle_keys() {
+  return {
       omitted_at_default(choice(
           "dynamics.integrator", text_of(kernel_default().integrator, integrator_names()), names_of(integrator_names()),
           "euler (Y = X + alpha F(X), the layer as it is) | rk4 (one classical Runge-Kutta step of size dt = "
@@ -259,6 +264,12 @@ std::vector<KeyDecl> block_keys() {
           "noisy transformer: after each layer X <- P(X + sigma sqrt(dt) G), G i.i.d. N(0, 1) from the stream (seed, "
           "trial, 14), dt = |residual.alpha| (1 if 0), P = norm.type (none, or sphere with norm.position = post); "
           "the reverse pass replays the same draws")),
+  };
+}
+
+// The dropout and MLP keys, after particle_keys.
+std::vector<KeyDecl> dropout_and_mlp_keys() {
+  return {
       number("dropout.attention", text_of(kernel_default().dropout.attention), kProbability,
              "dropout probability p on every head's attention weights (training mode: kept weights scaled by "
              "1/(1-p); /attention stores the weights before dropout; a stage with p = 0 draws nothing)"),
@@ -413,7 +424,8 @@ std::vector<std::string> commands_using(const std::string& key) {
 
 std::vector<KeyDecl> declare_keys() {
   std::vector<KeyDecl> keys = model_keys();
-  for (auto part : {block_keys(), weight_keys(), input_run_output_keys()}) keys.insert(keys.end(), part.begin(), part.end());
+  for (auto part : {block_keys(), particle_keys(), dropout_and_mlp_keys(), weight_keys(), input_run_output_keys()})
+    keys.insert(keys.end(), part.begin(), part.end());
   for (KeyDecl& k : keys) k.commands = commands_using(k.key);
   return keys;
 }

@@ -1,0 +1,39 @@
+// The readers of groups of configuration keys that config.cpp's read_keys calls in order (each
+// validates its keys and the cross-key rules of its group): the particle dynamics
+// (config/read_particles.cpp, docs/science/particles.md) and the block variants
+// (config/read_variants.cpp, docs/science/gradients.md).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "config/config.hpp"
+#include "config/keys.hpp"
+#include "config/names.hpp"
+
+namespace rcsim {
+
+// The enum of a choice key's value (validated against its declared choices).
+template <class Enum>
+Enum read_enum(const KeyValues& v, const std::string& key, const NameTable<Enum>& names) {
+  const std::string name = read_choice(v, key);
+  for (const auto& [n, value] : names)
+    if (n == name) return value;
+  throw std::logic_error("choice " + name + " of " + key + " has no enum value");
+}
+
+// Particles: dynamics.integrator, dynamics.noise (after the normalisation keys), init.* (after
+// model.*), dynamics.speed and dynamics.merge_distance (after every other key).
+void parse_integrator(KeyValues& v, Config& c);
+void parse_dynamics_noise(KeyValues& v, Config& c);
+void parse_particle_init(KeyValues& v, Config& c);
+void parse_speed_and_merge(KeyValues& v, Config& c);
+
+// Variants: residual.skip / mixing, weights.branch_gain, attention.shape_*; residual.mlp_*;
+// attention.logit_bias, qk_norm, logit_softcap; the depth scalings.
+void read_variants(KeyValues& v, Config& c);
+void read_mlp_residual(KeyValues& v, Config& c);
+void read_logit_bias_and_qk_norm(KeyValues& v, Config& c);
+void read_depth_scaling(KeyValues& v, Config& c);
+
+}  // namespace rcsim

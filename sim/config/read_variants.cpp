@@ -1,0 +1,107 @@
+#include "config/key_readers.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "config/values.hpp"
+#include "kernel/errors.hpp"
+#include "kernel/measure_registry.hpp"
+#include "kernel/printable.hpp"
+
+namespace rcsim {
+
+// --- Variants (docs/science/gradients.md) ---
+// residual.skip and residual.mixing (the skip gain a of X <- a X + alpha F(X)), weights.branch_gain
+// and attention.shape_* (A <- a A + b I - c C). Resolved values stay out of the stored text, so a
+// stored configuration reruns as given.
+void read_variants(KeyValues& v, Config& c) {
+  c.residual_mixing = read_enum(v, "residual.mixing", mixing_names());
+  const double alpha = c.residual_alpha, L = c.model.layers;
+  const bool skip_given = !is_auto(v, "residual.skip"), gain_given = !is_auto(v, "weights.branch_gain");
+  const auto refuse = [&](const std::string& why) {
+    throw UsageError("key 'residual.mixing' = " + v["residual.mixing"] + ": " + why);
+  };
+  if (c.residual_mixing != ResidualMixing::none && skip_given)
+    refuse("it sets the skip gain; give residual.skip or residual.mixing, not both");
+  if (c.residual_mixing != ResidualMixing::none && alpha == 0.0) refuse("needs a residual (residual.alpha != 0)");
+  c.residual_skip = skip_given ? read_number(v, "residual.skip") : 1.0;
+  if (c.residual_mixing == ResidualMixing::cowsik) {
+    if (!(std::abs(alpha) <= 1.0)) refuse("cowsik needs |residual.alpha| <= 1 (a = sqrt(1 - alpha^2))");
+    c.residual_skip = std::sqrt(1.0 - alpha * alpha);
+  } else if (c.residual_mixing == ResidualMixing::deepnorm) {
+    if (c.norm.position != NormPosition::post) refuse("deepnorm is post-LN: needs norm.position = post");
+    c.residual_skip = std::pow(2.0 * L, 0.25);
+  }
+  c.weights.branch_gain = gain_given                                          ? read_number(v, "weights.branch_gain")
+                          : c.residual_mixing == ResidualMixing::deepnorm ? std::pow(8.0 * L, -0.25)
+                                                                            : 1.0;
+  if (c.residual_skip != 1.0) {
+    const std::string key = skip_given ? "residual.skip" : "residual.mixing";
+    if (alpha == 0.0) throw UsageError("key 'residual.skip': a skip gain needs a residual (residual.alpha != 0)");
+    if (c.norm.position == NormPosition::ngpt)
+      throw UsageError("key '" + key + "': nGPT's step X + a (N(F(X)) - X) has its own skip weight 1 - a; not with "
+                       "norm.position = ngpt");
+    if (c.integrator == Integrator::rk4)
+      throw UsageError("key '" + key + "': the rk4 step fixes the skip; not with dynamics.integrator = rk4");
+  }
+  c.attention_shape.a = read_number(v, "attention.shape_a");
+  c.attention_shape.b = read_number(v, "attention.shape_b");
+  c.attention_shape.c = read_number(v, "attention.shape_c");
+}
+
+// residual.mlp_alpha (docs/science/gradients.md): the MLP sub-block's own branch weight alpha_M; its
+// skip gain follows residual.mixing as the attention's does (cowsik: sqrt(1 - alpha_M^2)).
+void read_mlp_residual(KeyValues& v, Config& c) {
+  if (is_auto(v, "residual.mlp_alpha")) return;
+  const double a = read_number(v, "residual.mlp_alpha");
+  const auto refuse = [&](const std::string& why) {
+    throw UsageError("key 'residual.mlp_alpha' = " + v["residual.mlp_alpha"] + ": " + why);
+  };
+  if (c.mlp.width == 0) refuse("needs an MLP sub-block (mlp.width > 0)");
+  c.residual_mlp_alpha = a;
+  if (c.residual_mixing == ResidualMixing::cowsik) {
+    if (!(std::abs(a) <= 1.0)) refuse("cowsik needs |residual.mlp_alpha| <= 1 (a_M = sqrt(1 - alpha_M^2))");
+    c.residual_mlp_skip = std::sqrt(1.0 - a * a);
+  } else if (c.residual_skip != 1.0 && a == 0.0) {
+    refuse("a skip gain needs a residual (residual.mlp_alpha != 0)");
+  }
+}
+
+// attention.logit_bias and attention.decay (docs/science/gradients.md): gamma only with decay;
+// attention.qk_norm and attention.qk_scale.
+void read_logit_bias_and_qk_norm(KeyValues& v, Config& c) {
+  c.logit_bias.kind = read_enum(v, "attention.logit_bias", logit_bias_names());
+  c.logit_bias.gamma = read_number(v, "attention.decay");
+  if (c.logit_bias.gamma != 1.0 && c.logit_bias.kind != LogitBiasKind::decay)
+    throw UsageError("key 'attention.decay': needs attention.logit_bias = decay");
+  // QK-normalisation: the logits' scale is sqrt(d_k), so a temperature given with it is refused.
+  c.qk_norm = read_bool(v, "attention.qk_norm");
+  c.qk_scale = read_number(v, "attention.qk_scale");
+  c.logit_softcap = read_number(v, "attention.logit_softcap");
+  if (!c.qk_norm && c.qk_scale != 1.0) throw UsageError("key 'attention.qk_scale': needs attention.qk_norm = true");
+  if (c.qk_norm && c.attention_kind == AttentionKind::random_markov)
+    throw UsageError("key 'attention.qk_norm': random_markov attention has no queries and keys");
+  if (c.qk_norm && c.model.d_qk != static_cast<double>(c.model.key_dim))  // model.d_qk or model.beta given
+    throw UsageError("key 'attention.qk_norm': the logits are scaled by sqrt(d_k); a temperature model.d_qk or "
+                     "model.beta other than d_k is not used with it (give model.key_dim, attention.qk_scale)");
+}
+
+// residual.depth_scaling (alpha / sqrt(L), applied in layer_params) and norm.depth_scaling (pre-LN
+// output times 1/sqrt(l), applied per block by at_layer) (docs/science/gradients.md).
+void read_depth_scaling(KeyValues& v, Config& c) {
+  c.residual_depth_scaling = read_enum(v, "residual.depth_scaling", residual_depth_scaling_names());
+  c.norm_depth_scaling = read_enum(v, "norm.depth_scaling", norm_depth_scaling_names());
+  if (c.residual_depth_scaling != ResidualDepthScaling::none) {
+    const auto refuse = [&](const std::string& why) {
+      throw UsageError("key 'residual.depth_scaling' = " + v["residual.depth_scaling"] + ": " + why);
+    };
+    if (c.residual_alpha == 0.0) refuse("needs a residual (residual.alpha != 0)");
+    if (c.residual_mixing != ResidualMixing::none) refuse("not with residual.mixing (which alpha sets the skip?)");
+    if (c.integrator == Integrator::rk4) refuse("not with dynamics.integrator = rk4 (dt = residual.alpha)");
+  }
+  if (c.norm_depth_scaling != NormDepthScaling::none && c.norm.position != NormPosition::pre)
+    throw UsageError("key 'norm.depth_scaling' = " + v["norm.depth_scaling"] +
+                     ": LayerNorm scaling scales the pre-LN normalisations; needs norm.position = pre");
+}
+
+}  // namespace rcsim
