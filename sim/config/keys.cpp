@@ -430,11 +430,16 @@ std::vector<KeyDecl> declare_keys() {
   return keys;
 }
 
+}  // namespace
+
+namespace {
 std::string fmt_bound(double x) {
   std::ostringstream os;
   os << x;
   return os.str();
 }
+
+}  // namespace
 
 std::string range_text(const KeyDecl& k) {
   std::string out;
@@ -442,8 +447,6 @@ std::string range_text(const KeyDecl& k) {
   if (k.max < kInf) out += (out.empty() ? " " : " and ") + std::string(k.max_strict ? "< " : "<= ") + fmt_bound(k.max);
   return out;
 }
-
-}  // namespace
 
 bool KeyDecl::used_by(const std::string& command) const {
   return std::find(commands.begin(), commands.end(), command) != commands.end();
@@ -491,112 +494,6 @@ const KeyDecl& key_decl(const std::string& key) {
   for (const auto& k : config_keys())
     if (k.key == key) return k;
   throw std::logic_error("undeclared configuration key " + key);
-}
-
-std::string unknown_key_message(const std::string& key, const std::string& where) {
-  auto distance = [](const std::string& a, const std::string& b) {
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-      std::size_t diag = row[0];
-      row[0] = i;
-      for (std::size_t j = 1; j <= b.size(); ++j) {
-        const std::size_t up = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-        diag = up;
-      }
-    }
-    return row[b.size()];
-  };
-  auto leaf = [](const std::string& k) { return k.substr(k.find('.') + 1); };
-  std::string best;
-  std::size_t best_d = 4;
-  for (const auto& k : config_keys()) {
-    if (key.size() > 64) break;  // no suggestion for a long key (the distance is quadratic)
-    const std::size_t d = leaf(k.key) == leaf(key) ? 1 : distance(k.key, key);
-    if (d < best_d) best_d = d, best = k.key;
-  }
-  return "unknown key '" + printable(key) + "'" + (where.empty() ? "" : " " + where) +
-         (best.empty() ? "" : " (did you mean '" + best + "'?)") + "; 'rcsim --help-keys' lists every key";
-}
-
-namespace {
-const std::string& text_of(const KeyValues& v, const KeyDecl& k) {
-  const auto it = v.find(k.key);
-  return it == v.end() ? k.default_value : it->second;
-}
-}  // namespace
-
-bool is_auto(const KeyValues& v, const std::string& key) {
-  const KeyDecl& k = key_decl(key);
-  return k.allows_auto() && trim(text_of(v, k)) == "auto";
-}
-
-int read_int(const KeyValues& v, const std::string& key) {
-  const KeyDecl& k = key_decl(key);
-  if (k.kind != KeyKind::integer) throw std::logic_error(key + " is not an integer key");
-  const std::string& text = text_of(v, k);
-  const int x = parse_int_value(key, text, static_cast<int>(k.min));
-  if (x > k.max) bad_value(key, text, "expected an integer" + range_text(k));
-  return x;
-}
-
-double read_number(const KeyValues& v, const std::string& key) {
-  const KeyDecl& k = key_decl(key);
-  if (k.kind != KeyKind::number && k.kind != KeyKind::text) throw std::logic_error(key + " is not a number key");
-  const std::string& text = text_of(v, k);
-  const double x = parse_double(key, text);
-  const bool below = k.min_strict ? !(x > k.min) : !(x >= k.min);
-  const bool above = k.max_strict ? !(x < k.max) : !(x <= k.max);
-  if (below || above) bad_value(key, text, "expected a number" + range_text(k));
-  return x;
-}
-
-bool read_bool(const KeyValues& v, const std::string& key) {
-  const KeyDecl& k = key_decl(key);
-  if (k.kind != KeyKind::boolean) throw std::logic_error(key + " is not a boolean key");
-  return parse_bool_value(key, text_of(v, k));
-}
-
-std::string read_choice(const KeyValues& v, const std::string& key) {
-  const KeyDecl& k = key_decl(key);
-  if (k.kind != KeyKind::choice) throw std::logic_error(key + " is not a choice key");
-  const std::string& text = text_of(v, k);
-  const std::string t = trim(text);
-  if (std::find(k.choices.begin(), k.choices.end(), t) == k.choices.end()) bad_value(key, text, "allowed: " + k.allowed());
-  return t;
-}
-
-namespace {
-std::string allowed_with_auto(const KeyDecl& k) {
-  return k.allowed() + (k.allows_auto() ? " (auto = " + k.auto_means + ")" : "");
-}
-}  // namespace
-
-std::string keys_help_plain(const std::vector<KeyDecl>& keys) {
-  std::ostringstream os;
-  for (const auto& k : keys) {
-    os << "  --" << k.key << "  (default: " << (k.default_value.empty() ? "\"\"" : k.default_value) << ")\n";
-    os << "      " << k.help << "\n";
-    if (k.kind != KeyKind::text || !k.allowed_text.empty())
-      os << "      allowed: " << allowed_with_auto(k) << "\n";
-  }
-  return os.str();
-}
-
-std::string keys_table_markdown(const std::vector<KeyDecl>& keys) {
-  auto cell = [](const std::string& s) {
-    std::string out;
-    for (const char ch : s) out += ch == '|' ? std::string("\\|") : std::string(1, ch);
-    return out;
-  };
-  std::ostringstream os;
-  os << "| key | default | allowed | meaning |\n|---|---|---|---|\n";
-  for (const auto& k : keys)
-    os << "| `" << k.key << "` | `" << (k.default_value.empty() ? "\"\"" : k.default_value) << "` | "
-       << cell(k.kind != KeyKind::text || !k.allowed_text.empty() ? allowed_with_auto(k) : "") << " | " << cell(k.help)
-       << " |\n";
-  return os.str();
 }
 
 }  // namespace rcsim

@@ -70,6 +70,8 @@ std::string unknown_key_message(const std::string& key, const std::string& where
 // throws UsageError naming the key and what is allowed.
 using KeyValues = std::map<std::string, std::string>;
 bool is_auto(const KeyValues& v, const std::string& key);
+// " >= 1", " > 0 and <= 1", ...: the range of a numeric key's values, as its messages print it.
+std::string range_text(const KeyDecl& k);
 int read_int(const KeyValues& v, const std::string& key);
 double read_number(const KeyValues& v, const std::string& key);
 bool read_bool(const KeyValues& v, const std::string& key);
