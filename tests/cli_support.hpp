@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
+#include <sstream>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -58,6 +60,25 @@ inline void check_usage_errors(const std::vector<std::vector<std::string>>& bad,
     CHECK(cli_main(args) == 2);
     for (const auto& path : must_not_exist) CHECK_FALSE(std::filesystem::exists(path));
   }
+}
+
+// What cli_main returned and printed for `args` (stdout and stderr captured).
+struct Outcome {
+  int status = -1;
+  std::string out, err;
+};
+
+inline Outcome run_cli(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  std::streambuf* old_out = std::cout.rdbuf(out.rdbuf());
+  std::streambuf* old_err = std::cerr.rdbuf(err.rdbuf());
+  Outcome o;
+  o.status = cli_main(args);
+  std::cout.rdbuf(old_out);
+  std::cerr.rdbuf(old_err);
+  o.out = out.str();
+  o.err = err.str();
+  return o;
 }
 
 }  // namespace rcsim::test

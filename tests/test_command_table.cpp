@@ -13,28 +13,8 @@
 
 using namespace rcsim;
 namespace fs = std::filesystem;
-
-namespace {
-
-struct Outcome {
-  int status = -1;
-  std::string out, err;
-};
-
-Outcome run_cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  std::streambuf* old_out = std::cout.rdbuf(out.rdbuf());
-  std::streambuf* old_err = std::cerr.rdbuf(err.rdbuf());
-  Outcome o;
-  o.status = cli_main(args);
-  std::cout.rdbuf(old_out);
-  std::cerr.rdbuf(old_err);
-  o.out = out.str();
-  o.err = err.str();
-  return o;
-}
-
-}  // namespace
+using test::Outcome;
+using test::run_cli;
 
 // One case per command. Each failed before the table: mask-info ran on (exit 0, the key silently
 // unused), the others answered "unknown key" or named no command that uses the key.

@@ -14,27 +14,11 @@
 
 using namespace rcsim;
 namespace fs = std::filesystem;
+using test::Outcome;
+using test::run_cli;
 using test::temp_path;
 
 namespace {
-
-struct Outcome {
-  int status = -1;
-  std::string out, err;
-};
-
-Outcome run_cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  std::streambuf* old_out = std::cout.rdbuf(out.rdbuf());
-  std::streambuf* old_err = std::cerr.rdbuf(err.rdbuf());
-  Outcome o;
-  o.status = cli_main(args);
-  std::cout.rdbuf(old_out);
-  std::cerr.rdbuf(old_err);
-  o.out = out.str();
-  o.err = err.str();
-  return o;
-}
 
 std::vector<double> dataset(const std::string& file, const std::string& name) {
   return h5::File::open_read(file).read(name).data;
