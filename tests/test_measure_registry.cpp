@@ -79,6 +79,13 @@ TEST_CASE("measure registry: unique names, one compute path per entry", "[regist
     if (d.pass == MeasurePass::state) CHECK(d.axis == MeasureAxis::token);
     if (d.pass == MeasurePass::attention || d.pass == MeasurePass::attention_product || d.pass == MeasurePass::update)
       CHECK(d.axis == MeasureAxis::attention);
+    // A gradient measure is filled by a block-gradient function (attention axis) or by a declared
+    // pass of the derivative measures (token axis), never by its name.
+    if (d.pass == MeasurePass::gradients)
+      CHECK((d.axis == MeasureAxis::attention ? d.block_gradient != nullptr && d.derivative == DerivativePass::none
+                                              : d.block_gradient == nullptr && d.derivative != DerivativePass::none));
+    else
+      CHECK(d.derivative == DerivativePass::none);
     if (d.optional()) optional_seen = true;
     CHECK(d.optional() == optional_seen);  // the core measures come first
     CHECK(find_measure(d.info.name) == &d);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 
 #include "kernel/errors.hpp"
@@ -10,19 +11,27 @@
 
 namespace rcsim {
 
-bool wants_measure(const ModelSpec& c, const char* name) {
-  return std::find(c.output.measures.begin(), c.output.measures.end(), name) != c.output.measures.end();
+bool wants_derivative(const ModelSpec& c, DerivativePass pass) {
+  for (const MeasureDef& d : measure_registry())
+    if (d.derivative == pass && measure_wanted(c, d)) return true;
+  return false;
+}
+
+std::size_t derivative_column(const RunResults& r, DerivativePass pass) {
+  for (std::size_t i = 0; i < r.token_defs.size(); ++i)
+    if (r.token_defs[i]->derivative == pass) return i;
+  throw std::logic_error("a derivative measure is not allocated");
 }
 
 bool wants_gradients(const ModelSpec& c) { return wants_pass(c, MeasurePass::gradients); }
 
 
 void check_derivative_measures(const ModelSpec& c) {
-  if (wants_measure(c, "jacobian_log_spec2") && c.metrics.jacobian_probes > 0)
+  if (wants_derivative(c, DerivativePass::jacobian_spec) && c.metrics.jacobian_probes > 0)
     throw UsageError("output.measures: jacobian_log_spec2 is computed exactly (N reverse passes) and has no "
                      "Hutchinson estimate; metrics.jacobian_probes = " + std::to_string(c.metrics.jacobian_probes) +
                      " is allowed only without it (set metrics.jacobian_probes = 0, or leave jacobian_log_spec2 out)");
-  if (wants_measure(c, "jacobian_log_spec2_full") && c.run.precision == Precision::float32)
+  if (wants_derivative(c, DerivativePass::full_spectral) && c.run.precision == Precision::float32)
     throw UsageError("output.measures: jacobian_log_spec2_full (the forward-mode pass) is computed in float64 only; "
                      "run.precision = float32 is not supported with it (set run.precision = float64, or leave "
                      "jacobian_log_spec2_full out)");
@@ -50,11 +59,11 @@ namespace {
 void record_jacobian(const ModelSpec& c, int length, int chunk_layers, const SegmentReplay& replay,
                      const BlockParams& params, const Vector& R, int trial, RunResults& r) {
   const int N = c.model.tokens, d = c.model.dim, K = c.metrics.jacobian_probes;
-  const bool fro = wants_measure(c, "jacobian_log_fro2"), spec = wants_measure(c, "jacobian_log_spec2");
+  const bool fro = wants_derivative(c, DerivativePass::jacobian_fro), spec = wants_derivative(c, DerivativePass::jacobian_spec);
   const std::size_t S = r.layer_index.size();
   const std::size_t chunk = spec ? static_cast<std::size_t>(std::max(chunk_layers, 1)) : S;
   std::vector<double> sq(static_cast<std::size_t>(c.model.layers) + 1, 0.0);
-  const std::size_t m_spec = spec ? info_index(r.token_info, "jacobian_log_spec2") : 0;
+  const std::size_t m_spec = spec ? derivative_column(r, DerivativePass::jacobian_spec) : 0;
   const bool last = c.metrics.readout == Readout::last_token;  // (no probes then: the configuration refuses them)
   const int outputs = last ? 1 : N;  // the rows of J_t
   Matrix u(N, 1);
@@ -90,7 +99,7 @@ void record_jacobian(const ModelSpec& c, int length, int chunk_layers, const Seg
   if (!fro) return;
   if (K > 0)
     for (double& v : sq) v /= K;
-  const std::size_t m = info_index(r.token_info, "jacobian_log_fro2");
+  const std::size_t m = derivative_column(r, DerivativePass::jacobian_fro);
   for (std::size_t t = 0; t < sq.size(); ++t)
     if (const int col = r.column_of_layer[t]; col >= 0) r.token[m](trial, col) = std::log(sq[t]);
 }
@@ -111,7 +120,7 @@ void record_last_token(const ModelSpec& c, int length, const SegmentReplay& repl
       if (r.column_of_layer[static_cast<std::size_t>(t)] >= 0) sq[static_cast<std::size_t>(t)] += dX.rowwise().squaredNorm();
     });
   }
-  const std::size_t m = info_index(r.token_info, "last_token_sensitivity");
+  const std::size_t m = derivative_column(r, DerivativePass::last_token);
   for (std::size_t t = 0; t < sq.size(); ++t)
     if (const int col = r.column_of_layer[t]; col >= 0)
       for (int i = 0; i < N; ++i) r.token[m](trial, static_cast<Eigen::Index>(col) * N + i) = std::sqrt(sq[t](i));
@@ -127,7 +136,7 @@ void record_jacobian_full(const ModelSpec& c, int length, const SegmentReplay& r
   StackJacobian J(c.model.layers, length, replay, params);
   RandomStream start(c.run.seed, static_cast<std::uint64_t>(trial), kPowerStream);
   Matrix V0(c.model.tokens, c.model.dim);
-  const std::size_t m = info_index(r.token_info, "jacobian_log_spec2_full");
+  const std::size_t m = derivative_column(r, DerivativePass::full_spectral);
   for (std::size_t k = 0; k < r.layer_index.size(); ++k) {
     start.fill_normal(V0);
     const PowerIteration p =
@@ -157,7 +166,7 @@ void record_jacobian_fro_full(const ModelSpec& c, int length, const SegmentRepla
     stack_backward_segments(c.model.layers, length, replay, params, U,
                             [&](int t, const Matrix& dX) { sq[static_cast<std::size_t>(t)] += dX.squaredNorm(); });
   }
-  const std::size_t m = info_index(r.token_info, "jacobian_log_fro2_full");
+  const std::size_t m = derivative_column(r, DerivativePass::full_fro);
   for (std::size_t t = 0; t < sq.size(); ++t)
     if (const int col = r.column_of_layer[t]; col >= 0) r.token[m](trial, col) = std::log(K > 0 ? sq[t] / K : sq[t]);
 }
@@ -179,17 +188,17 @@ void record_gradients(const ModelSpec& c, int length, int chunk_layers, const Se
     for (std::size_t i = 0; i < r.attention_defs.size(); ++i)
       if (const BlockGradientFn f = r.attention_defs[i]->block_gradient) r.attention[i](trial, acol) = f(g);
   };
-  const bool norms = wants_measure(c, "grad_x_norm");
-  const std::size_t m = norms ? info_index(r.token_info, "grad_x_norm") : 0;
+  const bool norms = wants_derivative(c, DerivativePass::readout_gradient);
+  const std::size_t m = norms ? derivative_column(r, DerivativePass::readout_gradient) : 0;
   const auto on_dx = [&](int t, const Matrix& dX) {
     if (const int col = r.column_of_layer[static_cast<std::size_t>(t)]; norms && col >= 0) r.token[m](trial, col) = dX.norm();
   };
   stack_backward_segments(c.model.layers, length, replay, params, dXL, on_dx, on_block);
-  if (wants_measure(c, "jacobian_log_fro2") || wants_measure(c, "jacobian_log_spec2"))
+  if (wants_derivative(c, DerivativePass::jacobian_fro) || wants_derivative(c, DerivativePass::jacobian_spec))
     record_jacobian(c, length, chunk_layers, replay, params, R, trial, r);
-  if (wants_measure(c, "last_token_sensitivity")) record_last_token(c, length, replay, params, trial, r);
-  if (wants_measure(c, "jacobian_log_spec2_full")) record_jacobian_full(c, length, replay, params, trial, r);
-  if (wants_measure(c, "jacobian_log_fro2_full")) record_jacobian_fro_full(c, length, replay, params, trial, r);
+  if (wants_derivative(c, DerivativePass::last_token)) record_last_token(c, length, replay, params, trial, r);
+  if (wants_derivative(c, DerivativePass::full_spectral)) record_jacobian_full(c, length, replay, params, trial, r);
+  if (wants_derivative(c, DerivativePass::full_fro)) record_jacobian_fro_full(c, length, replay, params, trial, r);
 }
 
 }  // namespace rcsim

@@ -11,8 +11,11 @@
 
 namespace rcsim {
 
-// Whether output.measures holds `name`.
-bool wants_measure(const ModelSpec& c, const char* name);
+// Whether `c` asks for a measure of that pass of the derivative measures (the registry's
+// MeasureDef::derivative; no measure names here).
+bool wants_derivative(const ModelSpec& c, DerivativePass pass);
+// The position among r.token_defs of the measure of that pass (std::logic_error if not allocated).
+std::size_t derivative_column(const RunResults& r, DerivativePass pass);
 // Whether a measure of the reverse pass is asked (MeasurePass::gradients).
 bool wants_gradients(const ModelSpec& c);
 // The settings the derivative measures refuse (UsageError naming the measure and the key).

@@ -50,9 +50,10 @@ MeasureDef of_update(MeasureInfo info, UpdateMeasureFn fn) {
   d.update = fn;
   return d;
 }
-MeasureDef gradient(MeasureInfo info, Axis axis, MeasureShape shape = MeasureShape::scalar,
+MeasureDef gradient(MeasureInfo info, DerivativePass pass, MeasureShape shape = MeasureShape::scalar,
                     MeasureAttributesFn attributes = nullptr) {
-  MeasureDef d{info, axis, Pass::gradients};
+  MeasureDef d{info, Axis::token, Pass::gradients};
+  d.derivative = pass;
   d.shape = shape;
   d.attributes = attributes;
   return d;
@@ -167,7 +168,7 @@ std::vector<MeasureDef> signal_measures() {
                 [](X x, X next) { return update_size(x, next); }),
       gradient(
           {"grad_x_norm", "||dL/dX(t)||_F, L = 1^T X(L) R, R a Gaussian readout (stream 12)", "L per unit of X(t)"},
-          Axis::token),
+          DerivativePass::readout_gradient),
       of_block_gradients({"grad_wq_norm", "||dL/dW_Q||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"},
                          [](const BlockGrads& g) { return heads_norm(g.dq); }),
       of_block_gradients({"grad_wk_norm", "||dL/dW_K||_F of block t, over all heads, L = 1^T X(L) R", "L per unit of W"},
@@ -185,21 +186,21 @@ std::vector<MeasureDef> signal_measures() {
                          [](const BlockGrads& g) { return g.mlp.d_out.norm(); }),
       gradient({"jacobian_log_fro2", "log ||d(X(L) R)/dX(t)||_F^2 (N reverse passes); lambda_g = value at t = 0 over L",
                 "1"},
-               Axis::token),
+               DerivativePass::jacobian_fro),
       gradient({"jacobian_log_spec2", "log ||d(X(L) R)/dX(t)||_2^2, the squared spectral norm: the largest eigenvalue "
                                       "of the N x N Gram matrix of the Jacobian's rows (N reverse passes, exact)",
                 "1"},
-               Axis::token),
+               DerivativePass::jacobian_spec),
       gradient({"jacobian_log_fro2_full", "log ||dX(L)/dX(t)||_F^2 of the full Nd x Nd Jacobian from reverse passes: "
                                           "exact (N d passes) or Hutchinson's estimate with metrics.jacobian_probes = K "
                                           "> 0 (K passes, U ~ N(0, I) N x d, stream 17); log(N d) at t = L",
                 "1"},
-               Axis::token),
+               DerivativePass::full_fro),
       gradient({"jacobian_log_spec2_full", "log ||dX(L)/dX(t)||_2^2, the squared spectral norm of the full Nd x Nd "
                                            "Jacobian by power iteration on J^T J (one JVP and one VJP per step, "
                                            "metrics.power_iterations, stream 15): a lower bound converging from below",
                 "1"},
-               Axis::token, MeasureShape::scalar,
+               DerivativePass::full_spectral, MeasureShape::scalar,
                [](const EngineSetup& s) -> std::vector<MeasureAttribute> {
                  return {integer("power_iterations", s.config.metrics.power_iterations),
                          real("power_tolerance", s.config.metrics.power_tolerance)};
@@ -207,7 +208,7 @@ std::vector<MeasureDef> signal_measures() {
       gradient({"last_token_sensitivity", "S_i(t) = ||d x_N(L) / d x_i(t)||_F, the last token's output row against "
                                           "each input token i (d reverse passes; over-squashing, Barbero et al. 2024)",
                 "X(L) per unit of X(t)"},
-               Axis::token, MeasureShape::per_token),
+               DerivativePass::last_token, MeasureShape::per_token),
   };
 }
 

@@ -51,6 +51,19 @@ enum class MeasurePass {
   gradients,          // optional, filled by the reverse pass after the trial (kernel/gradients.hpp)
 };
 
+// The pass of the derivative measures that fills a token-axis gradient measure
+// (MeasurePass::gradients; kernel/derivative_measures.cpp). The measures of one pass share its
+// reverse or forward passes; record_gradients runs each pass some measure of `c` asks for.
+enum class DerivativePass {
+  none,              // not a token-axis derivative measure (the block gradients: block_gradient)
+  readout_gradient,  // dL/dX(t) of the readout loss L = 1^T X(L) R: grad_x_norm
+  jacobian_fro,      // the rows of d(X(L) R)/dX(t) (N reverse passes or K probes): jacobian_log_fro2
+  jacobian_spec,     // the same rows kept, their Gram matrix's largest eigenvalue: jacobian_log_spec2
+  last_token,        // d x_N(L)/dX(t) (d reverse passes): last_token_sensitivity
+  full_fro,          // the full Nd x Nd Jacobian by reverse passes: jacobian_log_fro2_full
+  full_spectral,     // the full Jacobian by power iteration (forward and reverse): jacobian_log_spec2_full
+};
+
 // An extra attribute of the measure's /metrics dataset (a double, or an integer if `integer`).
 struct MeasureAttribute {
   const char* name;
@@ -71,14 +84,15 @@ struct MeasureDef {
   MeasureAxis axis;
   MeasurePass pass;
   MeasureShape shape = MeasureShape::scalar;
-  // Exactly the one member that belongs to `pass` is set (for gradients: block_gradient, or none for
-  // the token-axis gradient measures, which the reverse pass fills by name):
+  // Exactly the one member that belongs to `pass` is set (for gradients: block_gradient, or
+  // `derivative` for the token-axis gradient measures):
   double TokenMeasures::*core_token = nullptr;  // core token measures
   ReportMeasureFn core_report = nullptr;        // core attention measures
   StateMeasureFn state = nullptr;
   MatrixMeasureFn of_matrix = nullptr;  // attention, attention_product
   UpdateMeasureFn update = nullptr;
   BlockGradientFn block_gradient = nullptr;  // gradients of block t's parameters (attention axis)
+  DerivativePass derivative = DerivativePass::none;  // the token-axis gradient measures' pass
   MeasureAttributesFn attributes = nullptr;  // optional: extra /metrics attributes
   bool optional() const { return pass != MeasurePass::core; }
 };

@@ -97,7 +97,7 @@ double work_memory_bytes(const ModelSpec& c) {
   // jacobian_log_spec2 keeps the N rows (N x N d) of the Jacobian at a chunk of recorded layers, and
   // the N x N Gram matrix with its eigensolver's work.
   const double S = recorded_layers(c).first;
-  const double rows = wants_measure(c, "jacobian_log_spec2") ? std::min(S, static_cast<double>(jacobian_chunk_layers(c))) * N * N * d + 4 * N * N : 0.0;
+  const double rows = wants_derivative(c, DerivativePass::jacobian_spec) ? std::min(S, static_cast<double>(jacobian_chunk_layers(c))) * N * N * d + 4 * N * N : 0.0;
   // The mask: N x N bytes and a copy (the graph analysis' transpose, the run file's row-major copy)
   // where the run needs the dense one (needs_dense_mask); else its ranges, O(N) (mask_ranges.hpp).
   const double mask = needs_dense_mask(c) ? 2.0 * N * N : 0.0;

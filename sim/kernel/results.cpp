@@ -99,12 +99,6 @@ void record_attention(const ModelSpec& c, const LayerReport& rep, const Matrix& 
   }
 }
 
-std::size_t info_index(const std::vector<MeasureInfo>& info, const char* name) {
-  for (std::size_t i = 0; i < info.size(); ++i)
-    if (std::string(info[i].name) == name) return i;
-  throw std::logic_error(std::string("measure not allocated: ") + name);
-}
-
 void record_update(const Matrix& X, const Matrix& X_next, int t, int trial, RunResults& r) {
   if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0)
     for (std::size_t i = 0; i < r.attention_defs.size(); ++i)

@@ -62,7 +62,5 @@ void record_attention(const ModelSpec& c, const LayerReport& rep, const Matrix& 
                       RunResults& r);
 // The update measures of the block t -> t+1 (update_size, ...): of its input X and output X_next.
 void record_update(const Matrix& X, const Matrix& X_next, int t, int trial, RunResults& r);
-// The position of measure `name` in `info` (std::logic_error if it was not allocated).
-std::size_t info_index(const std::vector<MeasureInfo>& info, const char* name);
 
 }  // namespace rcsim
