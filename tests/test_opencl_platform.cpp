@@ -5,6 +5,8 @@
 // a warning saying so. Relative error bounds: 1e-12 in float64, 1e-5 in float32.
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>  // setenv, unsetenv (POSIX)
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -61,6 +63,14 @@ LayerWeights gaussian_weights(int d, int heads, int value_dim, RandomStream& rng
 
 // max |a - b| / max |b|: the relative error of a matrix (or of a vector of singular values).
 double rel_max(const Matrix& a, const Matrix& b) { return (a - b).cwiseAbs().maxCoeff() / b.cwiseAbs().maxCoeff(); }
+
+// RCSIM_OPENCL_LANES set for the scope: the kernel's lanes (1: as on a GPU, 8: as on a CPU).
+struct Lanes {
+  explicit Lanes(const char* lanes) { setenv("RCSIM_OPENCL_LANES", lanes, 1); }
+  ~Lanes() { unsetenv("RCSIM_OPENCL_LANES"); }
+  Lanes(const Lanes&) = delete;
+  Lanes& operator=(const Lanes&) = delete;
+};
 
 struct MaskCase {
   std::string name;
@@ -147,7 +157,11 @@ TEST_CASE("opencl: one layer equals the reference on every range mask, heads 1-3
           "[opencl]") {
   if (!device_present()) return;
   // N = 300: work-groups of 64 rows (the last one partial), tiles of keys whose edges fall inside
-  // the masks' ranges; residual 0.5 and the sphere after the attention.
+  // the masks' ranges; residual 0.5 and the sphere after the attention. The kernel with 1 lane
+  // (as on a GPU) and 8 lanes (as on a CPU device).
+  const char* lanes = GENERATE("1", "8");
+  const Lanes set(lanes);
+  INFO("RCSIM_OPENCL_LANES = " << lanes);
   const int n = 300, d = 3;
   RandomStream rng(7, 300);
   Matrix X(n, d);

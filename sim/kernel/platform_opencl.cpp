@@ -90,6 +90,17 @@ std::size_t chosen_device(const std::vector<DeviceEntry>& all) {
   return 0;
 }
 
+// The kernel's lanes VW: 8 on a CPU device, 1 elsewhere; RCSIM_OPENCL_LANES = 1 or 8 overrides it
+// (read at each call: the tests run both on one device).
+int kernel_lanes(const cl::Device& d) {
+  if (const char* text = std::getenv("RCSIM_OPENCL_LANES"); text && *text) {
+    if (std::string(text) == "1" || std::string(text) == "8") return std::stoi(text);
+    throw UsageError("RCSIM_OPENCL_LANES = '" + std::string(text) + "': allowed 1 or 8 (the opencl platform's "
+                     "keys per vector; unset: 8 on a CPU device, 1 on others)");
+  }
+  return (d.getInfo<CL_DEVICE_TYPE>() & CL_DEVICE_TYPE_CPU) ? 8 : 1;
+}
+
 template <class T>
 using RowMajor = RowMajorMatrixT<T>;
 
@@ -154,7 +165,7 @@ class Engine {
   std::string description_;
   int group_ = kMaxRowsPerGroup;
   std::size_t local_bytes_ = kTileBytes;
-  std::map<std::tuple<bool, int, int>, Compiled> programs_;  // (float64, d_k, d_v)
+  std::map<std::tuple<bool, int, int, int>, Compiled> programs_;  // (float64, d_k, d_v, lanes)
   GrowingBuffer q_, k_, v_, y_, lo_, hi_, group_lo_, group_hi_, min_weight_, entropy_;
 };
 
@@ -162,16 +173,18 @@ class Engine {
 template <class T>
 Engine::Compiled& Engine::compiled(int dk, int dv) {
   constexpr bool float64 = std::is_same<T, double>::value;
-  const auto key = std::make_tuple(float64, dk, dv);
+  const int lanes = kernel_lanes(device_);
+  const auto key = std::make_tuple(float64, dk, dv, lanes);
   if (auto it = programs_.find(key); it != programs_.end()) return it->second;
   if (float64 && !has_float64(device_))
     throw device_error("the device " + description_ + " has no float64 (cl_khr_fp64); use run.precision = float32");
   Compiled c;
   c.tile = static_cast<int>(std::clamp<std::size_t>(local_bytes_ / (static_cast<std::size_t>(dk + dv) * sizeof(T)),
                                                     1, kMaxKeysPerTile));
+  c.tile = std::max(lanes, c.tile / lanes * lanes);  // a multiple of the lanes
   const std::string options = std::string(float64 ? "-D RCSIM_DOUBLE " : "") + "-D DK=" + std::to_string(dk) +
                               " -D DV=" + std::to_string(dv) + " -D TILE=" + std::to_string(c.tile) +
-                              " -D WG=" + std::to_string(group_);
+                              " -D WG=" + std::to_string(group_) + " -D VW=" + std::to_string(lanes);
   c.program = cl::Program(context_, std::string(kOpenclAttentionSource));
   try {
     c.program.build(std::vector<cl::Device>{device_}, options.c_str());

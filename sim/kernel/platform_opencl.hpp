@@ -4,8 +4,9 @@
 // OpenCL device. The host computes Q, K and V of each head (O(N d^2)) and the sum over heads; the
 // device computes every row's online softmax over its range and the weighted sum of values
 // (O(N^2 d), the hot loop: platform_opencl.cl), one work item per row, keys in tiles shared by
-// a work-group. Each row is summed by one work item in key order, and the statistics are reduced
-// on the host in row order: the result is independent of the work-group layout.
+// a work-group. Each row is summed by one work item in VW lanes (8 on a CPU device, 1 on a GPU;
+// RCSIM_OPENCL_LANES = 1 or 8 overrides), and the statistics are reduced on the host in row order:
+// the result is independent of the work-group layout and the device's scheduling.
 //
 // The statistics are the reference's (attention.hpp): per row the smallest weight
 // exp(min_j s_ij - m_i) / l_i and the entropy sum_j a_ij (m_i - s_ij) + log1p(rest_i), with
