@@ -11,7 +11,8 @@ Workloads (whole `rcsim run` processes):
 Each platform runs L1 and L2 steps (layers), --reps times interleaved, the best wall of each counts (the peak
 resident set from os.wait4); seconds per step = (wall(L2) - wall(L1)) / (L2 - L1), which removes start-up, the
 opencl platform's program build (pocl: 1-4 s) and file writing. `uptime` before and after is printed: other jobs on the
-machine slow every platform. Needs Python 3.9 alone; with h5py it also prints the largest token difference.
+machine slow every platform. Needs Python 3.9 alone (no NumPy); with h5py it also prints the largest token
+difference.
 
 usage: platforms.py [--rcsim PATH] [--workload flow|forward] [--tokens N] [--dim D] [--trials T]
                     [--steps L1,L2] [--platforms reference,cpu,opencl] [--threads T] [--precision float64|float32]
@@ -25,8 +26,14 @@ import sys
 
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "analysis"))
-from particles_common import flow_args  # noqa: E402
+
+
+def flow_args(n, d, steps):
+    """analysis/particles_common.py's flow_args(n, d, 1.0, 0.1, steps), written out: this script needs no NumPy."""
+    return [f"--model.tokens={n}", f"--model.dim={d}", f"--model.layers={steps}",
+            "--weights.q=identity", "--weights.k=identity", "--weights.v=identity", "--weights.shared=true",
+            "--model.beta=1.0", "--attention.kind=softmax", "--mask.type=complete",
+            "--norm.type=sphere", "--residual.alpha=0.1", "--residual.project=tangent", "--dynamics.integrator=rk4"]
 
 
 def timed(cmd):
@@ -53,7 +60,7 @@ def final_tokens(path):
 
 def workload_args(a, steps):
     if a.workload == "flow":
-        return [*flow_args(a.tokens, a.dim, 1.0, 0.1, steps), "--run.trials=1", "--init.type=sphere"]
+        return [*flow_args(a.tokens, a.dim, steps), "--run.trials=1", "--init.type=sphere"]
     return [f"--model.tokens={a.tokens}", f"--model.dim={a.dim}", f"--model.layers={steps}",
             f"--run.trials={a.trials}", "--norm.type=layernorm", "--norm.position=post", "--mask.type=complete"]
 
