@@ -198,7 +198,7 @@ TEST_CASE("opencl: whole runs equal the reference layer by layer (mu, singular v
   if (!device_present()) return;
   // Depths where the dynamics are not chaotic: transformer stacks of 6 blocks (random weights drawn
   // per layer, N = 96, d = 3) and the particle flow (Q = K = V = I, beta = 4, dt = 0.1, 20 RK4
-  // steps, N = 160, d = 3: clusters forming, no near-ties of distant tokens).
+  // steps, N = 160, d = 3: clusters forming, no near-ties of distant tokens; also Euler with noise).
   const std::map<std::string, std::string> stack = {{"model.tokens", "96"}, {"model.dim", "3"}, {"model.layers", "6"}};
   std::map<std::string, std::string> flow = {
       {"model.tokens", "160"},     {"model.dim", "3"},          {"model.layers", "20"},
@@ -227,6 +227,9 @@ TEST_CASE("opencl: whole runs equal the reference layer by layer (mu, singular v
   cases.push_back({"particle flow, RK4, tangent, sphere, complete", flow});
   flow["mask.type"] = "causal";
   cases.push_back({"particle flow, RK4, tangent, sphere, causal", flow});
+  flow["dynamics.integrator"] = "euler";
+  flow["dynamics.noise"] = "0.1";  // the noisy transformer: host-side draws, the same on every platform
+  cases.push_back({"particle flow, Euler, tangent, sphere, noise 0.1, causal", flow});
   for (const Case& c : cases) {
     for (const char* precision : {"float64", "float32"}) {
       INFO(c.name << ", " << precision);
