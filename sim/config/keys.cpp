@@ -359,7 +359,8 @@ choice("init.type", text_of(kernel_default().init.type, init_names()), names_of(
           "which implementation runs the attention (docs/dev/platforms.md): reference (the N x N attention matrix) | "
           "cpu (fused attention without the N x N matrix, one trial on every thread; softmax attention on range "
           "masks without biases, QK-norm, shaping, attention dropout or attention measures) | auto: cpu where it "
-          "covers the configuration and model.tokens >= 512, else reference")),
+          "covers the configuration and model.tokens >= 512, else reference | opencl (the cpu platform's attention "
+          "on an OpenCL device: the first GPU, else the first device; RCSIM_OPENCL_DEVICE = k picks the k-th)")),
       file("output.file", kernel_default().output.file,
            "output HDF5 file (written to an exclusive temporary .NAME.XXXXXX.tmp, renamed when complete)"),
       text("output.tokens", kernel_default().output.tokens, "none | final | all | comma list of layers 0 .. L", "token snapshots"),

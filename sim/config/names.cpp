@@ -29,7 +29,8 @@ const NameTable<Precision>& precision_names() {
 }
 const NameTable<Platform>& platform_names() {
   static const NameTable<Platform> t = {
-      {"auto", Platform::automatic}, {"reference", Platform::reference}, {"cpu", Platform::cpu}};
+      {"auto", Platform::automatic}, {"reference", Platform::reference}, {"cpu", Platform::cpu},
+      {"opencl", Platform::opencl}};
   return t;
 }
 const NameTable<MlpActivation>& mlp_activation_names() {

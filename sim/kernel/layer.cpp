@@ -7,6 +7,7 @@
 #include "kernel/ops/logit_softcap.hpp"
 #include "kernel/tangent.hpp"
 #include "kernel/particles.hpp"
+#include "kernel/platform_opencl.hpp"
 #include "kernel/unnormalised_attention.hpp"
 
 #if defined(__GLIBC__)
@@ -300,6 +301,8 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
   // The cpu platform: every head's attention without the N x N matrix (fused_attention.hpp).
   if (!cache && p.fused && !p.unit_speed && fused_attention_applies(p, biased, ws.rows))
     report.attention = fused_attention(X, w, p.d_qk, ws.rows, p.threads, Y);
+  else if (p.opencl && !p.unit_speed && fused_attention_applies(p, biased, ws.rows))  // the same operation on an OpenCL device
+    report.attention = opencl_attention(X, w, p.d_qk, ws.rows, Y);
   else
     report.attention = reference_heads<T>(X, w, p, biased, direct, ws, Y, cache);
   if (p.head_mean && H > 1) Y /= static_cast<T>(H);

@@ -49,6 +49,7 @@ struct LayerParams {
   bool fused = false;  // run.platform resolved to cpu (set by block_params): fused_attention where it applies
   int threads = 1;     // threads inside the trial for the fused attention
   const MaskRows* rows = nullptr;  // the mask's row ranges when known (mask_ranges.hpp), else analysed from *mask
+  bool opencl = false;  // run.platform resolved to opencl (set by Trial): opencl_attention where it applies
 };
 
 // The parameters of `c`'s layer for this mask and normalisation (which must outlive them).

@@ -40,8 +40,8 @@ enum class BilinearType { none, gaussian_product, symmetric, goe, wigner, identi
 enum class NormPosition { post, pre, peri, ngpt };
 enum class Precision { float64, float32 };
 // run.platform (docs/dev/platforms.md): automatic = cpu where it covers the configuration and
-// model.tokens >= kCpuPlatformFromTokens, else reference.
-enum class Platform { automatic, reference, cpu };
+// model.tokens >= kCpuPlatformFromTokens, else reference (never opencl, which is asked for by name).
+enum class Platform { automatic, reference, cpu, opencl };
 enum class MlpActivation { relu, gelu, gelu_tanh, tanh };
 
 // --- Variants (docs/science/gradients.md, "Variants") ---

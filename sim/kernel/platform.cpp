@@ -5,6 +5,7 @@
 
 #include "kernel/errors.hpp"
 #include "kernel/measure_registry.hpp"
+#include "kernel/platform_opencl.hpp"
 
 namespace rcsim {
 
@@ -22,6 +23,8 @@ std::string cpu_platform_refusal(const ModelSpec& c) {
   return "";
 }
 
+std::string opencl_platform_refusal(const ModelSpec& c) { return cpu_platform_refusal(c); }
+
 Platform resolved_platform(const ModelSpec& c) {
   switch (c.run.platform) {
     case Platform::reference:
@@ -31,6 +34,16 @@ Platform resolved_platform(const ModelSpec& c) {
         throw UsageError("key 'run.platform' = cpu: the cpu platform does not cover " + why +
                          "; use run.platform = reference (or auto, which picks the platform that covers the run)");
       return Platform::cpu;
+    case Platform::opencl:
+      if (!opencl_platform_built())
+        throw UsageError(
+            "key 'run.platform' = opencl: this build has no opencl platform (CMake did not find OpenCL: Debian "
+            "opencl-headers, opencl-clhpp-headers, ocl-icd-opencl-dev; rebuild after installing them); use "
+            "run.platform = cpu, reference or auto");
+      if (const std::string why = opencl_platform_refusal(c); !why.empty())
+        throw UsageError("key 'run.platform' = opencl: the opencl platform does not cover " + why +
+                         "; use run.platform = reference (or auto, which picks the platform that covers the run)");
+      return Platform::opencl;
     case Platform::automatic:
       break;
   }

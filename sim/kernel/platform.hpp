@@ -18,8 +18,13 @@ inline constexpr int kCpuPlatformFromTokens = 512;
 // "KEY = VALUE". The cpu platform computes softmax attention on masks whose rows are one range.
 std::string cpu_platform_refusal(const ModelSpec& c);
 
-// The platform that runs `c`: cpu or reference (auto resolved as above). run.platform = cpu on a
-// configuration it does not cover is a UsageError naming the setting and the platform.
+// Why the opencl platform (platform_opencl.hpp) does not cover `c` ("" if it does): it computes
+// the cpu platform's operation on an OpenCL device, so it covers what the cpu platform covers.
+std::string opencl_platform_refusal(const ModelSpec& c);
+
+// The platform that runs `c`: cpu, opencl or reference (auto resolved as above; auto never picks
+// opencl). run.platform = cpu or opencl on a configuration it does not cover is a UsageError
+// naming the setting and the platform; opencl in a build without OpenCL is a UsageError too.
 Platform resolved_platform(const ModelSpec& c);
 
 // Whether a run of `c` needs the dense N x N mask (mask.hpp) besides its row ranges

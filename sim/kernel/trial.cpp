@@ -21,6 +21,7 @@ Trial::Trial(const EngineSetup& s, int trial)
   params_ = block_params(c, s.mask.size() ? &s.mask : nullptr, &norm_);
   if (!s.rows.lo.empty()) params_.layer.rows = &s.rows;
   params_.layer.fused = s.platform == Platform::cpu;
+  params_.layer.opencl = s.platform == Platform::opencl;
   params_.layer.threads = s.trial_threads;
   params_.layer.keep_attention = s.keep_attention;
   if (!per_layer_.empty()) params_.per_layer = &per_layer_;
