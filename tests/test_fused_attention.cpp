@@ -223,7 +223,16 @@ TEST_CASE("run.platform auto picks the platform that covers the run and cpu refu
   CHECK(resolved_platform(c) == Platform::cpu);
   c.attention_kind = AttentionKind::usa;
   CHECK_THROWS_WITH(resolved_platform(c), Catch::Contains("run.platform") && Catch::Contains("attention.kind"));
+  c.attention_kind = AttentionKind::softmax;
+  // The unit-speed step needs the N x N weights (kernel/layer.cpp: its field is summed as differences);
+  // the cpu platform keeps no dense mask, so it must refuse it rather than fall back to the matrix.
+  c.dynamics_speed = DynamicsSpeed::unit;
+  CHECK_THROWS_WITH(resolved_platform(c), Catch::Contains("run.platform") && Catch::Contains("dynamics.speed = unit"));
   c.run.platform = Platform::automatic;
+  c.model.tokens = 4096;
+  CHECK(resolved_platform(c) == Platform::reference);
+  c.dynamics_speed = DynamicsSpeed::field;
+  c.attention_kind = AttentionKind::usa;
   c.model.tokens = 4096;
   CHECK(resolved_platform(c) == Platform::reference);  // auto: the platform that covers it
   c.attention_kind = AttentionKind::softmax;

@@ -78,10 +78,14 @@ double work_memory_bytes(const ModelSpec& c) {
   const double N = c.model.tokens, d = c.model.dim;
   const double rk4 = c.integrator == Integrator::rk4 ? 5 * N * d : 0;  // the stages k1..k4 and their point
   // The attention: the N x N matrix (reference platform), or the cpu platform's row blocks of logits
-  // and a row buffer on each of the trial's threads (fused_attention.cpp), and its q, k, v (3 N d).
-  const double attention = resolved_platform(c) == Platform::cpu
-                               ? threads_per_trial(c) * (fused_rows_per_block(c.model.tokens) + 1.0) * N + 3 * N * d
-                               : N * N * (c.output.attention ? 2 : 1);
+  // and a row buffer on each of the trial's threads (fused_attention.cpp), and its q, k, v (3 N d),
+  // or the opencl platform's host copies of q, k, v and the output (4 N d; its N x N work is on the
+  // device, platform_opencl.cpp).
+  const Platform platform = resolved_platform(c);
+  const double attention =
+      platform == Platform::cpu      ? threads_per_trial(c) * (fused_rows_per_block(c.model.tokens) + 1.0) * N + 3 * N * d
+      : platform == Platform::opencl ? 4 * N * d
+                                     : N * N * (c.output.attention ? 2 : 1);
   const double per_thread = attention + 12 * N * d + rk4 + layer_weight_values(c);
   const double threads = resolve_threads(c.run.threads, std::max(c.run.trials, 1));
   // The program, its libraries, HDF5's caches and the allocator's arenas: the peak RSS of a tiny

@@ -17,6 +17,8 @@ std::string cpu_platform_refusal(const ModelSpec& c) {
   if (c.qk_norm) return "attention.qk_norm = true";
   if (c.attention_shape.active()) return "attention.shape_a/b/c (shaped attention)";
   if (c.dropout.attention > 0.0) return "dropout.attention > 0";
+  // The unit-speed step sums the field as differences on the N x N weights (kernel/layer.cpp).
+  if (c.dynamics_speed == DynamicsSpeed::unit) return "dynamics.speed = unit";
   if (c.output.attention) return "output.attention = true";
   if (wants_pass(c, MeasurePass::attention) || wants_pass(c, MeasurePass::attention_product))
     return "output.measures (a measure of the attention matrix)";
@@ -52,7 +54,7 @@ Platform resolved_platform(const ModelSpec& c) {
 }
 
 bool needs_dense_mask(const ModelSpec& c) {
-  return c.mask.type == MaskType::custom || resolved_platform(c) != Platform::cpu ||
+  return c.mask.type == MaskType::custom || resolved_platform(c) == Platform::reference ||
          wants_pass(c, MeasurePass::gradients);
 }
 

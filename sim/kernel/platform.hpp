@@ -29,7 +29,7 @@ Platform resolved_platform(const ModelSpec& c);
 
 // Whether a run of `c` needs the dense N x N mask (mask.hpp) besides its row ranges
 // (mask_ranges.hpp): a custom mask, the reference platform (its general path reads the matrix) or
-// the gradient measures (the reverse pass). The cpu platform's attention reads the ranges alone.
+// the gradient measures (the reverse pass). The cpu and opencl platforms read the ranges alone.
 bool needs_dense_mask(const ModelSpec& c);
 
 // Threads for the inside of one trial: the worker threads (run.threads, 0 = all cores) left over
