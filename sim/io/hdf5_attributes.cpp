@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "io/checked_read.hpp"
 #include "io/hdf5_errors.hpp"
 #include "io/hdf5_file.hpp"
 #include "kernel/errors.hpp"
