@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "platform_support.hpp"
 #include "kernel/errors.hpp"
 #include "kernel/fused_attention.hpp"
 #include "kernel/layer.hpp"
@@ -16,30 +17,12 @@
 #include "kernel/random.hpp"
 
 using namespace rcsim;
+using rcsim::test::gaussian_weights;
+using rcsim::test::rel_max;
 
 namespace {
 
-LayerWeights gaussian_weights(int d, int heads, int value_dim, RandomStream& rng) {
-  LayerWeights w;
-  const double s = 1.0 / std::sqrt(static_cast<double>(d));
-  for (int h = 0; h < heads; ++h) {
-    Matrix q(d, d), k(d, d), v(d, value_dim > 0 ? value_dim : d);
-    rng.fill_normal(q, 2.0 * s);  // sharper than the default std: far from uniform attention
-    rng.fill_normal(k, 2.0 * s);
-    rng.fill_normal(v, s);
-    w.q.push_back(q);
-    w.k.push_back(k);
-    w.v.push_back(v);
-    if (value_dim > 0) {
-      Matrix o(value_dim, d);
-      rng.fill_normal(o, s);
-      w.o.push_back(o);
-    }
-  }
-  return w;
-}
 
-double rel_max(const Matrix& a, const Matrix& b) { return (a - b).cwiseAbs().maxCoeff() / b.cwiseAbs().maxCoeff(); }
 
 struct Case {
   std::string name;
