@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "kernel/llama/llama_cache.hpp"
 #include "kernel/llama/llama_model.hpp"
 
 namespace rcsim::llama {
@@ -24,6 +25,19 @@ struct KvCacheT {
   std::vector<MatrixT<T>> keys, values;  // per applied block: [positions so far, kv_dim]
   int length = 0;                        // positions so far
 };
+
+// X(0) of `ids` at positions first_position, ...: their embedding rows [n, d]. UsageError for an
+// id outside 0 .. V-1.
+template <class T>
+MatrixT<T> embed(const LlamaModelT<T>& m, const std::vector<int>& ids, int first_position = 0);
+
+// The blocks on X(0) = X [n, d] at positions cache.length, ...: returns X(depth) as forward_tokens;
+// with `caches`, each applied block's activations are kept there (depth entries, for the
+// derivative passes of kernel/llama/llama_backward.hpp).
+template <class T>
+MatrixT<T> forward_embedded(const LlamaModelT<T>& m, MatrixT<T> X, KvCacheT<T>& cache, const ForwardOptions& o,
+                            std::vector<MatrixT<T>>* states = nullptr,
+                            std::vector<LlamaBlockCacheT<T>>* caches = nullptr);
 
 // Feed `ids` at positions cache.length, ...: returns X(depth) of the new tokens [n, d] and, when
 // `states` is given, appends X(0) .. X(depth) of the new tokens to it (depth + 1 matrices).

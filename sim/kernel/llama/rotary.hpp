@@ -3,6 +3,8 @@
 // at position p is rotated by the angle p * theta^(-2j / s):
 //   (a, b) -> (a cos phi - b sin phi, a sin phi + b cos phi).
 // Positions start at 0 (the BOS token). The same rotation for every head.
+// The rotation is linear in X, so it is its own tangent; its adjoint (transpose) is the rotation
+// by minus the angle, (a, b) -> (a cos phi + b sin phi, -a sin phi + b cos phi).
 #pragma once
 
 #include "kernel/types.hpp"
@@ -12,5 +14,8 @@ namespace rcsim::llama {
 // Rotate the rows of X [n, heads * head_size] in place; row i is at position first_position + i.
 template <class T>
 void apply_rotary(MatrixT<T>& X, int head_size, int first_position, double theta);
+// The adjoint of apply_rotary: rotate the rows of X in place by minus the angle.
+template <class T>
+void apply_rotary_transpose(MatrixT<T>& X, int head_size, int first_position, double theta);
 
 }  // namespace rcsim::llama

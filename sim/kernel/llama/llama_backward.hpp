@@ -1,0 +1,48 @@
+// The Llama blocks' derivative passes, composed from the operations' adjoints and tangents
+// (rms_norm_backward, apply_rotary_transpose, gqa_attention_backward, swiglu_backward and their
+// tangents, each beside its forward) at the activations the production forward kept
+// (forward_embedded with caches: kernel/llama/llama_cache.hpp); float64. The adjoints are for
+// whole sequences (the forward started from an empty key/value cache, first position 0).
+// docs/science/pretrained.md states the formulas; tests/llama/ checks them against finite
+// differences and torch autograd.
+#pragma once
+
+#include <vector>
+
+#include "kernel/llama/llama_forward.hpp"
+
+namespace rcsim::llama {
+
+// A block of zeros shaped as `b` (the gradients of its weights, summed into).
+LlamaBlock zero_gradients(const LlamaBlock& b);
+
+// Adjoint of block t at its cache bc: dOut = dL/d(block output); returns dL/d(block input) and adds
+// the gradients of its weights into g (shaped as the block). std::logic_error unless bc is of a whole
+// sequence (first position 0).
+Matrix block_backward(const LlamaBlock& b, const LlamaConfig& c, const ForwardOptions& o,
+                      const LlamaBlockCacheT<double>& bc, const Matrix& dOut, LlamaBlock& g);
+// Tangent of the block at bc along dX (the weights held fixed): d(block output); whole sequences too.
+Matrix block_tangent(const LlamaBlock& b, const LlamaConfig& c, const ForwardOptions& o,
+                     const LlamaBlockCacheT<double>& bc, const Matrix& dX);
+
+// The gradients of a scalar loss of one sequence.
+struct LlamaGradients {
+  double loss = 0.0;
+  Matrix X;                      // X(depth), the last residual state
+  std::vector<Matrix> dstates;   // dL/dX(0) .. dL/dX(depth)
+  std::vector<LlamaBlock> blocks;  // per block of the model (beyond L layers: summed over the repeats)
+  Vector final_norm;             // cross-entropy only: dL/d(final RMSNorm gain)
+  Matrix classifier;             // cross-entropy only: dL/d(classifier) [V, d], as if not shared
+};
+
+// L = sum(C .* X(depth)) for the residual stream started at X(0) = X0 [T, d] (positions 0 .. T-1).
+LlamaGradients stack_gradients(const LlamaModel& m, const Matrix& X0, const Matrix& C, const ForwardOptions& o = {});
+// L = -sum_t log softmax(logits(t))[targets[t]] over the positions t with targets[t] >= 0
+// (targets -1: not scored), the logits of the token sequence `ids` through the final RMSNorm and
+// the classifier. UsageError for targets of another length or outside -1 .. V-1.
+LlamaGradients loss_gradients(const LlamaModel& m, const std::vector<int>& ids, const std::vector<int>& targets,
+                              const ForwardOptions& o = {});
+// The tangent of X(depth) along dX0 at X(0) = X0: the blocks' tangents composed.
+Matrix stack_tangent(const LlamaModel& m, const Matrix& X0, const Matrix& dX0, const ForwardOptions& o = {});
+
+}  // namespace rcsim::llama
