@@ -1,6 +1,7 @@
 """A pretrained transformer in rcsim (docs/user/pretrained.md): llama2.c checkpoints read by the
 engine's reader (rcsim.load_model), decoded from BOS (rcsim.generate), their logits and the
-residual stream X(0) .. X(L) of a token sequence (Model.logits, Model.states) for rcsim.measures.
+residual stream X(0) .. X(L) of a token sequence (Model.logits, Model.states) for rcsim.measures,
+and the reverse pass of a scalar loss of a sequence (Model.gradients).
 Every argument is checked by rcsim._validate (ConfigError naming it) before the engine sees it.
 """
 import os
@@ -62,6 +63,53 @@ class Model:
         norm = check.flag(who, "norm", norm)
         depth = check.whole(who, "depth", depth, low=0, high=100000)
         return np.stack([np.asarray(x) for x in self._m.states(seq, single, norm, depth)])
+
+    def gradients(self, ids, targets=None, cotangent=None, norm=True, depth=0):
+        """The reverse pass through the model for one sequence `ids` (float64, hand-written adjoints
+        at the forward's activations: docs/science/pretrained.md). The loss is the cross-entropy
+        Loss = -sum_t log softmax(logits(t))[targets[t]] over the positions with targets[t] >= 0
+        (targets: T integers -1 .. vocab-1, -1 not scored; default the next ids, ids[1:] then -1),
+        or with `cotangent` C [T, dim] instead Loss = sum(C * X(depth)) (no final norm, no classifier).
+        Returns a dict of float64 arrays: "loss" (a float), "X" (X(depth) [T, dim]), "dX"
+        (dLoss/dX(t) for t = 0 .. depth, [depth + 1, T, dim]) and the gradient of every weight under
+        the keys and shapes of Model.weights() (a block repeated beyond n_layers: summed over its
+        repeats; "token_embedding": the rows of dX[0] added at their ids, plus "classifier" when the
+        classifier is the embedding; "classifier" and "rms_final_weight" zero for a cotangent loss).
+        The gradient norms with depth, how the signal travels backwards:
+            np.linalg.norm(g["dX"], axis=(1, 2))"""
+        who = "Model.gradients"
+        seq = self._ids(who, ids)
+        norm = check.flag(who, "norm", norm)
+        depth = check.whole(who, "depth", depth, low=0, high=100000)
+        shape = [len(seq), self.config["dim"]]
+        if cotangent is not None:
+            if targets is not None:
+                raise check.usage_error(who, "targets", "given with a cotangent; give one of the two losses")
+            c = check.real_array(who, "cotangent", cotangent, (2,), f"dLoss/dX(depth) [T, dim] = {shape}")
+            if list(c.shape) != shape:
+                raise check.usage_error(who, "cotangent", f"shape {list(c.shape)}; [T, dim] = {shape} is needed")
+            out = self._m.gradients(seq, [], c, norm, depth)
+        else:
+            out = self._m.gradients(seq, self._targets(who, targets, seq), None, norm, depth)
+        g = {k: (v if k == "loss" else np.asarray(v)) for k, v in out.items()}
+        g["dX"] = np.stack([np.asarray(x) for x in out["dX"]])
+        return g
+
+    def _targets(self, who, targets, seq):
+        if targets is None:
+            return seq[1:] + [-1]
+        a = check._as_numpy(who, "targets", targets)
+        vocab = self.config["vocab_size"]
+        allowed = f"{len(seq)} integers -1 .. {vocab - 1}, one per position of ids (-1: not scored)"
+        if a.dtype.kind not in "iu":
+            raise check.usage_error(who, "targets", f"an array of dtype {a.dtype}; {allowed} are needed", True)
+        if a.shape != (len(seq),):
+            raise check.usage_error(who, "targets", f"shape {a.shape}; {allowed} are needed")
+        bad = (a < -1) | (a >= vocab)
+        if bad.any():
+            index, v = check._first_bad(a, bad)
+            raise check.usage_error(who, "targets", f"the id {v} at index {index}; {allowed} are needed")
+        return [int(i) for i in a]
 
 
 def load_model(path):

@@ -1,16 +1,19 @@
 // rcsim._engine's Llama part: a llama2.c checkpoint read by rcsim's reader (io/llama_checkpoint)
 // as a LlamaModel object, its logits, residual-stream states and generated ids
 // (analysis/rcsim/pretrained.py wraps them as rcsim.load_model and rcsim.generate, after checking
-// the arguments with rcsim._validate). Computation releases the GIL.
+// the arguments with rcsim._validate), and the gradients of a scalar loss of a sequence
+// (kernel/llama/llama_backward.hpp; Model.gradients). Computation releases the GIL.
 #include <pybind11/eigen.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "io/llama_checkpoint.hpp"
 #include "kernel/llama/generation.hpp"
+#include "kernel/llama/llama_backward.hpp"
 #include "kernel/llama/llama_forward.hpp"
 
 namespace py = pybind11;
@@ -62,6 +65,30 @@ py::dict weights_dict(const llama::LlamaModel& m) {
   return d;
 }
 
+// The gradients as weights_dict lays out the weights, with "loss", "X" (X(depth)) and "dX"
+// (dL/dX(0) .. dL/dX(depth)). token_embedding: the rows of dL/dX(0) added at their ids, plus the
+// classifier's gradient when the classifier is the embedding; classifier and rms_final_weight: zero
+// for a cotangent loss of X(depth) (they do not enter it).
+py::dict gradients_dict(const llama::LlamaModel& m, const std::vector<int>& ids, const llama::LlamaGradients& g) {
+  const llama::LlamaConfig& c = m.config;
+  llama::LlamaModel gm;
+  gm.config = c;
+  gm.blocks = g.blocks;
+  const bool cross_entropy = g.classifier.size() > 0;
+  gm.final_norm = cross_entropy ? g.final_norm : rcsim::Vector::Zero(c.dim);
+  gm.classifier = cross_entropy ? g.classifier : rcsim::Matrix::Zero(c.vocab, c.dim);
+  gm.embedding = rcsim::Matrix::Zero(c.vocab, c.dim);
+  for (std::size_t t = 0; t < ids.size(); ++t) gm.embedding.row(ids[t]) += g.dstates[0].row(static_cast<Eigen::Index>(t));
+  if (c.shared_classifier) gm.embedding += gm.classifier;
+  py::dict d = weights_dict(gm);
+  d["loss"] = g.loss;
+  d["X"] = rcsim::RowMajorMatrix(g.X);
+  std::vector<rcsim::RowMajorMatrix> dX;
+  for (const auto& x : g.dstates) dX.emplace_back(x);
+  d["dX"] = dX;
+  return d;
+}
+
 }  // namespace
 
 void register_llama(py::module_& m) {
@@ -85,7 +112,21 @@ void register_llama(py::module_& m) {
             for (const auto& x : llama::sequence_states(c.model, ids, single, {norm, depth})) out.emplace_back(x);
             return out;
           },
-          py::arg("ids"), py::arg("single") = false, py::arg("norm") = true, py::arg("depth") = 0);
+          py::arg("ids"), py::arg("single") = false, py::arg("norm") = true, py::arg("depth") = 0)
+      .def(
+          "gradients",
+          [](const LlamaCheckpoint& c, const std::vector<int>& ids, const std::vector<int>& targets,
+             const std::optional<rcsim::Matrix>& cotangent, bool norm, int depth) {
+            llama::LlamaGradients g;
+            {
+              py::gil_scoped_release release;
+              const llama::ForwardOptions o{norm, depth};
+              g = cotangent ? llama::stack_gradients(c.model, llama::embed(c.model, ids), *cotangent, o)
+                            : llama::loss_gradients(c.model, ids, targets, o);
+            }
+            return gradients_dict(c.model, ids, g);
+          },
+          py::arg("ids"), py::arg("targets"), py::arg("cotangent"), py::arg("norm") = true, py::arg("depth") = 0);
   m.def("load_llama", &rcsim::read_llama_checkpoint, py::arg("path"), py::call_guard<py::gil_scoped_release>(),
         "Read a llama2.c checkpoint (legacy or version 1).");
   m.def(

@@ -84,7 +84,12 @@ def api_checks(rcsim, m):
                        (lambda: rcsim.generate(m, temperature=float("nan")), "generate(temperature=nan)"),
                        (lambda: m.logits([1.5, 2]), "logits of floats"),
                        (lambda: m.logits([1, 512]), "logits of id 512"),
-                       (lambda: rcsim.load_model(os.path.join(REPO, "VERSION")), "load_model of a text file")]:
+                       (lambda: rcsim.load_model(os.path.join(REPO, "VERSION")), "load_model of a text file"),
+                       (lambda: m.gradients([1, 2, 3], targets=[2, 3]), "gradients with 2 targets for 3 ids"),
+                       (lambda: m.gradients([1, 2], targets=[2, 512]), "gradients with target 512"),
+                       (lambda: m.gradients([1, 2], cotangent=np.ones((2, 3))), "gradients with a [2, 3] cotangent"),
+                       (lambda: m.gradients([1, 2], targets=[2, -1], cotangent=np.ones((2, 64))),
+                        "gradients with targets and a cotangent")]:
         try:
             call()
             check(False, f"{what} refused")
@@ -112,6 +117,11 @@ def main():
     cli_checks(exe, work)
     measure_checks(rcsim, exe, m, work)
     api_checks(rcsim, m)
+    z = ref.logits(r, list(greedy[:50]))
+    z = z - z.max(axis=1, keepdims=True)
+    nll = -(z[np.arange(49), greedy[1:50]] - np.log(np.exp(z[:49]).sum(axis=1))).sum()
+    loss = m.gradients(greedy[:50])["loss"]
+    check(abs(loss - nll) <= 1e-12 * nll, f"Model.gradients' loss is NumPy's cross-entropy of the next ids ({loss:.6f})")
     return 1 if check.failed else 0
 
 
