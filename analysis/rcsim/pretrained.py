@@ -76,7 +76,9 @@ class Model:
         repeats; "token_embedding": the rows of dX[0] added at their ids, plus "classifier" when the
         classifier is the embedding; "classifier" and "rms_final_weight" zero for a cotangent loss).
         The gradient norms with depth, how the signal travels backwards:
-            np.linalg.norm(g["dX"], axis=(1, 2))"""
+            np.linalg.norm(g["dX"], axis=(1, 2))
+        Never returns NaN or inf: a forward or reverse pass that turns non-finite (without RMSNorm
+        the stream can overflow with depth) raises FloatingPointError saying where."""
         who = "Model.gradients"
         seq = self._ids(who, ids)
         norm = check.flag(who, "norm", norm)
@@ -93,6 +95,7 @@ class Model:
             out = self._m.gradients(seq, self._targets(who, targets, seq), None, norm, depth)
         g = {k: (v if k == "loss" else np.asarray(v)) for k, v in out.items()}
         g["dX"] = np.stack([np.asarray(x) for x in out["dX"]])
+        _require_finite(who, g)
         return g
 
     def _targets(self, who, targets, seq):
@@ -110,6 +113,20 @@ class Model:
             index, v = check._first_bad(a, bad)
             raise check.usage_error(who, "targets", f"the id {v} at index {index}; {allowed} are needed")
         return [int(i) for i in a]
+
+
+def _require_finite(who, g):
+    """FloatingPointError naming where the gradients of Model.gradients turned non-finite."""
+    if not (np.isfinite(g["loss"]) and np.isfinite(g["X"]).all()):
+        raise FloatingPointError(f"{who}: the forward pass turned non-finite (X(depth) or the loss has a NaN or inf "
+                                 "entry); RMSNorm (norm=True) or a smaller depth keeps it finite")
+    bad = [t for t in range(len(g["dX"])) if not np.isfinite(g["dX"][t]).all()]
+    if bad:
+        raise FloatingPointError(f"{who}: the reverse pass turned non-finite: dLoss/dX({bad[-1]}) has a NaN or inf "
+                                 f"entry (dLoss/dX({bad[-1] + 1}) was finite)")
+    for key, value in g.items():
+        if not np.isfinite(value).all():
+            raise FloatingPointError(f"{who}: the gradient of {key} has a NaN or inf entry")
 
 
 def load_model(path):

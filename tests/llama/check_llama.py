@@ -120,6 +120,11 @@ def main():
     z = ref.logits(r, list(greedy[:50]))
     z = z - z.max(axis=1, keepdims=True)
     nll = -(z[np.arange(49), greedy[1:50]] - np.log(np.exp(z[:49]).sum(axis=1))).sum()
+    try:
+        m.with_random_blocks(1).gradients(greedy[:64], norm=False, depth=20)
+        check(False, "a forward pass that overflows raises FloatingPointError")
+    except FloatingPointError as e:
+        check("forward pass turned non-finite" in str(e), f"an overflow raises FloatingPointError: {e}")
     loss = m.gradients(greedy[:50])["loss"]
     check(abs(loss - nll) <= 1e-12 * nll, f"Model.gradients' loss is NumPy's cross-entropy of the next ids ({loss:.6f})")
     return 1 if check.failed else 0
