@@ -129,7 +129,7 @@ LlamaGradients loss_gradients(const LlamaModel& m, const std::vector<int>& ids, 
   const Forward f = run_forward(m, embed(m, ids), o);
   // logits = N(X(depth); g_final) W_cls^T, as logits_of; the row scales kept for the adjoint.
   Vector rstd;
-  const Matrix Y = o.norm ? rms_norm(f.X, m.final_norm, c.norm_eps, &rstd) : f.X;
+  const Matrix Y = final_normed(m, f.X, o, &rstd);
   const Matrix logits = Y * m.classifier.transpose();
   LlamaGradients g;
   g.X = f.X;

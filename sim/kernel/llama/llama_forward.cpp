@@ -98,8 +98,13 @@ MatrixT<T> forward_tokens(const LlamaModelT<T>& m, const std::vector<int>& ids, 
 }
 
 template <class T>
+MatrixT<T> final_normed(const LlamaModelT<T>& m, const MatrixT<T>& X, const ForwardOptions& o, VectorT<T>* rstd) {
+  return normed(X, m.final_norm, m.config, o, rstd);
+}
+
+template <class T>
 MatrixT<T> logits_of(const LlamaModelT<T>& m, const MatrixT<T>& X, const ForwardOptions& o) {
-  return normed(X, m.final_norm, m.config, o) * m.classifier.transpose();
+  return final_normed(m, X, o) * m.classifier.transpose();
 }
 
 Matrix sequence_logits(const LlamaModel& m, const std::vector<int>& ids, bool single, const ForwardOptions& o) {
@@ -140,6 +145,10 @@ template MatrixT<double> forward_tokens(const LlamaModelT<double>&, const std::v
                                         const ForwardOptions&, std::vector<MatrixT<double>>*);
 template MatrixT<float> forward_tokens(const LlamaModelT<float>&, const std::vector<int>&, KvCacheT<float>&,
                                        const ForwardOptions&, std::vector<MatrixT<float>>*);
+template MatrixT<double> final_normed(const LlamaModelT<double>&, const MatrixT<double>&, const ForwardOptions&,
+                                      VectorT<double>*);
+template MatrixT<float> final_normed(const LlamaModelT<float>&, const MatrixT<float>&, const ForwardOptions&,
+                                     VectorT<float>*);
 template MatrixT<double> logits_of(const LlamaModelT<double>&, const MatrixT<double>&, const ForwardOptions&);
 template MatrixT<float> logits_of(const LlamaModelT<float>&, const MatrixT<float>&, const ForwardOptions&);
 

@@ -46,7 +46,12 @@ template <class T>
 MatrixT<T> forward_tokens(const LlamaModelT<T>& m, const std::vector<int>& ids, KvCacheT<T>& cache,
                           const ForwardOptions& o, std::vector<MatrixT<T>>* states = nullptr);
 
-// The logits [n, V] of the rows of X(depth) (final RMSNorm, then the classifier).
+// The final RMSNorm of the rows of X(depth) (the identity with norm off); with `rstd`, its row
+// scales are kept there (for the cross-entropy's adjoint).
+template <class T>
+MatrixT<T> final_normed(const LlamaModelT<T>& m, const MatrixT<T>& X, const ForwardOptions& o,
+                        VectorT<T>* rstd = nullptr);
+// The logits [n, V] of the rows of X(depth): final_normed(X) W_cls^T.
 template <class T>
 MatrixT<T> logits_of(const LlamaModelT<T>& m, const MatrixT<T>& X, const ForwardOptions& o);
 
