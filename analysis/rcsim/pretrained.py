@@ -12,6 +12,7 @@ from . import _validate as check
 from .engine import _engine
 
 _PRECISIONS = ("float64", "float32")
+_CACHE_LIMIT = 4 * 2**30  # bytes of activations Model.gradients keeps
 
 
 class Model:
@@ -84,6 +85,7 @@ class Model:
         norm = check.flag(who, "norm", norm)
         depth = check.whole(who, "depth", depth, low=0, high=100000)
         shape = [len(seq), self.config["dim"]]
+        self._cache_fits(who, len(seq), depth or self.config["n_layers"])
         if cotangent is not None:
             if targets is not None:
                 raise check.usage_error(who, "targets", "given with a cotangent; give one of the two losses")
@@ -97,6 +99,16 @@ class Model:
         g["dX"] = np.stack([np.asarray(x) for x in out["dX"]])
         _require_finite(who, g)
         return g
+
+    def _cache_fits(self, who, tokens, depth):
+        """ConfigError when the activations the reverse pass keeps (per applied block: the attention
+        weights of every head [T, T], about 10 [T, dim] and 3 [T, hidden_dim] matrices) exceed 4 GiB."""
+        c = self.config
+        per_block = 8 * (c["n_heads"] * tokens * tokens + tokens * (10 * c["dim"] + 3 * c["hidden_dim"]))
+        if depth * per_block > _CACHE_LIMIT:
+            raise check.usage_error(who, "depth", f"{depth} blocks on {tokens} tokens: the reverse pass would keep "
+                                    f"{depth * per_block / 2**30:.1f} GiB of activations; at most "
+                                    f"{_CACHE_LIMIT // per_block} blocks fit in {_CACHE_LIMIT // 2**30} GiB")
 
     def _targets(self, who, targets, seq):
         if targets is None:

@@ -89,7 +89,8 @@ def api_checks(rcsim, m):
                        (lambda: m.gradients([1, 2], targets=[2, 512]), "gradients with target 512"),
                        (lambda: m.gradients([1, 2], cotangent=np.ones((2, 3))), "gradients with a [2, 3] cotangent"),
                        (lambda: m.gradients([1, 2], targets=[2, -1], cotangent=np.ones((2, 64))),
-                        "gradients with targets and a cotangent")]:
+                        "gradients with targets and a cotangent"),
+                       (lambda: m.gradients([1] * 512, depth=1000), "gradients keeping 20 GiB of activations")]:
         try:
             call()
             check(False, f"{what} refused")
