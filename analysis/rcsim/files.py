@@ -100,7 +100,8 @@ def open_run(path, group="metrics"):
 
 def open_sweep(directory, group="metrics"):
     """Every complete point of a sweep as one xarray.Dataset whose dimensions include the swept
-    keys (`mask.type`, `model.d_qk`, ...): `open_sweep(d).mu.sel({"mask.type": "causal"})`.
+    keys, named as identifiers (`mask.type` -> `mask_type`, `model.d_qk` -> `model_d_qk`; each
+    coordinate's attrs["key"] is the key): `open_sweep(d).mu.sel(mask_type="causal")`.
     A product sweep gets one dimension per key; any other sweep (or one with missing points) keeps
     a `point` dimension with the swept keys as its coordinates. Points that are not complete are
     left out (open_sweep(...).attrs["points_missing"] counts them). attrs["config"] is the first
@@ -125,9 +126,19 @@ def open_sweep(directory, group="metrics"):
             out = out.swap_dims(point=keys[0]).drop_vars("point")
         else:
             out = out.drop_vars("point").set_index(point=keys).unstack("point")
+    out = out.rename({k: sweep_dimension(k) for k in keys})
+    for k in keys:  # the swept key itself, as [sweep] and rcsim.sweep's axes spell it
+        out[sweep_dimension(k)].attrs["key"] = k
     out.attrs["points_missing"] = len(points) - len(done)
     out.attrs["config"] = parts[0].attrs["config"]
     return out
+
+
+def sweep_dimension(key):
+    """The name open_sweep gives the dimension (or `point` coordinate) of a swept key: the key
+    with its dots as underscores, an identifier (`attention.beta` -> `attention_beta`, usable as
+    ds.attention_beta and in ds.sel(attention_beta=...)); the coordinate's attrs["key"] keeps the key."""
+    return key.replace(".", "_")
 
 
 def label(run):

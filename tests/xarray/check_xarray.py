@@ -164,12 +164,12 @@ def check_package(run, sweep):
     if ds.attrs.get("mask_type") != "causal":
         fail("open_run: root attributes (mask_type) missing")
     sw = rcsim.open_sweep(sweep)
-    if set(sw.mu.dims) != {"mask.type", "model.d_qk", "trial", "layer"}:
+    if set(sw.mu.dims) != {"mask_type", "model_d_qk", "trial", "layer"}:
         fail(f"open_sweep: dims {sw.mu.dims}, expected the swept keys, trial and layer")
     for p in rcsim.load_sweep(sweep):
         with h5py.File(p["file"], "r") as f:
             layer, mu = f["layer"][()], f["metrics/mu"][()]
-        got = sw.mu.sel({"mask.type": p["mask.type"], "model.d_qk": p["model.d_qk"], "layer": int(layer[6])})
+        got = sw.mu.sel(mask_type=p["mask.type"], model_d_qk=p["model.d_qk"], layer=int(layer[6]))
         if not np.array_equal(got.values, mu[:, 6]):
             fail(f"open_sweep: mu at {p['name']}, layer {layer[6]} differs from its file")
         checked += 1
