@@ -70,13 +70,15 @@ def open_checked(path, filetype, complete=None):
 def load_run(path):
     """Return a dict with the run's attributes, its coordinates (`layer` for the token measures,
     `attention_layer` for the attention measures attn_*), per-trial metrics [trial, layer] and
-    each measure's long_name and units (`metric_info`)."""
+    each measure's long_name (a short axis label), units and description (the sentence that
+    defines it) (`metric_info`)."""
     with open_checked(path, "rcsim-run") as f, reading(path):
         run = {"path": path, "attrs": dict(f.attrs), "layer": f["layer"][()],
                "attention_layer": f["attention_layer"][()],
                "metrics": {k: v[()] for k, v in f["metrics"].items() if not _is_coordinate(v)},
-               # Each measure's long_name and units, as the engine's measure registry wrote them.
-               "metric_info": {k: {a: _text(v.attrs[a]) for a in ("long_name", "units") if a in v.attrs}
+               # Each measure's long_name, units and description, as the engine's measure registry wrote them.
+               "metric_info": {k: {a: _text(v.attrs[a]) for a in ("long_name", "units", "description")
+                                   if a in v.attrs}
                                for k, v in f["metrics"].items() if not _is_coordinate(v)},
                "config": _text(f["config"][()])}
     return run
@@ -87,7 +89,8 @@ def open_run(path, group="metrics"):
     [trial, layer] or [trial, attention_layer]); select by value: `open_run(p).mu.sel(layer=10)`.
     The root's attributes (mask_type, norm_type, seed, ...) are added to the Dataset's attrs, and
     the resolved configuration (the INI text of /config) as attrs["config"] (rcsim.plot's titles
-    and legends read it). `path` may also be the bytes of a run file (rcsim.simulate_image)."""
+    and legends read it). Each measure keeps its attributes: long_name (a short axis label, which
+    xarray's plots use), units, description (the sentence that defines it). `path` may also be the bytes of a run file (rcsim.simulate_image)."""
     import xarray as xr
     with open_checked(path, "rcsim-run") as f:
         root = {k: _attr(v) for k, v in f.attrs.items()}

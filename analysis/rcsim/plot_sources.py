@@ -59,7 +59,8 @@ def _from_measures(measures):
 
 
 def _metric_info(ds):
-    return {k: {a: str(v.attrs[a]) for a in ("long_name", "units") if a in v.attrs} for k, v in ds.data_vars.items()}
+    return {k: {a: str(v.attrs[a]) for a in ("long_name", "units", "description") if a in v.attrs}
+            for k, v in ds.data_vars.items()}
 
 
 def _from_dataset(ds, values):

@@ -140,6 +140,7 @@ void write_summary(const h5::Group& g, const std::string& name, const Eigen::Ref
     const h5::Dataset ds = g.write(name + suffix, axes.shape(static_cast<hsize_t>(v->size()) / axes.width), v->data());
     ds.set_attr("long_name", std::string(info.long_name) + " (" + (suffix + 1) + " over trials)");
     ds.set_attr("units", info.units);
+    ds.set_attr("description", info.description);
     g.label_axes(ds, axes.dims());
   }
 }
@@ -160,6 +161,7 @@ h5::Dataset write_measure(const h5::Group& g, const MeasureInfo& info, const Eig
   h5::Dataset ds = g.write(info.name, shape, data.data());
   ds.set_attr("long_name", info.long_name);
   ds.set_attr("units", info.units);
+  ds.set_attr("description", info.description);
   std::vector<std::string> dims = axes.dims();
   dims.insert(dims.begin(), "trial");
   g.label_axes(ds, dims);
