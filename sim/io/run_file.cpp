@@ -346,7 +346,10 @@ void write_summary_group(const h5::File& f, const EngineSetup& s, const RunResul
     write_summary(g, r.attention_info[i].name, r.attention[i], r.attention_info[i],
                   axes_of(*r.attention_defs[i], r.tokens, "attention_layer"));
   const Matrix log_mu = r.token[token_column(r, "mu")].unaryExpr([](double x) { return std::log10(x); });
-  write_summary(g, "log10_mu", log_mu, {"log10_mu", "log10 of mu (-inf where mu = 0)", "1"}, "layer");
+  write_summary(g, "log10_mu", log_mu,
+                {"log10_mu", "log10 of mu (-inf where mu = 0)", "1",
+                 "log10 of the token similarity mu = ||X - 1 gamma||_F (-inf where mu = 0)"},
+                "layer");
   const auto S = static_cast<Eigen::Index>(layer_ids.size());
   Vector frac(S);
   const Matrix& rank = r.token[token_column(r, "rank")];
