@@ -10,13 +10,14 @@ build/ beside it) with configs/ linked in is run three ways (rcsim.command.rcsim
    arguments and execs RCSIM (as pip's console script execs the package's executable), and
    nothing else on PATH. figure2.py --tiny must run through it (the log shows its runs) and write
    its figure; particles_causal.py --help must not need an engine.
-2. Neither a build tree nor rcsim on PATH: figure2.py --tiny and particles_causal.py --tiny exit 2
-   with exactly one line on stderr that says how to get rcsim (`bash scripts/setup.sh`, `pip
-   install .`), no traceback, no FileNotFoundError.
+   scripts/run-default.sh must run the sweep through it and plot it, building nothing.
+2. Neither a build tree nor rcsim on PATH: figure2.py --tiny, particles_causal.py --tiny and
+   scripts/geometry-figures.sh exit 2 with exactly one line on stderr that says how to get rcsim
+   (`bash scripts/setup.sh`, `pip install .`), no traceback, no FileNotFoundError.
 3. --rcsim naming a missing file: exit 2, one line naming it.
 
 Skipped (77) where /usr/bin holds an rcsim (an installed one would be found beside the Python).
-Takes about 3 s. Exit 0 iff every case passes.
+Takes about 10 s. Exit 0 iff every case passes.
 """
 import os
 import shutil
@@ -39,6 +40,9 @@ def copy_tree(work):
             if name.endswith(".py"):
                 shutil.copy(os.path.join(REPO, sub, name), os.path.join(root, sub, name))
     shutil.copy(os.path.join(REPO, "VERSION"), os.path.join(root, "VERSION"))
+    os.makedirs(os.path.join(root, "scripts"))
+    for name in ("run-default.sh", "geometry-figures.sh"):
+        shutil.copy(os.path.join(REPO, "scripts", name), os.path.join(root, "scripts", name))
     os.symlink(os.path.join(REPO, "configs"), os.path.join(root, "configs"))
     return root
 
@@ -55,8 +59,13 @@ def fake_bin(work, rcsim):
 
 
 def run(root, path, *argv):
+    """argv[0] a Python script (run by /usr/bin/python3) or a bash script (by /bin/bash, with
+    /usr/bin:/bin after `path` for its tools), with PATH = `path`."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(PATH=path, MPLBACKEND="Agg")
+    if argv[0].endswith(".sh"):
+        env["PATH"] = os.pathsep.join([path, "/usr/bin", "/bin"])
+        return subprocess.run(["/bin/bash", *argv], cwd=root, env=env, capture_output=True, text=True, timeout=120)
     return subprocess.run([PY, *argv], cwd=root, env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -93,7 +102,19 @@ def main():
     r = run(root, empty, "analysis/particles_causal.py", "--help")
     check(r.returncode == 0 and "--rcsim" in r.stdout, "particles_causal.py --help needs no engine", r)
 
+    # run-default.sh: the rcsim on PATH, no build (setup.sh would install packages and compile).
+    open(log, "w").close()
+    r = run(root, folder, "scripts/run-default.sh", "--run.trials=2", "--model.layers=4")
+    calls = open(log).read().splitlines()
+    check(r.returncode == 0 and "using " + os.path.join(folder, "rcsim") in r.stdout
+          and calls and calls[0].startswith("run --config configs/default.ini")
+          and os.path.isfile(os.path.join(root, "data", "default", "collapse.png")) and "setup:" not in r.stdout,
+          "run-default.sh runs the rcsim on PATH and builds nothing", r)
+
     # 2. Neither: one line saying how to get rcsim, exit 2.
+    r = run(root, empty, "scripts/geometry-figures.sh", os.path.join(work, "geometry"), "tiny")
+    check(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "no rcsim executable" in r.stderr
+          and "pip install ." in r.stderr, "geometry-figures.sh without any rcsim: exit 2, one line", r)
     data = os.path.join(work, "data-none")
     for argv in (["analysis/figure2.py", "--tiny", "--data", data, "--out", os.path.join(data, "figure2")],
                  ["analysis/particles_causal.py", "--tiny", "--data", data, "--out", os.path.join(data, "causal")]):
