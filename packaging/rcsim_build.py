@@ -48,9 +48,10 @@ def _log(msg):
     print(f"rcsim_build: {msg}", file=sys.stderr, flush=True)
 
 
-# What the first build costs (measured, docs/user/python.md "Installing"): said before it starts.
-FIRST_BUILD = ("the first time about 7 CPU-minutes (4 min on 2 cores, more on a busy machine), "
-               "a rebuild only what changed")
+# What the first build costs, said before it starts: a user's `pip install .` (issue 39) took 7 CPU-minutes,
+# 17 min wall on a busy 2-core machine (docs/user/python.md "Installing").
+FIRST_BUILD = ("the first time several minutes (about 7 CPU-minutes; 17 min wall were seen on a busy 2-core "
+               "machine)")
 
 
 def _note(msg):
@@ -106,15 +107,17 @@ def _cache_entry(cache, name):
 
 def _shared_build(config_settings):
     """./build, the folder of the README's commands (scripts/setup.sh), when pip can share it: it
-    was configured from this tree as a Release build, it can be written, and no CMake options are
-    given (they would change the user's build). Else None."""
+    was configured from this tree as a Release build without sanitizers, it can be written, and no
+    CMake options are given (they would change the user's build). Else None."""
     d = os.path.join(ROOT, "build")
     cache = os.path.join(d, "CMakeCache.txt")
     if _setting(config_settings, "cmake-args", "RCSIM_CMAKE_ARGS") or not os.path.isfile(cache):
         return None
     home = _cache_entry(cache, "CMAKE_HOME_DIRECTORY")
     same_tree = home is not None and os.path.realpath(home) == os.path.realpath(ROOT)
-    if not same_tree or _cache_entry(cache, "CMAKE_BUILD_TYPE") != "Release" or not _writable(d):
+    release = _cache_entry(cache, "CMAKE_BUILD_TYPE") == "Release"
+    plain = (_cache_entry(cache, "RCSIM_SANITIZE") or "OFF").upper() in ("OFF", "0", "FALSE", "NO")
+    if not same_tree or not release or not plain or not _writable(d):
         return None
     return d
 
@@ -168,8 +171,11 @@ def _cmake_build(config_settings):
         _cmake(["-S", ROOT, "-B", build, *options, *extra])
         with open(sha_file, "w", encoding="utf-8") as f:
             f.write(sha + "\n")
-    _note(f"compiling rcsim and its engine in {build} (-j{jobs}): {FIRST_BUILD}; `pip install -v .` shows "
-          "CMake's progress")
+    if os.path.exists(os.path.join(build, "sim", "rcsim")):
+        _note(f"updating rcsim and its engine in {build} (-j{jobs}): only what changed is compiled")
+    else:
+        _note(f"compiling rcsim and its engine in {build} (-j{jobs}): {FIRST_BUILD}; `pip install -v .` shows "
+              "CMake's progress")
     t = time.monotonic()
     _cmake(["--build", build, "-j", jobs, "--target", "rcsim", "rcsim_engine"])
     _note(f"build done in {time.monotonic() - t:.0f} s")
