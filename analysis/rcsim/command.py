@@ -145,7 +145,8 @@ def rcsim_executable(given=None):
     if given:
         found = shutil.which(given) if os.sep not in given else (given if _is_executable(given) else None)
         if not found:
-            raise UsageError(f"--rcsim {given}: no such executable ({'not on PATH' if os.sep not in given else 'not an executable file'})")
+            why = "not on PATH" if os.sep not in given else "not an executable file"
+            raise UsageError(f"--rcsim {given}: no such executable ({why})")
         return found
     here = os.path.dirname(os.path.realpath(__file__))
     for candidate in (os.path.join(os.path.dirname(os.path.dirname(here)), "build", "sim", "rcsim"),

@@ -90,7 +90,8 @@ def open_run(path, group="metrics"):
     The root's attributes (mask_type, norm_type, seed, ...) are added to the Dataset's attrs, and
     the resolved configuration (the INI text of /config) as attrs["config"] (rcsim.plot's titles
     and legends read it). Each measure keeps its attributes: long_name (a short axis label, which
-    xarray's plots use), units, description (the sentence that defines it). `path` may also be the bytes of a run file (rcsim.simulate_image)."""
+    xarray's plots use), units, description (the sentence that defines it). `path` may also be the
+    bytes of a run file (rcsim.simulate_image)."""
     import xarray as xr
     with open_checked(path, "rcsim-run") as f:
         root = {k: _attr(v) for k, v in f.attrs.items()}

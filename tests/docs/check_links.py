@@ -55,7 +55,8 @@ def check_file(md, repo):
             if not os.path.exists(where):
                 bad.append(f"{rel}:{n}: link to {target}: no such file")
             elif anchor and where.endswith(".md") and anchor.lower() not in anchors(where):
-                bad.append(f"{rel}:{n}: link to {target}: no heading with that anchor in {os.path.relpath(where, repo)}")
+                bad.append(f"{rel}:{n}: link to {target}: no heading with that anchor in "
+                           f"{os.path.relpath(where, repo)}")
         user_doc = rel == "README.md" or rel.startswith(os.path.join("docs", "user"))
         for m in MD_NAME.finditer(line) if user_doc else ():
             name = m.group(1)
