@@ -9,7 +9,6 @@ keep its own settings: a reproduction run with, e.g., `--perturb weights.v=tied_
 weights.v_sign=-1` (W_V = -I when W_Q = W_K = I) must fail its checks (tests/reproductions/perturbed.py)."""
 import argparse
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -34,7 +33,8 @@ command = _load_command()
 
 
 def default_rcsim():
-    return shutil.which("rcsim") or "build/sim/rcsim"
+    """./build/sim/rcsim, else the rcsim `pip install .` put on PATH; else exit 2 with one line saying how to get it."""
+    return command.rcsim_executable()
 
 
 _PERTURB = {}  # rcsim key -> value, set by script_args from --perturb; applied by `perturbed`
@@ -76,7 +76,7 @@ def script_args(doc, seed=None, outputs_required=True, extra=()):
     ap.add_argument("--tiny", action="store_true")
     for flag in extra:
         ap.add_argument(flag, action="store_true")
-    ap.add_argument("--rcsim", default=default_rcsim())
+    ap.add_argument("--rcsim", default=None)  # None: default_rcsim() after parsing (so --help needs no engine)
     ap.add_argument("--data", required=outputs_required)
     ap.add_argument("--out", required=outputs_required)
     if seed is not None:
@@ -84,6 +84,7 @@ def script_args(doc, seed=None, outputs_required=True, extra=()):
     ap.add_argument("--perturb", type=perturbation, action="append", default=[], metavar="KEY=VALUE",
                     help="give rcsim KEY=VALUE in every run (a deliberately wrong engine: the checks must fail)")
     a = ap.parse_args()
+    a.rcsim = command.rcsim_executable(a.rcsim)
     keys = [k for k, _ in a.perturb]
     if len(set(keys)) != len(keys):
         ap.error("--perturb: a key is given twice: " + ", ".join(sorted({k for k in keys if keys.count(k) > 1})))

@@ -48,6 +48,26 @@ def _log(msg):
     print(f"rcsim_build: {msg}", file=sys.stderr, flush=True)
 
 
+# What the first build costs, said before it starts: a user's `pip install .` (issue 39) took 7 CPU-minutes,
+# 17 min wall on a busy 2-core machine (docs/user/python.md "Installing").
+FIRST_BUILD = ("the first time several minutes (about 7 CPU-minutes; 17 min wall were seen on a busy 2-core "
+               "machine)")
+
+
+def _note(msg):
+    """A line for the user: on stderr (pip shows it with -v), and also on the terminal pip runs
+    in, if there is one (pip without -v shows the backend nothing but its spinner; a build of
+    minutes must not look hung). No terminal (CI, a pipe): stderr only."""
+    _log(msg)
+    if sys.stderr.isatty():
+        return
+    try:
+        with open("/dev/tty", "w", encoding="utf-8") as tty:
+            tty.write(f"\nrcsim_build: {msg}\n")
+    except OSError:
+        pass
+
+
 def _setting(config_settings, key, env):
     value = (config_settings or {}).get(key)
     if isinstance(value, list):
@@ -72,9 +92,40 @@ def _writable(folder):
         return False
 
 
+def _cache_entry(cache, name):
+    """The value of `name` in a CMakeCache.txt (NAME:TYPE=VALUE), or None."""
+    try:
+        with open(cache, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.rstrip("\n").partition("=")
+                if key.split(":", 1)[0] == name:
+                    return value
+    except OSError:
+        return None
+    return None
+
+
+def _shared_build(config_settings):
+    """./build, the folder of the README's commands (scripts/setup.sh), when pip can share it: it
+    was configured from this tree as a Release build without sanitizers, it can be written, and no
+    CMake options are given (they would change the user's build). Else None."""
+    d = os.path.join(ROOT, "build")
+    cache = os.path.join(d, "CMakeCache.txt")
+    if _setting(config_settings, "cmake-args", "RCSIM_CMAKE_ARGS") or not os.path.isfile(cache):
+        return None
+    home = _cache_entry(cache, "CMAKE_HOME_DIRECTORY")
+    same_tree = home is not None and os.path.realpath(home) == os.path.realpath(ROOT)
+    release = _cache_entry(cache, "CMAKE_BUILD_TYPE") == "Release"
+    plain = (_cache_entry(cache, "RCSIM_SANITIZE") or "OFF").upper() in ("OFF", "0", "FALSE", "NO")
+    if not same_tree or not release or not plain or not _writable(d):
+        return None
+    return d
+
+
 def _build_dir(config_settings):
     """The CMake build folder: build-dir / RCSIM_PIP_BUILD_DIR if given (it must be writable),
-    else build/pip in the tree, else (a read-only tree) TMPDIR/rcsim-pip-HASH."""
+    else ./build when it can be shared (_shared_build: the README's build, reused as it is
+    configured), else build/pip in the tree, else (a read-only tree) TMPDIR/rcsim-pip-HASH."""
     d = _setting(config_settings, "build-dir", "RCSIM_PIP_BUILD_DIR")
     if d:
         d = d if os.path.isabs(d) else os.path.join(ROOT, d)
@@ -82,6 +133,11 @@ def _build_dir(config_settings):
             raise BuildFailure(f"the build folder {d} (build-dir / RCSIM_PIP_BUILD_DIR) cannot be written; "
                                "give a writable folder")
         return d
+    shared = _shared_build(config_settings)
+    if shared:
+        _log(f"reusing the build folder {shared} of `bash scripts/setup.sh` (configured from this tree, Release): "
+             "only what changed is compiled")
+        return shared
     d = os.path.join(ROOT, "build", "pip")
     if _writable(d):
         return d
@@ -109,13 +165,20 @@ def _cmake_build(config_settings):
             configured = f.read().strip() == sha
     if not configured or extra:
         _log(f"configuring {build}")
-        _cmake(["-S", ROOT, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DRCSIM_BUILD_TESTS=OFF", *extra])
+        # The shared ./build keeps its own options (those of scripts/setup.sh: its tests included).
+        options = [] if build == _shared_build(config_settings) else ["-DCMAKE_BUILD_TYPE=Release",
+                                                                       "-DRCSIM_BUILD_TESTS=OFF"]
+        _cmake(["-S", ROOT, "-B", build, *options, *extra])
         with open(sha_file, "w", encoding="utf-8") as f:
             f.write(sha + "\n")
-    _log(f"building rcsim and rcsim_engine in {build} (-j{jobs})")
+    if os.path.exists(os.path.join(build, "sim", "rcsim")):
+        _note(f"updating rcsim and its engine in {build} (-j{jobs}): only what changed is compiled")
+    else:
+        _note(f"compiling rcsim and its engine in {build} (-j{jobs}): {FIRST_BUILD}; `pip install -v .` shows "
+              "CMake's progress")
     t = time.monotonic()
     _cmake(["--build", build, "-j", jobs, "--target", "rcsim", "rcsim_engine"])
-    _log(f"build done in {time.monotonic() - t:.0f} s")
+    _note(f"build done in {time.monotonic() - t:.0f} s")
     exe = os.path.join(build, "sim", "rcsim")
     engine_dir = os.path.join(build, "python", "rcsim")
     engines = sorted(n for n in os.listdir(engine_dir) if n.startswith("_engine") and n.endswith(".so"))
@@ -233,6 +296,28 @@ def get_requires_for_build_sdist(config_settings=None):
 
 def get_requires_for_build_editable(config_settings=None):
     return []
+
+
+def _write_metadata(metadata_directory):
+    """The .dist-info folder of the wheel, written without building (pip's "Preparing metadata"
+    takes no time; the build shows as "Building wheel"). Returns its name."""
+    dist, meta = _dist_info_files(_version(), _tag())
+    for arc, text in meta.items():
+        path = os.path.join(metadata_directory, arc)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    return dist
+
+
+@_one_line_errors
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    return _write_metadata(metadata_directory)
+
+
+@_one_line_errors
+def prepare_metadata_for_build_editable(metadata_directory, config_settings=None):
+    return _write_metadata(metadata_directory)
 
 
 @_one_line_errors

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The figures of docs/user/geometry.md: Brody's heat map and four-key example, Riechers' LayerNorm
-# ellipse, and a `rcsim keys` example. Needs a built rcsim (scripts/setup.sh).
+# ellipse, and a `rcsim keys` example. Runs ./build/sim/rcsim (scripts/setup.sh), else the rcsim on
+# PATH (pip install .); without either it says so in one line (exit 2).
 # usage: bash scripts/geometry-figures.sh [OUTDIR] [full|tiny]   (default: data/geometry full)
 # `tiny` runs every command and plot script at a toy size (CI); `full` is the documented run
 # (the heat map is n = 3..60, d = 3..15, 100 draws: about 90 s of CPU).
@@ -8,7 +9,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-data/geometry}
 size=${2:-full}
-rcsim=./build/sim/rcsim
+if [ -x build/sim/rcsim ]; then
+  rcsim=./build/sim/rcsim
+elif ! rcsim="$(command -v rcsim)"; then
+  echo "geometry-figures: no rcsim executable: neither ./build/sim/rcsim (\`bash scripts/setup.sh\` builds it) nor \`rcsim\` on PATH (\`pip install .\` puts it there)" >&2
+  exit 2
+fi
 py=/usr/bin/python3
 export MPLBACKEND=Agg
 case "$size" in

@@ -4,7 +4,8 @@
 # `pip install --no-index .`, then from another directory: import rcsim and print its version,
 # a tiny rcsim.simulate(...), and `rcsim --version` from the venv's bin; then the same with
 # `pip install --no-index -e .`. Both must report the version in the file VERSION.
-# The CMake build goes to build/pip (persistent: a rerun is incremental). Prints the times.
+# The CMake build goes to build/ when scripts/setup.sh made it (Release, this tree), else build/pip
+# (persistent: a rerun is incremental). Prints the times.
 # Usage: bash scripts/pip-test.sh    (needs scripts/deps.txt installed, python3-venv among them)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -127,6 +127,42 @@ def existing_file(text):
     return text
 
 
+# What to do when no rcsim executable is found: the one line every script prints (exit 2).
+HOW_TO_GET_RCSIM = ("no rcsim executable: neither ./build/sim/rcsim (`bash scripts/setup.sh` builds it) nor `rcsim` "
+                    "on PATH (`pip install .` from the repository puts it there, in the venv's bin/); or give "
+                    "--rcsim PATH")
+
+
+def rcsim_executable(given=None):
+    """The rcsim executable a script runs, as a path: `given` (the script's --rcsim: a path, or a
+    name looked up on PATH) if set; else, in this order, the build tree's ./build/sim/rcsim of the
+    source tree this file sits in (analysis/rcsim/../../build), the executable inside this
+    package (rcsim/bin/rcsim: `pip install -e .`, the build tree's build/python), `rcsim` on PATH
+    (the console script `pip install .` writes, or `cmake --install`'s executable), the console
+    script beside this Python (a venv's bin/ not on PATH). None of them: UsageError (exit 2)
+    with the one line HOW_TO_GET_RCSIM."""
+    import shutil
+    if given:
+        found = shutil.which(given) if os.sep not in given else (given if _is_executable(given) else None)
+        if not found:
+            why = "not on PATH" if os.sep not in given else "not an executable file"
+            raise UsageError(f"--rcsim {given}: no such executable ({why})")
+        return found
+    here = os.path.dirname(os.path.realpath(__file__))
+    for candidate in (os.path.join(os.path.dirname(os.path.dirname(here)), "build", "sim", "rcsim"),
+                      os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "rcsim")):
+        if _is_executable(candidate):
+            return candidate
+    found = shutil.which("rcsim") or shutil.which("rcsim", path=os.path.dirname(sys.executable))
+    if found:
+        return found
+    raise UsageError(HOW_TO_GET_RCSIM)
+
+
+def _is_executable(path):
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
 def _where(e):
     """file:line of the innermost frame of e's traceback."""
     tb = traceback.extract_tb(e.__traceback__)

@@ -37,9 +37,9 @@ def doc_summary(doc):
 
 def figure_arguments(doc, default_name):
     """The command line every figure script takes; `doc`: the script's docstring (doc_summary)."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
     p = _FigureParser(default_name, description=doc_summary(doc))
-    p.add_argument("--rcsim", default=os.path.join(root, "build", "sim", "rcsim"), help="rcsim executable")
+    p.add_argument("--rcsim", default=None, help="rcsim executable (default: ./build/sim/rcsim, else the one "
+                   "`pip install .` put on PATH; rcsim.command.rcsim_executable)")
     p.add_argument("--data", default=None,
                    help=f"directory for run files (default data/{default_name}, with --tiny data/{default_name}-tiny)")
     p.add_argument("--out", default=None,
@@ -51,9 +51,11 @@ def figure_arguments(doc, default_name):
 
 
 def rcsim(args, exe, *rest):
-    """Run rcsim with arguments; stop with its message on failure."""
+    """Run rcsim (`exe`, the script's --rcsim; None: found by rcsim.command.rcsim_executable) with
+    arguments; stop with its message on failure."""
     import subprocess
-    cmd = [exe, *rest] + (["--force"] if args.force else [])
+    from .command import rcsim_executable
+    cmd = [rcsim_executable(exe), *rest] + (["--force"] if args.force else [])
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:  # one line: the command and rcsim's own (last) error line
         last = (r.stderr.strip().splitlines() or ["no message"])[-1]

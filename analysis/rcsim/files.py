@@ -70,13 +70,15 @@ def open_checked(path, filetype, complete=None):
 def load_run(path):
     """Return a dict with the run's attributes, its coordinates (`layer` for the token measures,
     `attention_layer` for the attention measures attn_*), per-trial metrics [trial, layer] and
-    each measure's long_name and units (`metric_info`)."""
+    each measure's long_name (a short axis label), units and description (the sentence that
+    defines it) (`metric_info`)."""
     with open_checked(path, "rcsim-run") as f, reading(path):
         run = {"path": path, "attrs": dict(f.attrs), "layer": f["layer"][()],
                "attention_layer": f["attention_layer"][()],
                "metrics": {k: v[()] for k, v in f["metrics"].items() if not _is_coordinate(v)},
-               # Each measure's long_name and units, as the engine's measure registry wrote them.
-               "metric_info": {k: {a: _text(v.attrs[a]) for a in ("long_name", "units") if a in v.attrs}
+               # Each measure's long_name, units and description, as the engine's measure registry wrote them.
+               "metric_info": {k: {a: _text(v.attrs[a]) for a in ("long_name", "units", "description")
+                                   if a in v.attrs}
                                for k, v in f["metrics"].items() if not _is_coordinate(v)},
                "config": _text(f["config"][()])}
     return run
@@ -87,7 +89,9 @@ def open_run(path, group="metrics"):
     [trial, layer] or [trial, attention_layer]); select by value: `open_run(p).mu.sel(layer=10)`.
     The root's attributes (mask_type, norm_type, seed, ...) are added to the Dataset's attrs, and
     the resolved configuration (the INI text of /config) as attrs["config"] (rcsim.plot's titles
-    and legends read it). `path` may also be the bytes of a run file (rcsim.simulate_image)."""
+    and legends read it). Each measure keeps its attributes: long_name (a short axis label, which
+    xarray's plots use), units, description (the sentence that defines it). `path` may also be the
+    bytes of a run file (rcsim.simulate_image)."""
     import xarray as xr
     with open_checked(path, "rcsim-run") as f:
         root = {k: _attr(v) for k, v in f.attrs.items()}
@@ -100,7 +104,8 @@ def open_run(path, group="metrics"):
 
 def open_sweep(directory, group="metrics"):
     """Every complete point of a sweep as one xarray.Dataset whose dimensions include the swept
-    keys (`mask.type`, `model.d_qk`, ...): `open_sweep(d).mu.sel({"mask.type": "causal"})`.
+    keys, named as identifiers (`mask.type` -> `mask_type`, `model.d_qk` -> `model_d_qk`; each
+    coordinate's attrs["key"] is the key): `open_sweep(d).mu.sel(mask_type="causal")`.
     A product sweep gets one dimension per key; any other sweep (or one with missing points) keeps
     a `point` dimension with the swept keys as its coordinates. Points that are not complete are
     left out (open_sweep(...).attrs["points_missing"] counts them). attrs["config"] is the first
@@ -125,9 +130,19 @@ def open_sweep(directory, group="metrics"):
             out = out.swap_dims(point=keys[0]).drop_vars("point")
         else:
             out = out.drop_vars("point").set_index(point=keys).unstack("point")
+    out = out.rename({k: sweep_dimension(k) for k in keys})
+    for k in keys:  # the swept key itself, as [sweep] and rcsim.sweep's axes spell it
+        out[sweep_dimension(k)].attrs["key"] = k
     out.attrs["points_missing"] = len(points) - len(done)
     out.attrs["config"] = parts[0].attrs["config"]
     return out
+
+
+def sweep_dimension(key):
+    """The name open_sweep gives the dimension (or `point` coordinate) of a swept key: the key
+    with its dots as underscores, an identifier (`attention.beta` -> `attention_beta`, usable as
+    ds.attention_beta and in ds.sel(attention_beta=...)); the coordinate's attrs["key"] keeps the key."""
+    return key.replace(".", "_")
 
 
 def label(run):

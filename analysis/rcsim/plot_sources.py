@@ -59,7 +59,8 @@ def _from_measures(measures):
 
 
 def _metric_info(ds):
-    return {k: {a: str(v.attrs[a]) for a in ("long_name", "units") if a in v.attrs} for k, v in ds.data_vars.items()}
+    return {k: {a: str(v.attrs[a]) for a in ("long_name", "units", "description") if a in v.attrs}
+            for k, v in ds.data_vars.items()}
 
 
 def _from_dataset(ds, values):
@@ -95,6 +96,8 @@ def _from_sweep_dataset(ds):
         for combo in itertools.product(*[ds[k].values for k in keys]):
             sel = dict(zip(keys, combo))
             points.append(({k: _coordinate_text(v) for k, v in sel.items()}, ds.sel(sel)))
+    keys_of = {k: ds[k].attrs.get("key", k) for k in keys}  # open_sweep's dimension -> the swept key
+    points = [({keys_of[k]: v for k, v in swept.items()}, part) for swept, part in points]
     runs = []
     for swept, part in points:
         if all(bool(np.all(np.isnan(part[v].values))) for v in part.data_vars if part[v].dtype.kind == "f"):

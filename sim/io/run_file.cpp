@@ -140,6 +140,7 @@ void write_summary(const h5::Group& g, const std::string& name, const Eigen::Ref
     const h5::Dataset ds = g.write(name + suffix, axes.shape(static_cast<hsize_t>(v->size()) / axes.width), v->data());
     ds.set_attr("long_name", std::string(info.long_name) + " (" + (suffix + 1) + " over trials)");
     ds.set_attr("units", info.units);
+    ds.set_attr("description", info.description);
     g.label_axes(ds, axes.dims());
   }
 }
@@ -160,6 +161,7 @@ h5::Dataset write_measure(const h5::Group& g, const MeasureInfo& info, const Eig
   h5::Dataset ds = g.write(info.name, shape, data.data());
   ds.set_attr("long_name", info.long_name);
   ds.set_attr("units", info.units);
+  ds.set_attr("description", info.description);
   std::vector<std::string> dims = axes.dims();
   dims.insert(dims.begin(), "trial");
   g.label_axes(ds, dims);
@@ -344,7 +346,10 @@ void write_summary_group(const h5::File& f, const EngineSetup& s, const RunResul
     write_summary(g, r.attention_info[i].name, r.attention[i], r.attention_info[i],
                   axes_of(*r.attention_defs[i], r.tokens, "attention_layer"));
   const Matrix log_mu = r.token[token_column(r, "mu")].unaryExpr([](double x) { return std::log10(x); });
-  write_summary(g, "log10_mu", log_mu, {"log10_mu", "log10 of mu (-inf where mu = 0)", "1"}, "layer");
+  write_summary(g, "log10_mu", log_mu,
+                {"log10_mu", "log10 of mu (-inf where mu = 0)", "1",
+                 "log10 of the token similarity mu = ||X - 1 gamma||_F (-inf where mu = 0)"},
+                "layer");
   const auto S = static_cast<Eigen::Index>(layer_ids.size());
   Vector frac(S);
   const Matrix& rank = r.token[token_column(r, "rank")];

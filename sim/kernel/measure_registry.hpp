@@ -24,11 +24,14 @@ template <class T>
 struct BlockGradsT;  // kernel/backward.hpp
 using BlockGrads = BlockGradsT<double>;
 
-// A per-layer measure as stored in /metrics: name, long_name and units attributes.
+// A per-layer measure as stored in /metrics: name, long_name, units and description attributes.
+// long_name is a short axis label (at most 40 characters: plots and xarray use it as one);
+// description is the sentence that defines the measure.
 struct MeasureInfo {
   const char* name;
   std::string long_name;  // as declared; stored as measure_info(def, c) says
   const char* units;
+  std::string description;
 };
 
 // token: a measure of X(t), layers 0..L (layer 0 = the input). attention: a measure of the block
@@ -106,7 +109,7 @@ const MeasureDef* find_measure(const std::string& name);
 const std::vector<std::string>& optional_measure_names();
 // Joined with " | " by optional_measure_names_text() (declared in kernel/model_spec.hpp, so that
 // config/config.cpp's key table can use it).
-// `def`'s description as a run of `c` stores it: the gradient measures' loss follows
+// `def`'s long_name and description as a run of `c` stores them: the gradient measures' loss follows
 // metrics.readout (all_tokens: L = 1^T X(L) R and the N rows of X(L) R; last_token: L = x_N(L) R,
 // its one row, one reverse pass).
 MeasureInfo measure_info(const MeasureDef& def, const ModelSpec& c);

@@ -6,6 +6,8 @@ the code can be shown to leave every output bitwise unchanged.
     golden.py record  RCSIM MANIFEST.json    # run the set, write the digests
     golden.py check   RCSIM MANIFEST.json    # run the set, compare with the digests (exit 1 if any differ,
                                              # 77 = skipped: the build's instruction set is not the manifest's)
+    golden.py relabel RCSIM MANIFEST.json    # re-record only the digests of the text attributes for
+                                             # readers (LABELS: long_name, description), keep every other
 
 The digests depend on the instruction set of the build (a -march=native build and a portable one
 differ in the last bits), so the manifest records the build's instruction set (`isa=` in
@@ -16,6 +18,10 @@ One digest was replaced since, on purpose: equilibria/equilibria_2x2's /config (
 `rcsim equilibria` drops the keys it does not use from a configuration file instead of recording
 them; configs/equilibria_2x2.ini has `output.tokens = final`, which /config now holds at its
 default). Every other digest is still fec13d0's.
+The measures' long_name and description attributes were re-recorded with `relabel` on 2026-11-29
+(issue 39: the registry's long_names became short axis labels, their sentences moved to a new
+attribute description). Text does not depend on the instruction set, so any build may record
+them; `relabel` changes no other digest (the numbers, every other attribute: still fec13d0's).
 A native build is checked the same way against a manifest recorded by the native build of that
 commit on the same machine (the kernel issue's note gives the result).
 
@@ -47,6 +53,9 @@ PROVENANCE = {"rcsim_version", "git_sha", "created_utc", "command_line", "instru
 # attribute `platform` (run.platform as resolved, issue 35: "reference" for every run of the set,
 # whose sizes are below the cpu platform's automatic threshold). Every other extra key still fails.
 ADDED_LATER = {"input_sha256", "platform"}
+
+# The text attributes written for readers (axis labels, sentences): what `relabel` may re-record.
+LABELS = {"long_name", "description"}
 
 TINY = ["--quiet", "--run.trials=2", "--model.layers=3", "--run.threads=1"]
 
@@ -164,13 +173,38 @@ def isa_of(rcsim):
     return os.environ.get("RCSIM_GOLDEN_ISA", "unknown")
 
 
+def is_label(key):
+    return "@" in key and key.rsplit("@", 1)[-1] in LABELS
+
+
+def relabel(rcsim, manifest):
+    """Replace the manifest's digests of the LABELS attributes by those of this build's run of the
+    set (added, changed, dropped); every other digest and the instruction set are left as they are."""
+    with open(manifest) as f:
+        want = json.load(f)
+    got = run_set(rcsim)
+    changed = 0
+    for case, digests in want["cases"].items():
+        mine = {k: v for k, v in got.get(case, {}).items() if is_label(k)}
+        old = {k: v for k, v in digests.items() if is_label(k)}
+        changed += sum(old.get(k) != mine.get(k) for k in set(old) | set(mine))
+        want["cases"][case] = dict({k: v for k, v in digests.items() if not is_label(k)}, **mine)
+    with open(manifest + ".tmp", "w") as f:
+        json.dump(want, f, indent=1, sort_keys=True)
+    os.replace(manifest + ".tmp", manifest)
+    print(f"golden: {changed} digests of text attributes ({', '.join(sorted(LABELS))}) re-recorded; no other changed")
+    return 0
+
+
 def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in ("record", "check"):
+    if len(sys.argv) != 4 or sys.argv[1] not in ("record", "check", "relabel"):
         print(__doc__.strip().splitlines()[3].strip(), file=sys.stderr)
-        print("usage: golden.py record|check RCSIM MANIFEST.json", file=sys.stderr)
+        print("usage: golden.py record|check|relabel RCSIM MANIFEST.json", file=sys.stderr)
         return 2
     mode, rcsim, manifest = sys.argv[1:]
     rcsim = os.path.abspath(rcsim)
+    if mode == "relabel":
+        return relabel(rcsim, manifest)
     isa = isa_of(rcsim)
     if mode == "check":  # the instruction set first: a mismatch skips before running anything
         with open(manifest) as f:

@@ -192,7 +192,7 @@ CASES = [
      [PY, os.path.join(ANALYSIS, "particles_staircase.py"), "--data", "d", "--out", "o", "--perturb", "x"], 2,
      "--perturb", []),
     ("figure2_missing_rcsim", None, [PY, os.path.join(ANALYSIS, "figure2.py"), "--tiny", "--rcsim", "no-rcsim",
-                                     "--data", "d", "--out", "d/f"], 1, "no-rcsim", []),
+                                     "--data", "d", "--out", "d/f"], 2, "no-rcsim", []),  # a usage error (issue 39: the engine lookup)
 ]
 
 

@@ -90,7 +90,7 @@ fig = rcsim.plot.final(sweep, "model.d_qk", "mu_rel")
 ax = fig.axes[0]
 ok = True
 for mask in ("complete", "causal"):
-    want = np.array([np.median(sweep.mu_rel.sel({"mask.type": mask, "model.d_qk": q}).values[:, -1])
+    want = np.array([np.median(sweep.mu_rel.sel(mask_type=mask, model_d_qk=q).values[:, -1])
                      for q in (0.25, 1.0, 64.0)])
     lines = [line for line in ax.get_lines() if line.get_marker() == "o" and len(line.get_xdata()) == 3]
     got = [np.asarray(line.get_ydata(), float) for line in lines]
@@ -117,7 +117,7 @@ check(ax.get_yscale() == "log" and len(marks) == 1 and float(marks[0].get_xdata(
 # /layer) from the open_sweep Dataset: no IndexError, the cells are the medians at the last block.
 try:
     grid = rcsim.plot.heatmap(sweep, "model.d_qk", "mask.type", "attn_entropy").axes[0].images[0].get_array()
-    want = np.array([[np.median(sweep.attn_entropy.sel({"mask.type": m, "model.d_qk": q}).values[:, -1])
+    want = np.array([[np.median(sweep.attn_entropy.sel(mask_type=m, model_d_qk=q).values[:, -1])
                       for q in (0.25, 1.0, 64.0)] for m in ("causal", "complete")])
     check(np.allclose(grid, want, rtol=1e-12), "heat map of attn_entropy (per block): the medians at the last block")
 except IndexError as e:

@@ -80,8 +80,13 @@ check([p["name"] for p in py_points] == [p["name"] for p in cli_points], "the sa
 check(all(p["status"] == "complete" for p in py_points), "every point complete")
 for p, q in zip(py_points, cli_points):
     check(same_files(p["file"], q["file"]), f"point {p['name']}: the files are equal dataset by dataset")
-check(set(AXES) <= set(ds.dims), f"the swept keys are dimensions: {dict(ds.sizes)}")
-check(ds.mu.sel({"model.tokens": 4, "mask.type": "causal"}).shape == (2, 4), "mu of one point: [trial, layer]")
+check({"model_tokens", "mask_type"} <= set(ds.dims), f"the swept keys are dimensions named as identifiers: "
+      f"{dict(ds.sizes)}")
+check(not any("." in str(d) for d in ds.dims), f"no dotted dimension name: {list(ds.dims)}")
+check({d: ds[d].attrs.get("key") for d in ("model_tokens", "mask_type")} ==
+      {"model_tokens": "model.tokens", "mask_type": "mask.type"}, "each swept dimension keeps its key in attrs['key']")
+check(ds.mu.sel(model_tokens=4, mask_type="causal").shape == (2, 4), "mu of one point: [trial, layer]")
+check(ds.model_tokens.values.tolist() == [3, 4], f"attribute access ds.model_tokens: {ds.model_tokens.values}")
 with h5py.File(py_points[0]["file"], "r") as f:
     check(str(f.attrs["command_line"]).startswith("rcsim.sweep("), "the call is recorded in the files")
 
@@ -98,6 +103,8 @@ with open(os.path.join(work, "zip.ini"), "w") as f:
 zds = rcsim.sweep(zip_dir, {"norm.type": ["none", "layernorm"]}, config_file=os.path.join(work, "zip.ini"),
                   mode="zip")
 check("point" in zds.dims and zds.sizes["point"] == 2, f"zip: a point dimension of 2 ({dict(zds.sizes)})")
+check(zds["norm_type"].dims == ("point",) and zds["norm_type"].attrs.get("key") == "norm.type",
+      f"zip: the swept keys are coordinates of point, named as identifiers, with their key: {list(zds.coords)}")
 
 # 4. Arguments checked by rcsim._validate, keys by the configuration parser.
 d = os.path.join(work, "bad")

@@ -163,13 +163,26 @@ def check_package(run, sweep):
         checked += 1
     if ds.attrs.get("mask_type") != "causal":
         fail("open_run: root attributes (mask_type) missing")
+    # Issue 39: every measure's long_name is a short axis label, its sentence the description;
+    # open_run and load_run keep both (the registry's texts, as the file stores them).
+    info = rcsim.load_run(run)["metric_info"]
+    with h5py.File(run, "r") as f:
+        for name, var in ds.data_vars.items():
+            stored = {a: f["metrics"][name].attrs[a] for a in ("long_name", "description")}
+            stored = {a: v.decode() if isinstance(v, bytes) else str(v) for a, v in stored.items()}
+            if not (0 < len(var.attrs.get("long_name", "")) <= 40 and var.attrs.get("description")):
+                fail(f"open_run: {name}: long_name {var.attrs.get('long_name')!r} (at most 40 characters) "
+                     f"and a description are needed")
+            if {a: var.attrs.get(a) for a in stored} != stored or {a: info[name].get(a) for a in stored} != stored:
+                fail(f"open_run/load_run: {name}: long_name and description differ from the file's {stored}")
+            checked += 1
     sw = rcsim.open_sweep(sweep)
-    if set(sw.mu.dims) != {"mask.type", "model.d_qk", "trial", "layer"}:
+    if set(sw.mu.dims) != {"mask_type", "model_d_qk", "trial", "layer"}:
         fail(f"open_sweep: dims {sw.mu.dims}, expected the swept keys, trial and layer")
     for p in rcsim.load_sweep(sweep):
         with h5py.File(p["file"], "r") as f:
             layer, mu = f["layer"][()], f["metrics/mu"][()]
-        got = sw.mu.sel({"mask.type": p["mask.type"], "model.d_qk": p["model.d_qk"], "layer": int(layer[6])})
+        got = sw.mu.sel(mask_type=p["mask.type"], model_d_qk=p["model.d_qk"], layer=int(layer[6]))
         if not np.array_equal(got.values, mu[:, 6]):
             fail(f"open_sweep: mu at {p['name']}, layer {layer[6]} differs from its file")
         checked += 1
@@ -208,11 +221,15 @@ def main():
     rcsim(exe, "run", "--config", ini, f"--output.file={last}", "--force", "--model.layers=4",
           "--metrics.readout=last_token", "--output.measures=grad_x_norm,jacobian_log_fro2")
     with h5py.File(last, "r") as f:
-        for m in ("grad_x_norm", "jacobian_log_fro2"):
-            text = f["metrics"][m].attrs["long_name"]
+        for m in ("grad_x_norm", "jacobian_log_fro2"):  # the loss is in the description (issue 39)
+            text = f["metrics"][m].attrs["description"]
             text = text.decode() if isinstance(text, bytes) else str(text)
             if "1^T X(L) R" in text or "x_N(L) R" not in text:
-                fail(f"{last}: /metrics/{m} long_name {text!r} does not state the last-token loss")
+                fail(f"{last}: /metrics/{m} description {text!r} does not state the last-token loss")
+        label = f["metrics"]["jacobian_log_fro2"].attrs["long_name"]
+        label = label.decode() if isinstance(label, bytes) else str(label)
+        if "d(x_N(L) R)" not in label:
+            fail(f"{last}: /metrics/jacobian_log_fro2 long_name {label!r} does not name the last-token output")
     analysed = os.path.join(work, "analysed.h5")
     rcsim(exe, "run", "--config", ini, f"--output.file={analysed}", "--force")
     rcsim(exe, "analyze", analysed)
