@@ -268,7 +268,7 @@ TEST_CASE("the random streams of a trial are distinct (weights, dropout, readout
   // A stream shared by two uses repeats its draws in both (the Hutchinson probes once repeated init.noise's).
   const std::vector<std::uint64_t> ids = {kWeightsStream,   kPerturbationStream,  kLnGeometryStream,
                                           kDropoutStream,   kReadoutStream,       kProbeStream, kFullProbeStream,
-                                          kInitNoiseStream, kDynamicsNoiseStream, kPowerStream};
+                                          kInitNoiseStream, kDynamicsNoiseStream, kPowerStream, kGenerateStream};
   const std::set<std::uint64_t> distinct(ids.begin(), ids.end());
   CHECK(distinct.size() == ids.size());
 }

@@ -20,6 +20,7 @@ enum RandomStreamId : std::uint64_t {
   kWeightsStream = 0,        // X(0) and the weights of a trial (kernel/trial.hpp)
   kPerturbationStream = 1,   // the perturbations of equilibria (app/equilibria.cpp)
   kLnGeometryStream = 3,     // ln-geometry's samples (geometry/layernorm_geometry.cpp)
+  kGenerateStream = 7,       // the sampled token ids of rcsim generate (kernel/llama/generation.cpp)
   kDropoutStream = 11,       // the dropout masks (kernel/dropout.hpp)
   kReadoutStream = 12,       // the readout R of the gradient measures (kernel/gradients.hpp)
   kInitNoiseStream = 13,     // init.noise (kernel/noise.hpp)

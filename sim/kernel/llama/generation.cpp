@@ -12,7 +12,6 @@ namespace rcsim::llama {
 
 namespace {
 
-constexpr std::uint64_t kGenerateStream = 7;  // separate from a run's streams (0, 1, ...)
 
 template <class T>
 std::vector<int> generate_in(const LlamaModelT<T>& m, const GenerateOptions& o) {

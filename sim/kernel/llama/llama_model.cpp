@@ -37,7 +37,7 @@ LlamaModelT<float> to_float(const LlamaModel& m) {
 }
 
 LlamaModel random_model(const LlamaConfig& c, unsigned long long seed) {
-  RandomStream rng(seed, 0, 0);
+  RandomStream rng(seed, 0, kWeightsStream);
   const auto gaussian = [&](int rows, int cols) {
     Matrix w(rows, cols);
     rng.fill_normal(w, 1.0 / std::sqrt(static_cast<double>(cols)));
