@@ -11,6 +11,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config.hpp"
@@ -46,12 +47,20 @@ bool device_present() {
 
 
 
-// RCSIM_OPENCL_LANES set for the scope: the kernel's lanes (1: as on a GPU, 8: as on a CPU).
-struct Lanes {
-  explicit Lanes(const char* lanes) { setenv("RCSIM_OPENCL_LANES", lanes, 1); }
-  ~Lanes() { unsetenv("RCSIM_OPENCL_LANES"); }
-  Lanes(const Lanes&) = delete;
-  Lanes& operator=(const Lanes&) = delete;
+// The kernel's layout for the scope: RCSIM_OPENCL_KERNEL (rows: one work item per row, as on a
+// CPU device; split: a row's keys dealt among a work-group's items, as on a GPU) and
+// RCSIM_OPENCL_LANES for the rows kernel (1: as on a GPU, 8: as on a CPU).
+struct Layout {
+  Layout(const char* kernel, const char* lanes) {
+    setenv("RCSIM_OPENCL_KERNEL", kernel, 1);
+    setenv("RCSIM_OPENCL_LANES", lanes, 1);
+  }
+  ~Layout() {
+    unsetenv("RCSIM_OPENCL_KERNEL");
+    unsetenv("RCSIM_OPENCL_LANES");
+  }
+  Layout(const Layout&) = delete;
+  Layout& operator=(const Layout&) = delete;
 };
 
 struct MaskCase {
@@ -139,11 +148,13 @@ TEST_CASE("opencl: one layer equals the reference on every range mask, heads 1-3
           "[opencl]") {
   if (!device_present()) return;
   // N = 300: work-groups of 64 rows (the last one partial), tiles of keys whose edges fall inside
-  // the masks' ranges; residual 0.5 and the sphere after the attention. The kernel with 1 lane
-  // (as on a GPU) and 8 lanes (as on a CPU device).
-  const char* lanes = GENERATE("1", "8");
-  const Lanes set(lanes);
-  INFO("RCSIM_OPENCL_LANES = " << lanes);
+  // the masks' ranges; residual 0.5 and the sphere after the attention. The rows kernel with 1 lane
+  // (as on a GPU) and 8 lanes (as on a CPU device), and the split kernel (its work-groups of 64
+  // items deal out ranges of 1 to 300 keys: items with none, and merges of every shape).
+  const auto [kernel, lanes] = GENERATE(std::make_pair("rows", "1"), std::make_pair("rows", "8"),
+                                        std::make_pair("split", "1"));
+  const Layout set(kernel, lanes);
+  INFO("RCSIM_OPENCL_KERNEL = " << kernel << ", RCSIM_OPENCL_LANES = " << lanes);
   const int n = 300, d = 3;
   RandomStream rng(7, 300);
   Matrix X(n, d);
@@ -214,12 +225,15 @@ TEST_CASE("opencl: whole runs equal the reference layer by layer (mu, singular v
   cases.push_back({"particle flow, Euler, tangent, sphere, noise 0.1, causal", flow});
   for (const Case& c : cases) {
     for (const char* precision : {"float64", "float32"}) {
-      INFO(c.name << ", " << precision);
       std::map<std::string, std::string> keys = c.keys;
       keys["run.precision"] = precision;
       const RunResults ref = run(keys, "reference");
-      const RunResults cl = run(keys, "opencl");
-      check_layers(cl, ref, std::string(precision) == "float64" ? 1e-12 : 1e-5);
+      for (const char* kernel : {"rows", "split"}) {  // the CPU device's layout, and the GPU's
+        INFO(c.name << ", " << precision << ", kernel " << kernel);
+        const Layout set(kernel, "8");
+        const RunResults cl = run(keys, "opencl");
+        check_layers(cl, ref, std::string(precision) == "float64" ? 1e-12 : 1e-5);
+      }
     }
   }
 }

@@ -76,7 +76,7 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
   if (checkpoint.written()) checkpoint.flush(r);
   report_diagnostics(r);
   Provenance prov = p;
-  prov.threads = threads;
+  prov.threads = trial_workers(s, threads, c.run.trials);  // opencl: its batch
   write_run_file(file.temporary(), c.to_ini(), s, r, prov, inputs, &checkpoint);  // closed and checked before the rename
   file.publish();
   checkpoint.remove();
@@ -109,7 +109,7 @@ std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::
   const RunResults r = run_simulation(s, threads, cancel, host.progress, host.layers_done);
   report_diagnostics(r);
   Provenance prov = p;
-  prov.threads = threads;
+  prov.threads = trial_workers(s, threads, c.run.trials);  // opencl: its batch
   // HDF5's core driver refuses a second open file of the same name: each image gets its own, so
   // that Python threads may call simulate() at once (the name labels messages only; it is not in
   // the image).
