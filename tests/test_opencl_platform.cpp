@@ -6,15 +6,19 @@
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>  // setenv, unsetenv (POSIX)
+#include <unistd.h>  // getpid
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "app/run.hpp"
 #include "config/config.hpp"
+#include "io/hdf5_file.hpp"
 #include "io/inputs.hpp"
 #include "platform_support.hpp"
 #include "kernel/errors.hpp"
@@ -267,4 +271,46 @@ TEST_CASE("run.platform = opencl: refused where it does not cover the run, never
     c.model.tokens = tokens;
     CHECK(resolved_platform(c) != Platform::opencl);
   }
+}
+
+TEST_CASE("run files record the threads inside a trial and, on opencl, the device that ran", "[opencl]") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("rcsim_opencl_attrs_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto write = [&](const std::string& platform, const std::string& threads, const std::string& trials) {
+    const std::string file = (dir / (platform + ".h5")).string();
+    run_to_file(make_config({{"run.platform", platform}, {"run.threads", threads}, {"run.trials", trials},
+                             {"model.tokens", "40"}, {"model.dim", "3"}, {"model.layers", "2"},
+                             {"output.file", file}}),
+                {"test", 1}, nullptr, false);
+    return h5::File::open_read(file);
+  };
+  {  // the cpu platform: run.threads = 2 on one trial, both inside it
+    const h5::File f = write("cpu", "2", "1");
+    CHECK(f.attr_string("platform") == "cpu");
+    CHECK(f.attr_int("threads_per_trial") == 2);
+    CHECK_FALSE(f.has_attr("opencl_device"));
+  }
+  {  // the reference platform: one thread per trial, two trials on two workers
+    const h5::File f = write("reference", "2", "2");
+    CHECK(f.attr_int("threads") == 2);
+    CHECK(f.attr_int("threads_per_trial") == 1);
+    CHECK_FALSE(f.has_attr("opencl_device"));
+  }
+  if (device_present()) {  // three trials: one batch of three workers, one thread each
+    const h5::File f = write("opencl", "1", "3");
+    const OpenclDeviceInfo device = opencl_device_info();
+    CHECK(f.attr_string("platform") == "opencl");
+    CHECK(f.attr_int("threads") == 3);
+    CHECK(f.attr_int("threads_per_trial") == 1);
+    CHECK(f.attr_string("opencl_device") == device.name);
+    CHECK(f.attr_string("opencl_vendor") == device.vendor);
+    CHECK(f.attr_string("opencl_driver_version") == device.driver_version);
+    CHECK(f.attr_int("opencl_compute_units") == device.compute_units);
+    CHECK(device.compute_units >= 1);
+    CHECK_FALSE(device.name.empty());
+    CHECK(f.attr_string("opencl_kernel") == device.kernel);
+    CHECK((device.kernel == "rows" || device.kernel == "split"));
+  }
+  std::filesystem::remove_all(dir);
 }

@@ -7,6 +7,7 @@
 #include "io/inputs.hpp"
 #include "io/output_file.hpp"
 #include "kernel/errors.hpp"
+#include "kernel/platform_opencl.hpp"
 
 namespace rcsim {
 
@@ -48,6 +49,9 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
   if (!s.graph.quasi_strongly_connected)
     spdlog::warn("mask is not quasi-strongly connected: the collapse theorem does not apply");
   const int threads = resolve_threads(c.run.threads, c.run.trials);
+  if (s.platform == Platform::opencl)  // which device ran, on the log too (the file records it)
+    spdlog::info("run.platform = opencl on {}: {} trials in flight", opencl_device(),
+                 trial_workers(s, threads, c.run.trials));
   RunResults r = allocate_results(s);
   Checkpoint checkpoint(out + ".partial", c.to_ini(), inputs);
   const std::vector<char> done = checkpoint.load(r);
