@@ -314,3 +314,31 @@ TEST_CASE("run files record the threads inside a trial and, on opencl, the devic
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("opencl settings in the environment: a bad value is one message naming it", "[opencl]") {
+  if (!device_present()) return;
+  Matrix X = Matrix::Identity(3, 3), Y;
+  LayerWeights w;
+  w.q = w.k = w.v = {Matrix::Identity(3, 3)};
+  const MaskRows rows = analyse_rows(complete_mask(3));
+  const auto refused = [&](const char* name, const char* value, const std::string& allowed) {
+    setenv(name, value, 1);
+    CHECK_THROWS_AS(opencl_attention(X, w, 1.0, rows, Y), UsageError);
+    CHECK_THROWS_WITH(opencl_attention(X, w, 1.0, rows, Y),
+                      Catch::StartsWith(std::string(name) + " = '" + value + "': allowed " + allowed));
+    unsetenv(name);
+  };
+  refused("RCSIM_OPENCL_KERNEL", "fast", "rows or split");
+  refused("RCSIM_OPENCL_LANES", "4", "1 or 8");
+  for (const char* value : {"0", "4097", "many"}) {
+    setenv("RCSIM_OPENCL_BATCH", value, 1);
+    CHECK_THROWS_WITH(opencl_batch_size(), Catch::StartsWith("RCSIM_OPENCL_BATCH = '" + std::string(value) +
+                                                             "': allowed 1 to 4096"));
+  }
+  setenv("RCSIM_OPENCL_BATCH", "4096", 1);
+  CHECK(opencl_batch_size() == 4096);
+  unsetenv("RCSIM_OPENCL_BATCH");
+  CHECK(opencl_batch_size() == 256);
+  opencl_attention(X, w, 1.0, rows, Y);  // unset again: runs
+  CHECK(std::abs(Y(0, 0) - std::exp(1.0) / (std::exp(1.0) + 2.0)) < 1e-15);
+}
