@@ -51,7 +51,7 @@ stage() {
   echo "# stage: $((SECONDS - t0)) s"
 }
 
-echo "# gpu_figures.sh $(date -u +%FT%TZ) on $(hostname): $(nproc) cores, budget ${budget} s, small=${small}"
+echo "# gpu_figures.sh $(date -u +%FT%TZ) on $(cat /proc/sys/kernel/hostname 2>/dev/null): $(nproc) cores, budget ${budget} s, small=${small}"
 "$rcsim" --version | head -1
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 command -v clinfo >/dev/null && clinfo -l
