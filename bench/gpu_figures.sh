@@ -41,7 +41,7 @@ end=$((SECONDS + budget))
 stage() {
   local cap=$1; shift
   local left=$((end - SECONDS))
-  if ((left < 15)); then echo "# skipped (budget spent): ${*: -12}"; return; fi
+  if ((left < 15)); then echo "# skipped (budget spent): $*"; return; fi
   ((cap > left)) && cap=$left
   local t0=$SECONDS
   timeout -k 5 "$cap" "$@"
