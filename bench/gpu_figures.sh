@@ -7,8 +7,9 @@
 # under `timeout`, and no stage starts after the budget (default 420 s) is spent: the whole
 # script ends well inside the device tool's 10 minutes.
 #
-# Prepared here (bash ../shared/tools/device-bundle.sh .gpu build/sim/rcsim), run there:
-#   bash bench/gpu_figures.sh            (sources .gpu/env.sh when present; rcsim from .gpu/bin)
+# Prepared here (bash ../shared/tools/device-bundle.sh .gpu build/sim/rcsim && tar -czf .gpu.tar.gz .gpu),
+# run there with .gpu.tar.gz carried:
+#   bash bench/gpu_figures.sh            (unpacks .gpu.tar.gz, sources .gpu/env.sh; rcsim from .gpu/bin)
 #   bash bench/gpu_figures.sh --small    (small sizes: a few minutes on pocl, the CI-sized check)
 # usage: gpu_figures.sh [--small] [--rcsim PATH] [--budget SECONDS] [--data DIR]
 set -uo pipefail
@@ -25,8 +26,11 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 [[ $budget =~ ^[0-9]+$ ]] || { echo "gpu_figures.sh: --budget '$budget': want whole seconds" >&2; exit 2; }
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-if [[ -f .gpu/env.sh ]]; then source .gpu/env.sh; fi  # the bundle: its libraries, the NVIDIA ICD registered
+bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # (not `here`: .gpu/env.sh sets that)
+# The bundle: its libraries, the NVIDIA ICD registered. Carried whole (.gpu) or, since it is larger
+# than the device tool's 64 MiB (OpenBLAS alone is 36 MB), as .gpu.tar.gz (about 27 MB).
+if [[ ! -f .gpu/env.sh && -f .gpu.tar.gz ]]; then tar -xzf .gpu.tar.gz || { echo "gpu_figures.sh: cannot unpack .gpu.tar.gz" >&2; exit 1; }; fi
+if [[ -f .gpu/env.sh ]]; then source .gpu/env.sh; fi
 if [[ -z $rcsim ]]; then rcsim=$(command -v rcsim || echo build/sim/rcsim); fi
 [[ -x $rcsim ]] || { echo "gpu_figures.sh: no rcsim at '$rcsim' (give --rcsim PATH)" >&2; exit 2; }
 data=${data:-$(mktemp -d)}
@@ -69,20 +73,20 @@ for size in $flow_sizes; do
   IFS=: read -r n steps reps <<<"$size"
   for precision in float64 float32; do
     echo "## particle flow, n = $n, d = 3, RK4, $precision"
-    stage 110 "$py" "$here/platforms.py" --rcsim "$rcsim" --platforms cpu,opencl --workload flow --tokens "$n" \
+    stage 110 "$py" "$bench_dir/platforms.py" --rcsim "$rcsim" --platforms cpu,opencl --workload flow --tokens "$n" \
       --dim 3 --steps "$steps" --reps "$reps" --threads 0 --precision "$precision" --data "$data/flow"
   done
 done
 for precision in float64 float32; do
   echo "## forward ($fwd), post-LayerNorm, complete, measures at the first and last layer only, $precision"
   # shellcheck disable=SC2086  # $fwd is a list of options
-  stage 90 "$py" "$here/platforms.py" --rcsim "$rcsim" --platforms cpu,opencl --workload forward $fwd \
+  stage 90 "$py" "$bench_dir/platforms.py" --rcsim "$rcsim" --platforms cpu,opencl --workload forward $fwd \
     --threads 0 --precision "$precision" --data "$data/forward"
 done
 if [[ -n $py_torch ]]; then
   echo "## torch (bench/gpu_torch.py, $py_torch)"
   # shellcheck disable=SC2046  # --small or nothing
-  stage 150 "$py_torch" "$here/gpu_torch.py" $( ((small)) && echo --small) --budget 100
+  stage 150 "$py_torch" "$bench_dir/gpu_torch.py" $( ((small)) && echo --small) --budget 100
 else
   echo "## torch: not importable by python3 or /usr/bin/python3 (no comparison)"
 fi
