@@ -36,6 +36,17 @@ def flow_args(n, d, steps):
             "--norm.type=sphere", "--residual.alpha=0.1", "--residual.project=tangent", "--dynamics.integrator=rk4"]
 
 
+def uptime():
+    """`uptime`'s line, or the load averages from /proc/loadavg where uptime is not installed (a bare GPU image)."""
+    if shutil.which("uptime"):
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    try:
+        with open("/proc/loadavg") as f:
+            return "load average " + " ".join(f.read().split()[:3])
+    except OSError:
+        return "n/a"
+
+
 def timed(cmd):
     """Run cmd: (wall seconds, its max RSS in MiB from os.wait4); exits with its message if it fails."""
     t0 = time.perf_counter()
@@ -85,7 +96,7 @@ def main():
         ap.error(f"--steps {a.steps}: want L1,L2 with 0 < L1 < L2")
     platforms = a.platforms.split(",")
     os.makedirs(a.data, exist_ok=True)
-    print(f"# uptime before: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    print(f"# uptime before: {uptime()}")
     if "opencl" in platforms and shutil.which("clinfo"):
         devices = subprocess.run(["clinfo", "-l"], capture_output=True, text=True).stdout.strip()
         print("# OpenCL devices (clinfo -l; rcsim takes the first GPU, else the first device, or "
@@ -100,7 +111,7 @@ def main():
                        f"--run.platform={p}", f"--run.precision={a.precision}", "--run.seed=1",
                        *workload_args(a, L), "--output.tokens=final", f"--output.schedule=list:0 {L}"]
                 walls.setdefault((p, L), []).append(timed(cmd))
-    print(f"# uptime after:  {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    print(f"# uptime after:  {uptime()}")
     print(f"# {a.workload}: N = {a.tokens}, d = {a.dim}, trials {a.trials if a.workload == 'forward' else 1}, "
           f"{a.precision}, run.threads = {a.threads}, steps {l1} and {l2}, best of {a.reps}")
     first = final_tokens(os.path.join(a.data, f"{a.workload}_{platforms[0]}_L{l2}.h5"))

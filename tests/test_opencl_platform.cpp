@@ -6,14 +6,19 @@
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>  // setenv, unsetenv (POSIX)
+#include <unistd.h>  // getpid
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "app/run.hpp"
 #include "config/config.hpp"
+#include "io/hdf5_file.hpp"
 #include "io/inputs.hpp"
 #include "platform_support.hpp"
 #include "kernel/errors.hpp"
@@ -46,12 +51,20 @@ bool device_present() {
 
 
 
-// RCSIM_OPENCL_LANES set for the scope: the kernel's lanes (1: as on a GPU, 8: as on a CPU).
-struct Lanes {
-  explicit Lanes(const char* lanes) { setenv("RCSIM_OPENCL_LANES", lanes, 1); }
-  ~Lanes() { unsetenv("RCSIM_OPENCL_LANES"); }
-  Lanes(const Lanes&) = delete;
-  Lanes& operator=(const Lanes&) = delete;
+// The kernel's layout for the scope: RCSIM_OPENCL_KERNEL (rows: one work item per row, as on a
+// CPU device; split: a row's keys dealt among a work-group's items, as on a GPU) and
+// RCSIM_OPENCL_LANES for the rows kernel (1: as on a GPU, 8: as on a CPU).
+struct Layout {
+  Layout(const char* kernel, const char* lanes) {
+    setenv("RCSIM_OPENCL_KERNEL", kernel, 1);
+    setenv("RCSIM_OPENCL_LANES", lanes, 1);
+  }
+  ~Layout() {
+    unsetenv("RCSIM_OPENCL_KERNEL");
+    unsetenv("RCSIM_OPENCL_LANES");
+  }
+  Layout(const Layout&) = delete;
+  Layout& operator=(const Layout&) = delete;
 };
 
 struct MaskCase {
@@ -139,11 +152,13 @@ TEST_CASE("opencl: one layer equals the reference on every range mask, heads 1-3
           "[opencl]") {
   if (!device_present()) return;
   // N = 300: work-groups of 64 rows (the last one partial), tiles of keys whose edges fall inside
-  // the masks' ranges; residual 0.5 and the sphere after the attention. The kernel with 1 lane
-  // (as on a GPU) and 8 lanes (as on a CPU device).
-  const char* lanes = GENERATE("1", "8");
-  const Lanes set(lanes);
-  INFO("RCSIM_OPENCL_LANES = " << lanes);
+  // the masks' ranges; residual 0.5 and the sphere after the attention. The rows kernel with 1 lane
+  // (as on a GPU) and 8 lanes (as on a CPU device), and the split kernel (its work-groups of 64
+  // items deal out ranges of 1 to 300 keys: items with none, and merges of every shape).
+  const auto [kernel, lanes] = GENERATE(std::make_pair("rows", "1"), std::make_pair("rows", "8"),
+                                        std::make_pair("split", "1"));
+  const Layout set(kernel, lanes);
+  INFO("RCSIM_OPENCL_KERNEL = " << kernel << ", RCSIM_OPENCL_LANES = " << lanes);
   const int n = 300, d = 3;
   RandomStream rng(7, 300);
   Matrix X(n, d);
@@ -214,12 +229,15 @@ TEST_CASE("opencl: whole runs equal the reference layer by layer (mu, singular v
   cases.push_back({"particle flow, Euler, tangent, sphere, noise 0.1, causal", flow});
   for (const Case& c : cases) {
     for (const char* precision : {"float64", "float32"}) {
-      INFO(c.name << ", " << precision);
       std::map<std::string, std::string> keys = c.keys;
       keys["run.precision"] = precision;
       const RunResults ref = run(keys, "reference");
-      const RunResults cl = run(keys, "opencl");
-      check_layers(cl, ref, std::string(precision) == "float64" ? 1e-12 : 1e-5);
+      for (const char* kernel : {"rows", "split"}) {  // the CPU device's layout, and the GPU's
+        INFO(c.name << ", " << precision << ", kernel " << kernel);
+        const Layout set(kernel, "8");
+        const RunResults cl = run(keys, "opencl");
+        check_layers(cl, ref, std::string(precision) == "float64" ? 1e-12 : 1e-5);
+      }
     }
   }
 }
@@ -253,4 +271,74 @@ TEST_CASE("run.platform = opencl: refused where it does not cover the run, never
     c.model.tokens = tokens;
     CHECK(resolved_platform(c) != Platform::opencl);
   }
+}
+
+TEST_CASE("run files record the threads inside a trial and, on opencl, the device that ran", "[opencl]") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("rcsim_opencl_attrs_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto write = [&](const std::string& platform, const std::string& threads, const std::string& trials) {
+    const std::string file = (dir / (platform + ".h5")).string();
+    run_to_file(make_config({{"run.platform", platform}, {"run.threads", threads}, {"run.trials", trials},
+                             {"model.tokens", "40"}, {"model.dim", "3"}, {"model.layers", "2"},
+                             {"output.file", file}}),
+                {"test", 1}, nullptr, false);
+    return h5::File::open_read(file);
+  };
+  {  // the cpu platform: run.threads = 2 on one trial, both inside it
+    const h5::File f = write("cpu", "2", "1");
+    CHECK(f.attr_string("platform") == "cpu");
+    CHECK(f.attr_int("threads_per_trial") == 2);
+    CHECK_FALSE(f.has_attr("opencl_device"));
+  }
+  {  // the reference platform: one thread per trial, two trials on two workers
+    const h5::File f = write("reference", "2", "2");
+    CHECK(f.attr_int("threads") == 2);
+    CHECK(f.attr_int("threads_per_trial") == 1);
+    CHECK_FALSE(f.has_attr("opencl_device"));
+  }
+  if (device_present()) {  // three trials: one batch of three workers, one thread each
+    const h5::File f = write("opencl", "1", "3");
+    const OpenclDeviceInfo device = opencl_device_info();
+    CHECK(f.attr_string("platform") == "opencl");
+    CHECK(f.attr_int("threads") == 3);
+    CHECK(f.attr_int("threads_per_trial") == 1);
+    CHECK(f.attr_string("opencl_device") == device.name);
+    CHECK(f.attr_string("opencl_vendor") == device.vendor);
+    CHECK(f.attr_string("opencl_driver_version") == device.driver_version);
+    CHECK(f.attr_int("opencl_compute_units") == device.compute_units);
+    CHECK(device.compute_units >= 1);
+    CHECK_FALSE(device.name.empty());
+    CHECK(f.attr_string("opencl_kernel") == device.kernel);
+    CHECK((device.kernel == "rows" || device.kernel == "split"));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("opencl settings in the environment: a bad value is one message naming it", "[opencl]") {
+  if (!device_present()) return;
+  Matrix X = Matrix::Identity(3, 3), Y;
+  LayerWeights w;
+  w.q = w.k = w.v = {Matrix::Identity(3, 3)};
+  const MaskRows rows = analyse_rows(complete_mask(3));
+  const auto refused = [&](const char* name, const char* value, const std::string& allowed) {
+    setenv(name, value, 1);
+    CHECK_THROWS_AS(opencl_attention(X, w, 1.0, rows, Y), UsageError);
+    CHECK_THROWS_WITH(opencl_attention(X, w, 1.0, rows, Y),
+                      Catch::StartsWith(std::string(name) + " = '" + value + "': allowed " + allowed));
+    unsetenv(name);
+  };
+  refused("RCSIM_OPENCL_KERNEL", "fast", "rows or split");
+  refused("RCSIM_OPENCL_LANES", "4", "1 or 8");
+  for (const char* value : {"0", "4097", "many"}) {
+    setenv("RCSIM_OPENCL_BATCH", value, 1);
+    CHECK_THROWS_WITH(opencl_batch_size(), Catch::StartsWith("RCSIM_OPENCL_BATCH = '" + std::string(value) +
+                                                             "': allowed 1 to 4096"));
+  }
+  setenv("RCSIM_OPENCL_BATCH", "4096", 1);
+  CHECK(opencl_batch_size() == 4096);
+  unsetenv("RCSIM_OPENCL_BATCH");
+  CHECK(opencl_batch_size() == 256);
+  opencl_attention(X, w, 1.0, rows, Y);  // unset again: runs
+  CHECK(std::abs(Y(0, 0) - std::exp(1.0) / (std::exp(1.0) + 2.0)) < 1e-15);
 }

@@ -7,6 +7,7 @@
 #include "io/inputs.hpp"
 #include "io/output_file.hpp"
 #include "kernel/errors.hpp"
+#include "kernel/platform_opencl.hpp"
 
 namespace rcsim {
 
@@ -48,6 +49,9 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
   if (!s.graph.quasi_strongly_connected)
     spdlog::warn("mask is not quasi-strongly connected: the collapse theorem does not apply");
   const int threads = resolve_threads(c.run.threads, c.run.trials);
+  if (s.platform == Platform::opencl)  // which device ran, on the log too (the file records it)
+    spdlog::info("run.platform = opencl on {}: {} trials in flight", opencl_device(),
+                 trial_workers(s, threads, c.run.trials));
   RunResults r = allocate_results(s);
   Checkpoint checkpoint(out + ".partial", c.to_ini(), inputs);
   const std::vector<char> done = checkpoint.load(r);
@@ -76,7 +80,7 @@ std::string run_to_file(const Config& c, const Provenance& p, const std::atomic<
   if (checkpoint.written()) checkpoint.flush(r);
   report_diagnostics(r);
   Provenance prov = p;
-  prov.threads = threads;
+  prov.threads = trial_workers(s, threads, c.run.trials);  // opencl: its batch
   write_run_file(file.temporary(), c.to_ini(), s, r, prov, inputs, &checkpoint);  // closed and checked before the rename
   file.publish();
   checkpoint.remove();
@@ -109,7 +113,7 @@ std::vector<char> run_to_image(const Config& c, const Provenance& p, const std::
   const RunResults r = run_simulation(s, threads, cancel, host.progress, host.layers_done);
   report_diagnostics(r);
   Provenance prov = p;
-  prov.threads = threads;
+  prov.threads = trial_workers(s, threads, c.run.trials);  // opencl: its batch
   // HDF5's core driver refuses a second open file of the same name: each image gets its own, so
   // that Python threads may call simulate() at once (the name labels messages only; it is not in
   // the image).

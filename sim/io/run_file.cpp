@@ -16,6 +16,7 @@
 #include "kernel/printable.hpp"
 #include "kernel/errors.hpp"
 #include "kernel/platform.hpp"
+#include "kernel/platform_opencl.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/output_file.hpp"
 #include "kernel/summary.hpp"
@@ -363,6 +364,19 @@ void write_summary_group(const h5::File& f, const EngineSetup& s, const RunResul
   g.label_axes(ds, {"layer"});
 }
 
+// What ran inside a trial: the threads one trial uses (the cpu platform's row blocks; 1 on the
+// others) and, on the opencl platform, the device (docs/reference/file-formats.md).
+void write_platform_attrs(const h5::File& f, const EngineSetup& s) {
+  f.set_attr("threads_per_trial", s.platform == Platform::cpu ? s.trial_threads : 1);
+  if (s.platform != Platform::opencl) return;
+  const OpenclDeviceInfo device = opencl_device_info();
+  f.set_attr("opencl_device", device.name);
+  f.set_attr("opencl_vendor", device.vendor);
+  f.set_attr("opencl_driver_version", device.driver_version);
+  f.set_attr("opencl_compute_units", device.compute_units);
+  f.set_attr("opencl_kernel", device.kernel);
+}
+
 void write_run_contents(const h5::File& f, const std::string& config_ini, const EngineSetup& s, const LargeRows& rows,
                         const Provenance& p, const InputDigests& inputs) {
   const RunResults& r = rows.r;
@@ -372,6 +386,7 @@ void write_run_contents(const h5::File& f, const std::string& config_ini, const 
   f.set_attr("seed", std::to_string(c.run.seed));  // text: HDF5 attributes have no portable uint64 in h5py/xarray
   f.set_attr("threads", p.threads);
   f.set_attr("platform", to_string(resolved_platform(c)));  // run.platform as resolved (docs/dev/platforms.md)
+  write_platform_attrs(f, s);
   f.set_attr("mask_type", to_string(c.mask.type));
   f.set_attr("norm_type", to_string(c.norm.type));
   f.set_attr("tokens", N);

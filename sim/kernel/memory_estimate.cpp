@@ -10,12 +10,22 @@
 #include "kernel/measure_registry.hpp"
 #include "kernel/memory.hpp"
 #include "kernel/platform.hpp"
+#include "kernel/platform_opencl.hpp"
 #include "kernel/simulation.hpp"
 #include "kernel/weights.hpp"
 
 namespace rcsim {
 
 namespace {
+
+// The trials computed at once: the worker threads, or the opencl platform's batch (simulation.hpp's
+// trial_workers).
+double trials_in_flight(const ModelSpec& c) {
+  const int trials = std::max(c.run.trials, 1);
+  if (resolved_platform(c) == Platform::opencl) return std::min(trials, opencl_batch_size());
+  return resolve_threads(c.run.threads, trials);
+}
+
 // The recorded layers S and the recorded attention layers S_a (those below L) of `c`.
 std::pair<double, double> recorded_layers(const ModelSpec& c) {
   const double L = c.model.layers;
@@ -47,7 +57,7 @@ double results_memory_bytes(const ModelSpec& c, bool whole) {
   // The large per-trial data: freed once a checkpoint flush has written them (run_to_file), so at
   // most the cap, the trials in flight and one more (io/checkpoint.hpp, docs/dev/memory.md).
   const double per_trial = trial_large_bytes(c);
-  const double threads = resolve_threads(c.run.threads, std::max(c.run.trials, 1));
+  const double threads = trials_in_flight(c);
   const double large = whole ? T * per_trial : std::min(T * per_trial, kPendingLargeBytes + (threads + 1) * per_trial);
   // The layer tables: column_of_layer and column_of_attention_layer (4 bytes per layer each), the
   // recorded layers' indices in the results, the configuration and the setup (4 bytes each).
@@ -87,7 +97,7 @@ double work_memory_bytes(const ModelSpec& c) {
       : platform == Platform::opencl ? 4 * N * d
                                      : N * N * (c.output.attention ? 2 : 1);
   const double per_thread = attention + 12 * N * d + rk4 + layer_weight_values(c);
-  const double threads = resolve_threads(c.run.threads, std::max(c.run.trials, 1));
+  const double threads = trials_in_flight(c);
   // The program, its libraries, HDF5's caches and the allocator's arenas: the peak RSS of a tiny
   // run (tests/hostile/memory_estimate.py, case "tiny").
   const double program = kProgramBytes;

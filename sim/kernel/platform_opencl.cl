@@ -16,7 +16,12 @@
 // j mod VW, each lane in ascending order), the lanes added at the end: the result depends on VW
 // but not on WG, TILE or the device's scheduling. VW = 8 on CPU devices (pocl vectorises across
 // keys; one lane per key is 7x slower there), 1 on GPUs. Build options: -D DK=d_k -D DV=d -D TILE
-// (a multiple of VW) -D WG -D VW (1 or 8), and -D RCSIM_DOUBLE for float64 (cl_khr_fp64).
+// (a multiple of VW) -D WG -D VW (1 or 8), -D WGS (attention_split's work-group, a power of 2)
+// and -D RCSIM_DOUBLE for float64 (cl_khr_fp64).
+//
+// Batches: the second index of the range (get_global_id(1)) is the problem p, one (call, head) of
+// a batch of trials; its Q and K are rows [p n, (p + 1) n) of n x DK arrays, V and Y of n x DV
+// arrays, min_weight and entropy entries [p n, (p + 1) n). Every problem shares the row ranges.
 #ifdef RCSIM_DOUBLE
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 typedef double real;
@@ -65,6 +70,13 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attention_rows(
   __local real Kt[DK * TILE];  // transposed: Kt[c * TILE + jj] is component c of the tile's key jj
   __local real Vt[DV * TILE];
   const int i = get_global_id(0), li = get_local_id(0), g = get_group_id(0);
+  const size_t p = get_global_id(1);  // the problem: (call, head) of the batch
+  Q += p * n * DK;
+  K += p * n * DK;
+  V += p * n * DV;
+  Y += p * n * DV;
+  min_weight += p * n;
+  entropy += p * n;
   const bool row = i < n;
   real q[DK];
   realv acc[DV], s[TILE / VW];
@@ -124,5 +136,95 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void attention_rows(
     for (int k = 0; k < DV; ++k) Y[(size_t)i * DV + k] = HSUM(acc[k]) * inv;
     min_weight[i] = exp(smallest - m) * inv;
     entropy[i] = HSUM(t) * inv + log1p(rest);
+  }
+}
+
+// attention_split: the same rows with one work-group of WGS items per row (the GPU layout: n
+// work-groups per problem instead of n / WG). Item li takes the keys lo_i + li, lo_i + li + WGS, ...
+// of the row, in ascending order, keeping its own online-softmax partial (m, below, ones, t, acc,
+// smallest) as attention_rows keeps its lanes; the partials are then merged in local memory by a
+// tree of fixed shape (at stride h = WGS / 2, ..., 1, item li < h merges item li + h's into its
+// own), each side first rescaled to the larger maximum M as above (c = exp(m - M); a side whose
+// maximum is M keeps its ones). The result depends on WGS but not on the device's scheduling.
+__kernel __attribute__((reqd_work_group_size(WGS, 1, 1))) void attention_split(
+    const int n, __global const real* Q, __global const real* K, __global const real* V,
+    __global const int* lo, __global const int* hi, __global real* Y, __global real* min_weight,
+    __global real* entropy) {
+  __local real lm[WGS], lbelow[WGS], lones[WGS], lt[WGS], lsmall[WGS];
+  __local real lacc[WGS * DV];
+  const int i = get_group_id(0), li = get_local_id(0);
+  const size_t p = get_global_id(1);
+  Q += p * n * DK;
+  K += p * n * DK;
+  V += p * n * DV;
+  real q[DK], acc[DV];
+  for (int c = 0; c < DK; ++c) q[c] = Q[(size_t)i * DK + c];
+  for (int k = 0; k < DV; ++k) acc[k] = (real)0;
+  real m = (real)0, below = (real)0, ones = (real)0, t = (real)0, smallest = (real)INFINITY;
+  const int b = hi[i];
+  for (int j = lo[i] + li; j < b; j += WGS) {
+    real s = q[0] * K[(size_t)j * DK];
+    for (int c = 1; c < DK; ++c) s += q[c] * K[(size_t)j * DK + c];
+    smallest = min(smallest, s);
+    if (ones == (real)0 || s > m) {  // the item's first key, or a new maximum: rescale
+      if (ones > (real)0) {
+        const real c = exp(m - s), l = below + ones;
+        t = c * (t + l * (s - m));
+        below = l * c;
+        for (int k = 0; k < DV; ++k) acc[k] *= c;
+      }
+      ones = (real)0;
+      m = s;
+    }
+    const real e = s == m ? (real)1 : exp(s - m);
+    if (s == m) ones += (real)1; else below += e;
+    t += e * (m - s);
+    for (int k = 0; k < DV; ++k) acc[k] += e * V[(size_t)j * DV + k];
+  }
+  lm[li] = m; lbelow[li] = below; lones[li] = ones; lt[li] = t; lsmall[li] = smallest;
+  for (int k = 0; k < DV; ++k) lacc[li * DV + k] = acc[k];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int h = WGS / 2; h > 0; h /= 2) {
+    const int o = li + h;
+    if (li < h && lones[o] > (real)0) {  // the partner has keys (a started partial has ones >= 1)
+      real m2 = lm[o], below2 = lbelow[o], ones2 = lones[o], t2 = lt[o], c1 = (real)1, c2 = (real)1;
+      smallest = min(smallest, lsmall[o]);
+      if (ones == (real)0) {  // this item has none: the partner's partial as it is
+        m = m2;
+        c1 = (real)0;
+      } else {
+        const real M = max(m, m2);
+        if (m < M) {
+          c1 = exp(m - M);
+          const real l = below + ones;
+          t = c1 * (t + l * (M - m));
+          below = l * c1;
+          ones = (real)0;
+        }
+        if (m2 < M) {
+          c2 = exp(m2 - M);
+          const real l2 = below2 + ones2;
+          t2 = c2 * (t2 + l2 * (M - m2));
+          below2 = l2 * c2;
+          ones2 = (real)0;
+        }
+        m = M;
+      }
+      below += below2;
+      ones += ones2;
+      t += t2;
+      for (int k = 0; k < DV; ++k) acc[k] = acc[k] * c1 + lacc[o * DV + k] * c2;
+      lm[li] = m; lbelow[li] = below; lones[li] = ones; lt[li] = t; lsmall[li] = smallest;
+      for (int k = 0; k < DV; ++k) lacc[li * DV + k] = acc[k];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (li == 0) {
+    const real rest = below + (ones - (real)1);
+    const real inv = (real)1 / ((real)1 + rest);
+    const size_t row = p * n + i;
+    for (int k = 0; k < DV; ++k) Y[row * DV + k] = acc[k] * inv;
+    min_weight[row] = exp(smallest - m) * inv;
+    entropy[row] = t * inv + log1p(rest);
   }
 }

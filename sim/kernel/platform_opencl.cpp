@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -101,6 +102,17 @@ int kernel_lanes(const cl::Device& d) {
   return (d.getInfo<CL_DEVICE_TYPE>() & CL_DEVICE_TYPE_CPU) ? 8 : 1;
 }
 
+// The kernel: split on a GPU, rows elsewhere; RCSIM_OPENCL_KERNEL = rows or split overrides it
+// (read at each call, as the lanes).
+bool split_kernel(const cl::Device& d) {
+  if (const char* text = std::getenv("RCSIM_OPENCL_KERNEL"); text && *text) {
+    if (std::string(text) == "rows" || std::string(text) == "split") return std::string(text) == "split";
+    throw UsageError("RCSIM_OPENCL_KERNEL = '" + std::string(text) + "': allowed rows or split (the opencl "
+                     "platform's kernel; unset: split on a GPU, rows on other devices)");
+  }
+  return (d.getInfo<CL_DEVICE_TYPE>() & CL_DEVICE_TYPE_GPU) != 0;
+}
+
 template <class T>
 using RowMajor = RowMajorMatrixT<T>;
 
@@ -123,6 +135,28 @@ struct HeadInputs {
   RowMajor<T> Q, K, V;
 };
 
+}  // namespace
+
+// One opencl_attention call: its heads' inputs, where its output goes, and its state in a batch.
+struct OpenclCall {
+  bool float64 = true;
+  int n = 0, dk = 0, dv = 0;
+  const MaskRows* rows = nullptr;
+  const void* heads = nullptr;  // const std::vector<HeadInputs<T>>*
+  void* Y = nullptr;            // MatrixT<T>*, zero on entry
+  AttentionStats stats;
+  bool done = false;
+  std::exception_ptr error;
+  // Calls launched together: the same program and the same row ranges (each trial's workspace has
+  // its own copy of the mask's ranges: compared by value).
+  bool joins(const OpenclCall& o) const {
+    return float64 == o.float64 && n == o.n && dk == o.dk && dv == o.dv &&
+           (rows == o.rows || (rows->lo == o.rows->lo && rows->hi == o.rows->hi));
+  }
+};
+
+namespace {
+
 class Engine {
  public:
   static Engine& instance() {
@@ -131,8 +165,16 @@ class Engine {
   }
   const std::string& description() const { return description_; }
 
+  OpenclDeviceInfo info() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {device_.getInfo<CL_DEVICE_NAME>(), device_.getInfo<CL_DEVICE_VENDOR>(),
+            device_.getInfo<CL_DRIVER_VERSION>(), split_kernel(device_) ? "split" : "rows",
+            static_cast<int>(device_.getInfo<CL_DEVICE_MAX_COMPUTE_UNITS>())};
+  }
+
+  // The calls (every one joins() the first) as one kernel enqueue; each call's Y and stats set.
   template <class T>
-  AttentionStats run(const std::vector<HeadInputs<T>>& heads, const MaskRows& rows, MatrixT<T>& Y);
+  void run(const std::vector<OpenclCall*>& calls);
 
  private:
   Engine() {
@@ -152,9 +194,14 @@ class Engine {
 
   struct Compiled {
     cl::Program program;
-    cl::Kernel kernel;
-    int tile = 0;
+    cl::Kernel rows, split;
+    int tile = 0, split_group = 1;
   };
+  template <class T>
+  void upload(const std::vector<OpenclCall*>& calls, int problems);
+  template <class T>
+  static void reduce(OpenclCall& call, std::size_t first, const RowMajor<T>& Y_all, const std::vector<T>& min_weight,
+                     const std::vector<T>& entropy);
   template <class T>
   Compiled& compiled(int dk, int dv);
 
@@ -182,9 +229,14 @@ Engine::Compiled& Engine::compiled(int dk, int dv) {
   c.tile = static_cast<int>(std::clamp<std::size_t>(local_bytes_ / (static_cast<std::size_t>(dk + dv) * sizeof(T)),
                                                     1, kMaxKeysPerTile));
   c.tile = std::max(lanes, c.tile / lanes * lanes);  // a multiple of the lanes
+  // attention_split's work-group: a power of 2, at most WG, its partials within the local memory.
+  const std::size_t partial_bytes = static_cast<std::size_t>(dv + 5) * sizeof(T);
+  while (c.split_group * 2 <= group_ && static_cast<std::size_t>(c.split_group) * 2 * partial_bytes <= local_bytes_)
+    c.split_group *= 2;
   const std::string options = std::string(float64 ? "-D RCSIM_DOUBLE " : "") + "-D DK=" + std::to_string(dk) +
                               " -D DV=" + std::to_string(dv) + " -D TILE=" + std::to_string(c.tile) +
-                              " -D WG=" + std::to_string(group_) + " -D VW=" + std::to_string(lanes);
+                              " -D WG=" + std::to_string(group_) + " -D VW=" + std::to_string(lanes) +
+                              " -D WGS=" + std::to_string(c.split_group);
   c.program = cl::Program(context_, std::string(kOpenclAttentionSource));
   try {
     c.program.build(std::vector<cl::Device>{device_}, options.c_str());
@@ -192,14 +244,61 @@ Engine::Compiled& Engine::compiled(int dk, int dv) {
     throw device_error("building platform_opencl.cl (" + options + ") for " + description_ +
                        " failed; the compiler's log:\n" + c.program.getBuildInfo<CL_PROGRAM_BUILD_LOG>(device_));
   }
-  c.kernel = cl::Kernel(c.program, "attention_rows");
+  c.rows = cl::Kernel(c.program, "attention_rows");
+  c.split = cl::Kernel(c.program, "attention_split");
   return programs_.emplace(key, std::move(c)).first->second;
 }
 
+// Every call's heads into the input buffers, problem p = (call, head) at rows [p n, (p + 1) n).
 template <class T>
-AttentionStats Engine::run(const std::vector<HeadInputs<T>>& heads, const MaskRows& rows, MatrixT<T>& Y) {
-  const int n = static_cast<int>(Y.rows()), dk = static_cast<int>(heads.front().Q.cols()),
-            dv = static_cast<int>(Y.cols());
+void Engine::upload(const std::vector<OpenclCall*>& calls, int problems) {
+  const OpenclCall& first = *calls.front();
+  const auto matrix = [&](int cols) { return static_cast<std::size_t>(first.n) * static_cast<std::size_t>(cols) * sizeof(T); };
+  const auto P = static_cast<std::size_t>(problems);
+  q_.at_least(context_, P * matrix(first.dk));
+  k_.at_least(context_, P * matrix(first.dk));
+  v_.at_least(context_, P * matrix(first.dv));
+  std::size_t p = 0;
+  for (const OpenclCall* call : calls) {
+    for (const HeadInputs<T>& h : *static_cast<const std::vector<HeadInputs<T>>*>(call->heads)) {
+      queue_.enqueueWriteBuffer(q_.buffer, CL_FALSE, p * matrix(first.dk), matrix(first.dk), h.Q.data());
+      queue_.enqueueWriteBuffer(k_.buffer, CL_FALSE, p * matrix(first.dk), matrix(first.dk), h.K.data());
+      queue_.enqueueWriteBuffer(v_.buffer, CL_FALSE, p * matrix(first.dv), matrix(first.dv), h.V.data());
+      ++p;
+    }
+  }
+}
+
+// One call's heads (problems first, first + 1, ...): Y += Y_h in head order and the statistics
+// in row order, as a call alone reduces them (independent of the batch and the scheduling).
+template <class T>
+void Engine::reduce(OpenclCall& call, std::size_t first, const RowMajor<T>& Y_all, const std::vector<T>& min_weight,
+                    const std::vector<T>& entropy) {
+  const auto un = static_cast<std::size_t>(call.n);
+  const auto& heads = *static_cast<const std::vector<HeadInputs<T>>*>(call.heads);
+  auto& Y = *static_cast<MatrixT<T>*>(call.Y);
+  double entropy_sum = 0.0;
+  for (std::size_t h = 0; h < heads.size(); ++h) {
+    const std::size_t p = first + h;
+    Y += Y_all.middleRows(static_cast<Eigen::Index>(p * un), call.n);
+    double sum = 0.0;
+    for (std::size_t i = p * un; i < (p + 1) * un; ++i) {
+      call.stats.min_weight = std::min(call.stats.min_weight, static_cast<double>(min_weight[i]));
+      sum += static_cast<double>(entropy[i]);
+    }
+    entropy_sum += sum / static_cast<double>(call.n);
+  }
+  call.stats.mean_entropy = entropy_sum / static_cast<double>(heads.size());
+}
+
+template <class T>
+void Engine::run(const std::vector<OpenclCall*>& calls) {
+  const OpenclCall& first = *calls.front();
+  const int n = first.n;
+  const MaskRows& rows = *first.rows;
+  int problems = 0;
+  for (const OpenclCall* call : calls)
+    problems += static_cast<int>(static_cast<const std::vector<HeadInputs<T>>*>(call->heads)->size());
   const int groups = (n + group_ - 1) / group_;
   std::vector<int> group_lo(static_cast<std::size_t>(groups)), group_hi(static_cast<std::size_t>(groups));
   for (int g = 0; g < groups; ++g) {
@@ -207,13 +306,12 @@ AttentionStats Engine::run(const std::vector<HeadInputs<T>>& heads, const MaskRo
     group_lo[static_cast<std::size_t>(g)] = *std::min_element(rows.lo.begin() + i0, rows.lo.begin() + i1);
     group_hi[static_cast<std::size_t>(g)] = *std::max_element(rows.hi.begin() + i0, rows.hi.begin() + i1);
   }
-  const auto un = static_cast<std::size_t>(n);
-  RowMajor<T> Yh(n, dv);
-  std::vector<T> min_weight(un), entropy(un);
-  AttentionStats out;
-  double entropy_sum = 0.0;
+  const auto un = static_cast<std::size_t>(n), P = static_cast<std::size_t>(problems);
+  RowMajor<T> Y_all(static_cast<Eigen::Index>(P * un), first.dv);
+  std::vector<T> min_weight(P * un), entropy(P * un);
   std::lock_guard<std::mutex> lock(mutex_);
-  Compiled& c = compiled<T>(dk, dv);
+  Compiled& c = compiled<T>(first.dk, first.dv);
+  const bool split = split_kernel(device_);
   const auto write = [&](GrowingBuffer& b, const void* data, std::size_t bytes) -> cl::Buffer& {
     cl::Buffer& buffer = b.at_least(context_, bytes);
     queue_.enqueueWriteBuffer(buffer, CL_TRUE, 0, bytes, data);
@@ -223,34 +321,96 @@ AttentionStats Engine::run(const std::vector<HeadInputs<T>>& heads, const MaskRo
   write(hi_, rows.hi.data(), un * sizeof(int));
   write(group_lo_, group_lo.data(), group_lo.size() * sizeof(int));
   write(group_hi_, group_hi.data(), group_hi.size() * sizeof(int));
-  y_.at_least(context_, un * static_cast<std::size_t>(dv) * sizeof(T));
-  min_weight_.at_least(context_, un * sizeof(T));
-  entropy_.at_least(context_, un * sizeof(T));
-  for (const HeadInputs<T>& h : heads) {
-    write(q_, h.Q.data(), static_cast<std::size_t>(h.Q.size()) * sizeof(T));
-    write(k_, h.K.data(), static_cast<std::size_t>(h.K.size()) * sizeof(T));
-    write(v_, h.V.data(), static_cast<std::size_t>(h.V.size()) * sizeof(T));
-    c.kernel.setArg(0, n);
-    cl_uint arg = 1;
-    for (const cl::Buffer* b : {&q_.buffer, &k_.buffer, &v_.buffer, &lo_.buffer, &hi_.buffer, &group_lo_.buffer,
-                                &group_hi_.buffer, &y_.buffer, &min_weight_.buffer, &entropy_.buffer})
-      c.kernel.setArg(arg++, *b);
-    queue_.enqueueNDRangeKernel(c.kernel, cl::NullRange, cl::NDRange(static_cast<std::size_t>(groups * group_)),
-                                cl::NDRange(static_cast<std::size_t>(group_)));
-    queue_.enqueueReadBuffer(y_.buffer, CL_FALSE, 0, static_cast<std::size_t>(Yh.size()) * sizeof(T), Yh.data());
-    queue_.enqueueReadBuffer(min_weight_.buffer, CL_FALSE, 0, un * sizeof(T), min_weight.data());
-    queue_.enqueueReadBuffer(entropy_.buffer, CL_TRUE, 0, un * sizeof(T), entropy.data());
-    Y += Yh;
-    double sum = 0.0;  // in row order: independent of the device's scheduling
-    for (std::size_t i = 0; i < un; ++i) {
-      out.min_weight = std::min(out.min_weight, static_cast<double>(min_weight[i]));
-      sum += static_cast<double>(entropy[i]);
-    }
-    entropy_sum += sum / static_cast<double>(n);
+  y_.at_least(context_, static_cast<std::size_t>(Y_all.size()) * sizeof(T));
+  min_weight_.at_least(context_, P * un * sizeof(T));
+  entropy_.at_least(context_, P * un * sizeof(T));
+  upload<T>(calls, problems);
+  cl::Kernel& kernel = split ? c.split : c.rows;
+  kernel.setArg(0, n);
+  cl_uint arg = 1;
+  for (const cl::Buffer* b : {&q_.buffer, &k_.buffer, &v_.buffer, &lo_.buffer, &hi_.buffer})
+    kernel.setArg(arg++, *b);
+  if (!split)
+    for (const cl::Buffer* b : {&group_lo_.buffer, &group_hi_.buffer}) kernel.setArg(arg++, *b);
+  for (const cl::Buffer* b : {&y_.buffer, &min_weight_.buffer, &entropy_.buffer}) kernel.setArg(arg++, *b);
+  const std::size_t local = static_cast<std::size_t>(split ? c.split_group : group_);
+  const std::size_t global = split ? un * local : static_cast<std::size_t>(groups) * local;
+  queue_.enqueueNDRangeKernel(kernel, cl::NullRange, cl::NDRange(global, P), cl::NDRange(local, 1));
+  queue_.enqueueReadBuffer(y_.buffer, CL_FALSE, 0, static_cast<std::size_t>(Y_all.size()) * sizeof(T), Y_all.data());
+  queue_.enqueueReadBuffer(min_weight_.buffer, CL_FALSE, 0, P * un * sizeof(T), min_weight.data());
+  queue_.enqueueReadBuffer(entropy_.buffer, CL_TRUE, 0, P * un * sizeof(T), entropy.data());
+  std::size_t p = 0;
+  for (OpenclCall* call : calls) {
+    reduce<T>(*call, p, Y_all, min_weight, entropy);
+    p += static_cast<const std::vector<HeadInputs<T>>*>(call->heads)->size();
   }
-  out.mean_entropy = entropy_sum / static_cast<double>(heads.size());
-  return out;
 }
+
+thread_local OpenclBatch* t_batch = nullptr;  // the calling thread's batch (OpenclBatchMember)
+
+template <class T>
+void launch(const std::vector<OpenclCall*>& calls) {
+  try {
+    Engine::instance().run<T>(calls);
+  } catch (const cl::Error& e) {
+    throw device_error(e);
+  }
+}
+
+}  // namespace
+
+// The batch's side of a call: wait until every member has a call waiting (or has left), then the
+// first thread to see it launches the waiting calls that join its own, and everyone collects.
+struct OpenclBatchAccess {
+  template <class T>
+  static void submit(OpenclBatch& b, OpenclCall& call) {
+    std::unique_lock<std::mutex> lock(b.mutex_);
+    b.waiting_.push_back(&call);
+    b.changed_.notify_all();
+    while (!call.done) {
+      if (b.launching_ || static_cast<int>(b.waiting_.size()) < b.members_ + b.reserved_) {
+        b.changed_.wait(lock);
+        continue;
+      }
+      std::vector<OpenclCall*> take, keep;
+      for (OpenclCall* w : b.waiting_) (w->joins(call) ? take : keep).push_back(w);
+      b.waiting_.swap(keep);
+      b.launching_ = true;
+      ++b.launches_;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        launch<T>(take);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      for (OpenclCall* w : take) {
+        w->error = error;
+        w->done = true;
+      }
+      b.launching_ = false;
+      b.changed_.notify_all();
+    }
+    if (call.error) std::rethrow_exception(call.error);
+  }
+};
+
+OpenclBatchMember::OpenclBatchMember(OpenclBatch& batch) : batch_(batch), previous_(t_batch) {
+  std::lock_guard<std::mutex> lock(batch_.mutex_);
+  if (batch_.reserved_ > 0) --batch_.reserved_;
+  ++batch_.members_;
+  t_batch = &batch_;
+}
+
+OpenclBatchMember::~OpenclBatchMember() {
+  std::lock_guard<std::mutex> lock(batch_.mutex_);
+  --batch_.members_;
+  t_batch = previous_;
+  batch_.changed_.notify_all();  // the others may now all be waiting
+}
+
+namespace {
 
 template <class T>
 AttentionStats opencl_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, double d_qk,
@@ -267,11 +427,19 @@ AttentionStats opencl_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWei
       heads[h].V.noalias() = (X * w.v[h]) * w.o[h];  // model.value_dim: X W_V,h W_O,h
   }
   Y.setZero(X.rows(), heads.front().V.cols());
-  try {
-    return Engine::instance().run<T>(heads, rows, Y);
-  } catch (const cl::Error& e) {
-    throw device_error(e);
-  }
+  OpenclCall call;
+  call.float64 = std::is_same<T, double>::value;
+  call.n = static_cast<int>(X.rows());
+  call.dk = static_cast<int>(heads.front().Q.cols());
+  call.dv = static_cast<int>(Y.cols());
+  call.rows = &rows;
+  call.heads = &heads;
+  call.Y = &Y;
+  if (t_batch)
+    OpenclBatchAccess::submit<T>(*t_batch, call);
+  else
+    launch<T>({&call});
+  return call.stats;
 }
 
 }  // namespace
@@ -290,6 +458,25 @@ std::vector<std::string> opencl_devices() {
 }
 
 std::string opencl_device() { return Engine::instance().description(); }
+
+OpenclDeviceInfo opencl_device_info() {
+  try {
+    return Engine::instance().info();
+  } catch (const cl::Error& e) {
+    throw device_error(e);
+  }
+}
+
+int opencl_batch_size() {
+  const char* text = std::getenv("RCSIM_OPENCL_BATCH");
+  if (!text || !*text) return 256;
+  char* end = nullptr;
+  const long b = std::strtol(text, &end, 10);
+  if (*end != '\0' || b < 1 || b > 4096)
+    throw UsageError("RCSIM_OPENCL_BATCH = '" + std::string(text) + "': allowed 1 to 4096 (trials whose attention "
+                     "the opencl platform launches together; unset: 256)");
+  return static_cast<int>(b);
+}
 
 AttentionStats opencl_attention(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, double d_qk,
                                 const MaskRows& rows, Matrix& Y) {

@@ -18,8 +18,22 @@
 // platform that has one, else the first device; RCSIM_OPENCL_DEVICE = k picks the k-th device
 // (0-based) of the list that opencl_devices() returns. The context, queue and the compiled
 // programs are built once per process and shared by every trial (calls are serialised).
+//
+// Two kernels compute the same rows: `rows` (one work item per row, keys in VW lanes; the default
+// on CPU devices) and `split` (one work-group per row, its keys dealt among the work items, each
+// keeping an online-softmax partial that a fixed-order tree in local memory merges; the default
+// on GPUs, where one item per row leaves most of the device idle). RCSIM_OPENCL_KERNEL = rows or
+// split overrides the choice (the tests run both on pocl).
+//
+// Batches (OpenclBatch): threads that join one batch have their calls launched together, every
+// (call, head) one slice of ONE kernel enqueue, once every member still in the batch has a call
+// waiting (or has left). Each row is computed by the same code whatever the batch holds, so a call
+// returns bitwise what it returns alone. TrialBatch (kernel/trial_batch.hpp) and the run's trial
+// workers on this platform (kernel/simulation.hpp) drive it.
 #pragma once
 
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -39,6 +53,65 @@ std::vector<std::string> opencl_devices();
 // The device the opencl platform runs on, as a line of opencl_devices() (this initialises the
 // platform). RuntimeError if there is none or RCSIM_OPENCL_DEVICE names none.
 std::string opencl_device();
+
+// What a run file records of the device that ran (root attributes opencl_*: docs/reference/file-formats.md).
+struct OpenclDeviceInfo {
+  std::string name, vendor, driver_version, kernel;  // kernel: "rows" or "split" (as the next call chooses)
+  int compute_units = 0;
+};
+// The device the opencl platform runs on (initialises it); RuntimeError as opencl_device().
+OpenclDeviceInfo opencl_device_info();
+
+// Trials in flight on the opencl platform: RCSIM_OPENCL_BATCH (1 to 4096; UsageError naming it
+// otherwise), default 256 — their attention calls form one batch.
+int opencl_batch_size();
+
+struct OpenclCall;  // a call waiting in a batch (platform_opencl_batch.cpp)
+
+// A batch of threads whose attention calls are launched together (see above). Members join by an
+// OpenclBatchMember on their own thread; a thread in no batch launches its calls alone.
+class OpenclBatch {
+ public:
+  OpenclBatch() = default;
+  OpenclBatch(const OpenclBatch&) = delete;
+  OpenclBatch& operator=(const OpenclBatch&) = delete;
+  int launches() const { return launches_; }  // kernel enqueues so far (the tests count them)
+  // `k` members about to join (threads being started): rounds wait for them too, so that the first
+  // rounds are whole batches; release_reserved() forgets those not yet joined (a thread that did
+  // not start).
+  void reserve(int k) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    reserved_ += k;
+  }
+  void release_reserved() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    reserved_ = 0;
+    changed_.notify_all();
+  }
+
+ private:
+  friend class OpenclBatchMember;
+  friend struct OpenclBatchAccess;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int members_ = 0, reserved_ = 0;  // joined, and expected to join
+  bool launching_ = false;
+  int launches_ = 0;
+  std::vector<OpenclCall*> waiting_;
+};
+
+// The calling thread is a member of `batch` for this object's lifetime (one batch per thread).
+class OpenclBatchMember {
+ public:
+  explicit OpenclBatchMember(OpenclBatch& batch);
+  ~OpenclBatchMember();
+  OpenclBatchMember(const OpenclBatchMember&) = delete;
+  OpenclBatchMember& operator=(const OpenclBatchMember&) = delete;
+
+ private:
+  OpenclBatch& batch_;
+  OpenclBatch* previous_;
+};
 
 // Y = sum_h A_h V_h (Y resized to N x d and overwritten). Returns the attention statistics.
 // RuntimeError naming the platform for a device or build failure (no device, no float64 on the

@@ -17,6 +17,10 @@ RuntimeError not_built() {
 bool opencl_platform_built() { return false; }
 std::vector<std::string> opencl_devices() { return {}; }
 std::string opencl_device() { throw not_built(); }
+OpenclDeviceInfo opencl_device_info() { throw not_built(); }
+int opencl_batch_size() { return 1; }
+OpenclBatchMember::OpenclBatchMember(OpenclBatch& batch) : batch_(batch), previous_(nullptr) {}
+OpenclBatchMember::~OpenclBatchMember() = default;
 AttentionStats opencl_attention(const Eigen::Ref<const Matrix>&, const LayerWeights&, double, const MaskRows&,
                                 Matrix&) {
   throw not_built();

@@ -4,12 +4,14 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "kernel/derivative_measures.hpp"
 #include "kernel/errors.hpp"
 #include "kernel/metrics.hpp"
+#include "kernel/platform_opencl.hpp"
 #include "kernel/threads.hpp"
 #include "kernel/trial.hpp"
 #include "kernel/trial_tape.hpp"
@@ -137,6 +139,11 @@ int resolve_threads(int requested, int trials) {
   return std::max(1, std::min(n, trials));
 }
 
+int trial_workers(const EngineSetup& s, int threads, int trials) {
+  if (s.platform == Platform::opencl) return std::max(1, std::min(trials, opencl_batch_size()));
+  return resolve_threads(threads, trials);
+}
+
 void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vector<char>& skip,
                 const RunControl& ctl) {
   const int T = s.config.run.trials;
@@ -144,13 +151,17 @@ void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vec
   for (int t = 0; t < T; ++t)
     if (skip.empty() || !skip[static_cast<std::size_t>(t)]) todo.push_back(t);
   const int total = static_cast<int>(todo.size());
-  const int n_threads = resolve_threads(threads, std::max(total, 1));
+  const int n_threads = trial_workers(s, threads, std::max(total, 1));
+  OpenclBatch batch;  // the opencl platform: every worker a member (its trials' attention launched together)
+  const bool batched = s.platform == Platform::opencl && n_threads > 1;
   std::atomic<int> next{0};
   int done = 0;
   std::exception_ptr error;
   std::mutex mutex;
   auto worker = [&] {
     try {
+      std::optional<OpenclBatchMember> member;
+      if (batched) member.emplace(batch);
       for (;;) {
         if (ctl.cancel && ctl.cancel->load()) return;
         const int k = next.fetch_add(1);
@@ -168,10 +179,12 @@ void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vec
       next.store(total);
     }
   };
+  if (batched) batch.reserve(n_threads);  // the first rounds wait for every worker
   if (n_threads == 1) {
     worker();
   } else {  // a thread the system refuses: one error naming run.threads, never std::terminate
-    run_workers(n_threads, false, worker, [&] { next.store(total); }, "run.threads", n_threads);
+    run_workers(n_threads, false, worker, [&] { next.store(total); batch.release_reserved(); }, "run.threads",
+                n_threads);
   }
   if (error) std::rethrow_exception(error);
   if (ctl.cancel && ctl.cancel->load()) throw Interrupted();

@@ -60,4 +60,9 @@ RunResults run_simulation(const EngineSetup& s, int threads, const std::atomic<b
 // Number of worker threads actually used for `requested` (0 = hardware concurrency) and `trials`.
 int resolve_threads(int requested, int trials);
 
+// The threads that run trials: resolve_threads(threads, trials) on the reference and cpu platforms;
+// on the opencl platform a batch (OpenclBatch, platform_opencl.hpp) of min(trials,
+// opencl_batch_size()) trials in flight, whose attention calls are launched together.
+int trial_workers(const EngineSetup& s, int threads, int trials);
+
 }  // namespace rcsim

@@ -43,7 +43,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
 PROVENANCE = {"rcsim_version", "git_sha", "created_utc", "command_line", "instruction_set", "compiler",
-              "build_type", "hdf5_version", "source_tree", "threads", "updated_utc"}
+              "build_type", "hdf5_version", "source_tree", "threads", "updated_utc",
+              # the OpenCL device that ran (run.platform = opencl only; none in the golden set)
+              "opencl_device", "opencl_vendor", "opencl_driver_version", "opencl_compute_units", "opencl_kernel"}
 
 # Identity attributes added after a manifest may have been recorded: `input_sha256` of /config
 # (the SHA-256 of the input files a run reads, issue 22; only in runs that read a file, here the
@@ -51,8 +53,10 @@ PROVENANCE = {"rcsim_version", "git_sha", "created_utc", "command_line", "instru
 # manifest recorded before it existed (manifest-portable.json, fec13d0; none of its keys has it)
 # lacks it, and there it is reported as new but not counted as a difference. The same for the root
 # attribute `platform` (run.platform as resolved, issue 35: "reference" for every run of the set,
-# whose sizes are below the cpu platform's automatic threshold). Every other extra key still fails.
-ADDED_LATER = {"input_sha256", "platform"}
+# whose sizes are below the cpu platform's automatic threshold), and `threads_per_trial` (the
+# threads inside one trial: 1 for every run of the set, reference platform with run.threads = 1).
+# Every other extra key still fails.
+ADDED_LATER = {"input_sha256", "platform", "threads_per_trial"}
 
 # The text attributes written for readers (axis labels, sentences): what `relabel` may re-record.
 LABELS = {"long_name", "description"}

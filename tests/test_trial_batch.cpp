@@ -1,0 +1,173 @@
+// TrialBatch (kernel/trial_batch.hpp): B = 1, 3 and 7 trials stepped together equal each trial
+// stepped alone: bitwise on the reference and cpu platforms; on the opencl platform bitwise the
+// opencl trial stepped alone (a batch computes each row with the same code) and within 1e-12
+// (float64) / 1e-5 (float32) of the reference trial. On opencl a batch launches ONE kernel per
+// round of attention calls (one per block, four per RK4 step), and a run whose trials are batched
+// equals, bitwise, the run that launches one trial at a time (RCSIM_OPENCL_BATCH = 1).
+#include <catch2/catch.hpp>
+
+#include <stdlib.h>  // setenv, unsetenv (POSIX)
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "io/inputs.hpp"
+#include "kernel/platform_opencl.hpp"
+#include "kernel/simulation.hpp"
+#include "kernel/trial_batch.hpp"
+#include "platform_support.hpp"
+
+using namespace rcsim;
+using rcsim::test::rel_max;
+
+namespace {
+
+using Values = std::map<std::string, std::string>;
+
+struct Setting {
+  std::string name;
+  Values keys;
+  int calls_per_block;  // attention calls of one block (RK4: four)
+  bool all_platforms;   // false: the reference only (dropout)
+};
+
+// Settings that draw from every stream a trial has (weights per layer, dropout, noise, float32
+// rounding), a transformer stack on a range mask (2 heads, W_O, MLP) and the particle flow (RK4).
+std::vector<Setting> settings() {
+  return {
+      {"sphere, noise 0.3, dropout",
+       {{"model.tokens", "7"}, {"model.dim", "4"}, {"model.layers", "6"}, {"norm.type", "sphere"},
+        {"residual.alpha", "0.5"}, {"dynamics.noise", "0.3"}, {"dropout.attention", "0.2"}, {"dropout.output", "0.1"}},
+       1, false},
+      {"pre-LayerNorm, sliding window 5, 2 heads, W_O, MLP",
+       {{"model.tokens", "50"}, {"model.dim", "4"}, {"model.layers", "4"}, {"norm.type", "layernorm"},
+        {"norm.position", "pre"}, {"residual.alpha", "1"}, {"mlp.width", "8"}, {"model.heads", "2"},
+        {"model.value_dim", "3"}, {"mask.type", "sliding_window"}, {"mask.window", "5"}},
+       1, true},
+      {"particle flow, RK4, tangent, noise 0.1, causal",
+       {{"model.tokens", "40"}, {"model.dim", "3"}, {"model.layers", "6"}, {"init.type", "sphere"},
+        {"norm.type", "sphere"}, {"residual.alpha", "0.2"}, {"residual.project", "tangent"},
+        {"weights.q", "identity"}, {"weights.k", "identity"}, {"weights.v", "identity"}, {"weights.shared", "true"},
+        {"model.beta", "4"}, {"dynamics.integrator", "rk4"}, {"dynamics.noise", "0.1"}, {"mask.type", "causal"}},
+       4, true},
+  };
+}
+
+const std::vector<int> kTrials = {0, 3, 5, 8, 10, 13, 15};  // trials of a run of 16
+
+EngineSetup setup(Values keys, const std::string& platform, const std::string& precision) {
+  keys["run.platform"] = platform;
+  keys["run.precision"] = precision;
+  keys["run.trials"] = "16";
+  return prepare(make_config(keys));
+}
+
+// X(0), ..., X(L) of the trial stepped alone.
+std::vector<Matrix> alone(const EngineSetup& s, int trial) {
+  Trial t(s, trial);
+  std::vector<Matrix> X{t.tokens()};
+  while (t.layer() < s.config.model.layers) {
+    t.step();
+    X.push_back(t.tokens());
+  }
+  return X;
+}
+
+// X(0), ..., X(L) of every trial of the batch: [b][t].
+std::vector<std::vector<Matrix>> batched(TrialBatch& batch, int layers) {
+  std::vector<std::vector<Matrix>> X(static_cast<std::size_t>(batch.size()));
+  for (int b = 0; b < batch.size(); ++b) X[static_cast<std::size_t>(b)].push_back(batch[b].tokens());
+  for (int t = 0; t < layers; ++t) {
+    batch.step();
+    for (int b = 0; b < batch.size(); ++b) X[static_cast<std::size_t>(b)].push_back(batch[b].tokens());
+  }
+  return X;
+}
+
+bool bitwise_equal(const Matrix& a, const Matrix& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() && (a.array() == b.array()).all();
+}
+
+bool opencl_device_present() {
+  if (!opencl_platform_built() || opencl_devices().empty()) {
+    WARN("opencl cases skipped: no opencl platform or no OpenCL device");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("trial batch: B = 1, 3, 7 trials equal the trials stepped alone, bitwise (reference, cpu)", "[trial]") {
+  for (const Setting& c : settings()) {
+    for (const char* platform : {"reference", "cpu"}) {
+      if (!c.all_platforms && std::string(platform) != "reference") continue;
+      for (const char* precision : {"float64", "float32"}) {
+        const EngineSetup s = setup(c.keys, platform, precision);
+        const int L = s.config.model.layers;
+        for (const int B : {1, 3, 7}) {
+          INFO(c.name << ", " << platform << ", " << precision << ", B = " << B);
+          TrialBatch batch(s, std::vector<int>(kTrials.begin(), kTrials.begin() + B));
+          const auto got = batched(batch, L);
+          CHECK(batch.launches() == 0);
+          for (int b = 0; b < B; ++b) {
+            const auto want = alone(s, kTrials[static_cast<std::size_t>(b)]);
+            for (int t = 0; t <= L; ++t) CHECK(bitwise_equal(got[static_cast<std::size_t>(b)][static_cast<std::size_t>(t)], want[static_cast<std::size_t>(t)]));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("trial batch on opencl: one launch per round, each trial bitwise alone and within 1e-12 / 1e-5 of the reference",
+          "[opencl]") {
+  if (!opencl_device_present()) return;
+  for (const Setting& c : settings()) {
+    if (!c.all_platforms) continue;
+    for (const char* precision : {"float64", "float32"}) {
+      const double tol = std::string(precision) == "float64" ? 1e-12 : 1e-5;
+      const EngineSetup cl = setup(c.keys, "opencl", precision), ref = setup(c.keys, "reference", precision);
+      const int L = cl.config.model.layers;
+      for (const int B : {1, 3, 7}) {
+        INFO(c.name << ", " << precision << ", B = " << B);
+        TrialBatch batch(cl, std::vector<int>(kTrials.begin(), kTrials.begin() + B));
+        const auto got = batched(batch, L);
+        CHECK(batch.launches() == (B > 1 ? L * c.calls_per_block : 0));  // B = 1: no batch, the trial's own calls
+        for (int b = 0; b < B; ++b) {
+          const int trial = kTrials[static_cast<std::size_t>(b)];
+          const auto want_cl = alone(cl, trial), want_ref = alone(ref, trial);
+          for (std::size_t t = 0; t <= static_cast<std::size_t>(L); ++t) {
+            CHECK(bitwise_equal(got[static_cast<std::size_t>(b)][t], want_cl[t]));
+            CHECK(rel_max(got[static_cast<std::size_t>(b)][t], want_ref[t]) <= tol);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("opencl run: trials batched equal trials launched one at a time, bitwise", "[opencl]") {
+  if (!opencl_device_present()) return;
+  Values keys = settings()[1].keys;
+  keys["run.platform"] = "opencl";
+  keys["run.trials"] = "6";
+  keys["output.tokens"] = "final";
+  const EngineSetup s = prepare(make_config(keys));
+  CHECK(trial_workers(s, 1, 6) == 6);  // the batch, not run.threads
+  setenv("RCSIM_OPENCL_BATCH", "1", 1);
+  CHECK(trial_workers(s, 1, 6) == 1);
+  const RunResults one = run_simulation(s, 1);
+  setenv("RCSIM_OPENCL_BATCH", "4", 1);  // batches of 4 workers: trials 4 and 5 join as others finish
+  const RunResults four = run_simulation(s, 1);
+  unsetenv("RCSIM_OPENCL_BATCH");
+  const RunResults all = run_simulation(s, 1);
+  for (std::size_t m = 0; m < one.token.size(); ++m) {
+    INFO(one.token_info[m].name);
+    CHECK(bitwise_equal(four.token[m], one.token[m]));
+    CHECK(bitwise_equal(all.token[m], one.token[m]));
+  }
+  for (std::size_t t = 0; t < 6; ++t) CHECK(bitwise_equal(all.snapshots[t].back(), one.snapshots[t].back()));
+}
