@@ -125,6 +125,9 @@ std::vector<KeyDecl> model_keys() {
       number("model.beta", "auto", kPositive,
              "inverse temperature beta = 1/sqrt(d_QK): give model.beta or model.d_qk (both: they must agree)",
              "1/sqrt(d_QK)"),
+      omitted_at_default(number("model.beta_log_power", "0", kAny,
+                                "long-context temperature: the inverse temperature used is model.beta (ln N)^p, "
+                                "N = model.tokens >= 2 (d_QK divided by (ln N)^(2p)); 0 = model.beta as given")),
       choice("model.head_mix", text_of(kernel_default().model.head_mix, head_mix_names()), names_of(head_mix_names()),
              "how heads combine: sum (Y = sum_h A_h X W_V,h) | mean (Y = sum_h ... / H)"),
       integer("model.value_dim", text_of(kernel_default().model.value_dim), 0,

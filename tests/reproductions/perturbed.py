@@ -40,6 +40,8 @@ CASES = [
     ("equiangular V=-I", "analysis/particles_equiangular.py", V_MINUS_I),
     ("equiangular beta=1.3", "analysis/particles_equiangular.py", ("model.beta=1.3",)),
     ("equiangular Euler", "analysis/particles_equiangular.py", ("dynamics.integrator=euler",)),
+    ("longcontext no log scaling", "analysis/particles_longcontext.py", ("model.beta_log_power=0",)),
+    ("longcontext rho=0", "analysis/particles_longcontext.py", ("init.rho=0",)),
 ]
 
 
