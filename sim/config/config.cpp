@@ -291,6 +291,14 @@ void read_output(KeyValues& v, Config& c) {
     throw UsageError("key 'metrics.jacobian_probes': with metrics.readout = last_token the Jacobian of x_N(L) R has one "
                      "row, computed exactly by one reverse pass; probes are allowed only with metrics.readout = all_tokens "
                      "(set metrics.jacobian_probes = 0)");
+  if (v["metrics.readout_vector"] != "gaussian") {
+    c.metrics.readout_vector = parse_number_list_value("metrics.readout_vector", v["metrics.readout_vector"]);
+    if (static_cast<int>(c.metrics.readout_vector.size()) != c.model.dim ||
+        !std::all_of(c.metrics.readout_vector.begin(), c.metrics.readout_vector.end(),
+                     [](double x) { return std::isfinite(x); }))
+      bad_value("metrics.readout_vector", v["metrics.readout_vector"],
+                "gaussian, or d = model.dim = " + std::to_string(c.model.dim) + " finite numbers");
+  }
   c.metrics.power_iterations = read_int(v, "metrics.power_iterations");
   c.metrics.power_tolerance = read_number(v, "metrics.power_tolerance");
   // --- Peer measures (docs/science/peers.md) ---
