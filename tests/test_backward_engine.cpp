@@ -29,6 +29,22 @@ TEST_CASE("engine: gradient measures against FD of the readout loss, forward mea
     CHECK(EngineRun::value(r, "grad_wk_norm", 0) > 0);
     CHECK(EngineRun::value(r, "grad_wv_norm", 0) > 0);
   }
+  SECTION("metrics.readout_vector: the loss 1^T X(L) R with the R given; FD of that loss") {
+    e.keys["metrics.readout_vector"] = "0.5, -2 1.5";
+    const RunResults r = e.run();
+    // dL/dX(L) = 1 R^T: sqrt(N) |R| = 2 sqrt(0.25 + 4 + 2.25), by hand (not through readout()).
+    CHECK(EngineRun::value(r, "grad_x_norm", 1) == Approx(2.0 * std::sqrt(6.5)).epsilon(1e-14));
+    const Vector R = readout(make_config(e.keys), 0);
+    CHECK(R(0) == 0.5);
+    CHECK(R(1) == -2.0);
+    CHECK(R(2) == 1.5);
+    const Matrix gx = fd_gradient(e.X0, [&] { return e.loss(); });  // e.loss() reads R through readout()
+    CHECK(std::abs(EngineRun::value(r, "grad_x_norm", 0) / gx.norm() - 1) < kTol);
+    CHECK_THROWS_WITH(make_config({{"model.dim", "3"}, {"metrics.readout_vector", "1 2"}}),
+                      Catch::Matchers::Contains("metrics.readout_vector") && Catch::Matchers::Contains("3 finite"));
+    CHECK_THROWS_WITH(make_config({{"model.dim", "2"}, {"metrics.readout_vector", "1 nan"}}),
+                      Catch::Matchers::Contains("metrics.readout_vector"));
+  }
   SECTION("three blocks: ||dL/dX(0)||, ||d(X(L) R)/dX(0)||_F^2 against FD; the forward measures") {
     e.keys["model.layers"] = "3";
     const RunResults r = e.run();

@@ -47,6 +47,30 @@ TEST_CASE("the resolved INI text reads back to the same configuration", "[config
   CHECK(back.norm.gain == std::vector<double>{1, 2, 3, 4});
 }
 
+TEST_CASE("model.beta_log_power: beta = model.beta (ln N)^p, the base value stored", "[config]") {
+  // N = 20, p = 1.5, model.beta = 0.25: beta = 0.25 ln(20)^1.5 = 0.25 x 5.5913... (ln 20 = 2.995732...).
+  const Config c = make_config({{"model.tokens", "20"}, {"model.beta", "0.25"}, {"model.beta_log_power", "1.5"}});
+  const double scale = 2.995732273553991 * std::sqrt(2.995732273553991);
+  CHECK(c.model.beta == Approx(0.25 * scale).epsilon(1e-14));
+  CHECK(c.model.d_qk == Approx(16.0 / (scale * scale)).epsilon(1e-14));  // beta = 1/sqrt(d_QK) still
+  CHECK(c.values.at("model.beta") == "0.25");                           // the base value, not the scaled one
+  SECTION("the resolved text reads back to the same scaled beta (scaled once)") {
+    const Config back = make_config(parse_config_sources({}, write_temp("rcsim_test_logbeta.ini", c.to_ini())).values);
+    CHECK(back.model.beta == c.model.beta);
+    CHECK(back.model.d_qk == c.model.d_qk);
+  }
+  SECTION("with model.beta auto: (ln N)^p / sqrt(d_k); p = 0 leaves beta as given") {
+    CHECK(make_config({{"model.tokens", "20"}, {"model.dim", "16"}, {"model.beta_log_power", "1.5"}}).model.beta ==
+          Approx(scale / 4.0).epsilon(1e-14));
+    CHECK(make_config({{"model.tokens", "20"}, {"model.beta", "0.25"}, {"model.beta_log_power", "0"}}).model.beta ==
+          0.25);
+  }
+  SECTION("N = 1 has ln N = 0: refused") {
+    CHECK_THROWS_WITH(make_config({{"model.tokens", "1"}, {"model.beta_log_power", "1"}}),
+                      Contains("model.beta_log_power") && Contains("model.tokens >= 2"));
+  }
+}
+
 TEST_CASE("command line wins over the file, file over defaults", "[config]") {
   const std::string path = write_temp("rcsim_test_prec.ini", "[model]\ntokens = 7\nlayers = 3\n[mask]\ntype = causal\n");
   const ParsedArgs p = parse_config_sources({"--model.tokens=11"}, path);

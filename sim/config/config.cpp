@@ -79,7 +79,15 @@ void read_model(KeyValues& v, Config& c) {
   // model.beta is another spelling of d_QK: stored as given, or as auto (then d_QK, written out,
   // decides), so that a stored configuration rerun with another --model.d_qk is not a conflict.
   if (!is_auto(v, "model.beta")) v["model.beta"] = fmt_double(c.model.beta);
-
+  // model.beta_log_power = p: beta = model.beta (ln N)^p (Hayase and Karakida; Rigollet), applied after the
+  // write-back above, so that the stored configuration keeps the base value and reruns scale it once.
+  const double log_power = read_number(v, "model.beta_log_power");
+  if (log_power != 0.0) {
+    if (c.model.tokens < 2) bad_value("model.beta_log_power", v["model.beta_log_power"], "needs model.tokens >= 2");
+    const double scale = std::pow(std::log(static_cast<double>(c.model.tokens)), log_power);
+    c.model.beta *= scale;
+    c.model.d_qk /= scale * scale;
+  }
 }
 
 // The mask, the normalisation, the residual and dropout.
@@ -283,6 +291,14 @@ void read_output(KeyValues& v, Config& c) {
     throw UsageError("key 'metrics.jacobian_probes': with metrics.readout = last_token the Jacobian of x_N(L) R has one "
                      "row, computed exactly by one reverse pass; probes are allowed only with metrics.readout = all_tokens "
                      "(set metrics.jacobian_probes = 0)");
+  if (v["metrics.readout_vector"] != "gaussian") {
+    c.metrics.readout_vector = parse_number_list_value("metrics.readout_vector", v["metrics.readout_vector"]);
+    if (static_cast<int>(c.metrics.readout_vector.size()) != c.model.dim ||
+        !std::all_of(c.metrics.readout_vector.begin(), c.metrics.readout_vector.end(),
+                     [](double x) { return std::isfinite(x); }))
+      bad_value("metrics.readout_vector", v["metrics.readout_vector"],
+                "gaussian, or d = model.dim = " + std::to_string(c.model.dim) + " finite numbers");
+  }
   c.metrics.power_iterations = read_int(v, "metrics.power_iterations");
   c.metrics.power_tolerance = read_number(v, "metrics.power_tolerance");
   // --- Peer measures (docs/science/peers.md) ---

@@ -125,6 +125,9 @@ std::vector<KeyDecl> model_keys() {
       number("model.beta", "auto", kPositive,
              "inverse temperature beta = 1/sqrt(d_QK): give model.beta or model.d_qk (both: they must agree)",
              "1/sqrt(d_QK)"),
+      omitted_at_default(number("model.beta_log_power", "0", kAny,
+                                "long-context temperature: the inverse temperature used is model.beta (ln N)^p, "
+                                "N = model.tokens >= 2 (d_QK divided by (ln N)^(2p)); 0 = model.beta as given")),
       choice("model.head_mix", text_of(kernel_default().model.head_mix, head_mix_names()), names_of(head_mix_names()),
              "how heads combine: sum (Y = sum_h A_h X W_V,h) | mean (Y = sum_h ... / H)"),
       integer("model.value_dim", text_of(kernel_default().model.value_dim), 0,
@@ -383,6 +386,9 @@ choice("init.type", text_of(kernel_default().init.type, init_names()), names_of(
           "the loss of the gradient measures, R ~ N(0, I_d) per trial: all_tokens L = 1^T X(L) R (every token's readout "
           "summed) | last_token L = x_N(L) R (the last token's alone, as a next-token loss reads it); also the outputs "
           "of jacobian_log_fro2/_spec2: the N rows of X(L) R, or the last one (one exact reverse pass; no probes)")),
+      omitted_at_default(text("metrics.readout_vector", "gaussian", "gaussian | d numbers",
+                              "the readout R of metrics.readout: gaussian (R ~ N(0, I_d) per trial, stream 12) | R "
+                              "itself, d finite numbers (spaces or commas), the same in every trial")),
       omitted_at_default(integer("metrics.power_iterations", text_of(kernel_default().metrics.power_iterations), 1,
                                  "jacobian_log_spec2_full: the most power iterations on J_t^T J_t per recorded "
                                  "layer t (each one JVP through blocks t .. L-1 and one VJP back); the value is a "

@@ -9,6 +9,8 @@
 namespace rcsim {
 
 Vector readout(const ModelSpec& c, int trial) {
+  const std::vector<double>& given = c.metrics.readout_vector;  // metrics.readout_vector: R as given
+  if (!given.empty()) return Eigen::Map<const Vector>(given.data(), static_cast<Eigen::Index>(given.size()));
   RandomStream rng(c.run.seed, static_cast<std::uint64_t>(trial), kReadoutStream);
   Matrix R(c.model.dim, 1);
   rng.fill_normal(R);

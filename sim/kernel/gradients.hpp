@@ -21,7 +21,8 @@ namespace rcsim {
 // (kernel/random.hpp).
 
 // The readout R (d x 1, i.i.d. N(0, 1)) of `trial`: from the stream (seed, trial, kReadoutStream),
-// so it does not depend on the thread count or on any other draw of the run.
+// so it does not depend on the thread count or on any other draw of the run; or, when
+// metrics.readout_vector is given, that vector in every trial.
 Vector readout(const ModelSpec& c, int trial);
 // dL/dX(L) for the loss L = sum_i (X(L) R)_i = 1^T X(L) R: the N x d matrix 1 R^T.
 Matrix readout_cotangent(int tokens, const Vector& R);

@@ -175,6 +175,7 @@ struct MetricsConfig {
   double rank_atol = 0.0;
   int jacobian_probes = 0;  // jacobian_log_fro2: 0 = exact (N reverse passes), K = Hutchinson, K probes
   Readout readout = Readout::all_tokens;  // metrics.readout (docs/science/gradients.md)
+  std::vector<double> readout_vector;     // metrics.readout_vector: R as given (d numbers); empty: R ~ N(0, I_d)
   // jacobian_log_spec2_full: power iteration on J_t^T J_t, at most this many JVPs per layer t,
   // stopping when the Rayleigh quotient's relative change is at most power_tolerance
   int power_iterations = 50;

@@ -37,6 +37,11 @@ CASES = [
     ("causal complete mask", "analysis/particles_causal.py", ("mask.type=complete",)),
     ("hardmax V=-I", "analysis/particles_hardmax.py", V_MINUS_I),
     ("staircase2000 V=-I", "analysis/particles_staircase2000.py", V_MINUS_I),
+    ("equiangular V=-I", "analysis/particles_equiangular.py", V_MINUS_I),
+    ("equiangular beta=1.3", "analysis/particles_equiangular.py", ("model.beta=1.3",)),
+    ("equiangular Euler", "analysis/particles_equiangular.py", ("dynamics.integrator=euler",)),
+    ("longcontext no log scaling", "analysis/particles_longcontext.py", ("model.beta_log_power=0",)),
+    ("longcontext rho=0", "analysis/particles_longcontext.py", ("init.rho=0",)),
 ]
 
 
