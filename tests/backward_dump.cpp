@@ -106,17 +106,17 @@ int main(int argc, char** argv) {
   static const Normalization unused;
   BlockParams p;
   p.layer = LayerParams{&mask, std::stod(o["dqk"]), std::stod(o["alpha"]), &unused};
-  p.layer.usa = o["usa"] == "1";
+  if (o["usa"] == "1") p.layer.attention.kind = AttentionKind::usa;
   p.layer.head_mean = o["head_mean"] == "1";
   p.layer.skip = std::stod(o["skip"]);
-  p.layer.shape = AttentionShape{std::stod(o["shape_a"]), std::stod(o["shape_b"]), std::stod(o["shape_c"])};
-  p.layer.logit_bias.kind = o["logit_bias"] == "alibi"   ? LogitBiasKind::alibi
+  p.layer.attention.shape = AttentionShape{std::stod(o["shape_a"]), std::stod(o["shape_b"]), std::stod(o["shape_c"])};
+  p.layer.attention.logit_bias.kind = o["logit_bias"] == "alibi"   ? LogitBiasKind::alibi
                             : o["logit_bias"] == "decay" ? LogitBiasKind::decay
                                                          : LogitBiasKind::none;
-  p.layer.logit_bias.gamma = std::stod(o["decay"]);
-  p.layer.qk_norm = o["qk_norm"] == "1";
-  p.layer.qk_scale = std::stod(o["qk_scale"]);
-  p.layer.random_markov = o["markov"] == "1";
+  p.layer.attention.logit_bias.gamma = std::stod(o["decay"]);
+  p.layer.attention.qk_norm = o["qk_norm"] == "1";
+  p.layer.attention.qk_scale = std::stod(o["qk_scale"]);
+  if (o["markov"] == "1") p.layer.attention.kind = AttentionKind::random_markov;
   p.layer.tangent = o["tangent"] == "1";
   p.layer.rk4 = o["rk4"] == "1";
   const double noise = std::stod(o["noise"]);
@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
       }
       w.o_bias = gaussian(1, d, rng, 0.5);
     }
-    if (p.layer.random_markov)
+    if (p.layer.random_markov())
       for (int h = 0; h < H; ++h) w.logits.push_back(gaussian(N, N, rng, 1.0));
   }
   const Matrix X0 = gaussian(N, d, rng, 1.0), C = gaussian(N, d, rng, 1.0);

@@ -210,7 +210,7 @@ TEST_CASE("variant keys: resolved values, conflicts and refusals are usage error
   using Keys = std::map<std::string, std::string>;
   CHECK(make_config({}).residual_skip == 1.0);
   CHECK(make_config({}).weights.branch_gain == 1.0);
-  CHECK(!make_config({}).attention_shape.active());
+  CHECK(!make_config({}).attention.shape.active());
   CHECK(make_config({}).to_ini().find("skip") == std::string::npos);  // not stored at the default
   CHECK(make_config({{"residual.alpha", "1"}, {"residual.skip", "0.5"}}).to_ini().find("skip = 0.5") !=
         std::string::npos);

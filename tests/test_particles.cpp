@@ -63,7 +63,7 @@ Matrix integrate(const Flow& f, double T, int steps, bool rk4) {
   p.d_qk = 1.0 / (f.beta * f.beta);  // beta = 1 / sqrt(d_QK)
   p.alpha = T / steps;
   p.norm = &f.norm;
-  p.usa = f.usa;
+  if (f.usa) p.attention.kind = AttentionKind::usa;
   p.tangent = f.tangent;
   p.rk4 = rk4;
   LayerWorkspace ws(static_cast<int>(f.X0.rows()), static_cast<int>(f.X0.cols()), static_cast<int>(f.X0.cols()));
@@ -190,7 +190,7 @@ TEST_CASE("energy is non-decreasing along the SA and USA flows with Q = K = V = 
     p.d_qk = 1.0 / (f.beta * f.beta);
     p.alpha = 0.01;
     p.norm = &f.norm;
-    p.usa = usa;
+    if (usa) p.attention.kind = AttentionKind::usa;
     p.tangent = true;
     p.rk4 = true;
     LayerWorkspace ws(8, 3, 3);
@@ -421,7 +421,7 @@ struct UnitSpeedStep {
     p.d_qk = 1.0 / (beta * beta);
     p.alpha = alpha;
     p.norm = &norm;
-    p.usa = true;
+    p.attention.kind = AttentionKind::usa;
     p.usa_shift = beta;
     p.tangent = true;
     p.unit_speed = true;

@@ -69,10 +69,10 @@ void read_model(KeyValues& v, Config& c) {
   }
   c.model.head_mix = read_enum(v, "model.head_mix", head_mix_names());
   c.model.value_dim = read_int(v, "model.value_dim");
-  c.attention_kind = read_enum(v, "attention.kind", attention_names());
+  c.attention.kind = read_enum(v, "attention.kind", attention_names());
   c.attention_bias = read_bool(v, "attention.bias");
-  c.usa_normalised = read_bool(v, "attention.usa_normalised");
-  if (c.usa_normalised && c.attention_kind != AttentionKind::usa)
+  c.attention.usa_normalised = read_bool(v, "attention.usa_normalised");
+  if (c.attention.usa_normalised && c.attention.kind != AttentionKind::usa)
     bad_value("attention.usa_normalised", v["attention.usa_normalised"], "needs attention.kind = usa");
   v["model.key_dim"] = std::to_string(c.model.key_dim);
   v["model.d_qk"] = fmt_double(c.model.d_qk);

@@ -139,45 +139,45 @@ std::vector<KeyDecl> model_keys() {
           "blocks outside every range keep the keys' own values. Keys allowed: norm.position, norm.type, "
           "residual.alpha, model.d_qk, model.beta, mlp.activation. Mix-LN: 0-3:norm.position=post; "
           "4-:norm.position=pre")),
-      choice("attention.kind", text_of(kernel_default().attention_kind, attention_names()), names_of(attention_names()),
+      choice("attention.kind", text_of(kernel_default().attention.kind, attention_names()), names_of(attention_names()),
              "softmax (rows normalised) | usa (unnormalised: A_ij = exp(beta <x_i W_Q, x_j W_K>) / N on allowed "
              "entries) | hardmax (A_ij = 1/|S_i| on the maximisers S_i of <x_i W_Q, x_j W_K> over the allowed j; ties "
              "within a relative 1e-12, 1e-5 in float32; docs/science/particles.md) | random_markov (A = softmax(G) on the "
              "mask, G i.i.d. N(0, 1) per head, drawn with the weights and independent of X: Mind the Gap's random "
              "Markov attention; its gradients reach no W_Q, W_K)"),
       omitted_at_default(boolean(
-          "attention.usa_normalised", text_of(kernel_default().usa_normalised),
+          "attention.usa_normalised", text_of(kernel_default().attention.usa_normalised),
           "true: the USA weights times e^-beta, A_ij = exp(S_ij - beta) / N (exp(beta(<x_i, x_j> - 1)) / N for unit "
           "tokens, W_Q = W_K = I: finite for every beta, where exp(beta <x_i, x_j>) overflows above beta ~ 709); the "
           "same flow in time t e^-beta (Geshkovski, Koubbi et al.'s staircase; docs/science/particles.md section 6); "
           "needs attention.kind = usa")),
       // --- Variants (docs/science/gradients.md): shaped attention, Noci et al. 2023 ---
-      omitted_at_default(number("attention.shape_a", text_of(kernel_default().attention_shape.a), kAny,
+      omitted_at_default(number("attention.shape_a", text_of(kernel_default().attention.shape.a), kAny,
                                 "shaped attention A = a softmax(S) + b I - c C (C the uniform attention over the "
                                 "mask, row i 1/|N_i| on its allowed set): a")),
-      omitted_at_default(number("attention.shape_b", text_of(kernel_default().attention_shape.b), kAny, "shaped attention: b, the weight of the identity")),
-      omitted_at_default(number("attention.shape_c", text_of(kernel_default().attention_shape.c), kAny,
+      omitted_at_default(number("attention.shape_b", text_of(kernel_default().attention.shape.b), kAny, "shaped attention: b, the weight of the identity")),
+      omitted_at_default(number("attention.shape_c", text_of(kernel_default().attention.shape.c), kAny,
                                 "shaped attention: c, the weight of the uniform attention C subtracted (a = 1, b = "
                                 "0, c = 1: spectral-gap removal A - C, Mind the Gap)")),
       omitted_at_default(choice(
-          "attention.logit_bias", text_of(kernel_default().logit_bias.kind, logit_bias_names()),
+          "attention.logit_bias", text_of(kernel_default().attention.logit_bias.kind, logit_bias_names()),
           names_of(logit_bias_names()),
           "additive bias B on the logits before the softmax, beside the mask (not attention.bias, the projections' "
           "biases): none | alibi (B_ij = -m_h |i - j|, slopes m_h = 2^(-8h/H), h = 1..H) | decay (B_ij = |i - j| "
           "log gamma, gamma = attention.decay: weights proportional to gamma^|i-j|) | file (B from weights.file "
           "/logit_bias [N, N] or [L, N, N], with heads [H, N, N] or [L, H, N, N]; finite values); |i - j| = i - j "
           "under the causal mask")),
-      omitted_at_default(number("attention.decay", text_of(kernel_default().logit_bias.gamma),
+      omitted_at_default(number("attention.decay", text_of(kernel_default().attention.logit_bias.gamma),
                                 Range{0.0, true, 1.0, false},
                                 "gamma in (0, 1] of attention.logit_bias = decay")),
       omitted_at_default(boolean(
-          "attention.qk_norm", text_of(kernel_default().qk_norm),
+          "attention.qk_norm", text_of(kernel_default().attention.qk_norm),
           "true: QK-normalisation (nGPT): the rows of Q and K to s q_i/|q_i|, s k_j/|k_j| per head (s = "
           "attention.qk_scale; a zero row stays 0) and the logits sqrt(d_k) Q K^T instead of Q K^T / sqrt(d_QK) "
           "(model.d_qk and model.beta refused with it)")),
-      omitted_at_default(number("attention.qk_scale", text_of(kernel_default().qk_scale), kAny,
+      omitted_at_default(number("attention.qk_scale", text_of(kernel_default().attention.qk_scale), kAny,
                                 "s_qk of attention.qk_norm: logits sqrt(d_k) s^2 cos(q_i, k_j)")),
-      omitted_at_default(number("attention.logit_softcap", text_of(kernel_default().logit_softcap), kNonNegative,
+      omitted_at_default(number("attention.logit_softcap", text_of(kernel_default().attention.logit_softcap), kNonNegative,
                                 "logit soft-capping (Gemma 2): every head's logits (after their scale and the logit "
                                 "bias) to c tanh(S / c) before the attention weights; 0 = off")),
       omitted_at_default(boolean(

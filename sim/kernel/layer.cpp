@@ -34,21 +34,14 @@ template struct LayerWorkspaceT<float>;
 
 LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Normalization* norm) {
   LayerParams p{mask, c.model.d_qk, c.residual_alpha, norm};
-  p.usa = c.attention_kind == AttentionKind::usa;  // peer dynamics (docs/science/peers.md)
-  if (p.usa && c.usa_normalised) p.usa_shift = 1.0 / std::sqrt(c.model.d_qk);  // beta, as the logits' scale
+  p.attention = c.attention;  // kind, shaping, logit bias, QK-normalisation, soft-capping
+  if (p.usa() && c.attention.usa_normalised) p.usa_shift = 1.0 / std::sqrt(c.model.d_qk);  // beta, as the logits' scale
   p.unit_speed = c.dynamics_speed == DynamicsSpeed::unit;  // docs/science/particles.md section 6
   p.merge_distance = c.merge_distance;
   p.head_mean = c.model.head_mix == HeadMix::mean;
   p.tangent = c.residual_project == ResidualProject::tangent;
-  p.hardmax = c.attention_kind == AttentionKind::hardmax;  // particles (docs/science/particles.md)
-  p.random_markov = c.attention_kind == AttentionKind::random_markov;  // docs/science/gradients.md
   p.rk4 = c.integrator == Integrator::rk4;
   p.skip = c.residual_skip;  // variants (docs/science/gradients.md)
-  p.shape = c.attention_shape;
-  p.logit_bias = c.logit_bias;
-  p.qk_norm = c.qk_norm;
-  p.qk_scale = c.qk_scale;
-  p.logit_softcap = c.logit_softcap;
   if (c.residual_depth_scaling == ResidualDepthScaling::inv_sqrt_depth)  // branch gain alpha / sqrt(L)
     p.alpha = c.residual_alpha / std::sqrt(static_cast<double>(c.model.layers));
   return p;
@@ -124,20 +117,20 @@ void add_residual(const Eigen::Ref<const MatrixT<T>>& X, const LayerParams& p, c
 template <class T>
 void general_logits(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
                     std::size_t h, LayerWorkspaceT<T>& ws, HeadCacheT<T>* c) {
-  if (p.random_markov)
+  if (p.random_markov())
     ws.S = w.logits[h];  // independent of X
   else if (!w.q_bias.empty())
     attention_logits(X, w.q[h], &w.q_bias[h], w.k[h], &w.k_bias[h], p.d_qk, ws.Q, ws.K, ws.S);
   else
     attention_logits(X, w.q[h], w.k[h], p.d_qk, ws.Q, ws.K, ws.S);
-  if (p.qk_norm && !p.random_markov) {
+  if (p.attention.qk_norm && !p.random_markov()) {
     if (c) c->Q_raw = ws.Q, c->K_raw = ws.K;
-    qk_normalise_impl<T>(ws.Q, ws.K, ws.S, p.qk_scale);
+    qk_normalise_impl<T>(ws.Q, ws.K, ws.S, p.attention.qk_scale);
   }
-  if (c && !p.random_markov) c->Q = ws.Q, c->K = ws.K;
-  if (p.logit_bias.active()) add_logit_bias(ws.S, p.logit_bias, w, h);
-  if (p.logit_softcap > 0.0) {
-    softcap_logits<T>(ws.S, p.logit_softcap);
+  if (c && !p.random_markov()) c->Q = ws.Q, c->K = ws.K;
+  if (p.attention.logit_bias.active()) add_logit_bias(ws.S, p.attention.logit_bias, w, h);
+  if (p.attention.logit_softcap > 0.0) {
+    softcap_logits<T>(ws.S, p.attention.logit_softcap);
     if (c) c->Sc = ws.S;
   }
 }
@@ -154,20 +147,20 @@ AttentionStats head_weights(const Eigen::Ref<const MatrixT<T>>& X, const LayerWe
     s = softmax_rows(ws.S_rows, ws.rows, ws.buffer);
   } else {
     general_logits<T>(X, w, p, h, ws, c);
-    if (p.usa)
+    if (p.usa())
       usa_weights(ws.S, *p.mask, p.usa_shift);
-    else if (p.hardmax)
+    else if (p.hardmax())
       hardmax_weights(ws.S, *p.mask);
     else
       masked_softmax(ws.S, *p.mask);
     s = attention_stats(ws.S, *p.mask);
     if (c) c->A = ws.S;
   }
-  if (p.shape.active()) {  // shaped attention, after the statistics of softmax(S)
+  if (p.attention.shape.active()) {  // shaped attention, after the statistics of softmax(S)
     if (fast)
-      shape_rows<T>(ws.S_rows, ws.rows, p.shape);
+      shape_rows<T>(ws.S_rows, ws.rows, p.attention.shape);
     else
-      shape_masked<T>(ws.S, *p.mask, p.shape);
+      shape_masked<T>(ws.S, *p.mask, p.attention.shape);
     if (c) c->As = ws.S;
   }
   if (p.keep_attention) {
@@ -223,8 +216,9 @@ template <class T>
 AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
                                bool biased, bool direct, LayerWorkspaceT<T>& ws, MatrixT<T>& Y, LayerCacheT<T>* cache) {
   const std::size_t H = w.q.size();
-  const bool fast = !cache && ws.rows.contiguous && !p.usa && !p.hardmax && !p.random_markov && !biased &&
-                    !p.logit_bias.active() && !p.qk_norm && p.logit_softcap == 0.0 && !p.unit_speed;
+  // The fast path: plain softmax logits (AttentionSettings::needs_general_path, which the fused
+  // platforms ask too), row-range masks, no projection biases, no cache.
+  const bool fast = !cache && ws.rows.contiguous && !p.attention.needs_general_path() && !biased && !p.unit_speed;
   const bool lower = ws.rows.lower_triangular;
   AttentionStats heads;
   double entropy = 0.0;

@@ -70,6 +70,35 @@ struct LogitBias {
   bool active() const { return kind != LogitBiasKind::none; }
 };
 
+// The attention's own settings (the attention.* keys of a block), one struct that ModelSpec holds
+// and LayerParams holds whole (kernel/layer.hpp): a new attention setting is one member here, and
+// model.layer_overrides can set it per layer range without more code. A setting that only the
+// general path computes (logits formed one head at a time, N x N) says so in needs_general_path(),
+// which the fast path (folded W_Q W_K^T) and the fused platforms (cpu, opencl) both ask.
+struct AttentionSettings {
+  AttentionKind kind = AttentionKind::softmax;  // attention.kind
+  bool usa_normalised = false;  // attention.usa_normalised: USA weights exp(S - beta) / N
+  AttentionShape shape;  // attention.shape_a/b/c: A <- a A + b I - c C after the softmax (Noci et al. 2023)
+  LogitBias logit_bias;  // attention.logit_bias, attention.decay: S_h + B_h before the softmax
+  // QK-normalisation (nGPT; attention.qk_norm, attention.qk_scale): S = sqrt(d_k) (s q_i/|q_i|).(s k_j/|k_j|)
+  bool qk_norm = false;
+  double qk_scale = 1.0;
+  double logit_softcap = 0.0;  // attention.logit_softcap: S <- c tanh(S / c) (Gemma 2); 0 = off
+
+  // The first setting that needs the general path, as the key and value that set it (the cpu
+  // and opencl platforms' refusal message), or nullptr: everything but plain softmax attention of
+  // X W_Q (X W_K)^T / sqrt(d_QK) with nothing between the logits and the softmax needs it. A new
+  // setting that the fast and fused paths cannot compute is declared here, once.
+  const char* general_path_setting() const {
+    if (kind != AttentionKind::softmax) return "attention.kind (not softmax)";
+    if (logit_bias.active()) return "attention.logit_bias (not none)";
+    if (qk_norm) return "attention.qk_norm = true";
+    if (logit_softcap > 0.0) return "attention.logit_softcap > 0";
+    return nullptr;
+  }
+  bool needs_general_path() const { return general_path_setting() != nullptr; }
+};
+
 struct ModelConfig {
   int tokens = 8;      // N
   int dim = 4;         // d
@@ -216,26 +245,19 @@ struct ModelSpec {
   // alpha_M beside the attention's alpha_A); unset = residual_alpha and residual_skip.
   std::optional<double> residual_mlp_alpha, residual_mlp_skip;
   ResidualMixing residual_mixing = ResidualMixing::none;
-  AttentionShape attention_shape;
-  LogitBias logit_bias;  // attention.logit_bias, attention.decay
-  // QK-normalisation (nGPT; attention.qk_norm, attention.qk_scale): S = sqrt(d_k) (s q_i/|q_i|).(s k_j/|k_j|)
-  bool qk_norm = false;
-  double qk_scale = 1.0;
-  double logit_softcap = 0.0;  // attention.logit_softcap: S <- c tanh(S / c) (Gemma 2); 0 = off
+  AttentionSettings attention;  // the attention.* settings of every block (kind, shaping, logit bias, ...)
   ResidualDepthScaling residual_depth_scaling = ResidualDepthScaling::none;
   NormDepthScaling norm_depth_scaling = NormDepthScaling::none;
   DropoutConfig dropout;
   MlpConfig mlp;
   std::vector<LayerOverride> layer_overrides;  // model.layer_overrides; empty = every block alike
   // --- Peer dynamics (docs/science/peers.md) ---
-  AttentionKind attention_kind = AttentionKind::softmax;
   bool attention_bias = false;  // attention.bias: b_Q, b_K, b_V per head and b_O (zero unless read)
   ResidualProject residual_project = ResidualProject::none;
   // --- Particles (docs/science/particles.md) ---
   Integrator integrator = Integrator::euler;  // dynamics.integrator: rk4 = one RK4 step of dt = alpha per layer
   DynamicsSpeed dynamics_speed = DynamicsSpeed::field;  // dynamics.speed: unit = steps of arc length alpha
   double merge_distance = 0.0;  // dynamics.merge_distance: tokens closer than this merged after a step (0: never)
-  bool usa_normalised = false;  // attention.usa_normalised: USA weights exp(S - beta) / N
   double dynamics_noise = 0.0;  // dynamics.noise: sigma of the noise after each layer (kernel/noise.hpp)
   WeightsConfig weights;
   InitConfig init;

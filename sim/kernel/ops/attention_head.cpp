@@ -12,12 +12,12 @@ namespace rcsim {
 namespace {
 
 // Whether the head's weights vary with X through the logits (not hardmax, not random-Markov).
-bool logits_vary(const LayerParams& p) { return !p.hardmax && !p.random_markov; }
+bool logits_vary(const LayerParams& p) { return !p.hardmax() && !p.random_markov(); }
 
 // The logits' scale: 1/sqrt(d_QK), or sqrt(d_k) with QK-normalisation.
 template <class T>
 T logit_scale(const LayerParams& p, const HeadCacheT<T>& c) {
-  return p.qk_norm ? std::sqrt(static_cast<T>(c.Q.cols())) : T(1) / std::sqrt(static_cast<T>(p.d_qk));
+  return p.attention.qk_norm ? std::sqrt(static_cast<T>(c.Q.cols())) : T(1) / std::sqrt(static_cast<T>(p.d_qk));
 }
 
 // One head's adjoint: dYh = dL/d(A_used V_h); adds its weight gradients and its part of dX.
@@ -37,14 +37,14 @@ void head_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerPa
   if (!logits_vary(p)) return;
   MatrixT<T> dA = dYh * c.V.transpose();                      // dA_h = dY V_h^T
   if (c.D.size()) dA = dA.cwiseProduct(c.D);                  // A_used = D .* A_s
-  if (p.shape.active()) dA *= static_cast<T>(p.shape.a);      // A_s = a A + b I - c C
-  MatrixT<T> dS = p.usa ? usa_backward<T>(c.A, dA, *p.mask) : softmax_backward<T>(c.A, dA, *p.mask);
-  if (p.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.logit_softcap);  // S_c = c tanh(S / c)
+  if (p.attention.shape.active()) dA *= static_cast<T>(p.attention.shape.a);      // A_s = a A + b I - c C
+  MatrixT<T> dS = p.usa() ? usa_backward<T>(c.A, dA, *p.mask) : softmax_backward<T>(c.A, dA, *p.mask);
+  if (p.attention.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.attention.logit_softcap);  // S_c = c tanh(S / c)
   dS *= logit_scale<T>(p, c);                                 // logit biases: constant, dS unchanged
   MatrixT<T> dQ = dS * c.K, dK = dS.transpose() * c.Q;        // S' = Q K^T
-  if (p.qk_norm) {                                            // through the rows s q / |q|
-    dQ = scaled_sphere_backward<T>(c.Q_raw, dQ, static_cast<T>(p.qk_scale));
-    dK = scaled_sphere_backward<T>(c.K_raw, dK, static_cast<T>(p.qk_scale));
+  if (p.attention.qk_norm) {                                            // through the rows s q / |q|
+    dQ = scaled_sphere_backward<T>(c.Q_raw, dQ, static_cast<T>(p.attention.qk_scale));
+    dK = scaled_sphere_backward<T>(c.K_raw, dK, static_cast<T>(p.attention.qk_scale));
   }
   g.dq[h].noalias() += X.transpose() * dQ;
   g.dk[h].noalias() += X.transpose() * dK;
@@ -65,14 +65,14 @@ MatrixT<T> head_jvp(const LayerWeightsT<T>& w, const LayerParams& p, std::size_t
   MatrixT<T> dYh = c.used() * dV;               // A_used dV
   if (!logits_vary(p)) return dYh;              // hardmax, random-Markov: dA = 0
   MatrixT<T> dQ = dX * w.q[h], dK = dX * w.k[h];
-  if (p.qk_norm) {
-    dQ = scaled_sphere_jvp<T>(c.Q_raw, dQ, static_cast<T>(p.qk_scale));
-    dK = scaled_sphere_jvp<T>(c.K_raw, dK, static_cast<T>(p.qk_scale));
+  if (p.attention.qk_norm) {
+    dQ = scaled_sphere_jvp<T>(c.Q_raw, dQ, static_cast<T>(p.attention.qk_scale));
+    dK = scaled_sphere_jvp<T>(c.K_raw, dK, static_cast<T>(p.attention.qk_scale));
   }
   MatrixT<T> dS = logit_scale<T>(p, c) * (dQ * c.K.transpose() + c.Q * dK.transpose());
-  if (p.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.logit_softcap);
-  MatrixT<T> dA = p.usa ? usa_jvp<T>(c.A, dS, *p.mask) : softmax_jvp<T>(c.A, dS, *p.mask);
-  if (p.shape.active()) dA *= static_cast<T>(p.shape.a);
+  if (p.attention.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.attention.logit_softcap);
+  MatrixT<T> dA = p.usa() ? usa_jvp<T>(c.A, dS, *p.mask) : softmax_jvp<T>(c.A, dS, *p.mask);
+  if (p.attention.shape.active()) dA *= static_cast<T>(p.attention.shape.a);
   if (c.D.size()) dA = dA.cwiseProduct(c.D);
   dYh.noalias() += dA * c.V;
   return dYh;
