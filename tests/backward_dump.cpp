@@ -126,21 +126,23 @@ int main(int argc, char** argv) {
   p.norm_depth_scaling = o["ln_scale"] == "1";
   p.position = position(o["pos"]);
   p.activation = activation(o["act"]);
-  ModelSpec spec;  // model.layer_overrides: blocks 0..mix_to (the normalisations are the file's, per slot)
-  spec.model.dim = d;
-  spec.model.layers = L;
+  // model.layer_overrides: blocks 0..mix_to with these settings, the others as p (the table that
+  // layer_settings builds from the range's configuration; the normalisations are the file's, per slot)
+  LayerSettings per_layer;
   if (std::stoi(o["mix_to"]) >= 0) {
-    LayerOverride lo;
-    lo.from = 0, lo.to = std::stoi(o["mix_to"]);
-    lo.position = position(o["mix_pos"]);
-    lo.norm_type = norm_type(o["norm"]);
-    lo.residual_alpha = std::stod(o["mix_alpha"]);
-    lo.residual_skip = p.layer.skip;
-    lo.d_qk = std::stod(o["mix_dqk"]);
-    lo.activation = activation(o["mix_act"]);
-    spec.layer_overrides.push_back(lo);
+    LayerSetting s;
+    s.from = 0, s.to = std::stoi(o["mix_to"]);
+    s.params = p;
+    s.params.position = position(o["mix_pos"]);
+    s.params.layer.alpha = std::stod(o["mix_alpha"]);
+    s.params.layer.d_qk = std::stod(o["mix_dqk"]);
+    s.params.activation = activation(o["mix_act"]);
+    ModelSpec spec;
+    spec.model.dim = d;
+    spec.norm.type = norm_type(o["norm"]);
+    s.norm = Normalization::from_config(spec);
+    per_layer.push_back(std::move(s));
   }
-  const LayerSettings per_layer = layer_settings(spec);
   if (!per_layer.empty()) p.per_layer = &per_layer;
   std::vector<LayerWeights> ws(static_cast<std::size_t>(L));
   for (auto& w : ws) {

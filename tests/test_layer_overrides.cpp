@@ -36,19 +36,19 @@ TEST_CASE("model.layer_overrides: resolved ranges, stored only when set", "[keys
   REQUIRE(c.layer_overrides.size() == 2);
   CHECK(c.layer_overrides[0].from == 0);
   CHECK(c.layer_overrides[0].to == 2);
-  CHECK(c.layer_overrides[0].position == NormPosition::post);
-  CHECK(c.layer_overrides[0].activation == MlpActivation::gelu);  // the base's
+  CHECK(c.layer_overrides[0].spec->norm.position == NormPosition::post);
+  CHECK(c.layer_overrides[0].spec->mlp.activation == MlpActivation::gelu);  // the base's
   CHECK(c.layer_overrides[1].from == 3);
   CHECK(c.layer_overrides[1].to == 5);  // "3-": to the last block
-  CHECK(c.layer_overrides[1].activation == MlpActivation::relu);
+  CHECK(c.layer_overrides[1].spec->mlp.activation == MlpActivation::relu);
   // One block alone, the temperature by beta, residual mixing resolved per range.
   const Config d = make_config({{"model.layers", "4"}, {"residual.alpha", "0.6"}, {"residual.mixing", "cowsik"},
                                 {"model.layer_overrides", "2:model.beta=0.5,residual.alpha=0.8"}});
   REQUIRE(d.layer_overrides.size() == 1);
   CHECK(d.layer_overrides[0].from == 2);
   CHECK(d.layer_overrides[0].to == 2);
-  CHECK(d.layer_overrides[0].d_qk == 4.0);  // 1 / 0.5^2
-  CHECK(d.layer_overrides[0].residual_skip == Approx(0.6).epsilon(1e-15));  // sqrt(1 - 0.8^2)
+  CHECK(d.layer_overrides[0].spec->model.d_qk == 4.0);  // 1 / 0.5^2
+  CHECK(d.layer_overrides[0].spec->residual_skip == Approx(0.6).epsilon(1e-15));  // sqrt(1 - 0.8^2)
   CHECK(d.residual_skip == Approx(0.8).epsilon(1e-15));  // the base: sqrt(1 - 0.6^2)
 }
 
@@ -66,7 +66,7 @@ TEST_CASE("model.layer_overrides: the stored INI text reruns to the same configu
   const Config again = make_config(parse_config_sources({}, (dir / "stored.ini").string()).values);
   CHECK(again.to_ini() == ini);
   REQUIRE(again.layer_overrides.size() == 2);
-  CHECK(again.layer_overrides[1].activation == MlpActivation::relu);
+  CHECK(again.layer_overrides[1].spec->mlp.activation == MlpActivation::relu);
   const RunResults full = run_simulation(prepare(c), 1);
   {
     RunResults saved = full;
@@ -96,7 +96,7 @@ TEST_CASE("model.layer_overrides: every bad value is a usage error naming the ke
   };
   const std::vector<Bad> bad = {
       {"0-1:norm.psition=pre", {"entry '0-1:norm.psition=pre'", "unknown key 'norm.psition'", "norm.position",
-                                "keys allowed per layer: norm.position, norm.type"}},
+                                "keys allowed per layer: model.d_qk, model.beta"}},
       {"0-1:mask.type=causal", {"key 'mask.type' is not a setting that may differ by layer", "mlp.activation"}},
       {"0-1:model.layers=3", {"key 'model.layers' is not a setting that may differ by layer"}},
       {"0-1:norm.position=sideways", {"entry '0-1:norm.position=sideways'", "norm.position", "sideways",

@@ -3,6 +3,7 @@
 // fill it directly. Nothing here parses text or touches files.
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include <cstdint>
@@ -220,16 +221,14 @@ const std::vector<std::string>& peer_measure_names();
 std::string optional_measure_names_text();
 
 // model.layer_overrides (docs/science/gradients.md, "Settings per layer range"): the settings of
-// blocks from..to (0-based, inclusive), resolved by the configuration layer as the base settings
-// with the range's keys applied. Blocks outside every range use the base settings.
+// blocks from..to (0-based, inclusive), resolved by the configuration layer as the whole
+// configuration with the range's keys applied (any key declared per_layer, config/keys.cpp); the
+// block's parameters are built from it (kernel/block.hpp, layer_settings). Blocks outside every
+// range use the base settings.
+struct ModelSpec;
 struct LayerOverride {
   int from = 0, to = 0;
-  NormPosition position = NormPosition::post;  // norm.position
-  NormType norm_type = kDefaultNormType;       // norm.type
-  double residual_alpha = 0.0;                 // residual.alpha (before residual.depth_scaling)
-  double residual_skip = 1.0;                  // the skip gain a (residual.skip / residual.mixing)
-  double d_qk = 1.0;                           // model.d_qk / model.beta
-  MlpActivation activation = MlpActivation::gelu;  // mlp.activation
+  std::shared_ptr<const ModelSpec> spec;  // the range's configuration
 };
 
 // Everything the kernel needs to run trials: the model, its inputs and what is measured.
