@@ -17,7 +17,6 @@
 namespace rcsim {
 
 namespace {
-
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Builders: one line per key in the table below.
@@ -182,6 +181,8 @@ std::vector<KeyDecl> model_keys() {
       per_layer(into(omitted_at_default(number("attention.logit_softcap", text_of(kernel_default().attention.logit_softcap), kNonNegative,
                                 "logit soft-capping (Gemma 2): every head's logits (after their scale and the logit "
                                 "bias) to c tanh(S / c) before the attention weights; 0 = off")), RCSIM_SPEC_MEMBER(attention.logit_softcap))),
+      per_layer(into(omitted_at_default(boolean("attention.rope", text_of(kernel_default().attention.rope), "true: rotary position embedding (RoPE, llama2.c's adjacent pairs): token i's q_i and k_i per head rotated pair by pair (2j, 2j+1) by the angle i theta^(-2j/d_k) before the logits; needs an even d_k")), RCSIM_SPEC_MEMBER(attention.rope))),
+      per_layer(into(omitted_at_default(number("attention.rope_theta", text_of(kernel_default().attention.rope_theta), kPositive, "theta of attention.rope (Llama 2: 10000)")), RCSIM_SPEC_MEMBER(attention.rope_theta))),
       into(omitted_at_default(boolean(
           "attention.bias", text_of(kernel_default().attention_bias),
           "true: biases in the attention (GPT-2's c_attn and c_proj biases): Q = X W_Q + 1 b_Q^T, K and V likewise per "

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernel/fused_attention.hpp"
+#include "kernel/llama/rotary.hpp"
 #include "kernel/ops/logit_softcap.hpp"
 #include "kernel/tangent.hpp"
 #include "kernel/particles.hpp"
@@ -126,6 +127,13 @@ void general_logits(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T
   if (p.attention.qk_norm && !p.random_markov()) {
     if (c) c->Q_raw = ws.Q, c->K_raw = ws.K;
     qk_normalise_impl<T>(ws.Q, ws.K, ws.S, p.attention.qk_scale);
+  }
+  if (p.attention.rope && !p.random_markov()) {  // rotary position embedding, then the logits again
+    const double scale = p.attention.qk_norm ? std::sqrt(static_cast<double>(ws.Q.cols())) : 1.0 / std::sqrt(p.d_qk);
+    llama::apply_rotary<T>(ws.Q, static_cast<int>(ws.Q.cols()), 0, p.attention.rope_theta);
+    llama::apply_rotary<T>(ws.K, static_cast<int>(ws.K.cols()), 0, p.attention.rope_theta);
+    ws.S.noalias() = ws.Q * ws.K.transpose();
+    ws.S *= static_cast<T>(scale);
   }
   if (c && !p.random_markov()) c->Q = ws.Q, c->K = ws.K;
   if (p.attention.logit_bias.active()) add_logit_bias(ws.S, p.attention.logit_bias, w, h);

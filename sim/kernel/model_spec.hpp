@@ -85,6 +85,10 @@ struct AttentionSettings {
   bool qk_norm = false;
   double qk_scale = 1.0;
   double logit_softcap = 0.0;  // attention.logit_softcap: S <- c tanh(S / c) (Gemma 2); 0 = off
+  // attention.rope, attention.rope_theta: rotary position embedding of Q and K (llama2.c's adjacent
+  // pairs, token i at position i; kernel/llama/rotary.hpp) before the logits
+  bool rope = false;
+  double rope_theta = 10000.0;
 
   // The first setting that needs the general path, as the key and value that set it (the cpu
   // and opencl platforms' refusal message), or nullptr: everything but plain softmax attention of
@@ -95,6 +99,7 @@ struct AttentionSettings {
     if (logit_bias.active()) return "attention.logit_bias (not none)";
     if (qk_norm) return "attention.qk_norm = true";
     if (logit_softcap > 0.0) return "attention.logit_softcap > 0";
+    if (rope) return "attention.rope = true";
     return nullptr;
   }
   bool needs_general_path() const { return general_path_setting() != nullptr; }

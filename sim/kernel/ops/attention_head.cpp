@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernel/llama/rotary.hpp"
 #include "kernel/ops/logit_softcap.hpp"
 #include "kernel/ops/normalization.hpp"
 #include "kernel/ops/softmax.hpp"
@@ -18,6 +19,19 @@ bool logits_vary(const LayerParams& p) { return !p.hardmax() && !p.random_markov
 template <class T>
 T logit_scale(const LayerParams& p, const HeadCacheT<T>& c) {
   return p.attention.qk_norm ? std::sqrt(static_cast<T>(c.Q.cols())) : T(1) / std::sqrt(static_cast<T>(p.d_qk));
+}
+
+// Rotary position embedding (attention.rope) of dQ and dK: the adjoint rotates back, the tangent
+// rotates as the forward does (kernel/llama/rotary.hpp).
+template <class T>
+void rope_adjoint(const LayerParams& p, MatrixT<T>& dQ, MatrixT<T>& dK) {
+  llama::apply_rotary_transpose<T>(dQ, static_cast<int>(dQ.cols()), 0, p.attention.rope_theta);
+  llama::apply_rotary_transpose<T>(dK, static_cast<int>(dK.cols()), 0, p.attention.rope_theta);
+}
+template <class T>
+void rope_tangent(const LayerParams& p, MatrixT<T>& dQ, MatrixT<T>& dK) {
+  llama::apply_rotary<T>(dQ, static_cast<int>(dQ.cols()), 0, p.attention.rope_theta);
+  llama::apply_rotary<T>(dK, static_cast<int>(dK.cols()), 0, p.attention.rope_theta);
 }
 
 // One head's adjoint: dYh = dL/d(A_used V_h); adds its weight gradients and its part of dX.
@@ -42,6 +56,7 @@ void head_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerPa
   if (p.attention.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.attention.logit_softcap);  // S_c = c tanh(S / c)
   dS *= logit_scale<T>(p, c);                                 // logit biases: constant, dS unchanged
   MatrixT<T> dQ = dS * c.K, dK = dS.transpose() * c.Q;        // S' = Q K^T
+  if (p.attention.rope) rope_adjoint<T>(p, dQ, dK);           // Q = R Q_pre, K = R K_pre
   if (p.attention.qk_norm) {                                            // through the rows s q / |q|
     dQ = scaled_sphere_backward<T>(c.Q_raw, dQ, static_cast<T>(p.attention.qk_scale));
     dK = scaled_sphere_backward<T>(c.K_raw, dK, static_cast<T>(p.attention.qk_scale));
@@ -69,6 +84,7 @@ MatrixT<T> head_jvp(const LayerWeightsT<T>& w, const LayerParams& p, std::size_t
     dQ = scaled_sphere_jvp<T>(c.Q_raw, dQ, static_cast<T>(p.attention.qk_scale));
     dK = scaled_sphere_jvp<T>(c.K_raw, dK, static_cast<T>(p.attention.qk_scale));
   }
+  if (p.attention.rope) rope_tangent<T>(p, dQ, dK);
   MatrixT<T> dS = logit_scale<T>(p, c) * (dQ * c.K.transpose() + c.Q * dK.transpose());
   if (p.attention.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.attention.logit_softcap);
   MatrixT<T> dA = p.usa() ? usa_jvp<T>(c.A, dS, *p.mask) : softmax_jvp<T>(c.A, dS, *p.mask);
