@@ -117,8 +117,8 @@ int main(int argc, char** argv) {
   p.layer.attention.qk_norm = o["qk_norm"] == "1";
   p.layer.attention.qk_scale = std::stod(o["qk_scale"]);
   if (o["markov"] == "1") p.layer.attention.kind = AttentionKind::random_markov;
-  p.layer.tangent = o["tangent"] == "1";
-  p.layer.rk4 = o["rk4"] == "1";
+  if (o["tangent"] == "1") p.layer.project = ResidualProject::tangent;
+  if (o["rk4"] == "1") p.layer.integrator = Integrator::rk4;
   const double noise = std::stod(o["noise"]);
   const Normalization noise_norm(norm_type(o["noise_norm"]), d, 0.0);
   const NoiseStep noise_step{noise, &noise_norm, nullptr};

@@ -131,8 +131,8 @@ struct Fixture {
     p.layer.attention.logit_bias = c.logit_bias;
     p.layer.attention.qk_norm = c.qk_norm;
     p.layer.attention.qk_scale = c.qk_scale;
-    p.layer.tangent = c.tangent;
-    p.layer.rk4 = c.rk4;
+    if (c.tangent) p.layer.project = ResidualProject::tangent;
+    if (c.rk4) p.layer.integrator = Integrator::rk4;
     p.position = c.pos;
     p.activation = c.act;
     p.norm_depth_scaling = c.ln_depth_scaling;

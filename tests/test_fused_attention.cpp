@@ -154,8 +154,8 @@ TEST_CASE("the particle flow step (RK4, tangent, sphere) on the cpu platform equ
   w.q = w.k = w.v = {Matrix::Identity(d, d)};
   for (const MaskMatrix& mask : {complete_mask(n), causal_mask(n)}) {
     LayerParams p{&mask, 1.0 / 16.0, 0.1, &sphere};
-    p.rk4 = true;
-    p.tangent = true;
+    p.integrator = Integrator::rk4;
+    p.project = ResidualProject::tangent;
     LayerParams q = p;
     q.fused = true;
     q.threads = 2;

@@ -64,8 +64,8 @@ Matrix integrate(const Flow& f, double T, int steps, bool rk4) {
   p.alpha = T / steps;
   p.norm = &f.norm;
   if (f.usa) p.attention.kind = AttentionKind::usa;
-  p.tangent = f.tangent;
-  p.rk4 = rk4;
+  if (f.tangent) p.project = ResidualProject::tangent;
+  if (rk4) p.integrator = Integrator::rk4;
   LayerWorkspace ws(static_cast<int>(f.X0.rows()), static_cast<int>(f.X0.cols()), static_cast<int>(f.X0.cols()));
   Matrix X = f.X0, X_next;
   for (int s = 0; s < steps; ++s) {
@@ -191,8 +191,8 @@ TEST_CASE("energy is non-decreasing along the SA and USA flows with Q = K = V = 
     p.alpha = 0.01;
     p.norm = &f.norm;
     if (usa) p.attention.kind = AttentionKind::usa;
-    p.tangent = true;
-    p.rk4 = true;
+    p.project = ResidualProject::tangent;
+    p.integrator = Integrator::rk4;
     LayerWorkspace ws(8, 3, 3);
     Matrix X = f.X0, X_next;
     double E = interaction_energy(X, f.beta), min_increase = 1e300;
@@ -423,8 +423,8 @@ struct UnitSpeedStep {
     p.norm = &norm;
     p.attention.kind = AttentionKind::usa;
     p.usa_shift = beta;
-    p.tangent = true;
-    p.unit_speed = true;
+    p.project = ResidualProject::tangent;
+    p.speed = DynamicsSpeed::unit;
     p.merge_distance = merge;
   }
   Matrix step(int steps = 1) {

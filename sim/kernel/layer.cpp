@@ -37,11 +37,11 @@ LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Norma
   LayerParams p{mask, c.model.d_qk, c.residual_alpha, norm};
   p.attention = c.attention;  // kind, shaping, logit bias, QK-normalisation, soft-capping
   if (p.usa() && c.attention.usa_normalised) p.usa_shift = 1.0 / std::sqrt(c.model.d_qk);  // beta, as the logits' scale
-  p.unit_speed = c.dynamics_speed == DynamicsSpeed::unit;  // docs/science/particles.md section 6
+  p.speed = c.dynamics_speed;  // docs/science/particles.md section 6
   p.merge_distance = c.merge_distance;
   p.head_mean = c.model.head_mix == HeadMix::mean;
-  p.tangent = c.residual_project == ResidualProject::tangent;
-  p.rk4 = c.integrator == Integrator::rk4;
+  p.project = c.residual_project;
+  p.integrator = c.integrator;
   p.skip = c.residual_skip;  // variants (docs/science/gradients.md)
   if (c.residual_depth_scaling == ResidualDepthScaling::inv_sqrt_depth)  // branch gain alpha / sqrt(L)
     p.alpha = c.residual_alpha / std::sqrt(static_cast<double>(c.model.layers));
@@ -226,7 +226,7 @@ AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const Laye
   const std::size_t H = w.q.size();
   // The fast path: plain softmax logits (AttentionSettings::needs_general_path, which the fused
   // platforms ask too), row-range masks, no projection biases, no cache.
-  const bool fast = !cache && ws.rows.contiguous && !p.attention.needs_general_path() && !biased && !p.unit_speed;
+  const bool fast = !cache && ws.rows.contiguous && !p.attention.needs_general_path() && !biased && !p.unit_speed();
   const bool lower = ws.rows.lower_triangular;
   AttentionStats heads;
   double entropy = 0.0;
@@ -241,7 +241,7 @@ AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const Laye
     if (!w.o.empty()) ws.XVO.noalias() = ws.XV * w.o[h];  // model.value_dim: X W_V,h W_O,h
     const MatrixT<T>& V = w.o.empty() ? ws.XV : ws.XVO;
     if (c) c->XV = ws.XV, c->V = V;
-    if (!fast && p.unit_speed && p.tangent && !direct) {
+    if (!fast && p.unit_speed() && p.tangent() && !direct) {
       add_difference_product<T>(X, ws.S, V, Y);
     } else if (!fast) {
       if (direct)
@@ -301,9 +301,9 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
   Y.resize(X.rows(), X.cols());
   if (!direct) Y.setZero();
   // The cpu platform: every head's attention without the N x N matrix (fused_attention.hpp).
-  if (!cache && p.fused && !p.unit_speed && fused_attention_applies(p, biased, ws.rows))
+  if (!cache && p.fused && !p.unit_speed() && fused_attention_applies(p, biased, ws.rows))
     report.attention = fused_attention(X, w, p.d_qk, ws.rows, p.threads, Y);
-  else if (p.opencl && !p.unit_speed && fused_attention_applies(p, biased, ws.rows))  // the same operation on an OpenCL device
+  else if (p.opencl && !p.unit_speed() && fused_attention_applies(p, biased, ws.rows))  // the same operation on an OpenCL device
     report.attention = opencl_attention(X, w, p.d_qk, ws.rows, Y);
   else
     report.attention = reference_heads<T>(X, w, p, biased, direct, ws, Y, cache);
@@ -311,11 +311,11 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
   if (biased) Y.rowwise() += w.o_bias;  // attention.bias: + 1 b_O^T
   if (p.dropout && p.dropout->output > 0.0)
     apply_dropout<T>(Y, p.dropout->output, *p.dropout->rng, cache ? &cache->D : nullptr);
-  if (p.tangent) {
+  if (p.tangent()) {
     if (cache) cache->F = ws.Y;
     project_tangent(X, ws.Y);
   }
-  if (p.unit_speed) unit_speed<T>(ws.Y);
+  if (p.unit_speed()) unit_speed<T>(ws.Y);
   if (!direct) {
     if (p.alpha != 0.0) {
       add_residual<T>(X, p, ws.Y, X_next);
@@ -358,27 +358,27 @@ LayerReport rk4_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<
   };
   static const Normalization identity;  // type none
   LayerParams f = p;
-  f.rk4 = false;
-  f.unit_speed = false;  // refused with rk4 (config); the stages are the plain field
+  f.integrator = Integrator::euler;
+  f.speed = DynamicsSpeed::field;  // refused with rk4 (config); the stages are the plain field
   f.merge_distance = 0.0;
   f.alpha = 0.0;
-  f.tangent = false;
+  f.project = ResidualProject::none;
   f.norm = &identity;
   const T dt = static_cast<T>(p.alpha);
   LayerReport report;
   ws.Z = X;
   point(ws.Z);
-  report.attention = flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k1, stage(0));
+  report.attention = flow_field<T>(ws.Z, w, f, p.tangent(), ws, ws.k1, stage(0));
   f.keep_attention = false;  // attention_mean stays the first stage's
   ws.Z = X + (dt / T(2)) * ws.k1;
   point(ws.Z);
-  flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k2, stage(1));
+  flow_field<T>(ws.Z, w, f, p.tangent(), ws, ws.k2, stage(1));
   ws.Z = X + (dt / T(2)) * ws.k2;
   point(ws.Z);
-  flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k3, stage(2));
+  flow_field<T>(ws.Z, w, f, p.tangent(), ws, ws.k3, stage(2));
   ws.Z = X + dt * ws.k3;
   point(ws.Z);
-  flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k4, stage(3));
+  flow_field<T>(ws.Z, w, f, p.tangent(), ws, ws.k4, stage(3));
   X_next = X + (dt / T(6)) * (ws.k1 + T(2) * ws.k2 + T(2) * ws.k3 + ws.k4);
   if (cache) cache->Z = X_next;
   report.degenerate_rows = normalize_rows(X_next, *p.norm);
@@ -431,12 +431,12 @@ void shape_attention(Eigen::Ref<MatrixF> A, const MaskMatrix& mask, const Attent
 
 LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const LayerParams& p,
                             LayerWorkspace& ws, Matrix& X_next, LayerCacheT<double>* cache) {
-  if (p.rk4) return rk4_impl<double>(X, w, p, ws, X_next, cache);
+  if (p.rk4()) return rk4_impl<double>(X, w, p, ws, X_next, cache);
   return layer_impl<double>(X, w, p, ws, X_next, cache);
 }
 LayerReport attention_layer(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, const LayerParams& p,
                             LayerWorkspaceT<float>& ws, MatrixF& X_next, LayerCacheT<float>* cache) {
-  if (p.rk4) return rk4_impl<float>(X, w, p, ws, X_next, cache);
+  if (p.rk4()) return rk4_impl<float>(X, w, p, ws, X_next, cache);
   return layer_impl<float>(X, w, p, ws, X_next, cache);
 }
 

@@ -30,13 +30,15 @@ struct LayerParams {
   // --- Peer dynamics (docs/science/peers.md) ---
   double usa_shift = 0.0;  // attention.usa_normalised: beta = 1/sqrt(d_qk) (weights times e^-beta), else 0
   bool head_mean = false;  // model.head_mix = mean: Y = (1/H) sum_h A_h X W_V,h
-  bool tangent = false;    // residual.project = tangent: Y = X + alpha P(Y_attn)
+  ResidualProject project = ResidualProject::none;  // residual.project = tangent: Y = X + alpha P(Y_attn)
   bool keep_attention = false;  // fill LayerWorkspace::attention_mean (peer measures)
   // --- Particles (docs/science/particles.md) ---
-  bool rk4 = false;      // dynamics.integrator = rk4: one classical RK4 step of size dt = alpha of the
-                         // field F(X) = sum_h A_h(X) X W_V,h (P-projected with tangent), then normalise
-  bool unit_speed = false;  // dynamics.speed = unit: the Euler step moves along F(X) / |F(X)|_F (dt = alpha
-                            // is then the arc length of the step; F = 0 leaves X unchanged)
+  Integrator integrator = Integrator::euler;  // dynamics.integrator = rk4: one classical RK4 step of size
+                                             // dt = alpha of the field F(X) = sum_h A_h(X) X W_V,h
+                                             // (P-projected with tangent), then normalise
+  DynamicsSpeed speed = DynamicsSpeed::field;  // dynamics.speed = unit: the Euler step moves along
+                                               // F(X) / |F(X)|_F (dt = alpha is then the arc length of
+                                               // the step; F = 0 leaves X unchanged)
   double merge_distance = 0.0;  // dynamics.merge_distance: after the step, token j > i within this Euclidean
                                 // distance of token i becomes x_i (0 = never)
   // --- Variants (docs/science/gradients.md) ---
@@ -52,6 +54,9 @@ struct LayerParams {
   bool usa() const { return attention.kind == AttentionKind::usa; }
   bool hardmax() const { return attention.kind == AttentionKind::hardmax; }
   bool random_markov() const { return attention.kind == AttentionKind::random_markov; }
+  bool tangent() const { return project == ResidualProject::tangent; }
+  bool rk4() const { return integrator == Integrator::rk4; }
+  bool unit_speed() const { return speed == DynamicsSpeed::unit; }
 };
 
 // The parameters of `c`'s layer for this mask and normalisation (which must outlive them).

@@ -134,7 +134,9 @@ MatrixT<T> attention_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, co
   LayerParams inner = p;  // the branch alone
   inner.alpha = 0.0;
   inner.norm = &identity;
-  inner.keep_attention = inner.tangent = inner.rk4 = false;
+  inner.keep_attention = false;
+  inner.project = ResidualProject::none;
+  inner.integrator = Integrator::euler;
   const int n = static_cast<int>(X.rows()), d = static_cast<int>(X.cols());
   LayerWorkspaceT<T> ws(n, d, d);
   LayerCacheT<T> c;
