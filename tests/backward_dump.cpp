@@ -106,19 +106,19 @@ int main(int argc, char** argv) {
   static const Normalization unused;
   BlockParams p;
   p.layer = LayerParams{&mask, std::stod(o["dqk"]), std::stod(o["alpha"]), &unused};
-  p.layer.usa = o["usa"] == "1";
+  if (o["usa"] == "1") p.layer.attention.kind = AttentionKind::usa;
   p.layer.head_mean = o["head_mean"] == "1";
   p.layer.skip = std::stod(o["skip"]);
-  p.layer.shape = AttentionShape{std::stod(o["shape_a"]), std::stod(o["shape_b"]), std::stod(o["shape_c"])};
-  p.layer.logit_bias.kind = o["logit_bias"] == "alibi"   ? LogitBiasKind::alibi
+  p.layer.attention.shape = AttentionShape{std::stod(o["shape_a"]), std::stod(o["shape_b"]), std::stod(o["shape_c"])};
+  p.layer.attention.logit_bias.kind = o["logit_bias"] == "alibi"   ? LogitBiasKind::alibi
                             : o["logit_bias"] == "decay" ? LogitBiasKind::decay
                                                          : LogitBiasKind::none;
-  p.layer.logit_bias.gamma = std::stod(o["decay"]);
-  p.layer.qk_norm = o["qk_norm"] == "1";
-  p.layer.qk_scale = std::stod(o["qk_scale"]);
-  p.layer.random_markov = o["markov"] == "1";
-  p.layer.tangent = o["tangent"] == "1";
-  p.layer.rk4 = o["rk4"] == "1";
+  p.layer.attention.logit_bias.gamma = std::stod(o["decay"]);
+  p.layer.attention.qk_norm = o["qk_norm"] == "1";
+  p.layer.attention.qk_scale = std::stod(o["qk_scale"]);
+  if (o["markov"] == "1") p.layer.attention.kind = AttentionKind::random_markov;
+  if (o["tangent"] == "1") p.layer.project = ResidualProject::tangent;
+  if (o["rk4"] == "1") p.layer.integrator = Integrator::rk4;
   const double noise = std::stod(o["noise"]);
   const Normalization noise_norm(norm_type(o["noise_norm"]), d, 0.0);
   const NoiseStep noise_step{noise, &noise_norm, nullptr};
@@ -126,21 +126,23 @@ int main(int argc, char** argv) {
   p.norm_depth_scaling = o["ln_scale"] == "1";
   p.position = position(o["pos"]);
   p.activation = activation(o["act"]);
-  ModelSpec spec;  // model.layer_overrides: blocks 0..mix_to (the normalisations are the file's, per slot)
-  spec.model.dim = d;
-  spec.model.layers = L;
+  // model.layer_overrides: blocks 0..mix_to with these settings, the others as p (the table that
+  // layer_settings builds from the range's configuration; the normalisations are the file's, per slot)
+  LayerSettings per_layer;
   if (std::stoi(o["mix_to"]) >= 0) {
-    LayerOverride lo;
-    lo.from = 0, lo.to = std::stoi(o["mix_to"]);
-    lo.position = position(o["mix_pos"]);
-    lo.norm_type = norm_type(o["norm"]);
-    lo.residual_alpha = std::stod(o["mix_alpha"]);
-    lo.residual_skip = p.layer.skip;
-    lo.d_qk = std::stod(o["mix_dqk"]);
-    lo.activation = activation(o["mix_act"]);
-    spec.layer_overrides.push_back(lo);
+    LayerSetting s;
+    s.from = 0, s.to = std::stoi(o["mix_to"]);
+    s.params = p;
+    s.params.position = position(o["mix_pos"]);
+    s.params.layer.alpha = std::stod(o["mix_alpha"]);
+    s.params.layer.d_qk = std::stod(o["mix_dqk"]);
+    s.params.activation = activation(o["mix_act"]);
+    ModelSpec spec;
+    spec.model.dim = d;
+    spec.norm.type = norm_type(o["norm"]);
+    s.norm = Normalization::from_config(spec);
+    per_layer.push_back(std::move(s));
   }
-  const LayerSettings per_layer = layer_settings(spec);
   if (!per_layer.empty()) p.per_layer = &per_layer;
   std::vector<LayerWeights> ws(static_cast<std::size_t>(L));
   for (auto& w : ws) {
@@ -172,7 +174,7 @@ int main(int argc, char** argv) {
       }
       w.o_bias = gaussian(1, d, rng, 0.5);
     }
-    if (p.layer.random_markov)
+    if (p.layer.random_markov())
       for (int h = 0; h < H; ++h) w.logits.push_back(gaussian(N, N, rng, 1.0));
   }
   const Matrix X0 = gaussian(N, d, rng, 1.0), C = gaussian(N, d, rng, 1.0);

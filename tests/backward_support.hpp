@@ -121,17 +121,18 @@ struct Fixture {
     shared.gain = RowVector::LinSpaced(c.d, 0.8, 1.3);
     shared.bias = RowVector::LinSpaced(c.d, -0.2, 0.3);
     p.layer = LayerParams{&mask, c.d_qk, c.alpha, &shared};
-    p.layer.usa = c.usa;
-    p.layer.hardmax = c.hardmax;
+    p.layer.attention.kind = c.usa             ? AttentionKind::usa
+                             : c.hardmax       ? AttentionKind::hardmax
+                             : c.random_markov ? AttentionKind::random_markov
+                                               : AttentionKind::softmax;
     p.layer.head_mean = c.head_mean;
     p.layer.skip = c.skip;
-    p.layer.shape = c.shape;
-    p.layer.logit_bias = c.logit_bias;
-    p.layer.qk_norm = c.qk_norm;
-    p.layer.qk_scale = c.qk_scale;
-    p.layer.random_markov = c.random_markov;
-    p.layer.tangent = c.tangent;
-    p.layer.rk4 = c.rk4;
+    p.layer.attention.shape = c.shape;
+    p.layer.attention.logit_bias = c.logit_bias;
+    p.layer.attention.qk_norm = c.qk_norm;
+    p.layer.attention.qk_scale = c.qk_scale;
+    if (c.tangent) p.layer.project = ResidualProject::tangent;
+    if (c.rk4) p.layer.integrator = Integrator::rk4;
     p.position = c.pos;
     p.activation = c.act;
     p.norm_depth_scaling = c.ln_depth_scaling;

@@ -268,7 +268,7 @@ TEST_CASE("the fast path equals the general path the derivative passes cache (sh
           w.o.push_back(gaussian(rng, 4, d));
         }
         LayerParams p{&mask, 2.0, 0.5, &norm};
-        p.shape = AttentionShape{0.8, 0.3, 0.2};
+        p.attention.shape = AttentionShape{0.8, 0.3, 0.2};
         RandomStream fast_rng(9, 1), general_rng(9, 1);
         const Dropout fast_drop{0.2, 0.1, &fast_rng}, general_drop{0.2, 0.1, &general_rng};
         LayerWorkspace ws(n, d, dk);

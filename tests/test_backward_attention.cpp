@@ -233,14 +233,14 @@ TEST_CASE("logit biases: B_ij = -m_h |i - j|, slopes 2^(-8h/H), masked entries e
 
 TEST_CASE("logit bias keys: stored only when set, gamma above 0 and at most 1, refusals name the key",
           "[keys][variants]") {
-  CHECK(!make_config({}).logit_bias.active());
+  CHECK(!make_config({}).attention.logit_bias.active());
   CHECK(make_config({}).to_ini().find("logit_bias") == std::string::npos);
   CHECK(make_config({}).to_ini().find("\ndecay =") == std::string::npos);
   const Config c = make_config({{"attention.logit_bias", "decay"}, {"attention.decay", "0.25"}});
-  CHECK(c.logit_bias.kind == LogitBiasKind::decay);
-  CHECK(c.logit_bias.gamma == 0.25);
+  CHECK(c.attention.logit_bias.kind == LogitBiasKind::decay);
+  CHECK(c.attention.logit_bias.gamma == 0.25);
   CHECK(c.to_ini().find("decay = 0.25") != std::string::npos);
-  CHECK(make_config({{"attention.logit_bias", "alibi"}}).logit_bias.kind == LogitBiasKind::alibi);
+  CHECK(make_config({{"attention.logit_bias", "alibi"}}).attention.logit_bias.kind == LogitBiasKind::alibi);
   for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
            {"attention.decay", "0"}, {"attention.decay", "1.5"}, {"attention.logit_bias", "rope"}}) {
     std::map<std::string, std::string> k = {{"attention.logit_bias", "decay"}, {key, value}};
@@ -302,11 +302,11 @@ TEST_CASE("QK-normalisation s q/|q|, s k/|k|, logits sqrt(d_k) Q K^T against FD,
 }
 
 TEST_CASE("QK-normalisation keys: stored only when set, refusals name the key", "[keys][variants]") {
-  CHECK(!make_config({}).qk_norm);
+  CHECK(!make_config({}).attention.qk_norm);
   CHECK(make_config({}).to_ini().find("qk_") == std::string::npos);
   const Config c = make_config({{"attention.qk_norm", "true"}, {"attention.qk_scale", "2"}});
-  CHECK(c.qk_norm);
-  CHECK(c.qk_scale == 2.0);
+  CHECK(c.attention.qk_norm);
+  CHECK(c.attention.qk_scale == 2.0);
   CHECK(c.to_ini().find("qk_scale = 2") != std::string::npos);
   const auto refused = [](const std::map<std::string, std::string>& k, const std::string& key) {
     try {

@@ -210,7 +210,7 @@ TEST_CASE("variant keys: resolved values, conflicts and refusals are usage error
   using Keys = std::map<std::string, std::string>;
   CHECK(make_config({}).residual_skip == 1.0);
   CHECK(make_config({}).weights.branch_gain == 1.0);
-  CHECK(!make_config({}).attention_shape.active());
+  CHECK(!make_config({}).attention.shape.active());
   CHECK(make_config({}).to_ini().find("skip") == std::string::npos);  // not stored at the default
   CHECK(make_config({{"residual.alpha", "1"}, {"residual.skip", "0.5"}}).to_ini().find("skip = 0.5") !=
         std::string::npos);
@@ -312,14 +312,16 @@ LayerSettings table_of(const Case& base, const Case& o, int from, int to) {
   const RowVector g = RowVector::LinSpaced(base.d, 0.8, 1.3), b = RowVector::LinSpaced(base.d, -0.2, 0.3);
   spec.norm.gain.assign(g.data(), g.data() + g.size());
   spec.norm.bias.assign(b.data(), b.data() + b.size());
+  ModelSpec range = spec;  // the range's configuration: the base with o's settings
+  range.norm.position = o.pos;
+  range.norm.type = o.norm;
+  range.residual_alpha = o.alpha;
+  range.residual_skip = o.skip;
+  range.model.d_qk = o.d_qk;
+  range.mlp.activation = o.act;
   LayerOverride lo;
   lo.from = from, lo.to = to;
-  lo.position = o.pos;
-  lo.norm_type = o.norm;
-  lo.residual_alpha = o.alpha;
-  lo.residual_skip = o.skip;
-  lo.d_qk = o.d_qk;
-  lo.activation = o.act;
+  lo.spec = std::make_shared<const ModelSpec>(range);
   spec.layer_overrides.push_back(lo);
   return layer_settings(spec);
 }

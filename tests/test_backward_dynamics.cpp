@@ -49,7 +49,7 @@ TEST_CASE("tangent projection P_X(A(X)) against FD: through the vector and the p
     static const Normalization identity;
     inner.alpha = 0.0;
     inner.norm = &identity;
-    inner.tangent = false;
+    inner.project = ResidualProject::none;
     LayerWorkspace lws(k.N, k.d, k.dk);
     Matrix Y;
     attention_layer(X0, ws[0], inner, lws, Y);

@@ -154,8 +154,8 @@ TEST_CASE("the particle flow step (RK4, tangent, sphere) on the cpu platform equ
   w.q = w.k = w.v = {Matrix::Identity(d, d)};
   for (const MaskMatrix& mask : {complete_mask(n), causal_mask(n)}) {
     LayerParams p{&mask, 1.0 / 16.0, 0.1, &sphere};
-    p.rk4 = true;
-    p.tangent = true;
+    p.integrator = Integrator::rk4;
+    p.project = ResidualProject::tangent;
     LayerParams q = p;
     q.fused = true;
     q.threads = 2;
@@ -180,13 +180,13 @@ TEST_CASE("what the fused attention does not cover goes to the reference", "[fus
   CHECK(fused_attention_applies(p, false, rows));
   CHECK_FALSE(fused_attention_applies(p, true, rows));  // projection biases
   LayerParams u = p;
-  u.usa = true;
+  u.attention.kind = AttentionKind::usa;
   CHECK_FALSE(fused_attention_applies(u, false, rows));
   LayerParams k = p;
   k.keep_attention = true;  // an attention measure needs the matrix
   CHECK_FALSE(fused_attention_applies(k, false, rows));
   LayerParams h = p;
-  h.hardmax = true;
+  h.attention.kind = AttentionKind::hardmax;
   CHECK_FALSE(fused_attention_applies(h, false, rows));
   MaskMatrix two_ranges = complete_mask(4);
   two_ranges(0, 2) = 0;  // row 0: {0, 1} and {3}
@@ -204,9 +204,9 @@ TEST_CASE("run.platform auto picks the platform that covers the run and cpu refu
   c.run.platform = Platform::cpu;
   c.model.tokens = 8;
   CHECK(resolved_platform(c) == Platform::cpu);
-  c.attention_kind = AttentionKind::usa;
+  c.attention.kind = AttentionKind::usa;
   CHECK_THROWS_WITH(resolved_platform(c), Catch::Contains("run.platform") && Catch::Contains("attention.kind"));
-  c.attention_kind = AttentionKind::softmax;
+  c.attention.kind = AttentionKind::softmax;
   // The unit-speed step needs the N x N weights (kernel/layer.cpp: its field is summed as differences);
   // the cpu platform keeps no dense mask, so it must refuse it rather than fall back to the matrix.
   c.dynamics_speed = DynamicsSpeed::unit;
@@ -215,10 +215,10 @@ TEST_CASE("run.platform auto picks the platform that covers the run and cpu refu
   c.model.tokens = 4096;
   CHECK(resolved_platform(c) == Platform::reference);
   c.dynamics_speed = DynamicsSpeed::field;
-  c.attention_kind = AttentionKind::usa;
+  c.attention.kind = AttentionKind::usa;
   c.model.tokens = 4096;
   CHECK(resolved_platform(c) == Platform::reference);  // auto: the platform that covers it
-  c.attention_kind = AttentionKind::softmax;
+  c.attention.kind = AttentionKind::softmax;
   c.output.attention = true;
   CHECK(resolved_platform(c) == Platform::reference);
   // Threads inside a trial: what is left when every trial in flight has one.

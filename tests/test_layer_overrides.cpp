@@ -15,6 +15,8 @@
 #include "io/hdf5_file.hpp"
 #include "io/inputs.hpp"
 #include "kernel/errors.hpp"
+#include "kernel/block.hpp"
+#include "kernel/mask.hpp"
 #include "kernel/simulation.hpp"
 
 #include "cli_support.hpp"
@@ -36,19 +38,19 @@ TEST_CASE("model.layer_overrides: resolved ranges, stored only when set", "[keys
   REQUIRE(c.layer_overrides.size() == 2);
   CHECK(c.layer_overrides[0].from == 0);
   CHECK(c.layer_overrides[0].to == 2);
-  CHECK(c.layer_overrides[0].position == NormPosition::post);
-  CHECK(c.layer_overrides[0].activation == MlpActivation::gelu);  // the base's
+  CHECK(c.layer_overrides[0].spec->norm.position == NormPosition::post);
+  CHECK(c.layer_overrides[0].spec->mlp.activation == MlpActivation::gelu);  // the base's
   CHECK(c.layer_overrides[1].from == 3);
   CHECK(c.layer_overrides[1].to == 5);  // "3-": to the last block
-  CHECK(c.layer_overrides[1].activation == MlpActivation::relu);
+  CHECK(c.layer_overrides[1].spec->mlp.activation == MlpActivation::relu);
   // One block alone, the temperature by beta, residual mixing resolved per range.
   const Config d = make_config({{"model.layers", "4"}, {"residual.alpha", "0.6"}, {"residual.mixing", "cowsik"},
                                 {"model.layer_overrides", "2:model.beta=0.5,residual.alpha=0.8"}});
   REQUIRE(d.layer_overrides.size() == 1);
   CHECK(d.layer_overrides[0].from == 2);
   CHECK(d.layer_overrides[0].to == 2);
-  CHECK(d.layer_overrides[0].d_qk == 4.0);  // 1 / 0.5^2
-  CHECK(d.layer_overrides[0].residual_skip == Approx(0.6).epsilon(1e-15));  // sqrt(1 - 0.8^2)
+  CHECK(d.layer_overrides[0].spec->model.d_qk == 4.0);  // 1 / 0.5^2
+  CHECK(d.layer_overrides[0].spec->residual_skip == Approx(0.6).epsilon(1e-15));  // sqrt(1 - 0.8^2)
   CHECK(d.residual_skip == Approx(0.8).epsilon(1e-15));  // the base: sqrt(1 - 0.6^2)
 }
 
@@ -66,7 +68,7 @@ TEST_CASE("model.layer_overrides: the stored INI text reruns to the same configu
   const Config again = make_config(parse_config_sources({}, (dir / "stored.ini").string()).values);
   CHECK(again.to_ini() == ini);
   REQUIRE(again.layer_overrides.size() == 2);
-  CHECK(again.layer_overrides[1].activation == MlpActivation::relu);
+  CHECK(again.layer_overrides[1].spec->mlp.activation == MlpActivation::relu);
   const RunResults full = run_simulation(prepare(c), 1);
   {
     RunResults saved = full;
@@ -96,7 +98,7 @@ TEST_CASE("model.layer_overrides: every bad value is a usage error naming the ke
   };
   const std::vector<Bad> bad = {
       {"0-1:norm.psition=pre", {"entry '0-1:norm.psition=pre'", "unknown key 'norm.psition'", "norm.position",
-                                "keys allowed per layer: norm.position, norm.type"}},
+                                "keys allowed per layer: model.d_qk, model.beta"}},
       {"0-1:mask.type=causal", {"key 'mask.type' is not a setting that may differ by layer", "mlp.activation"}},
       {"0-1:model.layers=3", {"key 'model.layers' is not a setting that may differ by layer"}},
       {"0-1:norm.position=sideways", {"entry '0-1:norm.position=sideways'", "norm.position", "sideways",
@@ -143,4 +145,59 @@ TEST_CASE("model.layer_overrides: every bad value is a usage error naming the ke
     CHECK(cli_main(args) == 2);
     CHECK_FALSE(fs::exists(out));
   }
+}
+
+// Every key declared per_layer works per range without code of its own: the range's BlockParams is
+// block_params of the range's configuration. Softcap and temperature on blocks 0-1 give the tokens of
+// a stack composed by hand from the parameters of two runs (one with the keys, one without), bitwise.
+TEST_CASE("model.layer_overrides: any per-layer key (softcap, temperature) equals the hand-built composition",
+          "[keys][layers]") {
+  const std::map<std::string, std::string> base = {{"model.tokens", "5"}, {"model.dim", "4"}, {"model.layers", "4"},
+                                                   {"model.heads", "2"},  {"norm.type", "layernorm"},
+                                                   {"residual.alpha", "0.7"}};
+  std::map<std::string, std::string> mixed_keys = base, first_keys = base;
+  mixed_keys["model.layer_overrides"] = "0-1:attention.logit_softcap=0.6,model.d_qk=0.5";
+  first_keys["attention.logit_softcap"] = "0.6";
+  first_keys["model.d_qk"] = "0.5";
+  const Config mixed = make_config(mixed_keys), first = make_config(first_keys), rest = make_config(base);
+  const MaskMatrix mask = complete_mask(5);
+  const Normalization norm = Normalization::from_config(rest);
+  BlockParams p = block_params(mixed, &mask, &norm);
+  const LayerSettings table = layer_settings(mixed);
+  p.per_layer = &table;
+  const BlockParams p_first = block_params(first, &mask, &norm), p_rest = block_params(rest, &mask, &norm);
+  CHECK(at_layer(p, 1).layer.attention.logit_softcap == 0.6);  // the value reached the block
+  CHECK(at_layer(p, 1).layer.d_qk == 0.5);
+  CHECK(at_layer(p, 2).layer.attention.logit_softcap == 0.0);
+  std::vector<LayerWeights> ws(4);
+  for (auto& w : ws)
+    for (int h = 0; h < 2; ++h) {
+      w.q.push_back(Matrix::Random(4, 4) * 2.0);  // large logits: the cap acts
+      w.k.push_back(Matrix::Random(4, 4) * 2.0);
+      w.v.push_back(Matrix::Random(4, 4));
+    }
+  const Matrix X0 = Matrix::Random(5, 4);
+  Matrix X = X0, Y = X0, Z = X0, next(5, 4);
+  BlockWorkspace bws(5, 4, 4);
+  for (int t = 0; t < 4; ++t) {
+    const LayerWeights& w = ws[static_cast<std::size_t>(t)];
+    transformer_block(X, w, at_layer(p, t), bws, next);
+    X = next;
+    transformer_block(Y, w, t < 2 ? p_first : p_rest, bws, next);  // by hand
+    Y = next;
+    transformer_block(Z, w, p_rest, bws, next);  // the base alone
+    Z = next;
+  }
+  CHECK((X - Y).cwiseAbs().maxCoeff() == 0.0);
+  CHECK((X - Z).norm() > 1e-3 * Z.norm());  // not trivially so: the keys act
+}
+
+TEST_CASE("model.layer_overrides: settings the weight sampler draws for cannot differ by range", "[keys][layers]") {
+  std::map<std::string, std::string> keys = {{"model.layers", "4"},
+                                             {"model.layer_overrides", "0:attention.kind=random_markov"}};
+  CHECK_THROWS_WITH(make_config(keys), Catch::Contains("random_markov") && Catch::Contains("cannot differ by layer"));
+  keys["model.layer_overrides"] = "0:attention.bias=true";
+  CHECK_THROWS_WITH(make_config(keys), Catch::Contains("not a setting that may differ by layer"));
+  keys["model.layer_overrides"] = "0-1:attention.kind=usa,attention.usa_normalised=true";  // now allowed
+  CHECK(make_config(keys).layer_overrides.at(0).spec->attention.kind == AttentionKind::usa);
 }

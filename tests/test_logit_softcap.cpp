@@ -29,7 +29,7 @@ TEST_CASE("logit soft-capping: A = softmax(c tanh(S / c)) written out, and weigh
   Matrix expected = S.unaryExpr([cap](double s) { return cap * std::tanh(s / cap); });
   masked_softmax(expected, f.mask);
   BlockParams p = f.p;
-  p.layer.logit_softcap = cap;
+  p.layer.attention.logit_softcap = cap;
   p.layer.keep_attention = true;
   BlockWorkspace ws(k.N, k.d, k.dk);
   Matrix Y;
@@ -62,7 +62,7 @@ TEST_CASE("logit soft-capping: adjoint and tangent against finite differences, d
       INFO(pos_name(pos) << " " << mask);
       RandomStream rng(40 + static_cast<std::uint64_t>(seed++), 0);
       Fixture f(k, backward_test_mask(mask, k.N));
-      f.p.layer.logit_softcap = 0.8;  // of the order of the logits: tanh far from linear
+      f.p.layer.attention.logit_softcap = 0.8;  // of the order of the logits: tanh far from linear
       LayerWeights w = random_weights(k, rng);
       Matrix X = gaussian(k.N, k.d, rng);
       const Matrix C = gaussian(k.N, k.d, rng), V = gaussian(k.N, k.d, rng);
@@ -89,7 +89,7 @@ TEST_CASE("logit soft-capping: adjoint and tangent against finite differences, d
       CHECK(dot < 1e-12);
       // The adjoint without the cap's derivative (the plain block's) must miss.
       BlockParams plain = f.p;
-      plain.layer.logit_softcap = 0.0;
+      plain.layer.attention.logit_softcap = 0.0;
       BlockGrads gp;
       block_backward(X, w, plain, C, gp);
       CHECK(rel_err(gp.dq[0], g.dq[0]) > 1e-2);

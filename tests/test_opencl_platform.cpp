@@ -253,12 +253,12 @@ TEST_CASE("run.platform = opencl: refused where it does not cover the run, never
   }
   CHECK(resolved_platform(c) == Platform::opencl);
   CHECK(opencl_platform_refusal(c).empty());
-  c.attention_kind = AttentionKind::usa;
+  c.attention.kind = AttentionKind::usa;
   CHECK_THROWS_WITH(resolved_platform(c), Catch::Equals(
                                               "key 'run.platform' = opencl: the opencl platform does not cover "
                                               "attention.kind (not softmax); use run.platform = reference (or auto, "
                                               "which picks the platform that covers the run)"));
-  c.attention_kind = AttentionKind::softmax;
+  c.attention.kind = AttentionKind::softmax;
   c.output.attention = true;
   CHECK_THROWS_WITH(resolved_platform(c), Catch::Contains("opencl") && Catch::Contains("output.attention = true"));
   c.output.attention = false;

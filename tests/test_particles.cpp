@@ -63,9 +63,9 @@ Matrix integrate(const Flow& f, double T, int steps, bool rk4) {
   p.d_qk = 1.0 / (f.beta * f.beta);  // beta = 1 / sqrt(d_QK)
   p.alpha = T / steps;
   p.norm = &f.norm;
-  p.usa = f.usa;
-  p.tangent = f.tangent;
-  p.rk4 = rk4;
+  if (f.usa) p.attention.kind = AttentionKind::usa;
+  if (f.tangent) p.project = ResidualProject::tangent;
+  if (rk4) p.integrator = Integrator::rk4;
   LayerWorkspace ws(static_cast<int>(f.X0.rows()), static_cast<int>(f.X0.cols()), static_cast<int>(f.X0.cols()));
   Matrix X = f.X0, X_next;
   for (int s = 0; s < steps; ++s) {
@@ -190,9 +190,9 @@ TEST_CASE("energy is non-decreasing along the SA and USA flows with Q = K = V = 
     p.d_qk = 1.0 / (f.beta * f.beta);
     p.alpha = 0.01;
     p.norm = &f.norm;
-    p.usa = usa;
-    p.tangent = true;
-    p.rk4 = true;
+    if (usa) p.attention.kind = AttentionKind::usa;
+    p.project = ResidualProject::tangent;
+    p.integrator = Integrator::rk4;
     LayerWorkspace ws(8, 3, 3);
     Matrix X = f.X0, X_next;
     double E = interaction_energy(X, f.beta), min_increase = 1e300;
@@ -421,10 +421,10 @@ struct UnitSpeedStep {
     p.d_qk = 1.0 / (beta * beta);
     p.alpha = alpha;
     p.norm = &norm;
-    p.usa = true;
+    p.attention.kind = AttentionKind::usa;
     p.usa_shift = beta;
-    p.tangent = true;
-    p.unit_speed = true;
+    p.project = ResidualProject::tangent;
+    p.speed = DynamicsSpeed::unit;
     p.merge_distance = merge;
   }
   Matrix step(int steps = 1) {

@@ -67,12 +67,8 @@ void read_model(KeyValues& v, Config& c) {
                        " disagree: beta = 1/sqrt(d_QK); give one of the two");
     if (is_auto(v, "model.d_qk")) c.model.d_qk = d_qk;  // given both: d_QK as given (bitwise re-runs)
   }
-  c.model.head_mix = read_enum(v, "model.head_mix", head_mix_names());
   c.model.value_dim = read_int(v, "model.value_dim");
-  c.attention_kind = read_enum(v, "attention.kind", attention_names());
-  c.attention_bias = read_bool(v, "attention.bias");
-  c.usa_normalised = read_bool(v, "attention.usa_normalised");
-  if (c.usa_normalised && c.attention_kind != AttentionKind::usa)
+  if (c.attention.usa_normalised && c.attention.kind != AttentionKind::usa)
     bad_value("attention.usa_normalised", v["attention.usa_normalised"], "needs attention.kind = usa");
   v["model.key_dim"] = std::to_string(c.model.key_dim);
   v["model.d_qk"] = fmt_double(c.model.d_qk);
@@ -99,20 +95,11 @@ void read_block(KeyValues& v, Config& c) {
   if (c.mask.type == MaskType::custom && c.mask.file.empty())
     throw UsageError("key 'mask.file': required when mask.type = custom (an HDF5 file with /mask [N, N])");
 
-  c.norm.type = read_enum(v, "norm.type", norm_names());
-  c.norm.eps = read_number(v, "norm.eps");
   c.norm.gain = parse_gain_bias("norm.gain", v["norm.gain"], d, 1.0);
   c.norm.bias = parse_gain_bias("norm.bias", v["norm.bias"], d, 0.0);
-  c.residual_alpha = read_number(v, "residual.alpha");
-  c.residual_project = read_enum(v, "residual.project", project_names());
   if (c.residual_project == ResidualProject::tangent && c.residual_alpha == 0.0)
     throw UsageError("key 'residual.project': tangent needs a residual (residual.alpha != 0)");
   // Block structure.
-  c.norm.position = read_enum(v, "norm.position", norm_position_names());
-  for (auto [key, p] : {std::pair{"dropout.attention", &c.dropout.attention},
-                        std::pair{"dropout.output", &c.dropout.output}}) {
-    *p = read_number(v, key);
-  }
   if (c.norm.position != NormPosition::post && c.residual_project == ResidualProject::tangent)
     throw UsageError("key 'norm.position': pre and peri are defined with residual.project = none only "
                      "(the tangent projection is defined for post)");
@@ -170,7 +157,6 @@ void read_mlp_and_weight_options(KeyValues& v, Config& c) {
   const int d = c.model.dim;
   // MLP sub-block.
   c.mlp.width = read_int(v, "mlp.width");
-  c.mlp.activation = read_enum(v, "mlp.activation", mlp_activation_names());
   c.mlp.bias = read_bool(v, "mlp.bias");
   c.weights.mlp = read_enum(v, "weights.mlp", weight_names());
   c.weights.mlp_in_std = is_auto(v, "weights.mlp_in_std") ? 1.0 / std::sqrt(static_cast<double>(d))
@@ -320,6 +306,7 @@ void read_output(KeyValues& v, Config& c) {
 // All keys of `v` read into a Config (v receives the resolved values written out).
 Config read_keys(KeyValues& v) {
   Config c;
+  read_declared_keys(v, c);  // the keys whose declaration says how they are read (config/keys.cpp)
   read_model(v, c);
   read_block(v, c);
   read_attention_weights(v, c);

@@ -61,3 +61,19 @@ std::string read_choice(const KeyValues& v, const std::string& key) {
 }
 
 }  // namespace rcsim
+
+namespace rcsim {
+
+void read_declared_keys(const KeyValues& v, ModelSpec& c) {
+  for (const KeyDecl& k : config_keys())
+    if (k.read) k.read(v, c);
+}
+
+std::vector<std::string> per_layer_keys() {
+  std::vector<std::string> keys;
+  for (const KeyDecl& k : config_keys())
+    if (k.per_layer) keys.push_back(k.key);
+  return keys;
+}
+
+}  // namespace rcsim

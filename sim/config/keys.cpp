@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "config/key_into.hpp"
 #include "config/names.hpp"
 #include "config/values.hpp"
 #include "kernel/errors.hpp"
@@ -16,7 +17,6 @@
 namespace rcsim {
 
 namespace {
-
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Builders: one line per key in the table below.
@@ -119,17 +119,17 @@ std::vector<KeyDecl> model_keys() {
       integer("model.layers", text_of(kernel_default().model.layers), 1, "depth L (number of attention layers)"),
       integer("model.heads", text_of(kernel_default().model.heads), 1, "number of attention heads H (Y = sum_h A_h X W_V,h)"),
       integer("model.key_dim", "auto", 1, "query/key dimension d_k", "d"),
-      number("model.d_qk", "auto", kPositive, "temperature d_QK in S = XW_Q (XW_K)^T / sqrt(d_QK); a fraction a/b is "
-             "allowed (1/64)", "d_k"),
+      per_layer(number("model.d_qk", "auto", kPositive, "temperature d_QK in S = XW_Q (XW_K)^T / sqrt(d_QK); a fraction a/b is "
+             "allowed (1/64)", "d_k")),
       // --- Peer dynamics (docs/science/peers.md) ---
-      number("model.beta", "auto", kPositive,
+      per_layer(number("model.beta", "auto", kPositive,
              "inverse temperature beta = 1/sqrt(d_QK): give model.beta or model.d_qk (both: they must agree)",
-             "1/sqrt(d_QK)"),
+             "1/sqrt(d_QK)")),
       omitted_at_default(number("model.beta_log_power", "0", kAny,
                                 "long-context temperature: the inverse temperature used is model.beta (ln N)^p, "
                                 "N = model.tokens >= 2 (d_QK divided by (ln N)^(2p)); 0 = model.beta as given")),
-      choice("model.head_mix", text_of(kernel_default().model.head_mix, head_mix_names()), names_of(head_mix_names()),
-             "how heads combine: sum (Y = sum_h A_h X W_V,h) | mean (Y = sum_h ... / H)"),
+      per_layer(into(choice("model.head_mix", text_of(kernel_default().model.head_mix, head_mix_names()), names_of(head_mix_names()),
+             "how heads combine: sum (Y = sum_h A_h X W_V,h) | mean (Y = sum_h ... / H)"), RCSIM_SPEC_MEMBER(model.head_mix), head_mix_names)),
       integer("model.value_dim", text_of(kernel_default().model.value_dim), 0,
               "per-head value width d_v: W_V,h is d x d_v and head h adds A_h X W_V,h W_O,h (W_O,h d_v x d, "
               "weights.o); 0 = no output projection, W_V,h is d x d"),
@@ -139,55 +139,58 @@ std::vector<KeyDecl> model_keys() {
           "none | entries FROM-TO:key=value separated by ';' (several keys of one range separated by ','; TO "
           "omitted: to the last block; FROM alone: one block)",
           "block settings per range of blocks (0-based, inclusive; ranges disjoint and inside 0..model.layers-1); "
-          "blocks outside every range keep the keys' own values. Keys allowed: norm.position, norm.type, "
-          "residual.alpha, model.d_qk, model.beta, mlp.activation. Mix-LN: 0-3:norm.position=post; "
+          "blocks outside every range keep the keys' own values. Keys allowed: the block settings declared per "
+          "layer: norm.type/eps/gain/bias/position, residual.alpha/skip/mlp_alpha, model.d_qk/beta/head_mix, "
+          "mlp.activation, attention.* but attention.bias. Mix-LN: 0-3:norm.position=post; "
           "4-:norm.position=pre")),
-      choice("attention.kind", text_of(kernel_default().attention_kind, attention_names()), names_of(attention_names()),
+      per_layer(into(choice("attention.kind", text_of(kernel_default().attention.kind, attention_names()), names_of(attention_names()),
              "softmax (rows normalised) | usa (unnormalised: A_ij = exp(beta <x_i W_Q, x_j W_K>) / N on allowed "
              "entries) | hardmax (A_ij = 1/|S_i| on the maximisers S_i of <x_i W_Q, x_j W_K> over the allowed j; ties "
              "within a relative 1e-12, 1e-5 in float32; docs/science/particles.md) | random_markov (A = softmax(G) on the "
              "mask, G i.i.d. N(0, 1) per head, drawn with the weights and independent of X: Mind the Gap's random "
-             "Markov attention; its gradients reach no W_Q, W_K)"),
-      omitted_at_default(boolean(
-          "attention.usa_normalised", text_of(kernel_default().usa_normalised),
+             "Markov attention; its gradients reach no W_Q, W_K)"), RCSIM_SPEC_MEMBER(attention.kind), attention_names)),
+      per_layer(into(omitted_at_default(boolean(
+          "attention.usa_normalised", text_of(kernel_default().attention.usa_normalised),
           "true: the USA weights times e^-beta, A_ij = exp(S_ij - beta) / N (exp(beta(<x_i, x_j> - 1)) / N for unit "
           "tokens, W_Q = W_K = I: finite for every beta, where exp(beta <x_i, x_j>) overflows above beta ~ 709); the "
           "same flow in time t e^-beta (Geshkovski, Koubbi et al.'s staircase; docs/science/particles.md section 6); "
-          "needs attention.kind = usa")),
+          "needs attention.kind = usa")), RCSIM_SPEC_MEMBER(attention.usa_normalised))),
       // --- Variants (docs/science/gradients.md): shaped attention, Noci et al. 2023 ---
-      omitted_at_default(number("attention.shape_a", text_of(kernel_default().attention_shape.a), kAny,
+      per_layer(into(omitted_at_default(number("attention.shape_a", text_of(kernel_default().attention.shape.a), kAny,
                                 "shaped attention A = a softmax(S) + b I - c C (C the uniform attention over the "
-                                "mask, row i 1/|N_i| on its allowed set): a")),
-      omitted_at_default(number("attention.shape_b", text_of(kernel_default().attention_shape.b), kAny, "shaped attention: b, the weight of the identity")),
-      omitted_at_default(number("attention.shape_c", text_of(kernel_default().attention_shape.c), kAny,
+                                "mask, row i 1/|N_i| on its allowed set): a")), RCSIM_SPEC_MEMBER(attention.shape.a))),
+      per_layer(into(omitted_at_default(number("attention.shape_b", text_of(kernel_default().attention.shape.b), kAny, "shaped attention: b, the weight of the identity")), RCSIM_SPEC_MEMBER(attention.shape.b))),
+      per_layer(into(omitted_at_default(number("attention.shape_c", text_of(kernel_default().attention.shape.c), kAny,
                                 "shaped attention: c, the weight of the uniform attention C subtracted (a = 1, b = "
-                                "0, c = 1: spectral-gap removal A - C, Mind the Gap)")),
-      omitted_at_default(choice(
-          "attention.logit_bias", text_of(kernel_default().logit_bias.kind, logit_bias_names()),
+                                "0, c = 1: spectral-gap removal A - C, Mind the Gap)")), RCSIM_SPEC_MEMBER(attention.shape.c))),
+      per_layer(into(omitted_at_default(choice(
+          "attention.logit_bias", text_of(kernel_default().attention.logit_bias.kind, logit_bias_names()),
           names_of(logit_bias_names()),
           "additive bias B on the logits before the softmax, beside the mask (not attention.bias, the projections' "
           "biases): none | alibi (B_ij = -m_h |i - j|, slopes m_h = 2^(-8h/H), h = 1..H) | decay (B_ij = |i - j| "
           "log gamma, gamma = attention.decay: weights proportional to gamma^|i-j|) | file (B from weights.file "
           "/logit_bias [N, N] or [L, N, N], with heads [H, N, N] or [L, H, N, N]; finite values); |i - j| = i - j "
-          "under the causal mask")),
-      omitted_at_default(number("attention.decay", text_of(kernel_default().logit_bias.gamma),
+          "under the causal mask")), RCSIM_SPEC_MEMBER(attention.logit_bias.kind), logit_bias_names)),
+      per_layer(into(omitted_at_default(number("attention.decay", text_of(kernel_default().attention.logit_bias.gamma),
                                 Range{0.0, true, 1.0, false},
-                                "gamma in (0, 1] of attention.logit_bias = decay")),
-      omitted_at_default(boolean(
-          "attention.qk_norm", text_of(kernel_default().qk_norm),
+                                "gamma in (0, 1] of attention.logit_bias = decay")), RCSIM_SPEC_MEMBER(attention.logit_bias.gamma))),
+      per_layer(into(omitted_at_default(boolean(
+          "attention.qk_norm", text_of(kernel_default().attention.qk_norm),
           "true: QK-normalisation (nGPT): the rows of Q and K to s q_i/|q_i|, s k_j/|k_j| per head (s = "
           "attention.qk_scale; a zero row stays 0) and the logits sqrt(d_k) Q K^T instead of Q K^T / sqrt(d_QK) "
-          "(model.d_qk and model.beta refused with it)")),
-      omitted_at_default(number("attention.qk_scale", text_of(kernel_default().qk_scale), kAny,
-                                "s_qk of attention.qk_norm: logits sqrt(d_k) s^2 cos(q_i, k_j)")),
-      omitted_at_default(number("attention.logit_softcap", text_of(kernel_default().logit_softcap), kNonNegative,
+          "(model.d_qk and model.beta refused with it)")), RCSIM_SPEC_MEMBER(attention.qk_norm))),
+      per_layer(into(omitted_at_default(number("attention.qk_scale", text_of(kernel_default().attention.qk_scale), kAny,
+                                "s_qk of attention.qk_norm: logits sqrt(d_k) s^2 cos(q_i, k_j)")), RCSIM_SPEC_MEMBER(attention.qk_scale))),
+      per_layer(into(omitted_at_default(number("attention.logit_softcap", text_of(kernel_default().attention.logit_softcap), kNonNegative,
                                 "logit soft-capping (Gemma 2): every head's logits (after their scale and the logit "
-                                "bias) to c tanh(S / c) before the attention weights; 0 = off")),
-      omitted_at_default(boolean(
+                                "bias) to c tanh(S / c) before the attention weights; 0 = off")), RCSIM_SPEC_MEMBER(attention.logit_softcap))),
+      per_layer(into(omitted_at_default(boolean("attention.rope", text_of(kernel_default().attention.rope), "true: rotary position embedding (RoPE, llama2.c's adjacent pairs): token i's q_i and k_i per head rotated pair by pair (2j, 2j+1) by the angle i theta^(-2j/d_k) before the logits; needs an even d_k")), RCSIM_SPEC_MEMBER(attention.rope))),
+      per_layer(into(omitted_at_default(number("attention.rope_theta", text_of(kernel_default().attention.rope_theta), kPositive, "theta of attention.rope (Llama 2: 10000)")), RCSIM_SPEC_MEMBER(attention.rope_theta))),
+      into(omitted_at_default(boolean(
           "attention.bias", text_of(kernel_default().attention_bias),
           "true: biases in the attention (GPT-2's c_attn and c_proj biases): Q = X W_Q + 1 b_Q^T, K and V likewise per "
           "head, b_O added to the sum over heads; zero unless read from weights.file (/b_Q, /b_K, /b_V with weights.q, "
-          "k, v = file; /b_O with weights.o = file, or weights.v = file without model.value_dim) or given as arrays")),
+          "k, v = file; /b_O with weights.o = file, or weights.v = file without model.value_dim) or given as arrays")), RCSIM_SPEC_MEMBER(attention_bias)),
   };
 }
 
@@ -197,34 +200,34 @@ std::vector<KeyDecl> block_keys() {
       choice("mask.type", text_of(kernel_default().mask.type, mask_names()), names_of(mask_names()), "attention mask (docs/science/model-spec.md)"),
       integer("mask.window", text_of(kernel_default().mask.window), 1, "window width w of the sliding-window masks"),
       file("mask.file", "", "HDF5 file with dataset /mask [N, N] (nonzero = may attend), for custom"),
-      choice("norm.type", text_of(kernel_default().norm.type, norm_names()), names_of(norm_names()), "row normalisation after attention"),
-      number("norm.eps", text_of(kernel_default().norm.eps), kNonNegative, "epsilon of layernorm and rmsnorm"),
-      of_kind(KeyKind::numbers, "norm.gain", "1", "gain g of layernorm/rmsnorm"),
-      of_kind(KeyKind::numbers, "norm.bias", "0", "bias b of layernorm"),
-      choice("norm.position", text_of(kernel_default().norm.position, norm_position_names()), names_of(norm_position_names()),
+      per_layer(into(choice("norm.type", text_of(kernel_default().norm.type, norm_names()), names_of(norm_names()), "row normalisation after attention"), RCSIM_SPEC_MEMBER(norm.type), norm_names)),
+      per_layer(into(number("norm.eps", text_of(kernel_default().norm.eps), kNonNegative, "epsilon of layernorm and rmsnorm"), RCSIM_SPEC_MEMBER(norm.eps))),
+      per_layer(of_kind(KeyKind::numbers, "norm.gain", "1", "gain g of layernorm/rmsnorm")),
+      per_layer(of_kind(KeyKind::numbers, "norm.bias", "0", "bias b of layernorm")),
+      per_layer(into(choice("norm.position", text_of(kernel_default().norm.position, norm_position_names()), names_of(norm_position_names()),
              "where the normalisation N sits, a = residual.alpha: post (N(X + a A(X)), or N(A(X)) without "
              "residual; the paper's model) | pre (X + a A(N(X))) | peri (X + a N(A(N(X)))) | ngpt (N(X + a (N(A(X)) - "
-             "X)), nGPT, docs/science/peers.md); without residual (a = 0) pre gives A(N(X)) and peri N(A(N(X)))"),
+             "X)), nGPT, docs/science/peers.md); without residual (a = 0) pre gives A(N(X)) and peri N(A(N(X)))"), RCSIM_SPEC_MEMBER(norm.position), norm_position_names)),
       choice("norm.params", kernel_default().norm.params_from_file ? "file" : "config", {"config", "file"},
              "gains and biases of the normalisations: config (norm.gain, norm.bias for every one) | file (each "
              "normalisation of each layer from weights.file: /norm_attn_gain, /norm_attn_bias, /norm_attn_out_*, "
              "/norm_mlp_*, /norm_mlp_out_*; layernorm and rmsnorm only)"),
-      number("residual.alpha", text_of(kernel_default().residual_alpha), kAny, "residual weight: Y = X + alpha * attention(X); 0 = no residual"),
-      choice("residual.project", text_of(kernel_default().residual_project, project_names()), names_of(project_names()),
-             "none | tangent: Y = X + alpha P(attention(X)), P removes from each row its component along x_i"),
+      per_layer(into(number("residual.alpha", text_of(kernel_default().residual_alpha), kAny, "residual weight: Y = X + alpha * attention(X); 0 = no residual"), RCSIM_SPEC_MEMBER(residual_alpha))),
+      into(choice("residual.project", text_of(kernel_default().residual_project, project_names()), names_of(project_names()),
+             "none | tangent: Y = X + alpha P(attention(X)), P removes from each row its component along x_i"), RCSIM_SPEC_MEMBER(residual_project), project_names),
       // --- Variants (docs/science/gradients.md) ---
-      omitted_at_default(number(
+      per_layer(omitted_at_default(number(
           "residual.skip", "auto", kAny,
           "skip gain a of the residual X <- a X + alpha F(X) (F the attention or MLP branch; post: N(a X + alpha "
           "F(X)), pre and peri likewise; needs residual.alpha != 0; not with norm.position = ngpt)",
-          "1, or what residual.mixing sets")),
-      omitted_at_default(number(
+          "1, or what residual.mixing sets"))),
+      per_layer(omitted_at_default(number(
           "residual.mlp_alpha", "auto", kAny,
           "branch weight alpha_M of the MLP sub-block, X <- a_M X + alpha_M M(X) (Cowsik et al. 2024's MLP "
           "residual strength beside the attention's residual.alpha; nGPT's MLP step size); its skip gain a_M follows "
           "residual.mixing (cowsik: sqrt(1 - alpha_M^2)) or residual.skip; scaled by residual.depth_scaling; "
           "needs mlp.width > 0",
-          "residual.alpha")),
+          "residual.alpha"))),
       omitted_at_default(choice(
           "residual.mixing", text_of(kernel_default().residual_mixing, mixing_names()), names_of(mixing_names()),
           "how the skip gain a is set: none (a = residual.skip) | cowsik (a = sqrt(1 - alpha^2), Cowsik et al. 2024; "
@@ -273,18 +276,18 @@ std::vector<KeyDecl> particle_keys() {
 // The dropout and MLP keys, after particle_keys.
 std::vector<KeyDecl> dropout_and_mlp_keys() {
   return {
-      number("dropout.attention", text_of(kernel_default().dropout.attention), kProbability,
+      into(number("dropout.attention", text_of(kernel_default().dropout.attention), kProbability,
              "dropout probability p on every head's attention weights (training mode: kept weights scaled by "
-             "1/(1-p); /attention stores the weights before dropout; a stage with p = 0 draws nothing)"),
-      number("dropout.output", text_of(kernel_default().dropout.output), kProbability,
+             "1/(1-p); /attention stores the weights before dropout; a stage with p = 0 draws nothing)"), RCSIM_SPEC_MEMBER(dropout.attention)),
+      into(number("dropout.output", text_of(kernel_default().dropout.output), kProbability,
              "dropout probability p on the attention output (sum over heads) and on the MLP output, before the "
-             "residual (and before peri's output normalisation), scaled by 1/(1-p)"),
+             "residual (and before peri's output normalisation), scaled by 1/(1-p)"), RCSIM_SPEC_MEMBER(dropout.output)),
       integer("mlp.width", text_of(kernel_default().mlp.width), 0,
               "hidden width m of the MLP sub-block after attention, MLP(X) = act(X W_in + b_in) W_out + b_out, placed "
               "by norm.position with a normalisation of its own; 0 = no MLP"),
-      choice("mlp.activation", text_of(kernel_default().mlp.activation, mlp_activation_names()), names_of(mlp_activation_names()),
+      per_layer(into(choice("mlp.activation", text_of(kernel_default().mlp.activation, mlp_activation_names()), names_of(mlp_activation_names()),
              "relu | gelu (exact: x Phi(x) = x (1 + erf(x / sqrt 2)) / 2) | gelu_tanh (GPT-2's tanh approximation) | tanh "
-             "(odd and bounded: the classic chaotic activation of mean-field signal propagation)"),
+             "(odd and bounded: the classic chaotic activation of mean-field signal propagation)"), RCSIM_SPEC_MEMBER(mlp.activation), mlp_activation_names)),
       boolean("mlp.bias", text_of(kernel_default().mlp.bias), "true: the MLP has biases b_in, b_out (weights.mlp_*_bias_std, or from weights.file)"),
   };
 }
@@ -437,9 +440,6 @@ std::vector<KeyDecl> declare_keys() {
   return keys;
 }
 
-}  // namespace
-
-namespace {
 std::string fmt_bound(double x) {
   std::ostringstream os;
   os << x;

@@ -5,6 +5,7 @@
 // (`rcsim --help-keys=markdown`, checked by ctest docs_key_table) all come from here.
 #pragma once
 
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -12,6 +13,9 @@
 #include <vector>
 
 namespace rcsim {
+
+struct ModelSpec;
+using KeyValues = std::map<std::string, std::string>;
 
 enum class KeyKind {
   text,     // free text; `allowed` says what (validated where it is used)
@@ -48,6 +52,13 @@ struct KeyDecl {
   // silently ignored and recorded in /config; sim/cli/command_table.cpp).
   std::vector<std::string> commands;
   bool used_by(const std::string& command) const;
+  // How the key is read into the spec, where its declaration says (config/keys.cpp, `into`): the
+  // validated value set into one ModelSpec member. read_declared_keys applies every such reader
+  // before the cross-key checks of config.cpp's readers, so a key read this way needs no line there.
+  std::function<void(const KeyValues&, ModelSpec&)> read;
+  // A block setting that model.layer_overrides may give per layer range (each range's BlockParams
+  // is built from the range's whole configuration: kernel/block.hpp, layer_settings).
+  bool per_layer = false;
 
   bool allows_auto() const { return !auto_means.empty(); }
   // What the value may be, in words: "integer >= 1", "auto | number > 0", "complete | causal | ...".
@@ -68,7 +79,6 @@ std::string unknown_key_message(const std::string& key, const std::string& where
 
 // Typed readers of a key's text in a key -> value map, validated against its declaration; each
 // throws UsageError naming the key and what is allowed.
-using KeyValues = std::map<std::string, std::string>;
 bool is_auto(const KeyValues& v, const std::string& key);
 // " >= 1", " > 0 and <= 1", ...: the range of a numeric key's values, as its messages print it.
 std::string range_text(const KeyDecl& k);
@@ -77,6 +87,11 @@ double read_number(const KeyValues& v, const std::string& key);
 bool read_bool(const KeyValues& v, const std::string& key);
 // The value of a choice key (one of its declared choices).
 std::string read_choice(const KeyValues& v, const std::string& key);
+
+// Every key whose declaration carries its reader (KeyDecl::read), read from v into c.
+void read_declared_keys(const KeyValues& v, ModelSpec& c);
+// The keys that model.layer_overrides allows (KeyDecl::per_layer), in --help order.
+std::vector<std::string> per_layer_keys();
 
 // The keys as text: `--help-keys` (plain) and the reference table (markdown).
 std::string keys_help_plain(const std::vector<KeyDecl>& keys);

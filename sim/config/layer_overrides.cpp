@@ -1,6 +1,7 @@
 #include "config/layer_overrides.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,11 +20,7 @@ namespace {
 // whole configuration read again with the range's keys replaced, so that each value is parsed and
 // validated by its own key's reader (same messages, same allowed values, same cross-key checks).
 const char* const kLayerOverrides = "model.layer_overrides";
-const std::vector<std::string>& per_layer_keys() {
-  static const std::vector<std::string> keys{"norm.position", "norm.type",  "residual.alpha",
-                                             "model.d_qk",    "model.beta", "mlp.activation"};
-  return keys;
-}
+// The keys allowed per range are those declared per_layer (config/keys.cpp).
 std::string per_layer_keys_text() {
   std::string t;
   for (const auto& k : per_layer_keys()) t += (t.empty() ? "" : ", ") + k;
@@ -85,7 +82,7 @@ void read_layer_overrides(const KeyValues& given, Config& c, Config (*read_keys)
       const std::string key = trim(a.substr(0, eq)), value = trim(a.substr(eq + 1));
       if (!is_known_key(key))
         bad_layer_entry(entry, unknown_key_message(key, "") + "; keys allowed per layer: " + per_layer_keys_text());
-      if (std::find(per_layer_keys().begin(), per_layer_keys().end(), key) == per_layer_keys().end())
+      if (!key_decl(key).per_layer)
         bad_layer_entry(entry, "key '" + key + "' is not a setting that may differ by layer; keys allowed per layer: " +
                                    per_layer_keys_text());
       if (!seen.insert(key).second) bad_layer_entry(entry, "key '" + key + "' given twice");
@@ -100,23 +97,25 @@ void read_layer_overrides(const KeyValues& given, Config& c, Config (*read_keys)
     }
     LayerOverride o;
     o.from = from, o.to = to;
-    o.position = r.norm.position;
-    o.norm_type = r.norm.type;
-    o.residual_alpha = r.residual_alpha;
-    o.residual_skip = r.residual_skip;
-    o.d_qk = r.model.d_qk;
-    o.activation = r.mlp.activation;
     // Settings that the whole stack shares (the weights read, the noise, the time axis).
-    if (c.norm.params_from_file && (o.position != c.norm.position || o.norm_type != c.norm.type))
+    if (c.norm.params_from_file && (r.norm.position != c.norm.position || r.norm.type != c.norm.type))
       bad_layer_entry(entry, "norm.params = file reads the normalisations of every layer for one norm.position and "
                              "norm.type; they cannot differ by layer");
     if (c.dynamics_noise > 0.0)
       bad_layer_entry(entry, "not with dynamics.noise > 0 (its projection is the global norm.type)");
     if (c.integrator == Integrator::rk4)
       bad_layer_entry(entry, "not with dynamics.integrator = rk4 (dt = residual.alpha for the whole stack)");
-    if (c.residual_project == ResidualProject::tangent && o.residual_alpha != c.residual_alpha)
+    // The weight sampler draws for the base settings: random-Markov logits and a file's logit bias.
+    if ((r.attention.kind == AttentionKind::random_markov) != (c.attention.kind == AttentionKind::random_markov))
+      bad_layer_entry(entry, "attention.kind = random_markov draws its logits with the weights of every block; it "
+                             "cannot differ by layer");
+    if ((r.attention.logit_bias.kind == LogitBiasKind::file) != (c.attention.logit_bias.kind == LogitBiasKind::file))
+      bad_layer_entry(entry, "attention.logit_bias = file reads the bias of every block from weights.file; it cannot "
+                             "differ by layer");
+    if (c.residual_project == ResidualProject::tangent && r.residual_alpha != c.residual_alpha)
       bad_layer_entry(entry, "residual.project = tangent stores /time = residual.alpha x layer; residual.alpha cannot "
                              "differ by layer with it");
+    o.spec = std::make_shared<const ModelSpec>(static_cast<const ModelSpec&>(r));
     c.layer_overrides.push_back(o);
   }
 }

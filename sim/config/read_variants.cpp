@@ -44,9 +44,6 @@ void read_variants(KeyValues& v, Config& c) {
     if (c.integrator == Integrator::rk4)
       throw UsageError("key '" + key + "': the rk4 step fixes the skip; not with dynamics.integrator = rk4");
   }
-  c.attention_shape.a = read_number(v, "attention.shape_a");
-  c.attention_shape.b = read_number(v, "attention.shape_b");
-  c.attention_shape.c = read_number(v, "attention.shape_c");
 }
 
 // residual.mlp_alpha (docs/science/gradients.md): the MLP sub-block's own branch weight alpha_M; its
@@ -69,19 +66,17 @@ void read_mlp_residual(KeyValues& v, Config& c) {
 
 // attention.logit_bias and attention.decay (docs/science/gradients.md): gamma only with decay;
 // attention.qk_norm and attention.qk_scale.
-void read_logit_bias_and_qk_norm(KeyValues& v, Config& c) {
-  c.logit_bias.kind = read_enum(v, "attention.logit_bias", logit_bias_names());
-  c.logit_bias.gamma = read_number(v, "attention.decay");
-  if (c.logit_bias.gamma != 1.0 && c.logit_bias.kind != LogitBiasKind::decay)
+void read_logit_bias_and_qk_norm(KeyValues& /*v: read by the declarations*/, Config& c) {
+  if (c.attention.logit_bias.gamma != 1.0 && c.attention.logit_bias.kind != LogitBiasKind::decay)
     throw UsageError("key 'attention.decay': needs attention.logit_bias = decay");
   // QK-normalisation: the logits' scale is sqrt(d_k), so a temperature given with it is refused.
-  c.qk_norm = read_bool(v, "attention.qk_norm");
-  c.qk_scale = read_number(v, "attention.qk_scale");
-  c.logit_softcap = read_number(v, "attention.logit_softcap");
-  if (!c.qk_norm && c.qk_scale != 1.0) throw UsageError("key 'attention.qk_scale': needs attention.qk_norm = true");
-  if (c.qk_norm && c.attention_kind == AttentionKind::random_markov)
+  if (!c.attention.qk_norm && c.attention.qk_scale != 1.0) throw UsageError("key 'attention.qk_scale': needs attention.qk_norm = true");
+  if (c.attention.rope && (c.model.key_dim % 2 != 0 || c.attention.kind == AttentionKind::random_markov))
+    throw UsageError("key 'attention.rope': rotates pairs of query and key components; needs an even model.key_dim "
+                     "and attention.kind other than random_markov");
+  if (c.attention.qk_norm && c.attention.kind == AttentionKind::random_markov)
     throw UsageError("key 'attention.qk_norm': random_markov attention has no queries and keys");
-  if (c.qk_norm && c.model.d_qk != static_cast<double>(c.model.key_dim))  // model.d_qk or model.beta given
+  if (c.attention.qk_norm && c.model.d_qk != static_cast<double>(c.model.key_dim))  // model.d_qk or model.beta given
     throw UsageError("key 'attention.qk_norm': the logits are scaled by sqrt(d_k); a temperature model.d_qk or "
                      "model.beta other than d_k is not used with it (give model.key_dim, attention.qk_scale)");
 }

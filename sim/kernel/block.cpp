@@ -163,18 +163,35 @@ LayerSettings layer_settings(const ModelSpec& c) {
   for (const auto& o : c.layer_overrides) {
     LayerSetting s;
     s.from = o.from, s.to = o.to;
-    s.position = o.position;
-    s.activation = o.activation;
-    s.alpha = o.residual_alpha;
-    if (c.residual_depth_scaling == ResidualDepthScaling::inv_sqrt_depth)  // as layer_params
-      s.alpha = o.residual_alpha / std::sqrt(static_cast<double>(c.model.layers));
-    s.skip = o.residual_skip;
-    s.d_qk = o.d_qk;
-    s.norm = Normalization(o.norm_type, c.model.dim, c.norm.eps, c.norm.gain, c.norm.bias);
+    s.params = block_params(*o.spec, nullptr, nullptr);  // every block setting of the range's configuration
+    s.norm = Normalization::from_config(*o.spec);
     table.push_back(std::move(s));
   }
   return table;
 }
+
+namespace {
+
+// The settings of `settings` with what the run supplies from `run`: the mask and its row ranges,
+// the dropout and noise streams, the platform, the attention kept for the measures, the precision
+// of the reverse pass, the stop flag. A new block setting needs no line here.
+BlockParams with_run_of(const BlockParams& settings, const BlockParams& run) {
+  BlockParams q = settings;
+  q.layer.mask = run.layer.mask;
+  q.layer.rows = run.layer.rows;
+  q.layer.dropout = run.layer.dropout;
+  q.layer.keep_attention = run.layer.keep_attention;
+  q.layer.fused = run.layer.fused;
+  q.layer.opencl = run.layer.opencl;
+  q.layer.threads = run.layer.threads;
+  q.single = run.single;
+  q.per_layer = run.per_layer;
+  q.noise = run.noise;
+  q.cancel = run.cancel;
+  return q;
+}
+
+}  // namespace
 
 BlockParams at_layer(const BlockParams& p, int t) {
   if (p.cancel && p.cancel->load(std::memory_order_relaxed)) throw Interrupted();
@@ -182,15 +199,11 @@ BlockParams at_layer(const BlockParams& p, int t) {
   if (p.per_layer)
     for (const LayerSetting& s : *p.per_layer)
       if (s.from <= t && t <= s.to) {
-        q.position = s.position;
-        q.activation = s.activation;
-        q.layer.alpha = s.alpha;
-        q.layer.skip = s.skip;
-        q.layer.d_qk = s.d_qk;
+        q = with_run_of(s.params, p);
         q.layer.norm = &s.norm;
         break;
       }
-  if (p.norm_depth_scaling) q.layer.norm_scale = 1.0 / std::sqrt(static_cast<double>(t + 1));
+  if (q.norm_depth_scaling) q.layer.norm_scale = 1.0 / std::sqrt(static_cast<double>(t + 1));
   return q;
 }
 

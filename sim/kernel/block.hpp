@@ -26,19 +26,6 @@
 
 namespace rcsim {
 
-// The settings of blocks from..to (model.layer_overrides, ModelSpec::layer_overrides) as the block
-// reads them: the normalisation N, its position, the residual weights, the temperature, the MLP's
-// activation. `norm` is held here, so the table must outlive the BlockParams that point to it.
-struct LayerSetting {
-  int from = 0, to = 0;  // 0-based, inclusive
-  NormPosition position = NormPosition::post;
-  MlpActivation activation = MlpActivation::gelu;
-  double alpha = 0.0, skip = 1.0, d_qk = 1.0;  // LayerParams::alpha (with residual.depth_scaling), skip, d_qk
-  Normalization norm;
-};
-using LayerSettings = std::vector<LayerSetting>;
-// The table of c.layer_overrides (empty when there is none).
-LayerSettings layer_settings(const ModelSpec& c);
 
 // The noise step after a block (dynamics.noise, kernel/noise.hpp): X <- P(X + scale G), G i.i.d.
 // N(0, 1) drawn from *rng (the trial's stream kDynamicsNoiseStream). The callers of
@@ -48,6 +35,9 @@ struct NoiseStep {
   const Normalization* norm = nullptr;  // P: none or sphere (config)
   RandomStream* rng = nullptr;
 };
+
+struct LayerSetting;
+using LayerSettings = std::vector<LayerSetting>;
 
 struct BlockParams {
   LayerParams layer;  // mask, temperature, residual weight a, normalisation N, dropout
@@ -68,6 +58,18 @@ struct BlockParams {
 // The branch weight and the skip gain of the MLP sub-block of p.
 inline double mlp_alpha_of(const BlockParams& p) { return p.mlp_alpha.value_or(p.layer.alpha); }
 inline double mlp_skip_of(const BlockParams& p) { return p.mlp_skip.value_or(p.layer.skip); }
+
+// The parameters of blocks from..to (model.layer_overrides, ModelSpec::layer_overrides), resolved
+// once from the range's whole configuration by block_params: every block setting (every key
+// declared per_layer) may differ by range without code here. `norm` is held here, so the table
+// must outlive the BlockParams that point to it.
+struct LayerSetting {
+  int from = 0, to = 0;  // 0-based, inclusive
+  BlockParams params;    // the settings alone: no mask, streams or platform (at_layer takes those from the run's)
+  Normalization norm;    // N of the range's norm.* keys
+};
+// The table of c.layer_overrides (empty when there is none).
+LayerSettings layer_settings(const ModelSpec& c);
 
 // The parameters of `c`'s blocks for this mask and normalisation (which must outlive them).
 BlockParams block_params(const ModelSpec& c, const MaskMatrix* mask, const Normalization* norm);

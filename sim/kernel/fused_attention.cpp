@@ -15,8 +15,8 @@ namespace rcsim {
 
 bool fused_attention_applies(const LayerParams& p, bool projection_biases, const MaskRows& rows) {
   const bool attention_dropout = p.dropout && p.dropout->attention > 0.0;
-  return rows.contiguous && !p.usa && !p.hardmax && !p.random_markov && !projection_biases &&
-         !p.logit_bias.active() && !p.qk_norm && p.logit_softcap == 0.0 && !p.shape.active() && !attention_dropout && !p.keep_attention;
+  return rows.contiguous && !p.attention.needs_general_path() && !projection_biases && !p.attention.shape.active() &&
+         !attention_dropout && !p.keep_attention;
 }
 
 Eigen::Index fused_rows_per_block(Eigen::Index n) {

@@ -79,7 +79,7 @@ double layer_weight_values(const ModelSpec& c) {
 
 double gradient_store_bytes(const ModelSpec& c, int length) {
   double block = c.model.tokens * static_cast<double>(c.model.dim) + layer_weight_values(c);
-  if (c.attention_kind == AttentionKind::random_markov)  // each block's logits G_h, N x N per head
+  if (c.attention.kind == AttentionKind::random_markov)  // each block's logits G_h, N x N per head
     block += c.model.heads * static_cast<double>(c.model.tokens) * c.model.tokens;
   const double L = c.model.layers;
   if (length >= c.model.layers) return 8.0 * L * block;

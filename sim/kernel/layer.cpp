@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernel/fused_attention.hpp"
+#include "kernel/llama/rotary.hpp"
 #include "kernel/ops/logit_softcap.hpp"
 #include "kernel/tangent.hpp"
 #include "kernel/particles.hpp"
@@ -34,21 +35,14 @@ template struct LayerWorkspaceT<float>;
 
 LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Normalization* norm) {
   LayerParams p{mask, c.model.d_qk, c.residual_alpha, norm};
-  p.usa = c.attention_kind == AttentionKind::usa;  // peer dynamics (docs/science/peers.md)
-  if (p.usa && c.usa_normalised) p.usa_shift = 1.0 / std::sqrt(c.model.d_qk);  // beta, as the logits' scale
-  p.unit_speed = c.dynamics_speed == DynamicsSpeed::unit;  // docs/science/particles.md section 6
+  p.attention = c.attention;  // kind, shaping, logit bias, QK-normalisation, soft-capping
+  if (p.usa() && c.attention.usa_normalised) p.usa_shift = 1.0 / std::sqrt(c.model.d_qk);  // beta, as the logits' scale
+  p.speed = c.dynamics_speed;  // docs/science/particles.md section 6
   p.merge_distance = c.merge_distance;
   p.head_mean = c.model.head_mix == HeadMix::mean;
-  p.tangent = c.residual_project == ResidualProject::tangent;
-  p.hardmax = c.attention_kind == AttentionKind::hardmax;  // particles (docs/science/particles.md)
-  p.random_markov = c.attention_kind == AttentionKind::random_markov;  // docs/science/gradients.md
-  p.rk4 = c.integrator == Integrator::rk4;
+  p.project = c.residual_project;
+  p.integrator = c.integrator;
   p.skip = c.residual_skip;  // variants (docs/science/gradients.md)
-  p.shape = c.attention_shape;
-  p.logit_bias = c.logit_bias;
-  p.qk_norm = c.qk_norm;
-  p.qk_scale = c.qk_scale;
-  p.logit_softcap = c.logit_softcap;
   if (c.residual_depth_scaling == ResidualDepthScaling::inv_sqrt_depth)  // branch gain alpha / sqrt(L)
     p.alpha = c.residual_alpha / std::sqrt(static_cast<double>(c.model.layers));
   return p;
@@ -124,20 +118,27 @@ void add_residual(const Eigen::Ref<const MatrixT<T>>& X, const LayerParams& p, c
 template <class T>
 void general_logits(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
                     std::size_t h, LayerWorkspaceT<T>& ws, HeadCacheT<T>* c) {
-  if (p.random_markov)
+  if (p.random_markov())
     ws.S = w.logits[h];  // independent of X
   else if (!w.q_bias.empty())
     attention_logits(X, w.q[h], &w.q_bias[h], w.k[h], &w.k_bias[h], p.d_qk, ws.Q, ws.K, ws.S);
   else
     attention_logits(X, w.q[h], w.k[h], p.d_qk, ws.Q, ws.K, ws.S);
-  if (p.qk_norm && !p.random_markov) {
+  if (p.attention.qk_norm && !p.random_markov()) {
     if (c) c->Q_raw = ws.Q, c->K_raw = ws.K;
-    qk_normalise_impl<T>(ws.Q, ws.K, ws.S, p.qk_scale);
+    qk_normalise_impl<T>(ws.Q, ws.K, ws.S, p.attention.qk_scale);
   }
-  if (c && !p.random_markov) c->Q = ws.Q, c->K = ws.K;
-  if (p.logit_bias.active()) add_logit_bias(ws.S, p.logit_bias, w, h);
-  if (p.logit_softcap > 0.0) {
-    softcap_logits<T>(ws.S, p.logit_softcap);
+  if (p.attention.rope && !p.random_markov()) {  // rotary position embedding, then the logits again
+    const double scale = p.attention.qk_norm ? std::sqrt(static_cast<double>(ws.Q.cols())) : 1.0 / std::sqrt(p.d_qk);
+    llama::apply_rotary<T>(ws.Q, static_cast<int>(ws.Q.cols()), 0, p.attention.rope_theta);
+    llama::apply_rotary<T>(ws.K, static_cast<int>(ws.K.cols()), 0, p.attention.rope_theta);
+    ws.S.noalias() = ws.Q * ws.K.transpose();
+    ws.S *= static_cast<T>(scale);
+  }
+  if (c && !p.random_markov()) c->Q = ws.Q, c->K = ws.K;
+  if (p.attention.logit_bias.active()) add_logit_bias(ws.S, p.attention.logit_bias, w, h);
+  if (p.attention.logit_softcap > 0.0) {
+    softcap_logits<T>(ws.S, p.attention.logit_softcap);
     if (c) c->Sc = ws.S;
   }
 }
@@ -154,20 +155,20 @@ AttentionStats head_weights(const Eigen::Ref<const MatrixT<T>>& X, const LayerWe
     s = softmax_rows(ws.S_rows, ws.rows, ws.buffer);
   } else {
     general_logits<T>(X, w, p, h, ws, c);
-    if (p.usa)
+    if (p.usa())
       usa_weights(ws.S, *p.mask, p.usa_shift);
-    else if (p.hardmax)
+    else if (p.hardmax())
       hardmax_weights(ws.S, *p.mask);
     else
       masked_softmax(ws.S, *p.mask);
     s = attention_stats(ws.S, *p.mask);
     if (c) c->A = ws.S;
   }
-  if (p.shape.active()) {  // shaped attention, after the statistics of softmax(S)
+  if (p.attention.shape.active()) {  // shaped attention, after the statistics of softmax(S)
     if (fast)
-      shape_rows<T>(ws.S_rows, ws.rows, p.shape);
+      shape_rows<T>(ws.S_rows, ws.rows, p.attention.shape);
     else
-      shape_masked<T>(ws.S, *p.mask, p.shape);
+      shape_masked<T>(ws.S, *p.mask, p.attention.shape);
     if (c) c->As = ws.S;
   }
   if (p.keep_attention) {
@@ -223,8 +224,9 @@ template <class T>
 AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
                                bool biased, bool direct, LayerWorkspaceT<T>& ws, MatrixT<T>& Y, LayerCacheT<T>* cache) {
   const std::size_t H = w.q.size();
-  const bool fast = !cache && ws.rows.contiguous && !p.usa && !p.hardmax && !p.random_markov && !biased &&
-                    !p.logit_bias.active() && !p.qk_norm && p.logit_softcap == 0.0 && !p.unit_speed;
+  // The fast path: plain softmax logits (AttentionSettings::needs_general_path, which the fused
+  // platforms ask too), row-range masks, no projection biases, no cache.
+  const bool fast = !cache && ws.rows.contiguous && !p.attention.needs_general_path() && !biased && !p.unit_speed();
   const bool lower = ws.rows.lower_triangular;
   AttentionStats heads;
   double entropy = 0.0;
@@ -239,7 +241,7 @@ AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const Laye
     if (!w.o.empty()) ws.XVO.noalias() = ws.XV * w.o[h];  // model.value_dim: X W_V,h W_O,h
     const MatrixT<T>& V = w.o.empty() ? ws.XV : ws.XVO;
     if (c) c->XV = ws.XV, c->V = V;
-    if (!fast && p.unit_speed && p.tangent && !direct) {
+    if (!fast && p.unit_speed() && p.tangent() && !direct) {
       add_difference_product<T>(X, ws.S, V, Y);
     } else if (!fast) {
       if (direct)
@@ -299,9 +301,9 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
   Y.resize(X.rows(), X.cols());
   if (!direct) Y.setZero();
   // The cpu platform: every head's attention without the N x N matrix (fused_attention.hpp).
-  if (!cache && p.fused && !p.unit_speed && fused_attention_applies(p, biased, ws.rows))
+  if (!cache && p.fused && !p.unit_speed() && fused_attention_applies(p, biased, ws.rows))
     report.attention = fused_attention(X, w, p.d_qk, ws.rows, p.threads, Y);
-  else if (p.opencl && !p.unit_speed && fused_attention_applies(p, biased, ws.rows))  // the same operation on an OpenCL device
+  else if (p.opencl && !p.unit_speed() && fused_attention_applies(p, biased, ws.rows))  // the same operation on an OpenCL device
     report.attention = opencl_attention(X, w, p.d_qk, ws.rows, Y);
   else
     report.attention = reference_heads<T>(X, w, p, biased, direct, ws, Y, cache);
@@ -309,11 +311,11 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
   if (biased) Y.rowwise() += w.o_bias;  // attention.bias: + 1 b_O^T
   if (p.dropout && p.dropout->output > 0.0)
     apply_dropout<T>(Y, p.dropout->output, *p.dropout->rng, cache ? &cache->D : nullptr);
-  if (p.tangent) {
+  if (p.tangent()) {
     if (cache) cache->F = ws.Y;
     project_tangent(X, ws.Y);
   }
-  if (p.unit_speed) unit_speed<T>(ws.Y);
+  if (p.unit_speed()) unit_speed<T>(ws.Y);
   if (!direct) {
     if (p.alpha != 0.0) {
       add_residual<T>(X, p, ws.Y, X_next);
@@ -356,27 +358,27 @@ LayerReport rk4_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<
   };
   static const Normalization identity;  // type none
   LayerParams f = p;
-  f.rk4 = false;
-  f.unit_speed = false;  // refused with rk4 (config); the stages are the plain field
+  f.integrator = Integrator::euler;
+  f.speed = DynamicsSpeed::field;  // refused with rk4 (config); the stages are the plain field
   f.merge_distance = 0.0;
   f.alpha = 0.0;
-  f.tangent = false;
+  f.project = ResidualProject::none;
   f.norm = &identity;
   const T dt = static_cast<T>(p.alpha);
   LayerReport report;
   ws.Z = X;
   point(ws.Z);
-  report.attention = flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k1, stage(0));
+  report.attention = flow_field<T>(ws.Z, w, f, p.tangent(), ws, ws.k1, stage(0));
   f.keep_attention = false;  // attention_mean stays the first stage's
   ws.Z = X + (dt / T(2)) * ws.k1;
   point(ws.Z);
-  flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k2, stage(1));
+  flow_field<T>(ws.Z, w, f, p.tangent(), ws, ws.k2, stage(1));
   ws.Z = X + (dt / T(2)) * ws.k2;
   point(ws.Z);
-  flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k3, stage(2));
+  flow_field<T>(ws.Z, w, f, p.tangent(), ws, ws.k3, stage(2));
   ws.Z = X + dt * ws.k3;
   point(ws.Z);
-  flow_field<T>(ws.Z, w, f, p.tangent, ws, ws.k4, stage(3));
+  flow_field<T>(ws.Z, w, f, p.tangent(), ws, ws.k4, stage(3));
   X_next = X + (dt / T(6)) * (ws.k1 + T(2) * ws.k2 + T(2) * ws.k3 + ws.k4);
   if (cache) cache->Z = X_next;
   report.degenerate_rows = normalize_rows(X_next, *p.norm);
@@ -429,12 +431,12 @@ void shape_attention(Eigen::Ref<MatrixF> A, const MaskMatrix& mask, const Attent
 
 LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const LayerParams& p,
                             LayerWorkspace& ws, Matrix& X_next, LayerCacheT<double>* cache) {
-  if (p.rk4) return rk4_impl<double>(X, w, p, ws, X_next, cache);
+  if (p.rk4()) return rk4_impl<double>(X, w, p, ws, X_next, cache);
   return layer_impl<double>(X, w, p, ws, X_next, cache);
 }
 LayerReport attention_layer(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, const LayerParams& p,
                             LayerWorkspaceT<float>& ws, MatrixF& X_next, LayerCacheT<float>* cache) {
-  if (p.rk4) return rk4_impl<float>(X, w, p, ws, X_next, cache);
+  if (p.rk4()) return rk4_impl<float>(X, w, p, ws, X_next, cache);
   return layer_impl<float>(X, w, p, ws, X_next, cache);
 }
 

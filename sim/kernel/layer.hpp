@@ -21,35 +21,42 @@ struct LayerParams {
   double alpha = 0.0;  // residual weight; 0 = none
   const Normalization* norm = nullptr;
   const Dropout* dropout = nullptr;  // training-mode dropout (model/dropout.hpp); nullptr = none
+  // The attention's settings, whole (ModelSpec::attention, kernel/model_spec.hpp): the kind
+  // (softmax | usa: A = exp(S - usa_shift) / N unnormalised | hardmax: A_ij = 1/|S_i| on the
+  // maximisers S_i | random_markov: A = softmax(G) on the mask, G = w.logits[h]), the shaping
+  // A_h <- a A_h + b I - c C, the logit bias, QK-normalisation, soft-capping. Those that need the
+  // general path say so in attention.needs_general_path().
+  AttentionSettings attention{};
   // --- Peer dynamics (docs/science/peers.md) ---
-  bool usa = false;        // attention.kind = usa: A = exp(S - usa_shift) / N unnormalised (general path)
   double usa_shift = 0.0;  // attention.usa_normalised: beta = 1/sqrt(d_qk) (weights times e^-beta), else 0
   bool head_mean = false;  // model.head_mix = mean: Y = (1/H) sum_h A_h X W_V,h
-  bool tangent = false;    // residual.project = tangent: Y = X + alpha P(Y_attn)
+  ResidualProject project = ResidualProject::none;  // residual.project = tangent: Y = X + alpha P(Y_attn)
   bool keep_attention = false;  // fill LayerWorkspace::attention_mean (peer measures)
   // --- Particles (docs/science/particles.md) ---
-  bool hardmax = false;  // attention.kind = hardmax: A_ij = 1/|S_i| on the maximisers S_i (general path)
-  bool random_markov = false;  // attention.kind = random_markov: A = softmax(G) on the mask, G = w.logits[h]
-  bool rk4 = false;      // dynamics.integrator = rk4: one classical RK4 step of size dt = alpha of the
-                         // field F(X) = sum_h A_h(X) X W_V,h (P-projected with tangent), then normalise
-  bool unit_speed = false;  // dynamics.speed = unit: the Euler step moves along F(X) / |F(X)|_F (dt = alpha
-                            // is then the arc length of the step; F = 0 leaves X unchanged)
+  Integrator integrator = Integrator::euler;  // dynamics.integrator = rk4: one classical RK4 step of size
+                                             // dt = alpha of the field F(X) = sum_h A_h(X) X W_V,h
+                                             // (P-projected with tangent), then normalise
+  DynamicsSpeed speed = DynamicsSpeed::field;  // dynamics.speed = unit: the Euler step moves along
+                                               // F(X) / |F(X)|_F (dt = alpha is then the arc length of
+                                               // the step; F = 0 leaves X unchanged)
   double merge_distance = 0.0;  // dynamics.merge_distance: after the step, token j > i within this Euclidean
                                 // distance of token i becomes x_i (0 = never)
   // --- Variants (docs/science/gradients.md) ---
   double skip = 1.0;     // skip gain a of a residual: X_next = N(a X + alpha Y) (only when alpha != 0;
                          // ignored by ngpt, rk4, whose steps fix it)
-  AttentionShape shape{};  // A_h <- a A_h + b I - c C after the softmax (Noci et al. 2023)
-  LogitBias logit_bias{};  // S_h + B_h before the softmax (ALiBi, decay; general path)
-  bool qk_norm = false;    // rows of Q, K to s_qk q/|q|, logits sqrt(d_k) Q K^T (nGPT; general path)
-  double qk_scale = 1.0;   // s_qk
-  double logit_softcap = 0.0;  // S <- c tanh(S / c) after the logit bias (kernel/ops/logit_softcap.hpp; general path)
   double norm_scale = 1.0;  // pre-LN output multiplied by it (norm.depth_scaling: 1/sqrt(l) at layer l)
   // --- Platform (docs/dev/platforms.md) ---
   bool fused = false;  // run.platform resolved to cpu (set by block_params): fused_attention where it applies
   int threads = 1;     // threads inside the trial for the fused attention
   const MaskRows* rows = nullptr;  // the mask's row ranges when known (mask_ranges.hpp), else analysed from *mask
   bool opencl = false;  // run.platform resolved to opencl (set by Trial): opencl_attention where it applies
+
+  bool usa() const { return attention.kind == AttentionKind::usa; }
+  bool hardmax() const { return attention.kind == AttentionKind::hardmax; }
+  bool random_markov() const { return attention.kind == AttentionKind::random_markov; }
+  bool tangent() const { return project == ResidualProject::tangent; }
+  bool rk4() const { return integrator == Integrator::rk4; }
+  bool unit_speed() const { return speed == DynamicsSpeed::unit; }
 };
 
 // The parameters of `c`'s layer for this mask and normalisation (which must outlive them).

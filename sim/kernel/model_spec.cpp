@@ -25,7 +25,7 @@ int max_rank_after_layer(const ModelSpec& c) {
   bool centred = true;
   for (const auto& o : c.layer_overrides) {
     covered += o.to - o.from + 1;
-    centred = centred && ends_centred(c, o.position, o.norm_type, o.residual_alpha);
+    centred = centred && ends_centred(*o.spec, o.spec->norm.position, o.spec->norm.type, o.spec->residual_alpha);
   }
   if (covered < c.model.layers) centred = centred && ends_centred(c, c.norm.position, c.norm.type, c.residual_alpha);
   return centred ? std::min(N, d - 1) : std::min(N, d);

@@ -3,6 +3,7 @@
 // fill it directly. Nothing here parses text or touches files.
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include <cstdint>
@@ -68,6 +69,40 @@ struct LogitBias {
   LogitBiasKind kind = LogitBiasKind::none;
   double gamma = 1.0;  // attention.decay (decay only)
   bool active() const { return kind != LogitBiasKind::none; }
+};
+
+// The attention's own settings (the attention.* keys of a block), one struct that ModelSpec holds
+// and LayerParams holds whole (kernel/layer.hpp): a new attention setting is one member here, and
+// model.layer_overrides can set it per layer range without more code. A setting that only the
+// general path computes (logits formed one head at a time, N x N) says so in needs_general_path(),
+// which the fast path (folded W_Q W_K^T) and the fused platforms (cpu, opencl) both ask.
+struct AttentionSettings {
+  AttentionKind kind = AttentionKind::softmax;  // attention.kind
+  bool usa_normalised = false;  // attention.usa_normalised: USA weights exp(S - beta) / N
+  AttentionShape shape;  // attention.shape_a/b/c: A <- a A + b I - c C after the softmax (Noci et al. 2023)
+  LogitBias logit_bias;  // attention.logit_bias, attention.decay: S_h + B_h before the softmax
+  // QK-normalisation (nGPT; attention.qk_norm, attention.qk_scale): S = sqrt(d_k) (s q_i/|q_i|).(s k_j/|k_j|)
+  bool qk_norm = false;
+  double qk_scale = 1.0;
+  double logit_softcap = 0.0;  // attention.logit_softcap: S <- c tanh(S / c) (Gemma 2); 0 = off
+  // attention.rope, attention.rope_theta: rotary position embedding of Q and K (llama2.c's adjacent
+  // pairs, token i at position i; kernel/llama/rotary.hpp) before the logits
+  bool rope = false;
+  double rope_theta = 10000.0;
+
+  // The first setting that needs the general path, as the key and value that set it (the cpu
+  // and opencl platforms' refusal message), or nullptr: everything but plain softmax attention of
+  // X W_Q (X W_K)^T / sqrt(d_QK) with nothing between the logits and the softmax needs it. A new
+  // setting that the fast and fused paths cannot compute is declared here, once.
+  const char* general_path_setting() const {
+    if (kind != AttentionKind::softmax) return "attention.kind (not softmax)";
+    if (logit_bias.active()) return "attention.logit_bias (not none)";
+    if (qk_norm) return "attention.qk_norm = true";
+    if (logit_softcap > 0.0) return "attention.logit_softcap > 0";
+    if (rope) return "attention.rope = true";
+    return nullptr;
+  }
+  bool needs_general_path() const { return general_path_setting() != nullptr; }
 };
 
 struct ModelConfig {
@@ -192,16 +227,14 @@ const std::vector<std::string>& peer_measure_names();
 std::string optional_measure_names_text();
 
 // model.layer_overrides (docs/science/gradients.md, "Settings per layer range"): the settings of
-// blocks from..to (0-based, inclusive), resolved by the configuration layer as the base settings
-// with the range's keys applied. Blocks outside every range use the base settings.
+// blocks from..to (0-based, inclusive), resolved by the configuration layer as the whole
+// configuration with the range's keys applied (any key declared per_layer, config/keys.cpp); the
+// block's parameters are built from it (kernel/block.hpp, layer_settings). Blocks outside every
+// range use the base settings.
+struct ModelSpec;
 struct LayerOverride {
   int from = 0, to = 0;
-  NormPosition position = NormPosition::post;  // norm.position
-  NormType norm_type = kDefaultNormType;       // norm.type
-  double residual_alpha = 0.0;                 // residual.alpha (before residual.depth_scaling)
-  double residual_skip = 1.0;                  // the skip gain a (residual.skip / residual.mixing)
-  double d_qk = 1.0;                           // model.d_qk / model.beta
-  MlpActivation activation = MlpActivation::gelu;  // mlp.activation
+  std::shared_ptr<const ModelSpec> spec;  // the range's configuration
 };
 
 // Everything the kernel needs to run trials: the model, its inputs and what is measured.
@@ -217,26 +250,19 @@ struct ModelSpec {
   // alpha_M beside the attention's alpha_A); unset = residual_alpha and residual_skip.
   std::optional<double> residual_mlp_alpha, residual_mlp_skip;
   ResidualMixing residual_mixing = ResidualMixing::none;
-  AttentionShape attention_shape;
-  LogitBias logit_bias;  // attention.logit_bias, attention.decay
-  // QK-normalisation (nGPT; attention.qk_norm, attention.qk_scale): S = sqrt(d_k) (s q_i/|q_i|).(s k_j/|k_j|)
-  bool qk_norm = false;
-  double qk_scale = 1.0;
-  double logit_softcap = 0.0;  // attention.logit_softcap: S <- c tanh(S / c) (Gemma 2); 0 = off
+  AttentionSettings attention;  // the attention.* settings of every block (kind, shaping, logit bias, ...)
   ResidualDepthScaling residual_depth_scaling = ResidualDepthScaling::none;
   NormDepthScaling norm_depth_scaling = NormDepthScaling::none;
   DropoutConfig dropout;
   MlpConfig mlp;
   std::vector<LayerOverride> layer_overrides;  // model.layer_overrides; empty = every block alike
   // --- Peer dynamics (docs/science/peers.md) ---
-  AttentionKind attention_kind = AttentionKind::softmax;
   bool attention_bias = false;  // attention.bias: b_Q, b_K, b_V per head and b_O (zero unless read)
   ResidualProject residual_project = ResidualProject::none;
   // --- Particles (docs/science/particles.md) ---
   Integrator integrator = Integrator::euler;  // dynamics.integrator: rk4 = one RK4 step of dt = alpha per layer
   DynamicsSpeed dynamics_speed = DynamicsSpeed::field;  // dynamics.speed: unit = steps of arc length alpha
   double merge_distance = 0.0;  // dynamics.merge_distance: tokens closer than this merged after a step (0: never)
-  bool usa_normalised = false;  // attention.usa_normalised: USA weights exp(S - beta) / N
   double dynamics_noise = 0.0;  // dynamics.noise: sigma of the noise after each layer (kernel/noise.hpp)
   WeightsConfig weights;
   InitConfig init;

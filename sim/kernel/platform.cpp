@@ -10,12 +10,11 @@
 namespace rcsim {
 
 std::string cpu_platform_refusal(const ModelSpec& c) {
-  if (c.attention_kind != AttentionKind::softmax) return "attention.kind (not softmax)";
+  // The attention settings that only the general path computes (AttentionSettings, model_spec.hpp).
+  if (const char* setting = c.attention.general_path_setting()) return setting;
   if (c.mask.type == MaskType::custom) return "mask.type = custom";
   if (c.attention_bias) return "attention.bias = true";
-  if (c.logit_bias.active()) return "attention.logit_bias (not none)";
-  if (c.qk_norm) return "attention.qk_norm = true";
-  if (c.attention_shape.active()) return "attention.shape_a/b/c (shaped attention)";
+  if (c.attention.shape.active()) return "attention.shape_a/b/c (shaped attention)";
   if (c.dropout.attention > 0.0) return "dropout.attention > 0";
   // The unit-speed step sums the field as differences on the N x N weights (kernel/layer.cpp).
   if (c.dynamics_speed == DynamicsSpeed::unit) return "dynamics.speed = unit";

@@ -67,7 +67,7 @@ std::vector<InputRequirement> input_requirements(const ModelSpec& c, InputArrays
                                               : c.weights.v.type == WeightType::file;
     if (o_file) req.push_back({wf, "b_O", layer_shapes(c, {d}), &in.b_o});
   }
-  if (c.logit_bias.kind == LogitBiasKind::file) req.push_back({wf, "logit_bias", weight_shapes(c, N, N), &in.logit_bias});
+  if (c.attention.logit_bias.kind == LogitBiasKind::file) req.push_back({wf, "logit_bias", weight_shapes(c, N, N), &in.logit_bias});
   if (m > 0 && c.weights.mlp == WeightType::file) {
     req.push_back({wf, "W_in", layer_shapes(c, {d, m}), &in.w_in});
     req.push_back({wf, "W_out", layer_shapes(c, {m, d}), &in.w_out});
@@ -153,8 +153,8 @@ WeightSampler::WeightSampler(const ModelSpec& c, const InputArrays& files) : c_(
   current_.k.assign(H, Matrix(d, c.model.key_dim));
   current_.v.assign(H, Matrix(d, dv > 0 ? dv : d));
   if (dv > 0) current_.o.assign(H, Matrix(dv, d));
-  if (c.attention_kind == AttentionKind::random_markov) current_.logits.assign(H, Matrix(c.model.tokens, c.model.tokens));
-  if (c.logit_bias.kind == LogitBiasKind::file) {
+  if (c.attention.kind == AttentionKind::random_markov) current_.logits.assign(H, Matrix(c.model.tokens, c.model.tokens));
+  if (c.attention.logit_bias.kind == LogitBiasKind::file) {
     if (!files.logit_bias)  // the hosts check their inputs (io/inputs.cpp, host_arrays.cpp); a kernel guard
       throw UsageError("attention.logit_bias = file: no /logit_bias array was given (weights.file or weights={'logit_bias': B})");
     current_.logit_bias.assign(H, Matrix(c.model.tokens, c.model.tokens));

@@ -14,7 +14,8 @@ namespace rcsim::llama {
 // Rotate the rows of X [n, heads * head_size] in place; row i is at position first_position + i.
 template <class T>
 void apply_rotary(MatrixT<T>& X, int head_size, int first_position, double theta);
-// The adjoint of apply_rotary: rotate the rows of X in place by minus the angle.
+// The transpose (= inverse) of apply_rotary: each pair rotated by minus the angle. It is the
+// rotation's adjoint; its tangent is apply_rotary itself (the rotation is linear).
 template <class T>
 void apply_rotary_transpose(MatrixT<T>& X, int head_size, int first_position, double theta);
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernel/llama/rotary.hpp"
 #include "kernel/ops/logit_softcap.hpp"
 #include "kernel/ops/normalization.hpp"
 #include "kernel/ops/softmax.hpp"
@@ -12,12 +13,25 @@ namespace rcsim {
 namespace {
 
 // Whether the head's weights vary with X through the logits (not hardmax, not random-Markov).
-bool logits_vary(const LayerParams& p) { return !p.hardmax && !p.random_markov; }
+bool logits_vary(const LayerParams& p) { return !p.hardmax() && !p.random_markov(); }
 
 // The logits' scale: 1/sqrt(d_QK), or sqrt(d_k) with QK-normalisation.
 template <class T>
 T logit_scale(const LayerParams& p, const HeadCacheT<T>& c) {
-  return p.qk_norm ? std::sqrt(static_cast<T>(c.Q.cols())) : T(1) / std::sqrt(static_cast<T>(p.d_qk));
+  return p.attention.qk_norm ? std::sqrt(static_cast<T>(c.Q.cols())) : T(1) / std::sqrt(static_cast<T>(p.d_qk));
+}
+
+// Rotary position embedding (attention.rope) of dQ and dK: the adjoint rotates back, the tangent
+// rotates as the forward does (kernel/llama/rotary.hpp).
+template <class T>
+void rope_adjoint(const LayerParams& p, MatrixT<T>& dQ, MatrixT<T>& dK) {
+  llama::apply_rotary_transpose<T>(dQ, static_cast<int>(dQ.cols()), 0, p.attention.rope_theta);
+  llama::apply_rotary_transpose<T>(dK, static_cast<int>(dK.cols()), 0, p.attention.rope_theta);
+}
+template <class T>
+void rope_tangent(const LayerParams& p, MatrixT<T>& dQ, MatrixT<T>& dK) {
+  llama::apply_rotary<T>(dQ, static_cast<int>(dQ.cols()), 0, p.attention.rope_theta);
+  llama::apply_rotary<T>(dK, static_cast<int>(dK.cols()), 0, p.attention.rope_theta);
 }
 
 // One head's adjoint: dYh = dL/d(A_used V_h); adds its weight gradients and its part of dX.
@@ -37,14 +51,15 @@ void head_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerPa
   if (!logits_vary(p)) return;
   MatrixT<T> dA = dYh * c.V.transpose();                      // dA_h = dY V_h^T
   if (c.D.size()) dA = dA.cwiseProduct(c.D);                  // A_used = D .* A_s
-  if (p.shape.active()) dA *= static_cast<T>(p.shape.a);      // A_s = a A + b I - c C
-  MatrixT<T> dS = p.usa ? usa_backward<T>(c.A, dA, *p.mask) : softmax_backward<T>(c.A, dA, *p.mask);
-  if (p.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.logit_softcap);  // S_c = c tanh(S / c)
+  if (p.attention.shape.active()) dA *= static_cast<T>(p.attention.shape.a);      // A_s = a A + b I - c C
+  MatrixT<T> dS = p.usa() ? usa_backward<T>(c.A, dA, *p.mask) : softmax_backward<T>(c.A, dA, *p.mask);
+  if (p.attention.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.attention.logit_softcap);  // S_c = c tanh(S / c)
   dS *= logit_scale<T>(p, c);                                 // logit biases: constant, dS unchanged
   MatrixT<T> dQ = dS * c.K, dK = dS.transpose() * c.Q;        // S' = Q K^T
-  if (p.qk_norm) {                                            // through the rows s q / |q|
-    dQ = scaled_sphere_backward<T>(c.Q_raw, dQ, static_cast<T>(p.qk_scale));
-    dK = scaled_sphere_backward<T>(c.K_raw, dK, static_cast<T>(p.qk_scale));
+  if (p.attention.rope) rope_adjoint<T>(p, dQ, dK);           // Q = R Q_pre, K = R K_pre
+  if (p.attention.qk_norm) {                                            // through the rows s q / |q|
+    dQ = scaled_sphere_backward<T>(c.Q_raw, dQ, static_cast<T>(p.attention.qk_scale));
+    dK = scaled_sphere_backward<T>(c.K_raw, dK, static_cast<T>(p.attention.qk_scale));
   }
   g.dq[h].noalias() += X.transpose() * dQ;
   g.dk[h].noalias() += X.transpose() * dK;
@@ -65,14 +80,15 @@ MatrixT<T> head_jvp(const LayerWeightsT<T>& w, const LayerParams& p, std::size_t
   MatrixT<T> dYh = c.used() * dV;               // A_used dV
   if (!logits_vary(p)) return dYh;              // hardmax, random-Markov: dA = 0
   MatrixT<T> dQ = dX * w.q[h], dK = dX * w.k[h];
-  if (p.qk_norm) {
-    dQ = scaled_sphere_jvp<T>(c.Q_raw, dQ, static_cast<T>(p.qk_scale));
-    dK = scaled_sphere_jvp<T>(c.K_raw, dK, static_cast<T>(p.qk_scale));
+  if (p.attention.qk_norm) {
+    dQ = scaled_sphere_jvp<T>(c.Q_raw, dQ, static_cast<T>(p.attention.qk_scale));
+    dK = scaled_sphere_jvp<T>(c.K_raw, dK, static_cast<T>(p.attention.qk_scale));
   }
+  if (p.attention.rope) rope_tangent<T>(p, dQ, dK);
   MatrixT<T> dS = logit_scale<T>(p, c) * (dQ * c.K.transpose() + c.Q * dK.transpose());
-  if (p.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.logit_softcap);
-  MatrixT<T> dA = p.usa ? usa_jvp<T>(c.A, dS, *p.mask) : softmax_jvp<T>(c.A, dS, *p.mask);
-  if (p.shape.active()) dA *= static_cast<T>(p.shape.a);
+  if (p.attention.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.attention.logit_softcap);
+  MatrixT<T> dA = p.usa() ? usa_jvp<T>(c.A, dS, *p.mask) : softmax_jvp<T>(c.A, dS, *p.mask);
+  if (p.attention.shape.active()) dA *= static_cast<T>(p.attention.shape.a);
   if (c.D.size()) dA = dA.cwiseProduct(c.D);
   dYh.noalias() += dA * c.V;
   return dYh;
@@ -118,7 +134,9 @@ MatrixT<T> attention_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, co
   LayerParams inner = p;  // the branch alone
   inner.alpha = 0.0;
   inner.norm = &identity;
-  inner.keep_attention = inner.tangent = inner.rk4 = false;
+  inner.keep_attention = false;
+  inner.project = ResidualProject::none;
+  inner.integrator = Integrator::euler;
   const int n = static_cast<int>(X.rows()), d = static_cast<int>(X.cols());
   LayerWorkspaceT<T> ws(n, d, d);
   LayerCacheT<T> c;

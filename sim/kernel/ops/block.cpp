@@ -17,7 +17,9 @@ LayerParams branch_params(const LayerParams& p) {
   LayerParams inner = p;
   inner.alpha = 0.0;
   inner.norm = &identity;
-  inner.keep_attention = inner.tangent = inner.rk4 = false;
+  inner.keep_attention = false;
+  inner.project = ResidualProject::none;
+  inner.integrator = Integrator::euler;
   return inner;
 }
 
@@ -53,8 +55,8 @@ template <class T>
 MatrixT<T> block_adjoint(const MatrixT<T>& X, const LayerWeightsT<T>& w, const BlockParams& p,
                          const BlockCacheT<T>& c, const MatrixT<T>& dOut, BlockGradsT<T>& g) {
   const LayerParams inner = branch_params(p.layer);
-  const bool tangent = p.layer.tangent;  // residual.project = tangent (post, no MLP): F(X) = P_X(A(X))
-  if (p.layer.rk4)
+  const bool tangent = p.layer.tangent();  // residual.project = tangent (post, no MLP): F(X) = P_X(A(X))
+  if (p.layer.rk4())
     return rk4_backward<T>(w, inner, tangent, norm_of(w, p, kNormAttn), static_cast<T>(p.layer.alpha), c.layer,
                            dOut, g);
   MatrixT<T> dMiddle = dOut;
@@ -75,8 +77,8 @@ template <class T>
 MatrixT<T> block_tangent(const MatrixT<T>& X, const LayerWeightsT<T>& w, const BlockParams& p,
                          const BlockCacheT<T>& c, const MatrixT<T>& dX) {
   const LayerParams inner = branch_params(p.layer);
-  const bool tangent = p.layer.tangent;
-  if (p.layer.rk4)
+  const bool tangent = p.layer.tangent();
+  if (p.layer.rk4())
     return rk4_jvp<T>(w, inner, tangent, norm_of(w, p, kNormAttn), static_cast<T>(p.layer.alpha), c.layer, dX);
   const BranchMap<T> attn_jvp = [&](const MatrixT<T>& in, const MatrixT<T>& din) {
     return field_jvp<T>(in, c.layer.F, w, inner, tangent, c.layer, din);
