@@ -21,9 +21,10 @@ e.g. 18 of 48 draws emerged as 4 and 20 of 48 as 3 at beta = 7, N = 256 (a NumPy
 tiny run has beta = 5 only.
 
 Settings: the paper's (per issue 37): USA, Q = K = V = I, d = 2, i.i.d. uniform angles, beta = 5 and 7, the
-predicted k. rcsim's: N = 1024 (tiny 256), 24 draws per beta (tiny 12), RK4 with dt = 0.002 to T = 0.6 (beta 5) and 0.001
-to T = 0.12 (beta 7), the emergence threshold 0.3, a major cluster (cos > 0.99, 5% of the tokens) and
-the time 4 t_e at which they are counted (the clusters have formed; later they merge, and sooner at a larger beta), seed 9.
+predicted k. rcsim's: N = 1024 (tiny 256), 24 draws per beta (tiny 12), RK4 with dt = 0.002 to T = 0.6
+(beta 5) and 0.001 to T = 0.12 (beta 7), the emergence threshold 0.3, a major cluster (cos > 0.99, 5% of the
+tokens) and the time 4 t_e at which they are counted (the clusters have formed; later they merge, and sooner
+at a larger beta), seed 9.
 """
 import os
 import sys
@@ -59,9 +60,10 @@ def modes(th):
 
 
 def draw_result(t, X, tau=0.99, major=0.05):
-    """(t_e, k_e, major clusters at T, largest gap error) of one draw, X[snapshot, N, 2], or None when no mode
-    emerges. Major clusters: components of cos > tau at 4 t_e (the last snapshot if earlier) holding at least `major` of the
-    tokens; gap error: the largest |gap - 2 pi / m| between the m major clusters' mean angles, in order."""
+    """(t_e, k_e, major clusters at 4 t_e, largest gap error) of one draw, X[snapshot, N, 2], or None when no
+    mode emerges. Major clusters: components of cos > tau at 4 t_e (the last snapshot if earlier) holding at
+    least `major` of the tokens; gap error: the largest |gap - 2 pi / m| between the m major clusters' mean
+    angles, in order."""
     th = angles(X)
     c = np.abs(modes(th))
     hit = np.nonzero(c.max(axis=1) > EMERGED)[0]
@@ -89,7 +91,8 @@ def main():
         run = os.path.join(a.data, f"bruno_beta{beta:g}.h5")
         run_rcsim(a.rcsim, run, flow_args(n, 2, beta, dt, steps, kind="usa"),
                   [f"--run.trials={draws}", f"--run.seed={a.seed}", "--init.type=sphere",
-                   "--output.tokens=" + ",".join(str(k) for k in range(0, steps + 1, 2)), "--output.measures=fourier_k"])
+                   "--output.tokens=" + ",".join(str(k) for k in range(0, steps + 1, 2)),
+                   "--output.measures=fourier_k"])
         with h5py.File(run, "r") as f:
             tokens = f["tokens"][()]
             t = f["tokens_layer"][()] * dt
@@ -101,7 +104,8 @@ def main():
         checks.add(f"emerges_beta{beta:g}", f"{len(emerged)} of {draws} draws", "every draw", len(emerged) == draws)
         emerged_modes[beta] = ks
         clusters = np.bincount([r[2] for r in emerged], minlength=KMAX + 1)
-        checks.add(f"clusters_beta{beta:g}", "major clusters at 4 t_e (count of draws with 0..8): " + str(clusters[:9].tolist()),
+        checks.add(f"clusters_beta{beta:g}",
+                   "major clusters at 4 t_e (count of draws with 0..8): " + str(clusters[:9].tolist()),
                    f"{kstar} in more than half of the draws", clusters[kstar] > draws / 2)
 
     fig, ax = plt.subplots(1, len(betas), figsize=(5.2 * len(betas), 3.8), squeeze=False)
@@ -116,8 +120,9 @@ def main():
     fig.tight_layout()
     save_figure(fig, a.out, dpi=110)
     with atomic_writer(a.out + ".txt") as f:
-        f.write(f"# Bruno et al.'s particle experiment: USA on the circle, Q = K = V = I, i.i.d. uniform angles, N = {n}, "
-                f"{draws} draws per beta, seed {a.seed}\n# beta draw t_e k_e major_clusters_at_4t_e largest_gap_error\n")
+        f.write(f"# Bruno et al.'s particle experiment: USA on the circle, Q = K = V = I, i.i.d. uniform angles, "
+                f"N = {n}, {draws} draws per beta, seed {a.seed}\n"
+                "# beta draw t_e k_e major_clusters_at_4t_e largest_gap_error\n")
         for beta in betas:
             for r, res in enumerate(results[beta]):
                 f.write(f"{beta:g} {r} " + ("none" if res is None else f"{res[0]:.4g} {res[1]} {res[2]} {res[3]:.3g}")

@@ -108,7 +108,8 @@ def main():
     fine = np.linspace(0.2, 2.1, 200)
     for distance, colour in zip(DISTANCES, ("C0", "C1")):
         ax.plot(fine, [lemma(d, distance) for d in fine], color=colour,
-                label=f"Lemma C.1, {distance}: " + ("pi / delta" if distance == "geodesic" else "pi / (2 arcsin(delta/2))"))
+                label=f"Lemma C.1, {distance}: "
+                + ("pi / delta" if distance == "geodesic" else "pi / (2 arcsin(delta/2))"))
         m = np.array([rows[distance, d][0] for d in DELTAS])
         e = np.array([rows[distance, d][1] for d in DELTAS])
         ax.errorbar(DELTAS, m, yerr=2 * e, fmt="o", color=colour, ms=4, capsize=3,
@@ -116,17 +117,20 @@ def main():
     ax.set_xlabel("delta = 4 beta^(-1/2)")
     ax.set_ylabel("strong Renyi centres")
     ax.set_yscale("log")
-    ax.set_title(f"i.i.d. uniform tokens on the circle, n = {n}, {trials} draws per point" + (" (tiny)" if a.tiny else ""))
+    ax.set_title(f"i.i.d. uniform tokens on the circle, n = {n}, {trials} draws per point"
+                 + (" (tiny)" if a.tiny else ""))
     ax.legend(fontsize=7)
     fig.tight_layout()
     save_figure(fig, a.out, dpi=110)
 
     with atomic_writer(a.out + ".txt") as f:
-        f.write(f"# strong Renyi centres of i.i.d. uniform tokens on the circle against Lemma C.1 (Karagodin et al. 2024): "
+        f.write("# strong Renyi centres of i.i.d. uniform tokens on the circle against Lemma C.1 "
+                f"(Karagodin et al. 2024): "
                 f"n = {n}, {trials} draws per delta, seed {a.seed}\n")
         f.write("# distance delta beta mean std_error lemma (mean-lemma)/se delta_attribute\n")
         for (distance, delta), (mean, se, lem, attr) in rows.items():
-            f.write(f"{distance} {delta:g} {16 / delta ** 2:.6g} {mean:.4f} {se:.4f} {lem:.4f} {z_score(mean, se, lem)} "
+            f.write(f"{distance} {delta:g} {16 / delta ** 2:.6g} {mean:.4f} {se:.4f} {lem:.4f} "
+                    f"{z_score(mean, se, lem)} "
                     f"{attr:.6g}\n")
         f.write(checks.text())
     return checks.finish(a.out + ".txt")
