@@ -291,6 +291,7 @@ void read_output(KeyValues& v, Config& c) {
   c.output.attention = read_bool(v, "output.attention");
   c.metrics.pair_threshold = read_number(v, "metrics.pair_threshold");
   c.metrics.cluster_tau = read_number(v, "metrics.cluster_tau");
+  c.metrics.renyi_distance = read_enum(v, "metrics.renyi_distance", renyi_distance_names());
   if (v["output.measures"] != "none") {
     const auto asked = split_list(v["output.measures"]);
     const std::string allowed = "allowed: " + key_decl("output.measures").allowed();

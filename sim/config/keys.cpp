@@ -404,6 +404,11 @@ choice("init.type", text_of(kernel_default().init.type, init_names()), names_of(
       number("metrics.pair_threshold", text_of(kernel_default().metrics.pair_threshold), kAny,
              "pair_density counts ordered pairs i != j with cos(x_i, x_j) > threshold"),
       number("metrics.cluster_tau", text_of(kernel_default().metrics.cluster_tau), kAny, "clusters: connected components of the graph cos(x_i, x_j) > tau"),
+      omitted_at_default(choice("metrics.renyi_distance",
+                                text_of(kernel_default().metrics.renyi_distance, renyi_distance_names()),
+                                names_of(renyi_distance_names()),
+                                "strong_renyi_centres: euclidean ||x_k - x_i|| | geodesic arccos of the cosine (the "
+                                "angle, the distance on the unit sphere)")),
   };
 }
 

@@ -86,6 +86,11 @@ const NameTable<Readout>& readout_names() {
   static const NameTable<Readout> t = {{"all_tokens", Readout::all_tokens}, {"last_token", Readout::last_token}};
   return t;
 }
+const NameTable<RenyiDistance>& renyi_distance_names() {
+  static const NameTable<RenyiDistance> t = {{"euclidean", RenyiDistance::euclidean},
+                                             {"geodesic", RenyiDistance::geodesic}};
+  return t;
+}
 const NameTable<LogitBiasKind>& logit_bias_names() {
   static const NameTable<LogitBiasKind> t = {
       {"none", LogitBiasKind::none}, {"alibi", LogitBiasKind::alibi}, {"decay", LogitBiasKind::decay},

@@ -28,6 +28,7 @@ const NameTable<HeadMix>& head_mix_names();
 const NameTable<ResidualProject>& project_names();
 const NameTable<ResidualMixing>& mixing_names();  // residual.mixing (docs/science/gradients.md)
 const NameTable<Readout>& readout_names();  // metrics.readout
+const NameTable<RenyiDistance>& renyi_distance_names();  // metrics.renyi_distance
 const NameTable<LogitBiasKind>& logit_bias_names();  // attention.logit_bias (docs/science/gradients.md)
 const NameTable<ResidualDepthScaling>& residual_depth_scaling_names();  // residual.depth_scaling
 const NameTable<NormDepthScaling>& norm_depth_scaling_names();          // norm.depth_scaling

@@ -1,6 +1,7 @@
 #include "kernel/clusters.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -116,6 +117,22 @@ int renyi_parking_centres(const Eigen::Ref<const Matrix>& X, double delta) {
     if (far) centres.push_back(i);
   }
   return static_cast<int>(centres.size());
+}
+
+int strong_renyi_centres(const Eigen::Ref<const Matrix>& X, double delta, RenyiDistance distance) {
+  const Eigen::Index n = X.rows();
+  const bool geodesic = distance == RenyiDistance::geodesic;
+  const Matrix C = geodesic ? cosines(X) : Matrix();
+  int count = 0;
+  for (Eigen::Index k = 0; k < n; ++k) {
+    bool far = true;
+    for (Eigen::Index i = 0; i < k && far; ++i) {
+      const double dist = geodesic ? std::acos(std::clamp(C(k, i), -1.0, 1.0)) : (X.row(k) - X.row(i)).norm();
+      far = dist > delta;
+    }
+    count += far;
+  }
+  return count;
 }
 
 }  // namespace rcsim

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "kernel/model_spec.hpp"  // RenyiDistance
 #include "kernel/types.hpp"
 
 namespace rcsim {
@@ -37,5 +38,14 @@ ClusterPartition cluster_partition(const Eigen::Ref<const Matrix>& X, double tau
 // when its Euclidean distance to every centre so far is at least delta. Returns the number of
 // centres (token 0 is always one); delta <= 0 makes every token a centre.
 int renyi_parking_centres(const Eigen::Ref<const Matrix>& X, double delta);
+
+// Strong Renyi centres (Karagodin, Polyanskiy, Rigollet, "Clustering in causal attention masking",
+// section 5 and appendix C): token k is a strong centre when its distance to EVERY earlier token
+// i < k (centre or not) is strictly greater than delta; the distance (metrics.renyi_distance) is
+// Euclidean ||x_k - x_i||, or geodesic: the angle arccos(c_ki) in [0, pi] between the tokens'
+// directions, their distance on the unit sphere (a zero token is at angle pi from every token). Returns their number (token 0 always is one).
+// For N i.i.d. tokens of a law mu their expected number is sum_k (1 - p)^k, p = mu(B_delta), which
+// tends to 1/p (Lemma C.1): pi/delta on the circle with the geodesic distance.
+int strong_renyi_centres(const Eigen::Ref<const Matrix>& X, double delta, RenyiDistance distance);
 
 }  // namespace rcsim

@@ -270,6 +270,19 @@ std::vector<MeasureDef> particle_measures() {
             return std::isnan(delta) ? delta : static_cast<double>(renyi_parking_centres(x, delta));
           },
           [](const EngineSetup& s) -> std::vector<MeasureAttribute> { return {real("delta", renyi_delta(s.config))}; }),
+      state(
+          {"strong_renyi_centres", "strong Renyi centres", "1",
+           "strong Renyi centres: tokens farther than delta = 4 beta^(-1/2) from every earlier token "
+           "(strict; metrics.renyi_distance; Karagodin et al.)"},
+          [](S c, X x, V) {
+            const double delta = renyi_delta(c);
+            return std::isnan(delta) ? delta
+                                     : static_cast<double>(strong_renyi_centres(x, delta, c.metrics.renyi_distance));
+          },
+          [](const EngineSetup& s) -> std::vector<MeasureAttribute> {
+            return {real("delta", renyi_delta(s.config)),
+                    integer("geodesic", s.config.metrics.renyi_distance == RenyiDistance::geodesic)};
+          }),
   };
 }
 

@@ -205,6 +205,9 @@ struct OutputConfig {
 // (last_token: the last token's readout alone, as a next-token loss reads it).
 enum class Readout { all_tokens, last_token };
 
+// metrics.renyi_distance: the distance of the strong Renyi centres, Euclidean or geodesic (the angle).
+enum class RenyiDistance { euclidean, geodesic };
+
 struct MetricsConfig {
   double rank_rtol = -1.0;  // resolved: max(N, d) * machine epsilon
   double rank_atol = 0.0;
@@ -218,6 +221,7 @@ struct MetricsConfig {
   // --- Peer measures (docs/science/peers.md) ---
   double pair_threshold = 0.999;  // pair_density: cos > threshold
   double cluster_tau = 0.999;     // clusters: edges where cos > tau
+  RenyiDistance renyi_distance = RenyiDistance::euclidean;  // strong_renyi_centres (kernel/clusters.hpp)
 };
 
 // The optional measures of output.measures (docs/science/peers.md), in the order of the measure

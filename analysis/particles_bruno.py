@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Bruno, Pasqualotto, Agazzi's particle experiment ("Emergence of meta-stable clustering in mean-field
+transformer models", ICLR 2025; docs/science/particles.md section 9): the USA flow on the circle, Q = K = V = I,
+from i.i.d. uniform angles; the k-periodic state that emerges is k* = argmax_k lambda_k, lambda_k =
+k^2 I_k(beta) / beta (the linearisation of section 9): 3 at beta = 5, 4 at beta = 7.
+
+usage: particles_bruno.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX [--seed S] [--perturb KEY=VALUE ...]
+
+Writes PREFIX.png, PREFIX.pdf and PREFIX.txt. Per draw: the emerged mode k_e, the k in 1..8 of the largest
+|c_k| = |mean_j exp(i k theta_j)| at t_e, the first stored time where the largest |c_k| exceeds 0.3; the
+major clusters at 4 t_e (components of cos > 0.99 holding at least 5% of the tokens) and the largest
+|gap - 2 pi / m| between their m mean angles (reported, not checked: the clusters are not equally spaced,
+their masses differ).
+
+Checks (exit 1 when one fails), per beta:
+- a state emerges in every draw (t_e exists);
+- k* major clusters at 4 t_e in more than half of the draws (3 at beta = 5, 4 at beta = 7: the paper's counts;
+  the full run fails at beta = 7: 3 in 20 of 24 draws, docs/science/particles.md section 9).
+The emerged mode k_e is reported, not checked: at finite N from i.i.d. uniform angles the random initial
+amplitudes (~ N^(-1/2)) decide between modes whose rates differ by 6 - 12% (beta = 7: lambda_4 / lambda_3 = 1.06),
+e.g. 18 of 48 draws emerged as 4 and 20 of 48 as 3 at beta = 7, N = 256 (a NumPy integration of this flow). The
+tiny run has beta = 5 only.
+
+Settings: the paper's (per issue 37): USA, Q = K = V = I, d = 2, i.i.d. uniform angles, beta = 5 and 7, the
+predicted k. rcsim's: N = 1024 (tiny 256), 24 draws per beta (tiny 12), RK4 with dt = 0.002 to T = 0.6
+(beta 5) and 0.001 to T = 0.12 (beta 7), the emergence threshold 0.3, a major cluster (cos > 0.99, 5% of the
+tokens) and the time 4 t_e at which they are counted (the clusters have formed; later they merge, and sooner
+at a larger beta), seed 9.
+"""
+import os
+import sys
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+import h5py  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from particles_common import Checks, angles, components, flow_args, run_rcsim, script_args  # noqa: E402
+from rcsim.figures import atomic_writer, save_figure  # noqa: E402
+
+KMAX, EMERGED = 8, 0.3
+SETTINGS = {5.0: (0.002, 300), 7.0: (0.001, 120)}  # beta: (dt, steps)
+
+
+def bessel_i(k, beta, m=4096):
+    """I_k(beta) = (1/2 pi) int exp(beta cos u) cos(k u) du (trapezoid on a periodic integrand: spectral)."""
+    u = np.linspace(0.0, 2 * np.pi, m, endpoint=False)
+    return float(np.mean(np.exp(beta * np.cos(u)) * np.cos(k * u)))
+
+
+def predicted_k(beta):
+    """k* = argmax_k k^2 I_k(beta) / beta (USA; docs/science/particles.md section 9)."""
+    return 1 + int(np.argmax([k * k * bessel_i(k, beta) / beta for k in range(1, 20)]))
+
+
+def modes(th):
+    """c_k = mean_j exp(i k theta_j), k = 1..KMAX, for angles th[..., N]: [..., KMAX] complex."""
+    k = np.arange(1, KMAX + 1)
+    return np.mean(np.exp(1j * k[:, None] * th[..., None, :]), axis=-1)
+
+
+def draw_result(t, X, tau=0.99, major=0.05):
+    """(t_e, k_e, major clusters at 4 t_e, largest gap error) of one draw, X[snapshot, N, 2], or None when no
+    mode emerges. Major clusters: components of cos > tau at 4 t_e (the last snapshot if earlier) holding at
+    least `major` of the tokens; gap error: the largest |gap - 2 pi / m| between the m major clusters' mean
+    angles, in order."""
+    th = angles(X)
+    c = np.abs(modes(th))
+    hit = np.nonzero(c.max(axis=1) > EMERGED)[0]
+    if len(hit) == 0:
+        return None
+    s = hit[0]
+    k_e = 1 + int(np.argmax(c[s]))
+    s4 = min(len(t) - 1, int(np.searchsorted(t, 4 * t[s] - 1e-12)))
+    label = components(X[s4], tau)
+    sizes = np.bincount(label)
+    big = np.nonzero(sizes >= major * len(label))[0]
+    centres = np.sort([np.mod(np.angle(np.mean(np.exp(1j * th[s4][label == m]))), 2 * np.pi) for m in big])
+    gaps = np.diff(np.r_[centres, centres[:1] + 2 * np.pi]) if len(centres) else np.array([np.nan])
+    return float(t[s]), k_e, len(big), float(np.max(np.abs(gaps - 2 * np.pi / max(len(big), 1))))
+
+
+def main():
+    a = script_args(__doc__, seed=9)
+    n, draws = (256, 12) if a.tiny else (1024, 24)
+    betas = (5.0,) if a.tiny else (5.0, 7.0)
+    os.makedirs(a.data, exist_ok=True)
+    checks, results, emerged_modes = Checks(), {}, {}
+    for beta in betas:
+        dt, steps = SETTINGS[beta]
+        run = os.path.join(a.data, f"bruno_beta{beta:g}.h5")
+        run_rcsim(a.rcsim, run, flow_args(n, 2, beta, dt, steps, kind="usa"),
+                  [f"--run.trials={draws}", f"--run.seed={a.seed}", "--init.type=sphere",
+                   "--output.tokens=" + ",".join(str(k) for k in range(0, steps + 1, 2)),
+                   "--output.measures=fourier_k"])
+        with h5py.File(run, "r") as f:
+            tokens = f["tokens"][()]
+            t = f["tokens_layer"][()] * dt
+        res = [draw_result(t, tokens[r]) for r in range(draws)]
+        results[beta] = res
+        kstar = predicted_k(beta)
+        emerged = [r for r in res if r is not None]
+        ks = np.bincount([r[1] for r in emerged], minlength=KMAX + 1)[1:]
+        checks.add(f"emerges_beta{beta:g}", f"{len(emerged)} of {draws} draws", "every draw", len(emerged) == draws)
+        emerged_modes[beta] = ks
+        clusters = np.bincount([r[2] for r in emerged], minlength=KMAX + 1)
+        checks.add(f"clusters_beta{beta:g}",
+                   "major clusters at 4 t_e (count of draws with 0..8): " + str(clusters[:9].tolist()),
+                   f"{kstar} in more than half of the draws", clusters[kstar] > draws / 2)
+
+    fig, ax = plt.subplots(1, len(betas), figsize=(5.2 * len(betas), 3.8), squeeze=False)
+    for i, beta in enumerate(betas):
+        ks = [r[1] for r in results[beta] if r is not None]
+        ax[0, i].hist(ks, bins=np.arange(0.5, KMAX + 1.5), rwidth=0.8)
+        ax[0, i].axvline(predicted_k(beta), color="C3", ls="--", label=f"predicted k* = {predicted_k(beta)}")
+        ax[0, i].set_xlabel("emerged mode k_e")
+        ax[0, i].set_ylabel("draws")
+        ax[0, i].set_title(f"USA, beta = {beta:g}, N = {n}, i.i.d. uniform start")
+        ax[0, i].legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, a.out, dpi=110)
+    with atomic_writer(a.out + ".txt") as f:
+        f.write(f"# Bruno et al.'s particle experiment: USA on the circle, Q = K = V = I, i.i.d. uniform angles, "
+                f"N = {n}, {draws} draws per beta, seed {a.seed}\n"
+                "# beta draw t_e k_e major_clusters_at_4t_e largest_gap_error\n")
+        for beta in betas:
+            for r, res in enumerate(results[beta]):
+                f.write(f"{beta:g} {r} " + ("none" if res is None else f"{res[0]:.4g} {res[1]} {res[2]} {res[3]:.3g}")
+                        + "\n")
+        for beta in betas:
+            f.write(f"# beta {beta:g}: predicted k* = {predicted_k(beta)}; emerged mode k = 1..8 over the draws "
+                    f"(reported, not checked): {emerged_modes[beta].tolist()}\n")
+        f.write(checks.text())
+    return checks.finish(a.out + ".txt")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
