@@ -51,17 +51,17 @@
 
 #include "io/inputs.hpp"
 #include "config/config.hpp"
-#include "kernel/weights.hpp"
-#include "kernel/layer.hpp"
-#include "kernel/normalization.hpp"
-#include "kernel/random.hpp"
-#include "kernel/metrics.hpp"
-#include "kernel/attention.hpp"
-#include "kernel/simulation.hpp"
-#include "kernel/block.hpp"
-#include "kernel/gradients.hpp"
-#include "kernel/trial.hpp"
-#include "kernel/trial_tape.hpp"
+#include "kernel/model/weights.hpp"
+#include "kernel/block/layer.hpp"
+#include "kernel/ops/normalization.hpp"
+#include "kernel/model/random.hpp"
+#include "kernel/measures/metrics.hpp"
+#include "kernel/block/attention.hpp"
+#include "kernel/trial/simulation.hpp"
+#include "kernel/block/block.hpp"
+#include "kernel/block/gradients.hpp"
+#include "kernel/trial/trial.hpp"
+#include "kernel/trial/trial_tape.hpp"
 
 #include <Eigen/QR>
 #include <Eigen/SVD>
@@ -96,7 +96,7 @@ double peak(int size, int threads, double& secs) {
   return 2.0 * size * double(size) * size * threads / secs / 1e9;
 }
 
-// The engine's trial loop without measures: each trial stepped (kernel/trial.hpp) as run_trial
+// The engine's trial loop without measures: each trial stepped (kernel/trial/trial.hpp) as run_trial
 // steps it.
 void run_without_measures(const EngineSetup& s, int threads) {
   const ModelSpec& c = s.config;

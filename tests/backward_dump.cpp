@@ -1,5 +1,5 @@
 // Test helper of tests/reference/autograd_check.py: draws a small stack of blocks (weights, X(0)
-// and a cotangent C from a seed), runs rcsim's forward and reverse pass (kernel/gradients.hpp) for
+// and a cotangent C from a seed), runs rcsim's forward and reverse pass (kernel/block/gradients.hpp) for
 // the loss L = sum(C .* X(L)) and writes the inputs and the gradients as text arrays:
 //   NAME ROWS COLS
 //   values, row by row (17 significant digits)
@@ -12,10 +12,10 @@
 #include <map>
 #include <string>
 
-#include "kernel/block.hpp"
-#include "kernel/gradients.hpp"
-#include "kernel/noise.hpp"
-#include "kernel/random.hpp"
+#include "kernel/block/block.hpp"
+#include "kernel/block/gradients.hpp"
+#include "kernel/model/noise.hpp"
+#include "kernel/model/random.hpp"
 #include "backward_masks.hpp"
 
 using namespace rcsim;

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "kernel/types.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim {
 

@@ -1,6 +1,6 @@
 // Helpers the reverse-mode tests share (tests/test_backward_*.cpp, tests/test_forward_mode.cpp): the
 // test cases (Case, Fixture), fourth-order finite differences, the stack check, engine runs on
-// fixed inputs. The hand-written reverse mode (kernel/backward.hpp, kernel/gradients.hpp) is
+// fixed inputs. The hand-written reverse mode (kernel/block/backward.hpp, kernel/block/gradients.hpp) is
 // checked against central finite differences of the forward pass (transformer_block); the whole
 // stack also against PyTorch autograd by tests/reference/autograd_check.py.
 #pragma once
@@ -21,20 +21,20 @@
 
 #include "config/config.hpp"
 #include "io/inputs.hpp"
-#include "kernel/backward.hpp"
-#include "kernel/dropout.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/simulation.hpp"
-#include "kernel/block.hpp"
-#include "kernel/forward_mode.hpp"
-#include "kernel/gradients.hpp"
-#include "kernel/host_arrays.hpp"
-#include "kernel/mask.hpp"
-#include "kernel/noise.hpp"
-#include "kernel/tangent.hpp"
-#include "kernel/random.hpp"
-#include "kernel/signal_stats.hpp"
-#include "kernel/unnormalised_attention.hpp"
+#include "kernel/block/backward.hpp"
+#include "kernel/block/dropout.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/trial/simulation.hpp"
+#include "kernel/block/block.hpp"
+#include "kernel/block/forward_mode.hpp"
+#include "kernel/block/gradients.hpp"
+#include "kernel/model/host_arrays.hpp"
+#include "kernel/model/mask.hpp"
+#include "kernel/model/noise.hpp"
+#include "kernel/ops/tangent_projection.hpp"
+#include "kernel/model/random.hpp"
+#include "kernel/measures/signal_stats.hpp"
+#include "kernel/block/unnormalised_attention.hpp"
 #include "backward_masks.hpp"
 
 namespace rcsim::backward_test {

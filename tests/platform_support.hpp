@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "kernel/random.hpp"
-#include "kernel/types.hpp"
-#include "kernel/weights.hpp"
+#include "kernel/model/random.hpp"
+#include "kernel/support/types.hpp"
+#include "kernel/model/weights.hpp"
 
 namespace rcsim::test {
 

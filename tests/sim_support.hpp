@@ -8,8 +8,8 @@
 
 #include "config/config.hpp"
 #include "io/inputs.hpp"
-#include "kernel/simulation.hpp"
-#include "kernel/types.hpp"
+#include "kernel/trial/simulation.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim::test {
 

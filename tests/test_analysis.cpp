@@ -1,4 +1,4 @@
-// Collapse rates, windows, collapse depth, theory bound and `rcsim analyze` (sim/kernel/decay_fit.hpp,
+// Collapse rates, windows, collapse depth, theory bound and `rcsim analyze` (sim/kernel/measures/decay_fit.hpp,
 // sim/app/analysis.hpp). Reference values are worked by hand in the comments.
 #include <catch2/catch.hpp>
 
@@ -11,7 +11,7 @@
 
 #include "app/analysis.hpp"
 #include "cli/cli.hpp"
-#include "kernel/decay_fit.hpp"
+#include "kernel/measures/decay_fit.hpp"
 #include "io/hdf5_file.hpp"
 
 using namespace rcsim;

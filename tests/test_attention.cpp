@@ -5,11 +5,11 @@
 
 #include <vector>
 
-#include "kernel/attention.hpp"
-#include "kernel/layer.hpp"
-#include "kernel/normalization.hpp"
-#include "kernel/mask.hpp"
-#include "kernel/random.hpp"
+#include "kernel/block/attention.hpp"
+#include "kernel/block/layer.hpp"
+#include "kernel/ops/normalization.hpp"
+#include "kernel/model/mask.hpp"
+#include "kernel/model/random.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

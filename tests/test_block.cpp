@@ -9,11 +9,11 @@
 #include "sim_support.hpp"
 #include "io/inputs.hpp"
 #include "config/config.hpp"
-#include "kernel/random.hpp"
-#include "kernel/dropout.hpp"
-#include "kernel/mask.hpp"
-#include "kernel/attention.hpp"
-#include "kernel/simulation.hpp"
+#include "kernel/model/random.hpp"
+#include "kernel/block/dropout.hpp"
+#include "kernel/model/mask.hpp"
+#include "kernel/block/attention.hpp"
+#include "kernel/trial/simulation.hpp"
 
 using namespace rcsim;
 using rcsim::test::simulate;

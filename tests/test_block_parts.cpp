@@ -8,10 +8,10 @@
 #include "sim_support.hpp"
 #include "io/inputs.hpp"
 #include "config/config.hpp"
-#include "kernel/block.hpp"
-#include "kernel/mask.hpp"
-#include "kernel/mlp.hpp"
-#include "kernel/simulation.hpp"
+#include "kernel/block/block.hpp"
+#include "kernel/model/mask.hpp"
+#include "kernel/ops/mlp.hpp"
+#include "kernel/trial/simulation.hpp"
 
 using namespace rcsim;
 using rcsim::test::simulate;

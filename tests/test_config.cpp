@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "config/config.hpp"
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::Contains;

@@ -10,8 +10,8 @@
 #include "io/inputs.hpp"
 #include "config/config.hpp"
 #include "io/hdf5_file.hpp"
-#include "kernel/random.hpp"
-#include "kernel/simulation.hpp"
+#include "kernel/model/random.hpp"
+#include "kernel/trial/simulation.hpp"
 
 using namespace rcsim;
 using rcsim::test::simulate;

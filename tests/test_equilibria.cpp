@@ -182,7 +182,7 @@ Config shipped_config(const std::string& name) {
   return make_config(p.values);
 }
 
-// One layer of the star-mask model written out independently of sim/kernel/layer.cpp:
+// One layer of the star-mask model written out independently of sim/kernel/block/layer.cpp:
 // x_0 <- x_0 W / ||x_0 W||,  x_i <- (x_0 + x_i) W / ||(x_0 + x_i) W||.
 Matrix star_layer(const Matrix& X, const Matrix& W) {
   Matrix Y(X.rows(), X.cols());

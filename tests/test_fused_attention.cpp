@@ -1,4 +1,4 @@
-// The cpu platform's fused attention (kernel/fused_attention.hpp, docs/dev/platforms.md) against a
+// The cpu platform's fused attention (kernel/platform/fused_attention.hpp, docs/dev/platforms.md) against a
 // case worked by hand and against the reference platform (layer.cpp's N x N attention matrix).
 #include <catch2/catch.hpp>
 
@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "platform_support.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/fused_attention.hpp"
-#include "kernel/layer.hpp"
-#include "kernel/mask.hpp"
-#include "kernel/normalization.hpp"
-#include "kernel/platform.hpp"
-#include "kernel/random.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/platform/fused_attention.hpp"
+#include "kernel/block/layer.hpp"
+#include "kernel/model/mask.hpp"
+#include "kernel/ops/normalization.hpp"
+#include "kernel/platform/platform.hpp"
+#include "kernel/model/random.hpp"
 
 using namespace rcsim;
 using rcsim::test::gaussian_weights;
@@ -207,7 +207,7 @@ TEST_CASE("run.platform auto picks the platform that covers the run and cpu refu
   c.attention.kind = AttentionKind::usa;
   CHECK_THROWS_WITH(resolved_platform(c), Catch::Contains("run.platform") && Catch::Contains("attention.kind"));
   c.attention.kind = AttentionKind::softmax;
-  // The unit-speed step needs the N x N weights (kernel/layer.cpp: its field is summed as differences);
+  // The unit-speed step needs the N x N weights (kernel/block/layer.cpp: its field is summed as differences);
   // the cpu platform keeps no dense mask, so it must refuse it rather than fall back to the matrix.
   c.dynamics_speed = DynamicsSpeed::unit;
   CHECK_THROWS_WITH(resolved_platform(c), Catch::Contains("run.platform") && Catch::Contains("dynamics.speed = unit"));

@@ -12,9 +12,9 @@
 #include "io/hdf5_file.hpp"
 #include "geometry/layernorm_geometry.hpp"
 #include "geometry/selectability.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/normalization.hpp"
-#include "kernel/random.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/ops/normalization.hpp"
+#include "kernel/model/random.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

@@ -16,12 +16,12 @@
 #include <random>
 
 #include "config/config.hpp"
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 #include "io/isolated.hpp"
-#include "kernel/printable.hpp"
+#include "kernel/support/printable.hpp"
 #include "geometry/selectability.hpp"
 #include "io/hdf5_file.hpp"
-#include "kernel/mask.hpp"
+#include "kernel/model/mask.hpp"
 
 #include "cli_support.hpp"
 

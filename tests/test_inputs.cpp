@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "config/config.hpp"
-#include "kernel/weights.hpp"
-#include "kernel/random.hpp"
+#include "kernel/model/weights.hpp"
+#include "kernel/model/random.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

@@ -10,11 +10,11 @@
 #include <fstream>
 
 #include "config/config.hpp"
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/run_file.hpp"
-#include "kernel/mask_ranges.hpp"
-#include "kernel/simulation.hpp"
+#include "kernel/model/mask_ranges.hpp"
+#include "kernel/trial/simulation.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::Contains;

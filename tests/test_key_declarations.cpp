@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "config/config.hpp"
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::Contains;

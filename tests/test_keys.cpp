@@ -7,8 +7,8 @@
 
 #include "config/config.hpp"
 #include "geometry/brody.hpp"
-#include "kernel/normalization.hpp"
-#include "kernel/random.hpp"
+#include "kernel/ops/normalization.hpp"
+#include "kernel/model/random.hpp"
 #include "geometry/selectability.hpp"
 
 using namespace rcsim;

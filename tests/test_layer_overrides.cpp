@@ -14,10 +14,10 @@
 #include "io/checkpoint.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/inputs.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/block.hpp"
-#include "kernel/mask.hpp"
-#include "kernel/simulation.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/block/block.hpp"
+#include "kernel/model/mask.hpp"
+#include "kernel/trial/simulation.hpp"
 
 #include "cli_support.hpp"
 

@@ -10,10 +10,10 @@
 #include <string>
 
 #include "config/config.hpp"
-#include "kernel/host_arrays.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/layer.hpp"
-#include "kernel/simulation.hpp"
+#include "kernel/model/host_arrays.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/block/layer.hpp"
+#include "kernel/trial/simulation.hpp"
 
 using namespace rcsim;
 

@@ -5,8 +5,8 @@
 #include <random>
 #include <vector>
 
-#include "kernel/errors.hpp"
-#include "kernel/mask.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/model/mask.hpp"
 
 using namespace rcsim;
 

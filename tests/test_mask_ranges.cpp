@@ -1,4 +1,4 @@
-// Masks kept as row ranges (kernel/mask_ranges.hpp) against the dense masks of mask.hpp: the same
+// Masks kept as row ranges (kernel/model/mask_ranges.hpp) against the dense masks of mask.hpp: the same
 // entries, the same row structure, the same graph analysis, and the table's closed forms.
 #include <catch2/catch.hpp>
 
@@ -7,10 +7,10 @@
 #include <random>
 #include <vector>
 
-#include "kernel/attention.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/mask.hpp"
-#include "kernel/mask_ranges.hpp"
+#include "kernel/block/attention.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/model/mask.hpp"
+#include "kernel/model/mask_ranges.hpp"
 
 using namespace rcsim;
 

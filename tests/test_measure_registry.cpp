@@ -1,4 +1,4 @@
-// The measure registry (kernel/measure_registry.hpp): every entry has one compute path and a
+// The measure registry (kernel/measures/measure_registry.hpp): every entry has one compute path and a
 // unique name, and the lists derived from it (output.measures's help text and validation, the
 // result columns) hold exactly its names.
 #include <catch2/catch.hpp>
@@ -12,11 +12,11 @@
 #include "config/config.hpp"
 #include "config/keys.hpp"
 #include "io/inputs.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/measure_registry.hpp"
-#include "kernel/metrics.hpp"
-#include "kernel/random.hpp"
-#include "kernel/simulation.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/measures/measure_registry.hpp"
+#include "kernel/measures/metrics.hpp"
+#include "kernel/model/random.hpp"
+#include "kernel/trial/simulation.hpp"
 
 using namespace rcsim;
 

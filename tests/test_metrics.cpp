@@ -8,8 +8,8 @@
 
 #include <Eigen/SVD>
 
-#include "kernel/metrics.hpp"
-#include "kernel/random.hpp"
+#include "kernel/measures/metrics.hpp"
+#include "kernel/model/random.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

@@ -1,4 +1,4 @@
-// Noise in the particle dynamics (kernel/noise.hpp, docs/science/particles.md): init.noise on X(0)
+// Noise in the particle dynamics (kernel/model/noise.hpp, docs/science/particles.md): init.noise on X(0)
 // and dynamics.noise after each layer, each from its own random stream.
 #include <catch2/catch.hpp>
 
@@ -9,8 +9,8 @@
 #include "sim_support.hpp"
 #include "app/run.hpp"
 #include "config/config.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/simulation.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/trial/simulation.hpp"
 
 using namespace rcsim;
 using rcsim::test::simulate;

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "kernel/normalization.hpp"
-#include "kernel/random.hpp"
+#include "kernel/ops/normalization.hpp"
+#include "kernel/model/random.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

@@ -1,4 +1,4 @@
-// The opencl platform (kernel/platform_opencl.hpp, docs/dev/platforms.md) against a case worked by
+// The opencl platform (kernel/platform/platform_opencl.hpp, docs/dev/platforms.md) against a case worked by
 // hand and against the reference platform (layer.cpp's N x N attention matrix): one layer on every
 // range mask, and whole runs (transformer blocks, the particle flow) layer by layer. CI runs it on
 // the CPU through pocl (ctest label `opencl`); without an OpenCL device the device cases pass with
@@ -21,14 +21,14 @@
 #include "io/hdf5_file.hpp"
 #include "io/inputs.hpp"
 #include "platform_support.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/layer.hpp"
-#include "kernel/mask.hpp"
-#include "kernel/normalization.hpp"
-#include "kernel/platform.hpp"
-#include "kernel/platform_opencl.hpp"
-#include "kernel/random.hpp"
-#include "kernel/simulation.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/block/layer.hpp"
+#include "kernel/model/mask.hpp"
+#include "kernel/ops/normalization.hpp"
+#include "kernel/platform/platform.hpp"
+#include "kernel/platform/platform_opencl.hpp"
+#include "kernel/model/random.hpp"
+#include "kernel/trial/simulation.hpp"
 
 using namespace rcsim;
 using rcsim::test::gaussian_weights;

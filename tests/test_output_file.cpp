@@ -10,7 +10,7 @@
 
 #include "io/hdf5_file.hpp"
 #include "io/output_file.hpp"
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 
 #include "cli_support.hpp"
 

@@ -15,14 +15,14 @@
 #include "cli_support.hpp"
 #include "config/config.hpp"
 #include "io/hdf5_file.hpp"
-#include "kernel/clusters.hpp"
-#include "kernel/layer.hpp"
-#include "kernel/measure_registry.hpp"
-#include "kernel/normalization.hpp"
-#include "kernel/particles.hpp"
-#include "kernel/random.hpp"
-#include "kernel/simulation.hpp"
-#include "kernel/weights.hpp"
+#include "kernel/measures/clusters.hpp"
+#include "kernel/block/layer.hpp"
+#include "kernel/measures/measure_registry.hpp"
+#include "kernel/ops/normalization.hpp"
+#include "kernel/measures/particles.hpp"
+#include "kernel/model/random.hpp"
+#include "kernel/trial/simulation.hpp"
+#include "kernel/model/weights.hpp"
 
 using namespace rcsim;
 using Catch::Matchers::WithinAbs;

@@ -5,13 +5,13 @@
 #include <cmath>
 
 #include "config/config.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/layer.hpp"
-#include "kernel/mask.hpp"
-#include "kernel/normalization.hpp"
-#include "kernel/random.hpp"
-#include "kernel/simulation.hpp"
-#include "kernel/weights.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/block/layer.hpp"
+#include "kernel/model/mask.hpp"
+#include "kernel/ops/normalization.hpp"
+#include "kernel/model/random.hpp"
+#include "kernel/trial/simulation.hpp"
+#include "kernel/model/weights.hpp"
 
 using namespace rcsim;
 

@@ -1,5 +1,5 @@
 // Strong Renyi centres (Karagodin, Polyanskiy, Rigollet, "Clustering in causal attention masking",
-// section 5 and Lemma C.1; kernel/clusters.hpp): hand-worked cases of the strict rule and of the two
+// section 5 and Lemma C.1; kernel/measures/clusters.hpp): hand-worked cases of the strict rule and of the two
 // distances, and the expected count of i.i.d. uniform tokens on the circle against the lemma.
 #include <catch2/catch.hpp>
 
@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "kernel/clusters.hpp"
-#include "kernel/measure_registry.hpp"
-#include "kernel/random.hpp"
+#include "kernel/measures/clusters.hpp"
+#include "kernel/measures/measure_registry.hpp"
+#include "kernel/model/random.hpp"
 
 using namespace rcsim;
 

@@ -6,10 +6,10 @@
 #include "backward_support.hpp"
 
 #include "config/config.hpp"
-#include "kernel/fused_attention.hpp"
+#include "kernel/platform/fused_attention.hpp"
 #include "kernel/llama/rotary.hpp"
-#include "kernel/mask_ranges.hpp"
-#include "kernel/platform.hpp"
+#include "kernel/model/mask_ranges.hpp"
+#include "kernel/platform/platform.hpp"
 
 using namespace rcsim;
 using namespace rcsim::backward_test;

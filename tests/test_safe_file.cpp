@@ -8,7 +8,7 @@
 #include <fstream>
 #include <set>
 
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 #include "io/safe_file.hpp"
 #include "io/hdf5_file.hpp"
 

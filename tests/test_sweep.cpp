@@ -17,12 +17,12 @@
 #include "cli/cli.hpp"
 #include "config/config.hpp"
 #include "config/sweep.hpp"
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 #include "io/hdf5_file.hpp"
 #include "app/parallel.hpp"
 #include "app/progress.hpp"
-#include "kernel/memory.hpp"
-#include "kernel/simulation.hpp"
+#include "kernel/support/memory.hpp"
+#include "kernel/trial/simulation.hpp"
 #include "io/sweep_index.hpp"
 
 using namespace rcsim;

@@ -1,4 +1,4 @@
-// The steppable trial (kernel/trial.hpp) and the reverse pass's tape (kernel/trial_tape.hpp): a
+// The steppable trial (kernel/trial/trial.hpp) and the reverse pass's tape (kernel/trial/trial_tape.hpp): a
 // trial resumed from a saved state continues bitwise as the trial itself (every stream it draws
 // from is in the state), a segment replayed from a checkpoint is bitwise the block inputs, weights
 // and streams that the stored tape keeps, and the run's token snapshots are the trial's tokens.
@@ -10,9 +10,9 @@
 
 #include "config/config.hpp"
 #include "io/inputs.hpp"
-#include "kernel/simulation.hpp"
-#include "kernel/trial.hpp"
-#include "kernel/trial_tape.hpp"
+#include "kernel/trial/simulation.hpp"
+#include "kernel/trial/trial.hpp"
+#include "kernel/trial/trial_tape.hpp"
 
 namespace rcsim {
 namespace {

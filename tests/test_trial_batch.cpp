@@ -1,4 +1,4 @@
-// TrialBatch (kernel/trial_batch.hpp): B = 1, 3 and 7 trials stepped together equal each trial
+// TrialBatch (kernel/trial/trial_batch.hpp): B = 1, 3 and 7 trials stepped together equal each trial
 // stepped alone: bitwise on the reference and cpu platforms; on the opencl platform bitwise the
 // opencl trial stepped alone (a batch computes each row with the same code) and within 1e-12
 // (float64) / 1e-5 (float32) of the reference trial. On opencl a batch launches ONE kernel per
@@ -14,9 +14,9 @@
 
 #include "config/config.hpp"
 #include "io/inputs.hpp"
-#include "kernel/platform_opencl.hpp"
-#include "kernel/simulation.hpp"
-#include "kernel/trial_batch.hpp"
+#include "kernel/platform/platform_opencl.hpp"
+#include "kernel/trial/simulation.hpp"
+#include "kernel/trial/trial_batch.hpp"
 #include "platform_support.hpp"
 
 using namespace rcsim;

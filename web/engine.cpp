@@ -11,15 +11,15 @@
 #include <optional>
 #include <vector>
 
-#include "kernel/random.hpp"
+#include "kernel/model/random.hpp"
 #include "geometry/brody.hpp"
-#include "kernel/metrics.hpp"
-#include "kernel/layer.hpp"
-#include "kernel/mask.hpp"
-#include "kernel/model_spec.hpp"
-#include "kernel/normalization.hpp"
-#include "kernel/trial.hpp"
-#include "kernel/weights.hpp"
+#include "kernel/measures/metrics.hpp"
+#include "kernel/block/layer.hpp"
+#include "kernel/model/mask.hpp"
+#include "kernel/model/model_spec.hpp"
+#include "kernel/ops/normalization.hpp"
+#include "kernel/trial/trial.hpp"
+#include "kernel/model/weights.hpp"
 
 using namespace rcsim;
 
@@ -97,7 +97,7 @@ namespace {
 
 struct CollapseRun {
   EngineSetup setup;          // the model `rcsim run` builds from these keys, on the reference platform
-  std::optional<Trial> step;  // the trial being run (kernel/trial.hpp): X(layer) is its tokens
+  std::optional<Trial> step;  // the trial being run (kernel/trial/trial.hpp): X(layer) is its tokens
   int depth = 0, trials = 0;
   int trial = 0;  // the next value to write: X(step->layer()) of `trial`
 };

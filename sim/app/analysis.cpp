@@ -7,12 +7,12 @@
 #include <limits>
 #include <sstream>
 
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 #include "io/output_file.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/run_file.hpp"
-#include "kernel/summary.hpp"
-#include "kernel/version.hpp"
+#include "kernel/measures/summary.hpp"
+#include "kernel/support/version.hpp"
 
 namespace fs = std::filesystem;
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "kernel/decay_fit.hpp"
-#include "kernel/types.hpp"
+#include "kernel/measures/decay_fit.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim {
 

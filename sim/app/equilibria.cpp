@@ -8,13 +8,13 @@
 #include <tuple>
 #include <map>
 
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 #include "io/hdf5_file.hpp"
-#include "kernel/metrics.hpp"
-#include "kernel/random.hpp"
+#include "kernel/measures/metrics.hpp"
+#include "kernel/model/random.hpp"
 #include "io/run_file.hpp"
-#include "kernel/simulation.hpp"
-#include "kernel/version.hpp"
+#include "kernel/trial/simulation.hpp"
+#include "kernel/support/version.hpp"
 
 namespace rcsim {
 

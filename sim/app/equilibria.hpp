@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "kernel/weights.hpp"
-#include "kernel/layer.hpp"
-#include "kernel/mask.hpp"
-#include "kernel/normalization.hpp"
-#include "kernel/types.hpp"
+#include "kernel/model/weights.hpp"
+#include "kernel/block/layer.hpp"
+#include "kernel/model/mask.hpp"
+#include "kernel/ops/normalization.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim {
 

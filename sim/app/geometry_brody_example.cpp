@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "geometry/brody.hpp"
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 
 namespace rcsim {
 

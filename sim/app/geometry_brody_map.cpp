@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "geometry/brody.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/summary.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/measures/summary.hpp"
 
 namespace rcsim {
 

@@ -7,8 +7,8 @@
 #include <stdexcept>
 
 #include "config/key_sources.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/simulation.hpp"  // Interrupted
+#include "kernel/support/errors.hpp"
+#include "kernel/trial/simulation.hpp"  // Interrupted
 
 namespace rcsim {
 

@@ -15,8 +15,8 @@
 #include "config/config.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/output_file.hpp"
-#include "kernel/normalization.hpp"
-#include "kernel/types.hpp"
+#include "kernel/ops/normalization.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim {
 

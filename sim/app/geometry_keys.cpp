@@ -11,7 +11,7 @@
 #include "geometry/brody.hpp"
 #include "geometry/selectability.hpp"
 #include "io/isolated.hpp"
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 
 namespace rcsim {
 

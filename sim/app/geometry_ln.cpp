@@ -9,9 +9,9 @@
 #include <sstream>
 
 #include "geometry/layernorm_geometry.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/model_spec.hpp"
-#include "kernel/summary.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/model/model_spec.hpp"
+#include "kernel/measures/summary.hpp"
 
 namespace rcsim {
 

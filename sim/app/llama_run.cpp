@@ -8,9 +8,9 @@
 #include "io/inputs.hpp"
 #include "io/output_file.hpp"
 #include "io/safe_file.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/metrics.hpp"
-#include "kernel/printable.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/measures/metrics.hpp"
+#include "kernel/support/printable.hpp"
 
 namespace rcsim {
 

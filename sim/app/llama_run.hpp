@@ -1,6 +1,6 @@
 // A pretrained (or random-weight) Llama stack run over token sequences as rcsim's X(0) -> X(t):
 // X(0) = the embedding rows of the ids, X(t) the residual stream after block t, each measured with
-// rcsim's per-layer token measures (kernel/metrics.hpp: mu, singular values, rank, cos_abs_mean,
+// rcsim's per-layer token measures (kernel/measures/metrics.hpp: mu, singular values, rank, cos_abs_mean,
 // ...) and written as a run file (io/run_file.hpp: /metrics, /summary, /diagnostics), one trial
 // per sequence. The /config text is the nearest rcsim run configuration (model.tokens = sequence
 // length, model.dim = d, model.layers = blocks applied, model.heads = H, mask.type = causal)

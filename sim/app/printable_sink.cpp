@@ -2,7 +2,7 @@
 
 #include <string_view>
 
-#include "kernel/printable.hpp"
+#include "kernel/support/printable.hpp"
 
 namespace rcsim {
 

@@ -6,8 +6,8 @@
 #include "io/input_digest.hpp"
 #include "io/inputs.hpp"
 #include "io/output_file.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/platform_opencl.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/platform/platform_opencl.hpp"
 
 namespace rcsim {
 

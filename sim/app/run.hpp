@@ -11,7 +11,7 @@
 #include "app/progress.hpp"
 #include "config/config.hpp"
 #include "io/run_file.hpp"
-#include "kernel/simulation.hpp"
+#include "kernel/trial/simulation.hpp"
 
 namespace rcsim {
 

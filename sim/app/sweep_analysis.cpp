@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "io/output_file.hpp"
-#include "kernel/version.hpp"
+#include "kernel/support/version.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/run_file.hpp"
 

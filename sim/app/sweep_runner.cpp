@@ -19,10 +19,10 @@
 #include "io/run_file.hpp"
 #include "io/safe_file.hpp"
 #include "io/sweep_index.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/mask.hpp"
-#include "kernel/memory.hpp"
-#include "kernel/printable.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/model/mask.hpp"
+#include "kernel/support/memory.hpp"
+#include "kernel/support/printable.hpp"
 
 namespace rcsim {
 

@@ -10,10 +10,10 @@
 #include "app/logger.hpp"
 #include "cli/command_table.hpp"
 #include "io/hdf5_file.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/printable.hpp"
-#include "kernel/simulation.hpp"
-#include "kernel/version.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/support/printable.hpp"
+#include "kernel/trial/simulation.hpp"
+#include "kernel/support/version.hpp"
 
 namespace rcsim {
 

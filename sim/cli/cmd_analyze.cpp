@@ -11,8 +11,8 @@
 #include "io/hdf5_file.hpp"
 #include "io/isolated.hpp"
 #include "io/sweep_index.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/printable.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/support/printable.hpp"
 
 namespace rcsim {
 

@@ -16,8 +16,8 @@
 #include "io/output_file.hpp"
 #include "io/run_file.hpp"
 #include "io/safe_file.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/printable.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/support/printable.hpp"
 
 namespace rcsim {
 

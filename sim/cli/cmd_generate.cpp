@@ -12,9 +12,9 @@
 #include "app/llama_run.hpp"
 #include "io/llama_checkpoint.hpp"
 #include "io/output_file.hpp"
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 #include "kernel/llama/generation.hpp"
-#include "kernel/printable.hpp"
+#include "kernel/support/printable.hpp"
 
 namespace rcsim {
 

@@ -7,9 +7,9 @@
 
 #include "cli/command_table.hpp"
 #include "io/inputs.hpp"
-#include "kernel/mask.hpp"
-#include "kernel/mask_ranges.hpp"
-#include "kernel/memory.hpp"
+#include "kernel/model/mask.hpp"
+#include "kernel/model/mask_ranges.hpp"
+#include "kernel/support/memory.hpp"
 
 namespace rcsim {
 
@@ -44,7 +44,7 @@ int cmd_mask_info(const Invocation& inv) {
     g = analyse_mask(m);
     allowed = m.cast<long long>().sum();
     if (n <= 64) shown = m;
-  } else {  // a built-in mask: its ranges, O(N) (kernel/mask_ranges.hpp)
+  } else {  // a built-in mask: its ranges, O(N) (kernel/model/mask_ranges.hpp)
     // The row and column ranges (16 bytes per token each), the searches' distances, queue and
     // unvisited set, the centres and their bounds: under 80 bytes per token.
     require_memory(80.0 * n, "mask-info for N = " + std::to_string(n), "choose fewer model.tokens");

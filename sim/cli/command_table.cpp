@@ -9,8 +9,8 @@
 #include "app/geometry_command.hpp"
 #include "cli/commands.hpp"
 #include "config/key_sources.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/printable.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/support/printable.hpp"
 
 namespace rcsim {
 

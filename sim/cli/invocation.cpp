@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 
 namespace rcsim {
 

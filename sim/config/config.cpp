@@ -13,11 +13,11 @@
 #include "config/layer_overrides.hpp"
 #include "config/names.hpp"
 #include "config/values.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/platform.hpp"
-#include "kernel/measure_registry.hpp"
-#include "kernel/memory.hpp"
-#include "kernel/printable.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/platform/platform.hpp"
+#include "kernel/measures/measure_registry.hpp"
+#include "kernel/support/memory.hpp"
+#include "kernel/support/printable.hpp"
 
 namespace rcsim {
 

@@ -12,8 +12,8 @@
 #include "config/keys.hpp"
 #include "config/names.hpp"
 #include "config/values.hpp"
-#include "kernel/model_spec.hpp"
-#include "kernel/types.hpp"
+#include "kernel/model/model_spec.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim {
 

@@ -10,7 +10,7 @@
 
 #include "config/keys.hpp"
 #include "config/names.hpp"
-#include "kernel/model_spec.hpp"
+#include "kernel/model/model_spec.hpp"
 
 namespace rcsim {
 

@@ -8,8 +8,8 @@
 
 #include "config/keys.hpp"
 #include "config/values.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/printable.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/support/printable.hpp"
 
 namespace rcsim {
 

@@ -9,8 +9,8 @@
 #include <boost/program_options.hpp>
 
 #include "config/values.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/printable.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/support/printable.hpp"
 
 namespace po = boost::program_options;
 

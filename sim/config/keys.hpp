@@ -57,7 +57,7 @@ struct KeyDecl {
   // before the cross-key checks of config.cpp's readers, so a key read this way needs no line there.
   std::function<void(const KeyValues&, ModelSpec&)> read;
   // A block setting that model.layer_overrides may give per layer range (each range's BlockParams
-  // is built from the range's whole configuration: kernel/block.hpp, layer_settings).
+  // is built from the range's whole configuration: kernel/block/block.hpp, layer_settings).
   bool per_layer = false;
 
   bool allows_auto() const { return !auto_means.empty(); }

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernel/model_spec.hpp"
+#include "kernel/model/model_spec.hpp"
 
 namespace rcsim {
 

@@ -4,9 +4,9 @@
 #include <string>
 
 #include "config/values.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/measure_registry.hpp"
-#include "kernel/printable.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/measures/measure_registry.hpp"
+#include "kernel/support/printable.hpp"
 
 namespace rcsim {
 

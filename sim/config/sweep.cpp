@@ -5,7 +5,7 @@
 #include <cctype>
 #include <set>
 
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 
 namespace rcsim {
 

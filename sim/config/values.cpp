@@ -7,8 +7,8 @@
 #include <limits>
 #include <sstream>
 
-#include "kernel/errors.hpp"
-#include "kernel/printable.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/support/printable.hpp"
 
 namespace rcsim {
 

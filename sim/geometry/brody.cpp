@@ -11,11 +11,11 @@
 #include <mutex>
 #include <thread>
 
-#include "kernel/attention.hpp"
-#include "kernel/random.hpp"
-#include "kernel/threads.hpp"
+#include "kernel/block/attention.hpp"
+#include "kernel/model/random.hpp"
+#include "kernel/support/threads.hpp"
 #include "geometry/selectability.hpp"
-#include "kernel/simulation.hpp"
+#include "kernel/trial/simulation.hpp"
 
 namespace rcsim {
 

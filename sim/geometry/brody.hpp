@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "kernel/normalization.hpp"
-#include "kernel/types.hpp"
+#include "kernel/ops/normalization.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim {
 

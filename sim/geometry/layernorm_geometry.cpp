@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "kernel/errors.hpp"
-#include "kernel/normalization.hpp"
-#include "kernel/random.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/ops/normalization.hpp"
+#include "kernel/model/random.hpp"
 
 namespace rcsim {
 

@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "kernel/types.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim {
 

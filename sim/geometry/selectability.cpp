@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 
 namespace rcsim {
 

@@ -31,7 +31,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernel/types.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim {
 

@@ -2,8 +2,8 @@
 
 #include <filesystem>
 
-#include "kernel/errors.hpp"
-#include "kernel/printable.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/support/printable.hpp"
 #include "io/safe_file.hpp"
 
 namespace rcsim::h5 {

@@ -13,8 +13,8 @@
 #include <filesystem>
 #include <sstream>
 
-#include "kernel/printable.hpp"
-#include "kernel/errors.hpp"
+#include "kernel/support/printable.hpp"
+#include "kernel/support/errors.hpp"
 #include "io/output_file.hpp"
 #include "io/safe_file.hpp"
 #include "io/hdf5_file.hpp"

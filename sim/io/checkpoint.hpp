@@ -24,8 +24,8 @@
 
 #include "io/hdf5_file.hpp"
 #include "io/input_digest.hpp"
-#include "kernel/memory.hpp"
-#include "kernel/simulation.hpp"
+#include "kernel/support/memory.hpp"
+#include "kernel/trial/simulation.hpp"
 
 namespace rcsim {
 

@@ -9,8 +9,8 @@
 #include "io/checked_read.hpp"
 #include "io/hdf5_errors.hpp"
 #include "io/hdf5_file.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/printable.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/support/printable.hpp"
 
 namespace rcsim::h5 {
 

@@ -10,10 +10,10 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "kernel/errors.hpp"
-#include "kernel/memory.hpp"
-#include "kernel/printable.hpp"
-#include "kernel/weights.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/support/memory.hpp"
+#include "kernel/support/printable.hpp"
+#include "kernel/model/weights.hpp"
 #include "io/safe_file.hpp"
 
 namespace rcsim::h5 {

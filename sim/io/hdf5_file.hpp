@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kernel/types.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim::h5 {
 

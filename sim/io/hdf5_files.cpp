@@ -10,8 +10,8 @@
 #include "io/hdf5_errors.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/safe_file.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/printable.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/support/printable.hpp"
 
 namespace rcsim::h5 {
 

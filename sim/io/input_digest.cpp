@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "io/hdf5_file.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/printable.hpp"
-#include "kernel/weights.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/support/printable.hpp"
+#include "kernel/model/weights.hpp"
 
 namespace rcsim {
 

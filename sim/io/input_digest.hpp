@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kernel/model_spec.hpp"
+#include "kernel/model/model_spec.hpp"
 
 namespace rcsim {
 

@@ -1,11 +1,11 @@
 // The kernel's inputs read from files: the custom mask of mask.file and the arrays of
-// weights.file and init.file (the HDF5 side of the kernel's weight source, kernel/weights.hpp).
+// weights.file and init.file (the HDF5 side of the kernel's weight source, kernel/model/weights.hpp).
 #pragma once
 
-#include "kernel/mask.hpp"
-#include "kernel/model_spec.hpp"
-#include "kernel/simulation.hpp"
-#include "kernel/weights.hpp"
+#include "kernel/model/mask.hpp"
+#include "kernel/model/model_spec.hpp"
+#include "kernel/trial/simulation.hpp"
+#include "kernel/model/weights.hpp"
 
 namespace rcsim {
 

@@ -15,7 +15,7 @@
 #include <iostream>
 #include <thread>
 
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 
 namespace rcsim {
 

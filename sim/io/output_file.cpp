@@ -7,7 +7,7 @@
 
 #include "io/isolated.hpp"
 #include "io/provenance.hpp"
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 
 namespace fs = std::filesystem;
 

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <ctime>
 
-#include "kernel/version.hpp"
+#include "kernel/support/version.hpp"
 
 namespace rcsim {
 

@@ -13,14 +13,14 @@
 
 #include "config/config.hpp"
 #include "io/checkpoint.hpp"
-#include "kernel/printable.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/platform.hpp"
-#include "kernel/platform_opencl.hpp"
+#include "kernel/support/printable.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/platform/platform.hpp"
+#include "kernel/platform/platform_opencl.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/output_file.hpp"
-#include "kernel/summary.hpp"
-#include "kernel/version.hpp"
+#include "kernel/measures/summary.hpp"
+#include "kernel/support/version.hpp"
 
 namespace fs = std::filesystem;
 
@@ -170,7 +170,7 @@ h5::Dataset write_measure(const h5::Group& g, const MeasureInfo& info, const Eig
 }
 
 // The measures of `defs` (token or attention measures), each with the extra attributes of its
-// registry entry (kernel/measure_registry.hpp).
+// registry entry (kernel/measures/measure_registry.hpp).
 void write_measures(const h5::Group& metrics, const EngineSetup& s, const std::vector<const MeasureDef*>& defs,
                     const std::vector<Matrix>& values, const std::string& layer_dim) {
   for (std::size_t i = 0; i < defs.size(); ++i) {

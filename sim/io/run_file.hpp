@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "io/input_digest.hpp"
-#include "kernel/simulation.hpp"
+#include "kernel/trial/simulation.hpp"
 
 namespace rcsim {
 

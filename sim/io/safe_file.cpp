@@ -15,7 +15,7 @@
 #include <mutex>
 #include <vector>
 
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 
 namespace fs = std::filesystem;
 

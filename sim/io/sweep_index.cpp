@@ -4,12 +4,12 @@
 #include <set>
 #include <sstream>
 
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 #include "io/output_file.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/run_file.hpp"
-#include "kernel/version.hpp"
-#include "kernel/printable.hpp"
+#include "kernel/support/version.hpp"
+#include "kernel/support/printable.hpp"
 #include "io/checked_read.hpp"
 
 namespace fs = std::filesystem;

@@ -29,14 +29,14 @@
 #include "app/sweep_runner.hpp"
 #include "app/logger.hpp"
 #include "config/config.hpp"
-#include "kernel/clusters.hpp"
-#include "kernel/errors.hpp"
-#include "kernel/host_arrays.hpp"
-#include "kernel/layer.hpp"
-#include "kernel/metrics.hpp"
-#include "kernel/version.hpp"
+#include "kernel/measures/clusters.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/model/host_arrays.hpp"
+#include "kernel/block/layer.hpp"
+#include "kernel/measures/metrics.hpp"
+#include "kernel/support/version.hpp"
 #include "io/run_file.hpp"
-#include "kernel/simulation.hpp"
+#include "kernel/trial/simulation.hpp"
 
 namespace py = pybind11;
 
@@ -218,7 +218,7 @@ py::dict token_measures(const DoubleArray& x, double rank_rtol, double rank_atol
   return result;
 }
 
-// The clusters of one N x d matrix at threshold tau (kernel/clusters.hpp, cluster_partition):
+// The clusters of one N x d matrix at threshold tau (kernel/measures/clusters.hpp, cluster_partition):
 // label [N] (0..k-1 in order of first token), size [k], centre [k, d].
 py::dict cluster_partition(const DoubleArray& x, double tau) {
   if (x.ndim() != 2) throw rcsim::UsageError("rcsim.clusters: expected an array (N, d)");
@@ -257,7 +257,7 @@ py::array_t<double> stack4(const std::vector<std::vector<rcsim::Matrix>>& m) {
   return out;
 }
 
-// The gradients of one trial (kernel/simulation.hpp, trial_gradients) as NumPy arrays by the
+// The gradients of one trial (kernel/trial/simulation.hpp, trial_gradients) as NumPy arrays by the
 // input arrays' names: dX [L+1, N, d]; W_Q, W_K, W_V (W_O) [L, H, rows, cols]; W_in, W_out
 // [L, 1, rows, cols] and b_in, b_out [L, 1, 1, n] with an MLP; b_Q, b_K, b_V [L, H, 1, n] and
 // b_O [L, 1, 1, d] with attention biases; norm_gain, norm_bias [L, 4, 1, d] (slots attn,
@@ -394,7 +394,7 @@ py::dict sweep(const std::vector<std::string>& keys, const std::optional<std::st
 }  // namespace
 
 PYBIND11_MODULE(_engine, m) {
-  // Eigen's blocking as rcsim's main() fixes it (kernel/layer.hpp): the module gives the CLI's bits.
+  // Eigen's blocking as rcsim's main() fixes it (kernel/block/layer.hpp): the module gives the CLI's bits.
   rcsim::fix_product_blocking();
   m.doc() = "rcsim's engine in this process (use rcsim.simulate; docs/user/python.md)";
   // A -march=native engine imported on a CPU without its instruction sets: one clear ImportError.

@@ -18,7 +18,7 @@ END = "<!-- end of key table -->\n"
 
 # Keys whose default must be written in exactly one place in sim/: either as the text of the
 # declaration ("key", "default" in config/keys.cpp), or, for a key the kernel's ModelSpec holds, as
-# the member initialiser in kernel/model_spec.hpp that the declaration prints (text_of(...)).
+# the member initialiser in kernel/model/model_spec.hpp that the declaration prints (text_of(...)).
 # Before the key declarations the normalisation keys were declared three times (run keys and two
 # geometry commands); before this check the kernel's initialisers repeated the declared texts.
 ONCE = {"norm.eps": ("1e-5", r"kDefaultNormEps = 1e-5;"), "norm.gain": ("1", None), "norm.bias": ("0", None),

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 #include "io/safe_file.hpp"
 #include "io/hdf5_file.hpp"
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "io/llama_checkpoint.hpp"
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 #include "kernel/llama/generation.hpp"
 #include "kernel/llama/llama_forward.hpp"
 

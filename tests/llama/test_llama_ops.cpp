@@ -11,7 +11,7 @@
 #include "kernel/llama/rms_norm.hpp"
 #include "kernel/llama/rotary.hpp"
 #include "kernel/llama/swiglu.hpp"
-#include "kernel/random.hpp"
+#include "kernel/model/random.hpp"
 
 using namespace rcsim;
 using namespace rcsim::llama;

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""rcsim's hand-written reverse mode (sim/kernel/backward.cpp) against PyTorch autograd.
+"""rcsim's hand-written reverse mode (sim/kernel/block/backward.cpp) against PyTorch autograd.
 
 For each configuration, tests/backward_dump draws a small stack of blocks and writes its inputs
 (mask, X(0), cotangent C, every weight, gain and bias) and rcsim's gradients of
 L = sum(C * X(L)). This script builds the same stack in torch float64 from those arrays, written
-from the definitions (docs/science/gradients.md, kernel/block.hpp) and not from rcsim's code, and
+from the definitions (docs/science/gradients.md, kernel/block/block.hpp) and not from rcsim's code, and
 compares every gradient: ||g_rcsim - g_torch||_F <= 1e-10 ||g_torch||_F + 1e-14 G, G the largest
 gradient norm of the configuration (gradients that vanish by cancellation, as W_Q's and W_K's in
 the last blocks of a stack whose tokens have collapsed, carry rounding errors of the size of the
@@ -137,7 +137,7 @@ def mlp(x, w, t, cfg):
 
 
 def sublayer(x, branch, cfg, w, t, main, out):
-    """kernel/block.hpp: post N(X + a F(X)); pre X + a F(N(X)); peri X + a N_out(F(N(X)));
+    """kernel/block/block.hpp: post N(X + a F(X)); pre X + a F(N(X)); peri X + a N_out(F(N(X)));
     ngpt N(X + a (N_out(F(X)) - X)); a = 0 drops the residual. A skip gain s (post, pre, peri)
     replaces X by s X in the residual."""
     a, pos, kind = cfg["alpha"], cfg["pos"], cfg["norm"]
@@ -158,7 +158,7 @@ def sublayer(x, branch, cfg, w, t, main, out):
 
 
 def tangent(x, v):
-    """P_x(v) row by row: v - (<v, x> / |x|^2) x (peer dynamics, kernel/tangent.hpp)."""
+    """P_x(v) row by row: v - (<v, x> / |x|^2) x (peer dynamics, kernel/ops/tangent_projection.hpp)."""
     return v - ((v * x).sum(dim=1, keepdim=True) / (x * x).sum(dim=1, keepdim=True)) * x
 
 

@@ -4,9 +4,9 @@
 #include <sstream>
 #include <string>
 
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 #include "kernel/llama/llama_forward.hpp"
-#include "kernel/random.hpp"
+#include "kernel/model/random.hpp"
 
 namespace rcsim::llama {
 

@@ -6,7 +6,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 #include "kernel/llama/gqa_attention.hpp"
 #include "kernel/llama/rms_norm.hpp"
 #include "kernel/llama/rotary.hpp"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernel/llama/swiglu.hpp"
-#include "kernel/types.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim::llama {
 

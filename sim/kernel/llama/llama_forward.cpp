@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 #include "kernel/llama/gqa_attention.hpp"
 #include "kernel/llama/rms_norm.hpp"
 #include "kernel/llama/rotary.hpp"

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "kernel/random.hpp"
+#include "kernel/model/random.hpp"
 
 namespace rcsim::llama {
 

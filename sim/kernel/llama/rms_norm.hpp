@@ -4,7 +4,7 @@
 // The forward, and its adjoint and tangent at the row scales r the forward kept, side by side.
 #pragma once
 
-#include "kernel/types.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim::llama {
 

@@ -7,7 +7,7 @@
 // by minus the angle, (a, b) -> (a cos phi + b sin phi, -a sin phi + b cos phi).
 #pragma once
 
-#include "kernel/types.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim::llama {
 

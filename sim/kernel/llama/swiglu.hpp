@@ -4,7 +4,7 @@
 // The forward, and its adjoint and tangent at the activations the forward kept, side by side.
 #pragma once
 
-#include "kernel/types.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim::llama {
 

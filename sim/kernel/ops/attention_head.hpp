@@ -1,4 +1,4 @@
-// The attention branch of a layer, Y = D_out .* (c sum_h A_h V_h + 1 b_O^T) (kernel/layer.hpp:
+// The attention branch of a layer, Y = D_out .* (c sum_h A_h V_h + 1 b_O^T) (kernel/block/layer.hpp:
 // attention_layer; c = 1/H for head_mix = mean), each head A_h = weights(S_h), S_h the logits
 // (X W_Q + b_Q)(X W_K + b_K)^T / sqrt(d_QK) (QK-normalised: sqrt(d_k) Q_n K_n^T; plus a constant
 // logit bias; random-Markov: G_h, independent of X), shaped (a A + b I - c C) and dropped out
@@ -6,10 +6,10 @@
 // attention_layer's general path), docs/science/gradients.md, the attention table.
 #pragma once
 
-#include "kernel/layer.hpp"
+#include "kernel/block/layer.hpp"
 #include "kernel/ops/cache.hpp"
 #include "kernel/ops/grads.hpp"
-#include "kernel/types.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim {
 

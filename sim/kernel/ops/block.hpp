@@ -1,14 +1,14 @@
-// One transformer block (kernel/block.hpp: transformer_block) for the derivative passes: the
+// One transformer block (kernel/block/block.hpp: transformer_block) for the derivative passes: the
 // production forward run with a cache, and the block's adjoint and tangent composed from its
 // operations' (kernel/ops/: the attention branch, the MLP, the sub-blocks at their placement, the
-// tangent projection, the RK4 step) at that cache. block_backward (kernel/backward.hpp) and
-// block_jvp (kernel/forward_mode.hpp) add the noise step and the precision.
+// tangent projection, the RK4 step) at that cache. block_backward (kernel/block/backward.hpp) and
+// block_jvp (kernel/block/forward_mode.hpp) add the noise step and the precision.
 #pragma once
 
-#include "kernel/block.hpp"
+#include "kernel/block/block.hpp"
 #include "kernel/ops/cache.hpp"
 #include "kernel/ops/grads.hpp"
-#include "kernel/random.hpp"
+#include "kernel/model/random.hpp"
 
 namespace rcsim {
 

@@ -1,6 +1,6 @@
 // What the production forward keeps for the derivative passes when asked (a cache pointer to
 // attention_layer, transformer_block, mlp_forward): the activations at which the adjoint
-// (kernel/backward.hpp) and the tangent (kernel/forward_mode.hpp) linearise the block. With a
+// (kernel/block/backward.hpp) and the tangent (kernel/block/forward_mode.hpp) linearise the block. With a
 // cache the forward takes its general path (no folded W_Q W_K^T, no row ranges, no fused
 // attention; tests/test_block_parts.cpp ties the fast path to it by values), so the derivative
 // passes never recompute a block with code of their own. Plain data, no functions.
@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "kernel/types.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim {
 
@@ -38,7 +38,7 @@ struct LayerCacheT {
   std::vector<MatrixT<T>> points;
 };
 
-// A sub-block of transformer_block at its placement (kernel/block.hpp): its input `in` (kept for
+// A sub-block of transformer_block at its placement (kernel/block/block.hpp): its input `in` (kept for
 // the MLP's; the attention's is the block's input), Xn = c N(X) (pre, peri), Y the branch output
 // before N_out (peri, ngpt; pre: the branch output), Z the sum before the last N (post, ngpt).
 template <class T>

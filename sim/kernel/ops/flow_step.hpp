@@ -1,14 +1,14 @@
 // The particle flow (docs/science/particles.md): the field F(Z) = A(Z), or P_Z(A(Z)) with
 // residual.project = tangent (A the attention branch, kernel/ops/attention_head.hpp; P the tangent
 // projection, kernel/ops/tangent_projection.hpp), and one classical RK4 step of size dt
-// (dynamics.integrator = rk4, kernel/layer.cpp: rk4_impl)
+// (dynamics.integrator = rk4, kernel/block/layer.cpp: rk4_impl)
 //   k1 = F(X), k2 = F(X + dt/2 k1), k3 = F(X + dt/2 k2), k4 = F(X + dt k3),
 //   out = N(X + dt/6 (k1 + 2 k2 + 2 k3 + k4)),
 // with adjoints and tangents composed from the field's, at the forward's cache (LayerCacheT: the
 // stages, stage points and sum). The Euler step is the post sub-block (kernel/ops/sub_block.hpp).
 #pragma once
 
-#include "kernel/layer.hpp"
+#include "kernel/block/layer.hpp"
 #include "kernel/ops/cache.hpp"
 #include "kernel/ops/grads.hpp"
 

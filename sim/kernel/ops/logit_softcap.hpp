@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "kernel/types.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim {
 

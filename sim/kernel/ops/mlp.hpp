@@ -8,11 +8,11 @@
 // double and float.
 #pragma once
 
-#include "kernel/model_spec.hpp"
+#include "kernel/model/model_spec.hpp"
 #include "kernel/ops/cache.hpp"
 #include "kernel/ops/grads.hpp"
-#include "kernel/types.hpp"
-#include "kernel/weights.hpp"
+#include "kernel/support/types.hpp"
+#include "kernel/model/weights.hpp"
 
 namespace rcsim {
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernel/errors.hpp"
+#include "kernel/support/errors.hpp"
 
 namespace rcsim {
 

@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "kernel/model_spec.hpp"
-#include "kernel/types.hpp"
+#include "kernel/model/model_spec.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim {
 
@@ -52,7 +52,7 @@ MatrixT<T> norm_backward(const MatrixT<T>& Y, const MatrixT<T>& dOut, const Norm
 template <class T>
 MatrixT<T> norm_jvp(const MatrixT<T>& Y, const MatrixT<T>& dY, const Normalization& norm);
 
-// The rows y -> s y / |y| (QK-normalisation, kernel/layer.hpp): adjoint and tangent. A zero row
+// The rows y -> s y / |y| (QK-normalisation, kernel/block/layer.hpp): adjoint and tangent. A zero row
 // (left 0 by the forward) gets 0.
 template <class T>
 MatrixT<T> scaled_sphere_backward(const MatrixT<T>& Y, const MatrixT<T>& G, T s);

@@ -1,4 +1,4 @@
-// A sub-block of transformer_block (kernel/block.hpp) around a branch F (the attention or the
+// A sub-block of transformer_block (kernel/block/block.hpp) around a branch F (the attention or the
 // MLP) at its placement, with the normalisations N (slot `main`) and N_out (slot `out`), the
 // branch weight a, the skip gain s and the pre-LN scaling c:
 //   post: N(s X + a F(X))            (a = 0: N(F(X)))
@@ -10,7 +10,7 @@
 
 #include <functional>
 
-#include "kernel/block.hpp"
+#include "kernel/block/block.hpp"
 #include "kernel/ops/cache.hpp"
 #include "kernel/ops/grads.hpp"
 

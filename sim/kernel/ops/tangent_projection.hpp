@@ -6,7 +6,7 @@
 // arguments. A zero row of X: F = V (adjoint dV = G, dX = 0; tangent dV).
 #pragma once
 
-#include "kernel/types.hpp"
+#include "kernel/support/types.hpp"
 
 namespace rcsim {
 

@@ -1,2 +1,2 @@
 // Layering probe, positive control: a file of the kernel includes the kernel (must compile).
-#include "kernel/simulation.hpp"
+#include "kernel/trial/simulation.hpp"

@@ -1,0 +1,141 @@
+// One self-attention layer t -> t+1 (SCIENCE.md section 1):
+//   A_h = masked softmax((X W_Q,h)(X W_K,h)^T / sqrt(d_QK)),  Y = sum_h A_h X W_V,h
+//   (Y = sum_h A_h X W_V,h W_O,h with an output projection, model.value_dim > 0),
+//   (attention.bias: Q, K and X W_V,h plus 1 b^T per head, then Y + 1 b_O^T after the sum),
+//   Y <- X + alpha Y (if alpha != 0),  X(t+1) = normalise rows of Y.
+#pragma once
+
+#include "kernel/model/model_spec.hpp"
+#include "kernel/block/attention.hpp"
+#include "kernel/block/dropout.hpp"
+#include "kernel/model/weights.hpp"
+#include "kernel/ops/normalization.hpp"
+#include "kernel/ops/cache.hpp"
+#include "kernel/support/types.hpp"
+
+namespace rcsim {
+
+struct LayerParams {
+  const MaskMatrix* mask = nullptr;
+  double d_qk = 1.0;
+  double alpha = 0.0;  // residual weight; 0 = none
+  const Normalization* norm = nullptr;
+  const Dropout* dropout = nullptr;  // training-mode dropout (model/dropout.hpp); nullptr = none
+  // The attention's settings, whole (ModelSpec::attention, kernel/model/model_spec.hpp): the kind
+  // (softmax | usa: A = exp(S - usa_shift) / N unnormalised | hardmax: A_ij = 1/|S_i| on the
+  // maximisers S_i | random_markov: A = softmax(G) on the mask, G = w.logits[h]), the shaping
+  // A_h <- a A_h + b I - c C, the logit bias, QK-normalisation, soft-capping. Those that need the
+  // general path say so in attention.needs_general_path().
+  AttentionSettings attention{};
+  // --- Peer dynamics (docs/science/peers.md) ---
+  double usa_shift = 0.0;  // attention.usa_normalised: beta = 1/sqrt(d_qk) (weights times e^-beta), else 0
+  bool head_mean = false;  // model.head_mix = mean: Y = (1/H) sum_h A_h X W_V,h
+  ResidualProject project = ResidualProject::none;  // residual.project = tangent: Y = X + alpha P(Y_attn)
+  bool keep_attention = false;  // fill LayerWorkspace::attention_mean (peer measures)
+  // --- Particles (docs/science/particles.md) ---
+  Integrator integrator = Integrator::euler;  // dynamics.integrator = rk4: one classical RK4 step of size
+                                             // dt = alpha of the field F(X) = sum_h A_h(X) X W_V,h
+                                             // (P-projected with tangent), then normalise
+  DynamicsSpeed speed = DynamicsSpeed::field;  // dynamics.speed = unit: the Euler step moves along
+                                               // F(X) / |F(X)|_F (dt = alpha is then the arc length of
+                                               // the step; F = 0 leaves X unchanged)
+  double merge_distance = 0.0;  // dynamics.merge_distance: after the step, token j > i within this Euclidean
+                                // distance of token i becomes x_i (0 = never)
+  // --- Variants (docs/science/gradients.md) ---
+  double skip = 1.0;     // skip gain a of a residual: X_next = N(a X + alpha Y) (only when alpha != 0;
+                         // ignored by ngpt, rk4, whose steps fix it)
+  double norm_scale = 1.0;  // pre-LN output multiplied by it (norm.depth_scaling: 1/sqrt(l) at layer l)
+  // --- Platform (docs/dev/platforms.md) ---
+  bool fused = false;  // run.platform resolved to cpu (set by block_params): fused_attention where it applies
+  int threads = 1;     // threads inside the trial for the fused attention
+  const MaskRows* rows = nullptr;  // the mask's row ranges when known (mask_ranges.hpp), else analysed from *mask
+  bool opencl = false;  // run.platform resolved to opencl (set by Trial): opencl_attention where it applies
+
+  bool usa() const { return attention.kind == AttentionKind::usa; }
+  bool hardmax() const { return attention.kind == AttentionKind::hardmax; }
+  bool random_markov() const { return attention.kind == AttentionKind::random_markov; }
+  bool tangent() const { return project == ResidualProject::tangent; }
+  bool rk4() const { return integrator == Integrator::rk4; }
+  bool unit_speed() const { return speed == DynamicsSpeed::unit; }
+};
+
+// The parameters of `c`'s layer for this mask and normalisation (which must outlive them).
+LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Normalization* norm);
+
+// Shaped attention (docs/science/gradients.md): A <- a A + b I - c C on the allowed entries, C the
+// uniform attention over the mask (row i: 1/|N_i| on N_i), b on the diagonal (every row has its
+// self-loop). Entries the mask forbids stay exactly 0. Used by attention_layer and the backward pass.
+void shape_attention(Eigen::Ref<Matrix> A, const MaskMatrix& mask, const AttentionShape& s);
+void shape_attention(Eigen::Ref<MatrixF> A, const MaskMatrix& mask, const AttentionShape& s);  // float32
+
+// Additive logit bias (docs/science/gradients.md): S <- S + B_h for head h of H (0-based h; ALiBi's
+// slope of head h is 2^(-8(h+1)/H)), B_ij = -m_h |i - j| (alibi) or |i - j| log gamma (decay).
+// Every entry is biased; the mask then sets the forbidden ones to exactly 0 after the softmax.
+void add_logit_bias(Eigen::Ref<Matrix> S, const LogitBias& b, std::size_t h, std::size_t H);
+void add_logit_bias(Eigen::Ref<MatrixF> S, const LogitBias& b, std::size_t h, std::size_t H);  // float32
+// The same for layer weights `w`: attention.logit_bias = file adds w.logit_bias[h] (the layer's B_h
+// from weights.file), the other kinds as above.
+void add_logit_bias(Eigen::Ref<Matrix> S, const LogitBias& b, const LayerWeights& w, std::size_t h);
+void add_logit_bias(Eigen::Ref<MatrixF> S, const LogitBias& b, const LayerWeightsT<float>& w, std::size_t h);
+// QK-normalisation (docs/science/gradients.md): the rows of Q and K (the projections, with their
+// biases) to s q_i / |q_i| and s k_j / |k_j| (a zero row stays 0), then S = sqrt(d_k) Q K^T with
+// d_k = Q.cols(), in place of the 1/sqrt(d_QK) logits. Used by attention_layer and the backward pass.
+void qk_normalise(Matrix& Q, Matrix& K, Matrix& S, double scale);
+void qk_normalise(MatrixF& Q, MatrixF& K, MatrixF& S, double scale);  // float32
+double logit_bias_slope(const LogitBias& b, std::size_t h, std::size_t H);  // m_h (alibi), -log gamma (decay)
+
+// What a layer reports besides its output.
+struct LayerReport {
+  AttentionStats attention;   // min weight over heads, mean entropy averaged over heads
+  int degenerate_rows = 0;    // rows without direction in the normalisation
+};
+
+// Preallocated work matrices: a layer allocates nothing once they have their sizes.
+// The mask's row structure is analysed (or copied) on the first call and cached for the same mask object.
+// (Allocation speed: see keep_freed_memory below.)
+// T is the scalar type of the arithmetic (double; float for run.precision = float32).
+template <class T>
+struct LayerWorkspaceT {
+  MatrixT<T> Q, K, S, XV, Y;   // the general path (masks whose rows are not one range)
+  MatrixT<T> XVO;              // X W_V,h W_O,h (model.value_dim > 0)
+  RowMajorMatrixT<T> S_rows;   // the fast path: logits, then attention, row by row
+  LogitsWorkspaceT<T> logits;
+  RowVectorT<T> buffer;
+  const void* analysed = nullptr;  // the LayerParams::rows (else ::mask) that `rows` was taken from
+  MaskRows rows;
+  Matrix attention_mean;       // (1/H) sum_h A_h (in double), when LayerParams::keep_attention
+  MatrixT<T> k1, k2, k3, k4, Z;  // the RK4 stages and stage point (LayerParams::rk4)
+  LayerWorkspaceT(int n, int d, int dk);
+};
+using LayerWorkspace = LayerWorkspaceT<double>;
+
+// Asks glibc (where it is the C library) to keep freed memory below 64 MB in the heap (mallopt):
+// otherwise every trial's work matrices (N x N, over glibc's 128 kB thresholds) are returned to
+// the system when freed and faulted back in by the next trial. Process-wide, so the kernel never
+// calls it: main() of rcsim and of the benchmark do, a host program (Python) may.
+void keep_freed_memory();
+
+// Fixes the cache sizes Eigen blocks its matrix products for (L1 48 KiB, L2 1.25 MiB, L3 32 MiB)
+// instead of the sizes the CPU reports. The blocking decides the order of the summations in a
+// product longer than one block (d = 768 at GPT-2 size), so without this the same build gives
+// other last bits on a CPU with other cache sizes: an AMD EPYC reporting 32 KiB / 512 KiB made
+// 344 of the portable golden set's 64,543 digests differ from the Intel machine (48 KiB / 1.25 MiB)
+// that recorded it. Process-wide (Eigen's setting), so the kernel never calls it: main() of rcsim,
+// of the benchmark and of the test programs do, and rcsim's Python module when it is imported.
+void fix_product_blocking();
+
+// X_next = layer(X). X_next must not alias X. With p.dropout, each head's attention weights are
+// dropped after the softmax (the attention statistics describe them before dropout) and the sum
+// over heads before the residual. Masks whose rows are one contiguous range each (all
+// but some custom masks) take the fast path: attention_logits_fast (folded W_Q W_K^T when cheaper,
+// lower triangle only for causal masks), softmax_rows, and a triangular product A (X W_V) for
+// causal masks; other masks the general path (attention_logits, masked_softmax, attention_stats).
+// With a cache (the derivative passes, kernel/ops/cache.hpp) the layer takes the general path and
+// keeps its activations there.
+LayerReport attention_layer(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, const LayerParams& p,
+                            LayerWorkspace& ws, Matrix& X_next, LayerCacheT<double>* cache = nullptr);
+// The same layer in float arithmetic (run.precision = float32): one template, layer.cpp.
+LayerReport attention_layer(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, const LayerParams& p,
+                            LayerWorkspaceT<float>& ws, MatrixF& X_next, LayerCacheT<float>* cache = nullptr);
+
+}  // namespace rcsim

@@ -1,5 +1,0 @@
-// The MLP moved to kernel/ops/mlp.hpp (issue 34: one file per operation, forward next to adjoint and
-// tangent); this header is kept so that its includers need no change.
-#pragma once
-
-#include "kernel/ops/mlp.hpp"

@@ -1,0 +1,42 @@
+// Everything the engine needs before the first trial: the configuration, the mask and its graph,
+// the input arrays, and what is resolved once per run (the platform, the threads inside a trial,
+// whether the blocks keep their attention matrices).
+#pragma once
+
+#include "kernel/model/mask.hpp"
+#include "kernel/model/mask_ranges.hpp"
+#include "kernel/model/model_spec.hpp"
+#include "kernel/support/types.hpp"
+#include "kernel/model/weights.hpp"
+
+namespace rcsim {
+
+struct EngineSetup {
+  ModelSpec config;
+  MaskMatrix mask;  // dense N x N where the run needs it (needs_dense_mask, platform.hpp), else 0 x 0
+  MaskRows rows;    // the mask's row ranges (one per row for the built-in masks), read by the attention
+  MaskGraph graph;
+  InputArrays files;
+  int max_rank = 0;        // largest rank the layers 1..L allow
+  int max_rank_input = 0;  // min(N, d), for layer 0
+  // run.platform resolved (kernel/platform/platform.hpp; never `automatic` here) and the threads one trial
+  // uses on it (threads_per_trial).
+  Platform platform = Platform::reference;
+  int trial_threads = 1;
+  // The blocks keep their head-averaged attention: output.attention, or an attention measure asks.
+  bool keep_attention = false;
+  // Blocks per segment of the gradient measures' reverse pass (kernel/block/gradients.hpp); 0: the
+  // automatic gradient_segment_length. Every value gives the same results (tests set it).
+  int gradient_segment = 0;
+  // Recorded layers whose Jacobian rows jacobian_log_spec2 keeps at a time (one set of N reverse
+  // passes per chunk); 0: the automatic jacobian_chunk_layers. Every value gives the same results.
+  int jacobian_chunk = 0;
+};
+
+// Everything the engine needs before the first trial, from the model, its mask (built from
+// mask.type, or `custom` for mask.type = custom) and its input arrays (the weight source:
+// io/inputs.hpp reads them from files), checked (UsageError for bad shapes or values).
+// io/inputs.hpp's prepare(c) reads the files and calls this.
+EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays inputs);
+
+}  // namespace rcsim

@@ -1,0 +1,204 @@
+#include "kernel/trial/simulation.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "kernel/trial/derivative_measures.hpp"
+#include "kernel/support/errors.hpp"
+#include "kernel/measures/metrics.hpp"
+#include "kernel/platform/platform_opencl.hpp"
+#include "kernel/support/threads.hpp"
+#include "kernel/trial/trial.hpp"
+#include "kernel/trial/trial_tape.hpp"
+
+namespace rcsim {
+
+namespace {
+
+// The measures of X(t) (every layer: the underflow test; recorded layers: the token measures and
+// the spectrum) and its snapshot (output.tokens).
+struct LayerRecorder {
+  LayerRecorder(const EngineSetup& setup, RunResults& results, int trial_index)
+      : s(setup), r(results), trial(trial_index), ti(static_cast<std::size_t>(trial_index)),
+        opt{setup.config.metrics.rank_rtol, setup.config.metrics.rank_atol, setup.max_rank_input} {}
+  const EngineSetup& s;
+  RunResults& r;
+  const int trial;
+  const std::size_t ti;
+  MeasureOptions opt;
+  Vector sigma;
+  std::size_t next_snapshot = 0;
+
+  void tokens(int t, const Matrix& X) {
+    if (const int col = r.column_of_layer[static_cast<std::size_t>(t)]; col >= 0) {  // output.schedule
+      const TokenMeasures m = measure_tokens(X, opt, sigma);
+      record_tokens(s.config, m, X, sigma, trial, col, r);
+      if (!r.spectrum.empty()) r.spectrum[ti].row(col) = sigma.transpose();
+      if (r.underflow_layer[ti] < 0 && !(m.mu >= std::numeric_limits<double>::min())) r.underflow_layer[ti] = t;
+    } else if (r.underflow_layer[ti] < 0 && !(token_similarity(X) >= std::numeric_limits<double>::min())) {
+      r.underflow_layer[ti] = t;  // underflow is detected at every layer, recorded or not
+    }
+    const auto& snap_layers = s.config.output.token_layers;
+    if (next_snapshot < snap_layers.size() && snap_layers[next_snapshot] == t) {
+      r.snapshots[ti].push_back(X);
+      ++next_snapshot;
+    }
+    opt.max_rank = s.max_rank;  // layers 1..L
+  }
+  // Snapshots and attention matrices of layers never reached (non-finite tokens) are NaN.
+  void pad() {
+    const int N = s.config.model.tokens, d = s.config.model.dim;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    while (!r.snapshots.empty() && r.snapshots[ti].size() < s.config.output.token_layers.size())
+      r.snapshots[ti].push_back(Matrix::Constant(N, d, nan));
+    while (!r.attention_matrices.empty() && r.attention_matrices[ti].size() < r.attention_layer_index.size())
+      r.attention_matrices[ti].push_back(Matrix::Constant(N, N, nan));
+  }
+};
+
+}  // namespace
+
+bool run_trial(const EngineSetup& s, int trial_index, RunResults& r, const std::atomic<bool>* cancel,
+               LayerCount* layers) {
+  const ModelSpec& c = s.config;
+  const int L = c.model.layers;
+  const auto ti = static_cast<std::size_t>(trial_index);
+  Trial trial(s, trial_index);
+  trial.set_cancel(cancel);  // every block loop, the derivative measures' too, stops within one block
+  TrialTape tape(s, trial_index, s.gradient_segment, cancel);  // for the derivative measures
+  LayerRecorder layer(s, r, trial_index);
+  // The attention measures of the product of the blocks' attention (docs/science/peers.md).
+  const bool want_product = wants_pass(c, MeasurePass::attention_product);
+  const bool want_update = wants_pass(c, MeasurePass::update);
+  Matrix product = want_product ? Matrix(Matrix::Identity(c.model.tokens, c.model.tokens)) : Matrix();
+  if (c.output.attention) r.attention_matrices[ti].clear();
+  if (!r.spectrum.empty())
+    r.spectrum[ti] = Matrix::Constant(static_cast<Eigen::Index>(r.layer_index.size()), r.spectrum_size,
+                                      std::numeric_limits<double>::quiet_NaN());
+  Matrix X_previous;  // the block's input, for the update measures
+  for (int t = 0; t <= L; ++t) {
+    if (cancel && cancel->load(std::memory_order_relaxed)) return false;
+    if (layers) layers->fetch_add(1, std::memory_order_relaxed);  // a progress per layer
+    if (!all_finite(trial.tokens())) {
+      r.nonfinite_layer[ti] = t;
+      break;
+    }
+    layer.tokens(t, trial.tokens());
+    if (t == L) break;
+    if (want_update) X_previous = trial.tokens();
+    const LayerReport rep = tape.step(trial);
+    if (want_product) product = trial.attention_mean() * product;
+    if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0) {
+      record_attention(c, rep, trial.attention_mean(), product, trial_index, acol, r);
+      if (c.output.attention) r.attention_matrices[ti].push_back(trial.attention_mean());
+    }
+    if (want_update) record_update(X_previous, trial.tokens(), t, trial_index, r);
+    r.degenerate_total[ti] += rep.degenerate_rows;
+  }
+  if (r.nonfinite_layer[ti] < 0 && tape.recording())
+    record_gradients(c, tape.length(), s.jacobian_chunk > 0 ? s.jacobian_chunk : jacobian_chunk_layers(c),
+                     tape.segments(), trial.params(), trial_index, r);
+  layer.pad();
+  return true;
+}
+
+TrialGradients trial_gradients(const EngineSetup& s, int trial_index, const Matrix& cotangent,
+                               const std::atomic<bool>* cancel) {
+  const ModelSpec& c = s.config;
+  const int N = c.model.tokens, d = c.model.dim, L = c.model.layers;
+  if (cotangent.rows() != N || cotangent.cols() != d)
+    throw UsageError("gradients: the cotangent dL/dX(L) must be [N, d] = [" + std::to_string(N) + ", " +
+                     std::to_string(d) + "], got [" + std::to_string(cotangent.rows()) + ", " +
+                     std::to_string(cotangent.cols()) + "]");
+  Trial trial(s, trial_index);  // the forward as run_trial runs it, every block kept
+  trial.set_cancel(cancel);     // polled by every block of the forward and reverse passes
+  BlockTape tape;
+  for (int t = 0; t < L; ++t) step_recorded(trial, tape);
+  // The reverse pass reads the dense mask: made here if the setup has none (the cpu platform's).
+  const MaskMatrix dense = s.mask.size() ? MaskMatrix() : dense_mask(ranges_of(s.rows));
+  BlockParams params = trial.params();
+  if (!s.mask.size()) params.layer.mask = &dense;
+  TrialGradients out;
+  out.output = trial.tokens();
+  out.blocks.resize(static_cast<std::size_t>(L));
+  out.dX.resize(static_cast<std::size_t>(L) + 1);
+  stack_backward_segments(
+      L, std::max(L, 1), [&](int, int, BlockTape& seg) { seg = tape; }, params, cotangent,
+      [&](int t, const Matrix& dX) { out.dX[static_cast<std::size_t>(t)] = dX; },
+      [&](int t, const BlockGrads& g) { out.blocks[static_cast<std::size_t>(t)] = g; });
+  return out;
+}
+
+int resolve_threads(int requested, int trials) {
+  int n = requested > 0 ? requested : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, std::min(n, trials));
+}
+
+int trial_workers(const EngineSetup& s, int threads, int trials) {
+  if (s.platform == Platform::opencl) return std::max(1, std::min(trials, opencl_batch_size()));
+  return resolve_threads(threads, trials);
+}
+
+void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vector<char>& skip,
+                const RunControl& ctl) {
+  const int T = s.config.run.trials;
+  std::vector<int> todo;
+  for (int t = 0; t < T; ++t)
+    if (skip.empty() || !skip[static_cast<std::size_t>(t)]) todo.push_back(t);
+  const int total = static_cast<int>(todo.size());
+  const int n_threads = trial_workers(s, threads, std::max(total, 1));
+  OpenclBatch batch;  // the opencl platform: every worker a member (its trials' attention launched together)
+  const bool batched = s.platform == Platform::opencl && n_threads > 1;
+  std::atomic<int> next{0};
+  int done = 0;
+  std::exception_ptr error;
+  std::mutex mutex;
+  auto worker = [&] {
+    try {
+      std::optional<OpenclBatchMember> member;
+      if (batched) member.emplace(batch);
+      for (;;) {
+        if (ctl.cancel && ctl.cancel->load()) return;
+        const int k = next.fetch_add(1);
+        if (k >= total) return;
+        const int trial = todo[static_cast<std::size_t>(k)];
+        if (!run_trial(s, trial, r, ctl.cancel, ctl.layers_done)) return;  // each trial writes only its own rows
+        std::lock_guard<std::mutex> lock(mutex);
+        ++done;
+        if (ctl.on_trial_done) ctl.on_trial_done(trial);
+        if (ctl.progress) ctl.progress(done, total);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!error) error = std::current_exception();
+      next.store(total);
+    }
+  };
+  if (batched) batch.reserve(n_threads);  // the first rounds wait for every worker
+  if (n_threads == 1) {
+    worker();
+  } else {  // a thread the system refuses: one error naming run.threads, never std::terminate
+    run_workers(n_threads, false, worker, [&] { next.store(total); batch.release_reserved(); }, "run.threads",
+                n_threads);
+  }
+  if (error) std::rethrow_exception(error);
+  if (ctl.cancel && ctl.cancel->load()) throw Interrupted();
+}
+
+RunResults run_simulation(const EngineSetup& s, int threads, const std::atomic<bool>* cancel,
+                          const std::function<void(int, int)>& progress, std::atomic<long long>* layers_done) {
+  RunResults r = allocate_results(s);
+  RunControl ctl;
+  ctl.cancel = cancel;
+  ctl.progress = progress;
+  ctl.layers_done = layers_done;
+  run_trials(s, threads, r, {}, ctl);
+  return r;
+}
+
+}  // namespace rcsim

@@ -1,0 +1,48 @@
+#include "kernel/trial/trial_batch.hpp"
+
+#include <exception>
+#include <mutex>
+
+#include "kernel/support/threads.hpp"
+
+namespace rcsim {
+
+TrialBatch::TrialBatch(const EngineSetup& s, const std::vector<int>& trials) {
+  for (const int t : trials) trials_.push_back(std::make_unique<Trial>(s, t));
+  if (s.platform == Platform::opencl && trials.size() > 1) batch_ = std::make_unique<OpenclBatch>();
+}
+
+void TrialBatch::set_cancel(const std::atomic<bool>* cancel) {
+  for (auto& t : trials_) t->set_cancel(cancel);
+}
+
+std::vector<LayerReport> TrialBatch::step() {
+  const int B = size();
+  std::vector<LayerReport> reports(static_cast<std::size_t>(B));
+  if (!batch_) {
+    for (int b = 0; b < B; ++b) reports[static_cast<std::size_t>(b)] = trials_[static_cast<std::size_t>(b)]->step();
+    return reports;
+  }
+  // One thread per trial, each a member of the batch for as long as it steps trials: a round of
+  // attention calls is launched once every member still stepping has one waiting.
+  std::atomic<int> next{0};
+  std::exception_ptr error;
+  std::mutex mutex;
+  const auto worker = [&] {
+    const OpenclBatchMember member(*batch_);
+    for (int b = next.fetch_add(1); b < B; b = next.fetch_add(1)) {
+      try {
+        reports[static_cast<std::size_t>(b)] = trials_[static_cast<std::size_t>(b)]->step();
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (!error) error = std::current_exception();
+      }
+    }
+  };
+  batch_->reserve(B);  // every round waits for all B threads, the first one too
+  run_workers(B - 1, true, worker, [&] { next.store(B); batch_->release_reserved(); }, "run.trials", B);
+  if (error) std::rethrow_exception(error);
+  return reports;
+}
+
+}  // namespace rcsim
