@@ -10,7 +10,7 @@ TEST_CASE("3-block stack in every placement x normalisation against FD", "[backw
   double worst = 0.0;
   for (const NormPosition pos : {NormPosition::post, NormPosition::pre, NormPosition::peri, NormPosition::ngpt})
     for (const NormType t : {NormType::none, NormType::sphere, NormType::projection, NormType::layernorm,
-                             NormType::rmsnorm})
+                             NormType::rmsnorm, NormType::dyt, NormType::derf})
       for (const double alpha : {0.0, 0.6}) {
         Case k;
         k.pos = pos;

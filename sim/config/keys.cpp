@@ -199,8 +199,11 @@ std::vector<KeyDecl> block_keys() {
       file("mask.file", "", "HDF5 file with dataset /mask [N, N] (nonzero = may attend), for custom"),
       choice("norm.type", text_of(kernel_default().norm.type, norm_names()), names_of(norm_names()), "row normalisation after attention"),
       number("norm.eps", text_of(kernel_default().norm.eps), kNonNegative, "epsilon of layernorm and rmsnorm"),
-      of_kind(KeyKind::numbers, "norm.gain", "1", "gain g of layernorm/rmsnorm"),
-      of_kind(KeyKind::numbers, "norm.bias", "0", "bias b of layernorm"),
+      omitted_at_default(number("norm.alpha", text_of(kernel_default().norm.alpha), kAny,
+                                "input scale a of dyt (g tanh(a y) + b, Zhu et al. 2025) and derf (g erf(a y) + b, "
+                                "Chen et al. 2025)")),
+      of_kind(KeyKind::numbers, "norm.gain", "1", "gain g of layernorm/rmsnorm/dyt/derf"),
+      of_kind(KeyKind::numbers, "norm.bias", "0", "bias b of layernorm/dyt/derf"),
       choice("norm.position", text_of(kernel_default().norm.position, norm_position_names()), names_of(norm_position_names()),
              "where the normalisation N sits, a = residual.alpha: post (N(X + a A(X)), or N(A(X)) without "
              "residual; the paper's model) | pre (X + a A(N(X))) | peri (X + a N(A(N(X)))) | ngpt (N(X + a (N(A(X)) - "

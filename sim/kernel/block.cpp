@@ -170,7 +170,7 @@ LayerSettings layer_settings(const ModelSpec& c) {
       s.alpha = o.residual_alpha / std::sqrt(static_cast<double>(c.model.layers));
     s.skip = o.residual_skip;
     s.d_qk = o.d_qk;
-    s.norm = Normalization(o.norm_type, c.model.dim, c.norm.eps, c.norm.gain, c.norm.bias);
+    s.norm = Normalization(o.norm_type, c.model.dim, c.norm.eps, c.norm.gain, c.norm.bias, c.norm.alpha);
     table.push_back(std::move(s));
   }
   return table;
