@@ -211,7 +211,7 @@ std::vector<KeyDecl> block_keys() {
       choice("norm.params", kernel_default().norm.params_from_file ? "file" : "config", {"config", "file"},
              "gains and biases of the normalisations: config (norm.gain, norm.bias for every one) | file (each "
              "normalisation of each layer from weights.file: /norm_attn_gain, /norm_attn_bias, /norm_attn_out_*, "
-             "/norm_mlp_*, /norm_mlp_out_*; layernorm and rmsnorm only)"),
+             "/norm_mlp_*, /norm_mlp_out_*; layernorm, rmsnorm, dyt and derf only)"),
       number("residual.alpha", text_of(kernel_default().residual_alpha), kAny, "residual weight: Y = X + alpha * attention(X); 0 = no residual"),
       choice("residual.project", text_of(kernel_default().residual_project, project_names()), names_of(project_names()),
              "none | tangent: Y = X + alpha P(attention(X)), P removes from each row its component along x_i"),
