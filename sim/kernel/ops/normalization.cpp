@@ -62,16 +62,20 @@ MatrixT<T> pointwise_slope(NormType t, const MatrixT<T>& U) {
   return U.unaryExpr([two_over_sqrt_pi](T u) { return two_over_sqrt_pi * std::exp(-u * u); });
 }
 
+// dyt, derf: Y <- g f(a Y) + b elementwise (no degenerate rows).
+template <class T>
+int pointwise_rows(Eigen::Ref<MatrixT<T>> Y, const Normalization& norm) {
+  const MatrixT<T> U = static_cast<T>(norm.alpha) * Y;
+  Y = pointwise_value<T>(norm.type, U);
+  Y.array().rowwise() *= norm.gain.template cast<T>().array();
+  Y.rowwise() += norm.bias.template cast<T>();
+  return 0;
+}
+
 template <class T>
 int normalize_impl(Eigen::Ref<MatrixT<T>> Y, const Normalization& norm) {
   if (norm.type == NormType::none) return 0;
-  if (is_pointwise(norm.type)) {  // g f(a y) + b elementwise
-    const MatrixT<T> U = static_cast<T>(norm.alpha) * Y;
-    Y = pointwise_value<T>(norm.type, U);
-    Y.array().rowwise() *= norm.gain.template cast<T>().array();
-    Y.rowwise() += norm.bias.template cast<T>();
-    return 0;
-  }
+  if (is_pointwise(norm.type)) return pointwise_rows<T>(Y, norm);
   constexpr T tiny = std::numeric_limits<T>::min();
   const Eigen::Index n = Y.rows();
   const T d = static_cast<T>(Y.cols());
@@ -104,9 +108,7 @@ int normalize_impl(Eigen::Ref<MatrixT<T>> Y, const Normalization& norm) {
   for (Eigen::Index i = 0; i < n; ++i) {
     auto y = Y.row(i);
     switch (norm.type) {
-      case NormType::none:
-      case NormType::dyt:
-      case NormType::derf: break;  // handled above
+      case NormType::none: case NormType::dyt: case NormType::derf: break;  // handled above
       case NormType::sphere: {
         const T r = safe_norm<T>(y);
         if (r < tiny) {
@@ -199,9 +201,7 @@ MatrixT<T> norm_backward(const MatrixT<T>& Y, const MatrixT<T>& dOut, const Norm
   for (Eigen::Index i = 0; i < n; ++i) {
     const RowVectorT<T> y = Y.row(i), g = dOut.row(i);
     switch (norm.type) {
-      case NormType::none:
-      case NormType::dyt:
-      case NormType::derf: break;  // handled above
+      case NormType::none: case NormType::dyt: case NormType::derf: break;  // handled above
       case NormType::sphere: {  // out = y / ||y||: dy = (g - u (u . g)) / ||y||, u = y / ||y||
         const T r = y.norm();
         if (r < tiny) break;
@@ -255,9 +255,7 @@ MatrixT<T> norm_jvp(const MatrixT<T>& Y, const MatrixT<T>& dY, const Normalizati
   for (Eigen::Index i = 0; i < n; ++i) {
     const RowVectorT<T> y = Y.row(i), dy = dY.row(i);
     switch (norm.type) {
-      case NormType::none:
-      case NormType::dyt:
-      case NormType::derf: break;  // handled above
+      case NormType::none: case NormType::dyt: case NormType::derf: break;  // handled above
       case NormType::sphere: {  // out = y / r: d out = (dy - u (u . dy)) / r, u = y / r
         const T r = y.norm();
         if (r < tiny) break;
