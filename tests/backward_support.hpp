@@ -264,6 +264,8 @@ inline const char* norm_name(NormType t) {
     case NormType::layernorm: return "layernorm";
     case NormType::projection: return "projection";
     case NormType::rmsnorm: return "rmsnorm";
+    case NormType::dyt: return "dyt";
+    case NormType::derf: return "derf";
   }
   return "?";
 }

@@ -10,7 +10,7 @@ TEST_CASE("3-block stack in every placement x normalisation against FD", "[backw
   double worst = 0.0;
   for (const NormPosition pos : {NormPosition::post, NormPosition::pre, NormPosition::peri, NormPosition::ngpt})
     for (const NormType t : {NormType::none, NormType::sphere, NormType::projection, NormType::layernorm,
-                             NormType::rmsnorm})
+                             NormType::rmsnorm, NormType::dyt, NormType::derf})
       for (const double alpha : {0.0, 0.6}) {
         Case k;
         k.pos = pos;
@@ -23,7 +23,11 @@ TEST_CASE("3-block stack in every placement x normalisation against FD", "[backw
         INFO(pos_name(pos) << " x " << norm_name(t) << " alpha " << alpha << ": x " << r.x << " q " << r.q
                            << " k " << r.k << " v " << r.v << " o " << r.o << " gain " << r.gain << " bias "
                            << r.bias << " W_in " << r.w_in << " W_out " << r.w_out);
-        CHECK(r.worst() < kTol);
+        // dyt and derf: peri without residual passes W_Q's gradient through several tanh-like maps, where
+        // the central differences' O(h^2) error measured 2.9e-6 (q); the forward-mode grid's dot-product
+        // test checks the same stacks to rounding (test_forward_mode.cpp).
+        const bool elementwise = t == NormType::dyt || t == NormType::derf;
+        CHECK(r.worst() < (elementwise ? 1e-5 : kTol));
         worst = std::max(worst, r.worst());
       }
   WARN("3-block stacks: largest relative error against FD " << worst);

@@ -71,8 +71,8 @@ TEST_CASE("normalisation adjoints against FD (input, gain, bias)", "[backward]")
   RandomStream rng(9, 0);
   double worst = 0.0;
   for (const NormType t : {NormType::none, NormType::sphere, NormType::projection, NormType::layernorm,
-                           NormType::rmsnorm}) {
-    Normalization n(t, 4, 1e-5);
+                           NormType::rmsnorm, NormType::dyt, NormType::derf}) {
+    Normalization n(t, 4, 1e-5, {}, {}, 0.7);
     n.gain = RowVector::Ones(4) + gaussian(1, 4, rng, 0.3);
     n.bias = gaussian(1, 4, rng, 0.3);
     Matrix Y = gaussian(6, 4, rng);

@@ -63,7 +63,8 @@ std::vector<std::pair<std::string, Case>> jvp_grid() {
   std::vector<std::pair<std::string, Case>> g;
   const char* masks[] = {"complete", "causal", "window", "custom"};
   int i = 0;
-  for (const NormType n : {NormType::none, NormType::sphere, NormType::projection, NormType::layernorm, NormType::rmsnorm})
+  for (const NormType n : {NormType::none, NormType::sphere, NormType::projection, NormType::layernorm, NormType::rmsnorm,
+                           NormType::dyt, NormType::derf})
     for (const NormPosition pos : {NormPosition::post, NormPosition::pre, NormPosition::peri, NormPosition::ngpt}) {
       Case k;
       k.norm = n;

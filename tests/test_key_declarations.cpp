@@ -74,6 +74,8 @@ TEST_CASE("key declarations: every range is enforced, with the declared range in
   CHECK(with("run.threads", "0").run.threads == 0);
   CHECK(with("dropout.output", "0").dropout.output == 0.0);
   CHECK(with("norm.eps", "0").norm.eps == 0.0);
+  CHECK(with("norm.alpha", "-1.5").norm.alpha == -1.5);  // dyt, derf: any scale (0 maps to the bias)
+  CHECK(with("norm.type", "dyt").norm.alpha == 0.5);       // Zhu et al. 2025's initial alpha
   CHECK_THROWS_WITH(with("dropout.attention", "1"), Contains("expected a number >= 0 and < 1"));
   CHECK_THROWS_WITH(with("model.tokens", "0"), Contains("expected an integer >= 1"));
   CHECK_THROWS_WITH(with("model.d_qk", "0"), Contains("expected a number > 0"));

@@ -109,3 +109,70 @@ TEST_CASE("degenerate rows are counted and stay finite", "[norm]") {
     CHECK_THAT(W.row(0).norm(), WithinRel(std::sqrt(2.0), 1e-14));
   }
 }
+
+// Dynamic Tanh and Dynamic erf (norm.type = dyt, derf): g f(a y) + b elementwise. The constants are
+// tanh and erf at 0.5, 1 and 3 (from Python's math module, not from the code under test).
+TEST_CASE("dyt and derf worked by hand, with their tangent and adjoint", "[norm]") {
+  const double tanh_half = 0.46211715726000974, tanh_3 = 0.9950547536867305, tanh_1 = 0.7615941559557649;
+  const double erf_half = 0.5204998778130465, erf_3 = 0.9999779095030014, erf_1 = 0.8427007929497149;
+  Matrix y(1, 4);
+  y << 1, 2, 3, 6;
+  SECTION("dyt, a = 0.5 (the default), gain 2, bias 1") {
+    Matrix z = y;
+    const Normalization n(NormType::dyt, 4, 0.0, {2.0}, {1.0});
+    CHECK(n.alpha == 0.5);
+    CHECK(normalize_rows(z, n) == 0);
+    CHECK_THAT(z(0, 0), WithinRel(2.0 * tanh_half + 1.0, 1e-15));
+    CHECK_THAT(z(0, 1), WithinRel(2.0 * tanh_1 + 1.0, 1e-15));
+    CHECK_THAT(z(0, 3), WithinRel(2.0 * tanh_3 + 1.0, 1e-15));
+    // Tangent: d out = g a (1 - tanh^2(a y)) dy; at y = 2 (a y = 1), dy = 1: 2 * 0.5 * (1 - tanh(1)^2).
+    Matrix dy = Matrix::Zero(1, 4);
+    dy(0, 1) = 1.0;
+    CHECK_THAT(norm_jvp(y, dy, n)(0, 1), WithinRel(1.0 - tanh_1 * tanh_1, 1e-14));
+    // Adjoint: dL/dg = sum over rows of tanh(a y) dOut, dL/db = sum of dOut.
+    RowVector dg, db;
+    const Matrix dY = norm_backward(y, dy, n, dg, db);
+    CHECK_THAT(dY(0, 1), WithinRel(1.0 - tanh_1 * tanh_1, 1e-14));
+    CHECK_THAT(dg(1), WithinRel(tanh_1, 1e-15));
+    CHECK(db(1) == 1.0);
+    CHECK(dY(0, 0) == 0.0);
+  }
+  SECTION("derf, a = 1/6, per-feature gain; a = 0 maps every entry to the bias") {
+    Matrix z = y;
+    normalize_rows(z, Normalization(NormType::derf, 4, 0.0, {1, 1, 1, 10}, {}, 1.0 / 6.0));
+    CHECK_THAT(z(0, 2), WithinRel(erf_half, 1e-15));
+    CHECK_THAT(z(0, 3), WithinRel(10.0 * erf_1, 1e-15));
+    Matrix w = y;
+    normalize_rows(w, Normalization(NormType::derf, 4, 0.0, {}, {}, 0.5));
+    CHECK_THAT(w(0, 3), WithinRel(erf_3, 1e-15));
+    // Tangent: g a (2 / sqrt(pi)) exp(-(a y)^2); at y = 3, a = 1/6: (1/6) (2 / sqrt(pi)) e^(-1/4).
+    Matrix dy = Matrix::Zero(1, 4);
+    dy(0, 2) = 1.0;
+    const double slope = (1.0 / 6.0) * 2.0 / std::sqrt(M_PI) * std::exp(-0.25);
+    CHECK_THAT(norm_jvp(y, dy, Normalization(NormType::derf, 4, 0.0, {}, {}, 1.0 / 6.0))(0, 2), WithinRel(slope, 1e-14));
+    Matrix c = y;
+    normalize_rows(c, Normalization(NormType::dyt, 4, 0.0, {}, {0.25}, 0.0));
+    CHECK((c.array() == 0.25).all());
+  }
+}
+
+TEST_CASE("dyt and derf: the adjoint is the transpose of the tangent (dot-product test)", "[norm]") {
+  RandomStream rng(11, 0);
+  for (const NormType t : {NormType::dyt, NormType::derf}) {
+    Normalization n(t, 5, 1e-5, {}, {}, 0.8);
+    n.gain = RowVector::Ones(5);
+    n.bias = RowVector::Zero(5);
+    Matrix Y(7, 5), dY(7, 5), C(7, 5), g(1, 5);
+    rng.fill_normal(Y, 2.0);
+    rng.fill_normal(dY, 1.0);
+    rng.fill_normal(C, 1.0);
+    rng.fill_normal(g, 0.3);
+    n.gain += g;
+    RowVector dg, db;
+    const double lhs = C.cwiseProduct(norm_jvp(Y, dY, n)).sum();
+    const double rhs = norm_backward(Y, C, n, dg, db).cwiseProduct(dY).sum();
+    INFO((t == NormType::dyt ? "dyt" : "derf"));
+    CHECK_THAT(lhs, WithinRel(rhs, 1e-13));
+    CHECK(std::abs(lhs) > 1e-3);  // not the trivial 0 = 0
+  }
+}

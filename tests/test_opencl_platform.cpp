@@ -242,6 +242,22 @@ TEST_CASE("opencl: whole runs equal the reference layer by layer (mu, singular v
   }
 }
 
+TEST_CASE("dyt and derf: no platform refuses them, cpu and opencl equal the reference", "[opencl]") {
+  // The normalisations run on the host on every platform (only the attention is fused or offloaded).
+  for (const char* norm : {"dyt", "derf"}) {
+    const std::map<std::string, std::string> keys = {
+        {"model.tokens", "96"}, {"model.dim", "3"},     {"model.layers", "6"},    {"norm.type", norm},
+        {"norm.alpha", "0.8"},  {"norm.position", "pre"}, {"residual.alpha", "1"}, {"mask.type", "causal"},
+        {"mlp.width", "8"}};
+    INFO(norm);
+    CHECK(cpu_platform_refusal(make_config(keys)).empty());
+    CHECK(opencl_platform_refusal(make_config(keys)).empty());
+    const RunResults ref = run(keys, "reference");
+    check_layers(run(keys, "cpu"), ref, 1e-12);
+    if (device_present()) check_layers(run(keys, "opencl"), ref, 1e-12);
+  }
+}
+
 TEST_CASE("run.platform = opencl: refused where it does not cover the run, never picked by auto", "[opencl]") {
   ModelSpec c;
   c.run.platform = Platform::opencl;

@@ -180,8 +180,8 @@ void read_mlp_and_weight_options(KeyValues& v, Config& c) {
   // Normalisation parameters per layer from weights.file.
   const std::string params = read_choice(v, "norm.params");
   c.norm.params_from_file = params == "file";
-  if (c.norm.params_from_file && c.norm.type != NormType::layernorm && c.norm.type != NormType::rmsnorm)
-    bad_value("norm.params", params, "file needs norm.type = layernorm or rmsnorm (the normalisations with a gain)");
+  if (c.norm.params_from_file && !norm_has_gain(c.norm.type))
+    bad_value("norm.params", params, "file needs norm.type = layernorm, rmsnorm, dyt or derf (the normalisations with a gain)");
   c.weights.shared = read_bool(v, "weights.shared");
   c.weights.qk = read_enum(v, "weights.qk", bilinear_names());
   if (c.weights.qk != BilinearType::none && c.model.key_dim != d)

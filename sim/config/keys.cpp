@@ -114,8 +114,11 @@ std::vector<KeyDecl> block_keys() {
       file("mask.file", "", "HDF5 file with dataset /mask [N, N] (nonzero = may attend), for custom"),
       per_layer(into(choice("norm.type", text_of(kernel_default().norm.type, norm_names()), names_of(norm_names()), "row normalisation after attention"), RCSIM_SPEC_MEMBER(norm.type), norm_names)),
       per_layer(into(number("norm.eps", text_of(kernel_default().norm.eps), kNonNegative, "epsilon of layernorm and rmsnorm"), RCSIM_SPEC_MEMBER(norm.eps))),
-      per_layer(of_kind(KeyKind::numbers, "norm.gain", "1", "gain g of layernorm/rmsnorm")),
-      per_layer(of_kind(KeyKind::numbers, "norm.bias", "0", "bias b of layernorm")),
+      per_layer(into(omitted_at_default(number("norm.alpha", text_of(kernel_default().norm.alpha), kAny,
+                                 "input scale a of dyt (g tanh(a y) + b, Zhu et al. 2025) and derf (g erf(a y) + b, "
+                                 "Chen et al. 2025)")), RCSIM_SPEC_MEMBER(norm.alpha))),
+      per_layer(of_kind(KeyKind::numbers, "norm.gain", "1", "gain g of layernorm/rmsnorm/dyt/derf")),
+      per_layer(of_kind(KeyKind::numbers, "norm.bias", "0", "bias b of layernorm/dyt/derf")),
       per_layer(into(choice("norm.position", text_of(kernel_default().norm.position, norm_position_names()), names_of(norm_position_names()),
              "where the normalisation N sits, a = residual.alpha: post (N(X + a A(X)), or N(A(X)) without "
              "residual; the paper's model) | pre (X + a A(N(X))) | peri (X + a N(A(N(X)))) | ngpt (N(X + a (N(A(X)) - "
@@ -123,7 +126,7 @@ std::vector<KeyDecl> block_keys() {
       choice("norm.params", kernel_default().norm.params_from_file ? "file" : "config", {"config", "file"},
              "gains and biases of the normalisations: config (norm.gain, norm.bias for every one) | file (each "
              "normalisation of each layer from weights.file: /norm_attn_gain, /norm_attn_bias, /norm_attn_out_*, "
-             "/norm_mlp_*, /norm_mlp_out_*; layernorm and rmsnorm only)"),
+             "/norm_mlp_*, /norm_mlp_out_*; layernorm, rmsnorm, dyt and derf only)"),
       per_layer(into(number("residual.alpha", text_of(kernel_default().residual_alpha), kAny, "residual weight: Y = X + alpha * attention(X); 0 = no residual"), RCSIM_SPEC_MEMBER(residual_alpha))),
       into(choice("residual.project", text_of(kernel_default().residual_project, project_names()), names_of(project_names()),
              "none | tangent: Y = X + alpha P(attention(X)), P removes from each row its component along x_i"), RCSIM_SPEC_MEMBER(residual_project), project_names),

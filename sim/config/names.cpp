@@ -15,7 +15,9 @@ const NameTable<NormType>& norm_names() {
                                         {"sphere", NormType::sphere},
                                         {"layernorm", NormType::layernorm},
                                         {"projection", NormType::projection},
-                                        {"rmsnorm", NormType::rmsnorm}};
+                                        {"rmsnorm", NormType::rmsnorm},
+                                        {"dyt", NormType::dyt},
+                                        {"derf", NormType::derf}};
   return t;
 }
 const NameTable<NormPosition>& norm_position_names() {

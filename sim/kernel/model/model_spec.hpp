@@ -17,10 +17,17 @@ namespace rcsim {
 // Defaults used by more than one struct (here, kernel/ops/normalization.hpp, geometry/brody.hpp): each
 // written once. The configuration keys print them (config/keys.cpp, text_of).
 inline constexpr double kDefaultNormEps = 1e-5;          // norm.eps
+inline constexpr double kDefaultNormAlpha = 0.5;         // norm.alpha (DyT, Derf: Zhu et al. 2025)
 inline constexpr std::uint64_t kDefaultSeed = 20240527;  // run.seed
 
 enum class MaskType { complete, causal, sliding_window, unidirectional_sliding_window, custom };
-enum class NormType { none, sphere, layernorm, projection, rmsnorm };
+enum class NormType { none, sphere, layernorm, projection, rmsnorm, dyt, derf };
+// dyt: g tanh(a y) + b, derf: g erf(a y) + b elementwise (a = norm.alpha), tanh-like maps in
+// place of a normalisation (Zhu et al. 2025; Chen et al. 2025).
+inline bool norm_has_gain(NormType t) {
+  return t == NormType::layernorm || t == NormType::rmsnorm || t == NormType::dyt || t == NormType::derf;
+}
+inline bool norm_has_bias(NormType t) { return t == NormType::layernorm || t == NormType::dyt || t == NormType::derf; }
 inline constexpr NormType kDefaultNormType = NormType::none;  // norm.type (also kernel/ops/normalization.hpp)
 enum class WeightType { gaussian, orthogonal, identity, zero, fixed, file, wishart, tied_qk };
 enum class InitType { gaussian, sphere, positive, fixed, file, uniform,
@@ -134,6 +141,7 @@ struct MaskConfig {
 struct NormConfig {
   NormType type = kDefaultNormType;
   double eps = kDefaultNormEps;
+  double alpha = kDefaultNormAlpha;  // the input scale of dyt and derf
   std::vector<double> gain;  // empty = all ones; else one value (broadcast) or d values
   std::vector<double> bias;  // empty = all zeros; else one value (broadcast) or d values
   NormPosition position = NormPosition::post;  // post: N(X + a A(X)); pre: X + a A(N(X));

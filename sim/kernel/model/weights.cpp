@@ -84,7 +84,7 @@ std::vector<InputRequirement> input_requirements(const ModelSpec& c, InputArrays
       if (!used) continue;
       const std::string stem = std::string("norm_") + norm_slot_name(slot);
       req.push_back({wf, stem + "_gain", layer_shapes(c, {d}), &in.norm_gain[slot]});
-      if (c.norm.type == NormType::layernorm)
+      if (norm_has_bias(c.norm.type))
         req.push_back({wf, stem + "_bias", layer_shapes(c, {d}), &in.norm_bias[slot]});
     }
   }

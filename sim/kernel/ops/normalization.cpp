@@ -34,18 +34,48 @@ RowVector resolve(const std::vector<double>& v, int d, double neutral, const cha
 }  // namespace
 
 Normalization::Normalization(NormType t, int d, double eps_, const std::vector<double>& g,
-                             const std::vector<double>& b)
-    : type(t), eps(eps_), gain(resolve(g, d, 1.0, "gain")), bias(resolve(b, d, 0.0, "bias")) {}
+                             const std::vector<double>& b, double alpha_)
+    : type(t), eps(eps_), alpha(alpha_), gain(resolve(g, d, 1.0, "gain")), bias(resolve(b, d, 0.0, "bias")) {}
 
 Normalization Normalization::from_config(const ModelSpec& c) {
-  return Normalization(c.norm.type, c.model.dim, c.norm.eps, c.norm.gain, c.norm.bias);
+  return Normalization(c.norm.type, c.model.dim, c.norm.eps, c.norm.gain, c.norm.bias, c.norm.alpha);
 }
 
 namespace {
 
+bool is_pointwise(NormType t) { return t == NormType::dyt || t == NormType::derf; }
+
+// dyt: f = tanh; derf: f = erf. The map of u = a y and its derivative f'(u).
+template <class T>
+MatrixT<T> pointwise_value(NormType t, const MatrixT<T>& U) {
+  if (t == NormType::dyt) return U.unaryExpr([](T u) { return std::tanh(u); });
+  return U.unaryExpr([](T u) { return std::erf(u); });
+}
+template <class T>
+MatrixT<T> pointwise_slope(NormType t, const MatrixT<T>& U) {
+  if (t == NormType::dyt)
+    return U.unaryExpr([](T u) {
+      const T th = std::tanh(u);
+      return T(1) - th * th;
+    });
+  const T two_over_sqrt_pi = static_cast<T>(1.1283791670955126);  // 2 / sqrt(pi)
+  return U.unaryExpr([two_over_sqrt_pi](T u) { return two_over_sqrt_pi * std::exp(-u * u); });
+}
+
+// dyt, derf: Y <- g f(a Y) + b elementwise (no degenerate rows).
+template <class T>
+int pointwise_rows(Eigen::Ref<MatrixT<T>> Y, const Normalization& norm) {
+  const MatrixT<T> U = static_cast<T>(norm.alpha) * Y;
+  Y = pointwise_value<T>(norm.type, U);
+  Y.array().rowwise() *= norm.gain.template cast<T>().array();
+  Y.rowwise() += norm.bias.template cast<T>();
+  return 0;
+}
+
 template <class T>
 int normalize_impl(Eigen::Ref<MatrixT<T>> Y, const Normalization& norm) {
   if (norm.type == NormType::none) return 0;
+  if (is_pointwise(norm.type)) return pointwise_rows<T>(Y, norm);
   constexpr T tiny = std::numeric_limits<T>::min();
   const Eigen::Index n = Y.rows();
   const T d = static_cast<T>(Y.cols());
@@ -78,7 +108,7 @@ int normalize_impl(Eigen::Ref<MatrixT<T>> Y, const Normalization& norm) {
   for (Eigen::Index i = 0; i < n; ++i) {
     auto y = Y.row(i);
     switch (norm.type) {
-      case NormType::none: break;
+      case NormType::none: case NormType::dyt: case NormType::derf: break;  // handled above
       case NormType::sphere: {
         const T r = safe_norm<T>(y);
         if (r < tiny) {
@@ -158,11 +188,20 @@ MatrixT<T> norm_backward(const MatrixT<T>& Y, const MatrixT<T>& dOut, const Norm
   if (dgain.size() != dd) dgain = RowVectorT<T>::Zero(dd);
   if (dbias.size() != dd) dbias = RowVectorT<T>::Zero(dd);
   if (norm.type == NormType::none) return dOut;
+  if (is_pointwise(norm.type)) {  // out = g f(a y) + b: dy = a f'(a y) g dOut, dg = f(a y) dOut, db = dOut
+    const T a = static_cast<T>(norm.alpha);
+    const MatrixT<T> U = a * Y;
+    dgain += pointwise_value<T>(norm.type, U).cwiseProduct(dOut).colwise().sum();
+    dbias += dOut.colwise().sum();
+    MatrixT<T> dY = a * pointwise_slope<T>(norm.type, U).cwiseProduct(dOut);
+    dY.array().rowwise() *= gain.array();
+    return dY;
+  }
   MatrixT<T> dY = MatrixT<T>::Zero(n, dd);
   for (Eigen::Index i = 0; i < n; ++i) {
     const RowVectorT<T> y = Y.row(i), g = dOut.row(i);
     switch (norm.type) {
-      case NormType::none: break;
+      case NormType::none: case NormType::dyt: case NormType::derf: break;  // handled above
       case NormType::sphere: {  // out = y / ||y||: dy = (g - u (u . g)) / ||y||, u = y / ||y||
         const T r = y.norm();
         if (r < tiny) break;
@@ -206,11 +245,17 @@ MatrixT<T> norm_jvp(const MatrixT<T>& Y, const MatrixT<T>& dY, const Normalizati
   const T eps = static_cast<T>(norm.eps);
   if (norm.type == NormType::none) return dY;
   const RowVectorT<T> gain = norm.gain.template cast<T>();
+  if (is_pointwise(norm.type)) {  // d out = g a f'(a y) dy
+    const T a = static_cast<T>(norm.alpha);
+    MatrixT<T> dOut = a * pointwise_slope<T>(norm.type, MatrixT<T>(a * Y)).cwiseProduct(dY);
+    dOut.array().rowwise() *= gain.array();
+    return dOut;
+  }
   MatrixT<T> dOut = MatrixT<T>::Zero(n, dd);
   for (Eigen::Index i = 0; i < n; ++i) {
     const RowVectorT<T> y = Y.row(i), dy = dY.row(i);
     switch (norm.type) {
-      case NormType::none: break;
+      case NormType::none: case NormType::dyt: case NormType::derf: break;  // handled above
       case NormType::sphere: {  // out = y / r: d out = (dy - u (u . dy)) / r, u = y / r
         const T r = y.norm();
         if (r < tiny) break;

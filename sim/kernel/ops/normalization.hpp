@@ -1,5 +1,6 @@
 // The row normalisations N after attention (SCIENCE.md section 1, step 6; none, sphere,
-// projection, layernorm, rmsnorm with gain and bias): the forward normalize_rows, its adjoint and
+// projection, layernorm, rmsnorm with gain and bias) and the elementwise maps that replace them
+// (dyt, derf): the forward normalize_rows, its adjoint and
 // its tangent, in double and float.
 #pragma once
 
@@ -15,12 +16,13 @@ namespace rcsim {
 struct Normalization {
   NormType type = kDefaultNormType;
   double eps = kDefaultNormEps;
+  double alpha = kDefaultNormAlpha;  // dyt and derf: the input scale a
   RowVector gain;  // size d (all ones by default)
   RowVector bias;  // size d (all zeros by default)
 
   Normalization() = default;
   Normalization(NormType t, int d, double eps_ = kDefaultNormEps, const std::vector<double>& g = {},
-                const std::vector<double>& b = {});
+                const std::vector<double>& b = {}, double alpha_ = kDefaultNormAlpha);
   static Normalization from_config(const ModelSpec& c);
 };
 
@@ -30,6 +32,9 @@ struct Normalization {
 //   layernorm:  g * (y - mean(y)) / sqrt(var(y) + eps) + b   (population variance)
 //   projection: y - mean(y)
 //   rmsnorm:    g * y / sqrt(mean(y^2) + eps)
+//   dyt:        g * tanh(a y) + b   elementwise, a = alpha (Dynamic Tanh, Zhu et al. 2025)
+//   derf:       g * erf(a y) + b    elementwise (Dynamic erf, Chen et al. 2025, with its shift s = 0)
+// (dyt and derf have no degenerate rows.)
 // A row whose direction is lost (the vector divided by, i.e. y for sphere/rmsnorm and y - mean(y)
 // for layernorm/projection, has norm below DBL_MIN: zero or subnormal) is a degenerate row. Its
 // output is defined and finite: sphere and rmsnorm leave it zero, layernorm sets it to b,
@@ -41,7 +46,7 @@ int normalize_rows(Eigen::Ref<MatrixF> Y, const Normalization& norm);
 // ---- adjoint and tangent ----
 
 // Adjoint: Y is the input of normalize_rows, dOut the gradient of its output. Returns dY; adds
-// dL/dg and dL/db (1 x d) into dgain, dbias (layernorm: both; rmsnorm: gain), sized here when
+// dL/dg and dL/db (1 x d) into dgain, dbias (layernorm, dyt, derf: both; rmsnorm: gain), sized here when
 // empty. Degenerate rows (no direction: the forward's convention) pass no gradient.
 template <class T>
 MatrixT<T> norm_backward(const MatrixT<T>& Y, const MatrixT<T>& dOut, const Normalization& norm, RowVectorT<T>& dgain,
