@@ -137,4 +137,5 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from particles_common import command
+    sys.exit(command.run(main))

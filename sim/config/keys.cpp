@@ -55,6 +55,12 @@ std::vector<KeyDecl> model_keys() {
           "layer: norm.type/eps/gain/bias/position, residual.alpha/skip/mlp_alpha, model.d_qk/beta/head_mix, "
           "mlp.activation, attention.* but attention.bias. Mix-LN: 0-3:norm.position=post; "
           "4-:norm.position=pre")),
+  };
+}
+
+// The attention variants (attention.*).
+std::vector<KeyDecl> attention_keys() {
+  return {
       per_layer(into(choice("attention.kind", text_of(kernel_default().attention.kind, attention_names()), names_of(attention_names()),
              "softmax (rows normalised) | usa (unnormalised: A_ij = exp(beta <x_i W_Q, x_j W_K>) / N on allowed "
              "entries) | hardmax (A_ij = 1/|S_i| on the maximisers S_i of <x_i W_Q, x_j W_K> over the allowed j; ties "
@@ -354,7 +360,7 @@ std::vector<std::string> commands_using(const std::string& key) {
 
 std::vector<KeyDecl> declare_keys() {
   std::vector<KeyDecl> keys = model_keys();
-  for (auto part : {block_keys(), particle_keys(), dropout_and_mlp_keys(), weight_keys(), input_run_output_keys()})
+  for (auto part : {attention_keys(), block_keys(), particle_keys(), dropout_and_mlp_keys(), weight_keys(), input_run_output_keys()})
     keys.insert(keys.end(), part.begin(), part.end());
   for (KeyDecl& k : keys) k.commands = commands_using(k.key);
   return keys;
