@@ -191,6 +191,34 @@ inline Matrix fd_gradient_row(RowVector& x, const std::function<double()>& f) {
   return g;
 }
 
+// A block variant's adjoint and tangent at (X, w, p): the loss 1^T X(t+1) C (a gradient measure's),
+// its gradients wrt X and W_Q,0 against central differences, the JVP along V against fourth-order
+// differences, and the dot-product test <C, J V> = <J^T C, V>. The relative errors and the gradients.
+struct BlockDerivativeCheck {
+  double dX = 0, dW_Q = 0, jvp = 0, dot = 0;
+  BlockGrads grads;
+};
+inline BlockDerivativeCheck check_block_derivatives(const Case& k, Matrix X, LayerWeights w, const BlockParams& p,
+                                                    const Matrix& C, const Matrix& V) {
+  const auto block = [&](const Matrix& Z) {
+    Matrix next;
+    BlockWorkspace bws(k.N, k.d, k.dk);
+    transformer_block(Z, w, p, bws, next);
+    return next;
+  };
+  const auto loss = [&] { return block(X).cwiseProduct(C).sum(); };
+  BlockDerivativeCheck r;
+  block_backward(X, w, p, C, r.grads);
+  r.dX = rel_err(r.grads.dX, fd_gradient(X, loss));
+  r.dW_Q = rel_err(r.grads.dq[0], fd_gradient(w.q[0], loss));
+  const double h = 1e-4;
+  const Matrix fd = (8 * (block(X + h * V) - block(X - h * V)) - (block(X + 2 * h * V) - block(X - 2 * h * V))) / (12 * h);
+  const Matrix jv = block_jvp(X, w, p, V);
+  r.jvp = rel_err(jv, fd);
+  r.dot = std::abs(C.cwiseProduct(jv).sum() - r.grads.dX.cwiseProduct(V).sum()) / (C.norm() * jv.norm());
+  return r;
+}
+
 struct StackCheck {
   double x = 0, q = 0, k = 0, v = 0, o = 0, gain = 0, bias = 0, w_in = 0, b_in = 0, w_out = 0, b_out = 0;
   double bq = 0, bk = 0, bv = 0, bo = 0;  // attention biases

@@ -66,27 +66,14 @@ TEST_CASE("logit soft-capping: adjoint and tangent against finite differences, d
       LayerWeights w = random_weights(k, rng);
       Matrix X = gaussian(k.N, k.d, rng);
       const Matrix C = gaussian(k.N, k.d, rng), V = gaussian(k.N, k.d, rng);
-      const auto block = [&](const Matrix& Z) {
-        Matrix next;
-        BlockWorkspace bws(k.N, k.d, k.dk);
-        transformer_block(Z, w, f.p, bws, next);
-        return next;
-      };
-      const auto loss = [&] { return block(X).cwiseProduct(C).sum(); };
-      BlockGrads g;
-      block_backward(X, w, f.p, C, g);
-      const double ex = rel_err(g.dX, fd_gradient(X, loss)), eq = rel_err(g.dq[0], fd_gradient(w.q[0], loss));
-      const double h = 1e-4;
-      const Matrix fd = (8 * (block(X + h * V) - block(X - h * V)) - (block(X + 2 * h * V) - block(X - 2 * h * V))) /
-                        (12 * h);
-      const Matrix jv = block_jvp(X, w, f.p, V);
-      const double ej = rel_err(jv, fd);
-      const double dot = std::abs(C.cwiseProduct(jv).sum() - g.dX.cwiseProduct(V).sum()) / (C.norm() * jv.norm());
-      INFO("dX " << ex << " dW_Q " << eq << " JVP " << ej << " dot " << dot);
+      const BlockDerivativeCheck r = check_block_derivatives(k, X, w, f.p, C, V);
+      const BlockGrads& g = r.grads;
+      const double ex = r.dX, eq = r.dW_Q, ej = r.jvp;
+      INFO("dX " << ex << " dW_Q " << eq << " JVP " << ej << " dot " << r.dot);
       CHECK(ex < kTol);
       CHECK(eq < kTol);
       CHECK(ej < 1e-7);
-      CHECK(dot < 1e-12);
+      CHECK(r.dot < 1e-12);
       // The adjoint without the cap's derivative (the plain block's) must miss.
       BlockParams plain = f.p;
       plain.layer.attention.logit_softcap = 0.0;
