@@ -14,6 +14,7 @@
 
 #include "kernel/block/block.hpp"
 #include "kernel/block/gradients.hpp"
+#include "kernel/model/kv_heads.hpp"
 #include "kernel/model/noise.hpp"
 #include "kernel/model/random.hpp"
 #include "backward_masks.hpp"
@@ -42,7 +43,9 @@ std::map<std::string, std::string> options(int argc, char** argv) {
       // particles and peers: random-Markov logits G_h (markov.T.H, drawn after a layer's other weights),
       // the tangent projection, the RK4 step, the noise step P(X + noise.T) after each block (noise =
       // sigma sqrt(dt), noise_norm = none | sphere; the draws from the stream (seed, 0, 14))
-      {"markov", "0"}, {"tangent", "0"}, {"rk4", "0"}, {"noise", "0"}, {"noise_norm", "sphere"}};
+      {"markov", "0"}, {"tangent", "0"}, {"rk4", "0"}, {"noise", "0"}, {"noise_norm", "sphere"},
+      // grouped-query attention (model.kv_heads): kv key/value heads (0: H), query head h reading h / (H / kv)
+      {"kv", "0"}};
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     const auto eq = a.find('=');
@@ -101,6 +104,7 @@ int main(int argc, char** argv) {
   const int N = std::stoi(o["N"]), d = std::stoi(o["d"]), dk = std::stoi(o["dk"]), H = std::stoi(o["H"]);
   const int dv = std::stoi(o["dv"]), m = std::stoi(o["m"]), L = std::stoi(o["L"]);
   const bool bias = o["bias"] == "1", attn_bias = o["attn_bias"] == "1";
+  const int group = std::stoi(o["kv"]) > 0 ? H / std::stoi(o["kv"]) : 1;  // query heads per key/value head
   RandomStream rng(std::stoull(o["seed"]), 0);
   const MaskMatrix mask = backward_test_mask(o["mask"], N);
   static const Normalization unused;
@@ -176,6 +180,7 @@ int main(int argc, char** argv) {
     }
     if (p.layer.random_markov())
       for (int h = 0; h < H; ++h) w.logits.push_back(gaussian(N, N, rng, 1.0));
+    share_kv_heads(w, group);  // the heads of a group copy its first head's W_K, W_V, b_K, b_V
   }
   const Matrix X0 = gaussian(N, d, rng, 1.0), C = gaussian(N, d, rng, 1.0);
   BlockTape tape;
@@ -209,13 +214,14 @@ int main(int argc, char** argv) {
     const std::string pre = "l" + std::to_string(t) + ".";
     for (int h = 0; h < H; ++h) {
       put(out, pre + "q" + std::to_string(h), w.q[h]);
-      put(out, pre + "k" + std::to_string(h), w.k[h]);
-      put(out, pre + "v" + std::to_string(h), w.v[h]);
       if (dv > 0) put(out, pre + "o" + std::to_string(h), w.o[h]);
+      if (attn_bias) put(out, pre + "bq" + std::to_string(h), w.q_bias[h]);
+      if (h % group) continue;  // key/value head h / group: written once
+      put(out, pre + "k" + std::to_string(h / group), w.k[h]);
+      put(out, pre + "v" + std::to_string(h / group), w.v[h]);
       if (attn_bias) {
-        put(out, pre + "bq" + std::to_string(h), w.q_bias[h]);
-        put(out, pre + "bk" + std::to_string(h), w.k_bias[h]);
-        put(out, pre + "bv" + std::to_string(h), w.v_bias[h]);
+        put(out, pre + "bk" + std::to_string(h / group), w.k_bias[h]);
+        put(out, pre + "bv" + std::to_string(h / group), w.v_bias[h]);
       }
     }
     if (attn_bias) put(out, pre + "bo", w.o_bias);
@@ -239,13 +245,15 @@ int main(int argc, char** argv) {
     const std::string pre = "grad.l" + std::to_string(t) + ".";
     for (int h = 0; h < H; ++h) {
       put(out, pre + "q" + std::to_string(h), g.dq[h]);
-      put(out, pre + "k" + std::to_string(h), g.dk[h]);
-      put(out, pre + "v" + std::to_string(h), g.dv[h]);
       if (dv > 0) put(out, pre + "o" + std::to_string(h), g.dout[h]);
+      if (attn_bias) put(out, pre + "bq" + std::to_string(h), g.dq_bias[h]);
+    }
+    for (std::size_t j = 0; j < g.dk.size(); ++j) {  // one per key/value head (summed over its group)
+      put(out, pre + "k" + std::to_string(j), g.dk[j]);
+      put(out, pre + "v" + std::to_string(j), g.dv[j]);
       if (attn_bias) {
-        put(out, pre + "bq" + std::to_string(h), g.dq_bias[h]);
-        put(out, pre + "bk" + std::to_string(h), g.dk_bias[h]);
-        put(out, pre + "bv" + std::to_string(h), g.dv_bias[h]);
+        put(out, pre + "bk" + std::to_string(j), g.dk_bias[j]);
+        put(out, pre + "bv" + std::to_string(j), g.dv_bias[j]);
       }
     }
     if (attn_bias) put(out, pre + "bo", g.dout_bias);

@@ -65,9 +65,10 @@ class Model:
         depth = check.whole(who, "depth", depth, low=0, high=100000)
         return np.stack([np.asarray(x) for x in self._m.states(seq, single, norm, depth)])
 
-    def gradients(self, ids, targets=None, cotangent=None, norm=True, depth=0):
-        """The reverse pass through the model for one sequence `ids` (float64, hand-written adjoints
-        at the forward's activations: docs/science/pretrained.md). The loss is the cross-entropy
+    def gradients(self, ids, targets=None, cotangent=None, norm=True, depth=0, precision="float64"):
+        """The reverse pass through the model for one sequence `ids` (hand-written adjoints at the
+        forward's activations: docs/science/pretrained.md; in float64, or with precision="float32"
+        forward and reverse in float, the arrays returned as float64). The loss is the cross-entropy
         Loss = -sum_t log softmax(logits(t))[targets[t]] over the positions with targets[t] >= 0
         (targets: T integers -1 .. vocab-1, -1 not scored; default the next ids, ids[1:] then -1),
         or with `cotangent` C [T, dim] instead Loss = sum(C * X(depth)) (no final norm, no classifier).
@@ -84,6 +85,7 @@ class Model:
         seq = self._ids(who, ids)
         norm = check.flag(who, "norm", norm)
         depth = check.whole(who, "depth", depth, low=0, high=100000)
+        single = check.one_of(who, "precision", precision, _PRECISIONS) == "float32"
         shape = [len(seq), self.config["dim"]]
         self._cache_fits(who, len(seq), depth or self.config["n_layers"])
         if cotangent is not None:
@@ -92,9 +94,9 @@ class Model:
             c = check.real_array(who, "cotangent", cotangent, (2,), f"dLoss/dX(depth) [T, dim] = {shape}")
             if list(c.shape) != shape:
                 raise check.usage_error(who, "cotangent", f"shape {list(c.shape)}; [T, dim] = {shape} is needed")
-            out = self._m.gradients(seq, [], c, norm, depth)
+            out = self._m.gradients(seq, [], c, norm, depth, single)
         else:
-            out = self._m.gradients(seq, self._targets(who, targets, seq), None, norm, depth)
+            out = self._m.gradients(seq, self._targets(who, targets, seq), None, norm, depth, single)
         g = {k: (v if k == "loss" else np.asarray(v)) for k, v in out.items()}
         g["dX"] = np.stack([np.asarray(x) for x in out["dX"]])
         _require_finite(who, g)

@@ -50,6 +50,10 @@ void read_model(KeyValues& v, Config& c) {
   c.model.dim = read_int(v, "model.dim");
   c.model.layers = read_int(v, "model.layers");
   c.model.heads = read_int(v, "model.heads");
+  c.model.kv_heads = is_auto(v, "model.kv_heads") ? c.model.heads : read_int(v, "model.kv_heads");
+  if (c.model.heads % c.model.kv_heads != 0)
+    bad_value("model.kv_heads", v["model.kv_heads"],
+              "must divide model.heads = " + std::to_string(c.model.heads) + " (query head h uses key/value head h / (H / H_kv))");
   const int d = c.model.dim;
   c.model.key_dim = is_auto(v, "model.key_dim") ? d : read_int(v, "model.key_dim");
   c.model.d_qk = is_auto(v, "model.d_qk") ? static_cast<double>(c.model.key_dim)
@@ -150,6 +154,10 @@ void read_attention_weights(KeyValues& v, Config& c) {
         bad_value(base, v[base], "wishart and tied_qk are d x d value maps: not with model.value_dim > 0");
     }
   }
+  if (c.weights.v.type == WeightType::tied_qk && c.model.kv_group() > 1)  // W_V,h = W_Q,h W_K,h^T is per query head
+    bad_value("weights.v", v["weights.v"], "tied_qk needs a key/value head per query head (model.kv_heads = " +
+                                               std::to_string(c.model.kv_heads) + ", model.heads = " +
+                                               std::to_string(c.model.heads) + ")");
 }
 
 // The MLP sub-block and its weights, the integrator, per-layer norms, weight sharing and files.

@@ -30,6 +30,9 @@ std::vector<KeyDecl> model_keys() {
       integer("model.dim", text_of(kernel_default().model.dim), 1, "token dimension d (columns of X)"),
       integer("model.layers", text_of(kernel_default().model.layers), 1, "depth L (number of attention layers)"),
       integer("model.heads", text_of(kernel_default().model.heads), 1, "number of attention heads H (Y = sum_h A_h X W_V,h)"),
+      omitted_at_default(integer("model.kv_heads", "auto", 1,
+             "key/value heads H_kv (grouped-query attention): query head h uses W_K, W_V (b_K, b_V) of "
+             "key/value head h / (H / H_kv); must divide model.heads", "H")),
       integer("model.key_dim", "auto", 1, "query/key dimension d_k", "d"),
       per_layer(number("model.d_qk", "auto", kPositive, "temperature d_QK in S = XW_Q (XW_K)^T / sqrt(d_QK); a fraction a/b is "
              "allowed (1/64)", "d_k")),

@@ -258,7 +258,8 @@ py::array_t<double> stack4(const std::vector<std::vector<rcsim::Matrix>>& m) {
 }
 
 // The gradients of one trial (kernel/trial/simulation.hpp, trial_gradients) as NumPy arrays by the
-// input arrays' names: dX [L+1, N, d]; W_Q, W_K, W_V (W_O) [L, H, rows, cols]; W_in, W_out
+// input arrays' names: dX [L+1, N, d]; W_Q, W_K, W_V (W_O) [L, H, rows, cols] (W_K, W_V: H_kv with
+// model.kv_heads, summed over the query heads that share them); W_in, W_out
 // [L, 1, rows, cols] and b_in, b_out [L, 1, 1, n] with an MLP; b_Q, b_K, b_V [L, H, 1, n] and
 // b_O [L, 1, 1, d] with attention biases; norm_gain, norm_bias [L, 4, 1, d] (slots attn,
 // attn_out, mlp, mlp_out); and X, the output X(L) [N, d].
@@ -297,11 +298,9 @@ py::dict gradients(const std::vector<std::string>& keys, const std::optional<std
       bq.emplace_back();
       bk.emplace_back();
       bv.emplace_back();
-      for (std::size_t h = 0; h < b.dq_bias.size(); ++h) {
-        bq.back().push_back(row(b.dq_bias[h]));
-        bk.back().push_back(row(b.dk_bias[h]));
-        bv.back().push_back(row(b.dv_bias[h]));
-      }
+      for (const auto& r : b.dq_bias) bq.back().push_back(row(r));
+      for (const auto& r : b.dk_bias) bk.back().push_back(row(r));  // H_kv with model.kv_heads
+      for (const auto& r : b.dv_bias) bv.back().push_back(row(r));
       bo.push_back({row(b.dout_bias)});
     }
     gain.emplace_back();

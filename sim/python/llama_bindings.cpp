@@ -116,17 +116,18 @@ void register_llama(py::module_& m) {
       .def(
           "gradients",
           [](const LlamaCheckpoint& c, const std::vector<int>& ids, const std::vector<int>& targets,
-             const std::optional<rcsim::Matrix>& cotangent, bool norm, int depth) {
+             const std::optional<rcsim::Matrix>& cotangent, bool norm, int depth, bool single) {
             llama::LlamaGradients g;
             {
               py::gil_scoped_release release;
               const llama::ForwardOptions o{norm, depth};
-              g = cotangent ? llama::stack_gradients(c.model, llama::embed(c.model, ids), *cotangent, o)
-                            : llama::loss_gradients(c.model, ids, targets, o);
+              g = cotangent ? llama::stack_gradients(c.model, llama::embed(c.model, ids), *cotangent, o, single)
+                            : llama::loss_gradients(c.model, ids, targets, o, single);
             }
             return gradients_dict(c.model, ids, g);
           },
-          py::arg("ids"), py::arg("targets"), py::arg("cotangent"), py::arg("norm") = true, py::arg("depth") = 0);
+          py::arg("ids"), py::arg("targets"), py::arg("cotangent"), py::arg("norm") = true, py::arg("depth") = 0,
+          py::arg("single") = false);
   m.def("load_llama", &rcsim::read_llama_checkpoint, py::arg("path"), py::call_guard<py::gil_scoped_release>(),
         "Read a llama2.c checkpoint (legacy or version 1).");
   m.def(

@@ -100,8 +100,10 @@ def attention(x, w, t, cfg, mask, arrays=None):
 
     def b(name):  # a bias [1, n], broadcast over the rows; 0 without attention biases
         return w.get(f"l{t}.{name}", 0.0)
+    group = cfg["H"] // cfg.get("kv", cfg["H"])  # model.kv_heads: query head h reads key/value head h // group
     for h in range(cfg["H"]):
-        q, k = x @ w[f"l{t}.q{h}"] + b(f"bq{h}"), x @ w[f"l{t}.k{h}"] + b(f"bk{h}")
+        g = h // group
+        q, k = x @ w[f"l{t}.q{h}"] + b(f"bq{h}"), x @ w[f"l{t}.k{g}"] + b(f"bk{g}")
         if cfg.get("qk_norm", False):  # nGPT: rows to s q/|q|, s k/|k|, logits sqrt(d_k) q k^T
             sqk = cfg.get("qk_scale", 1.0)
             q = sqk * q / q.norm(dim=1, keepdim=True)
@@ -117,7 +119,7 @@ def attention(x, w, t, cfg, mask, arrays=None):
         else:
             a = torch.softmax(s.masked_fill(mask == 0, float("-inf")), dim=1)
         a = shape(a, mask, cfg)
-        v = x @ w[f"l{t}.v{h}"] + b(f"bv{h}")
+        v = x @ w[f"l{t}.v{g}"] + b(f"bv{g}")
         if f"l{t}.o{h}" in w:
             v = v @ w[f"l{t}.o{h}"]
         y = y + a @ v
@@ -290,6 +292,13 @@ def configurations():
         yield f"mix_{mix_pos}_{pos}_{norm}", "settings per layer range (Mix-LN etc., 4 blocks, MLP, W_O)", dict(
             base, pos=pos, norm=norm, alpha=0.7, L=4, m=5, dv=3, seed=700 + i, mix_to=1, mix_pos=mix_pos,
             mix_alpha=0.4 if i % 2 else 1.0, mix_dqk=3.0, mix_act="relu" if i % 2 else "gelu")
+
+    # Grouped-query attention (model.kv_heads): 4 query heads sharing 1 or 2 key/value heads, whose
+    # gradients are the sums over the sharing heads (torch sums them by autograd), with attention
+    # biases, W_O and an MLP.
+    for i, (kv, mask, pos) in enumerate(itertools.product([1, 2], ["complete", "causal"], ["pre", "post"])):
+        yield f"kv_heads_{kv}_{mask}_{pos}", "grouped-query attention (model.kv_heads, H = 4)", dict(
+            base, H=4, kv=kv, mask=mask, pos=pos, attn_bias=True, dv=3, m=5, seed=900 + i)
 
     # Particles and peers (the settings the reverse pass refused before): random-Markov attention
     # (W_Q, W_K get 0), the tangent projection, the RK4 step (with the projection), the noise step

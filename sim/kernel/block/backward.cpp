@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernel/model/kv_heads.hpp"
 #include "kernel/model/noise.hpp"
 #include "kernel/ops/block.hpp"
 
@@ -53,6 +54,7 @@ void block_backward_impl(const MatrixT<T>& X, const LayerWeightsT<T>& w, const B
                .template cast<T>();
   }
   g.dX = block_adjoint<T>(X, w, p, cache, dOut, g);
+  fold_kv_grads(g, w.kv_group);  // model.kv_heads: one gradient per shared W_K, W_V (b_K, b_V)
 }
 
 std::vector<Matrix> widen(const std::vector<MatrixF>& v) {

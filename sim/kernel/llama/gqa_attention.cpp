@@ -94,5 +94,7 @@ template GqaGradsT<double> gqa_attention_backward(const MatrixT<double>&, const 
 template MatrixT<double> gqa_attention_tangent(const MatrixT<double>&, const MatrixT<double>&, const MatrixT<double>&,
                                                int, int, const std::vector<MatrixT<double>>&, const MatrixT<double>&,
                                                const MatrixT<double>&, const MatrixT<double>&);
+template GqaGradsT<float> gqa_attention_backward(const MatrixT<float>&, const MatrixT<float>&, const MatrixT<float>&,
+                                                 int, int, const std::vector<MatrixT<float>>&, const MatrixT<float>&);
 
 }  // namespace rcsim::llama

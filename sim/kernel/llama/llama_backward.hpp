@@ -1,7 +1,9 @@
 // The Llama blocks' derivative passes, composed from the operations' adjoints and tangents
 // (rms_norm_backward, apply_rotary_transpose, gqa_attention_backward, swiglu_backward and their
 // tangents, each beside its forward) at the activations the production forward kept
-// (forward_embedded with caches: kernel/llama/llama_cache.hpp); float64. The adjoints are for
+// (forward_embedded with caches: kernel/llama/llama_cache.hpp); float64, and the reverse pass of a
+// stack also in float32 (`single`: the model rounded to float, every product and sum in float, the
+// gradients widened to double; tests/llama/test_llama_float32.cpp). The adjoints are for
 // whole sequences (the forward started from an empty key/value cache, first position 0).
 // docs/science/pretrained.md states the formulas; tests/llama/ checks them against finite
 // differences and torch autograd.
@@ -36,12 +38,14 @@ struct LlamaGradients {
 };
 
 // L = sum(C .* X(depth)) for the residual stream started at X(0) = X0 [T, d] (positions 0 .. T-1).
-LlamaGradients stack_gradients(const LlamaModel& m, const Matrix& X0, const Matrix& C, const ForwardOptions& o = {});
+// With `single`, in float32 (forward and reverse; X0 and C rounded to float).
+LlamaGradients stack_gradients(const LlamaModel& m, const Matrix& X0, const Matrix& C, const ForwardOptions& o = {},
+                               bool single = false);
 // L = -sum_t log softmax(logits(t))[targets[t]] over the positions t with targets[t] >= 0
 // (targets -1: not scored), the logits of the token sequence `ids` through the final RMSNorm and
 // the classifier. UsageError for targets of another length or outside -1 .. V-1.
 LlamaGradients loss_gradients(const LlamaModel& m, const std::vector<int>& ids, const std::vector<int>& targets,
-                              const ForwardOptions& o = {});
+                              const ForwardOptions& o = {}, bool single = false);
 // The tangent of X(depth) along dX0 at X(0) = X0: the blocks' tangents composed.
 Matrix stack_tangent(const LlamaModel& m, const Matrix& X0, const Matrix& dX0, const ForwardOptions& o = {});
 

@@ -40,5 +40,7 @@ template MatrixT<double> rms_norm_backward(const MatrixT<double>&, const VectorT
                                            const MatrixT<double>&, VectorT<double>&);
 template MatrixT<double> rms_norm_tangent(const MatrixT<double>&, const VectorT<double>&, const VectorT<double>&,
                                           const MatrixT<double>&);
+template MatrixT<float> rms_norm_backward(const MatrixT<float>&, const VectorT<float>&, const VectorT<float>&,
+                                          const MatrixT<float>&, VectorT<float>&);
 
 }  // namespace rcsim::llama

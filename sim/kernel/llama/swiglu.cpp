@@ -58,5 +58,8 @@ template MatrixT<double> swiglu_backward(const MatrixT<double>&, const MatrixT<d
                                          SwigluGradsT<double>&);
 template MatrixT<double> swiglu_tangent(const MatrixT<double>&, const MatrixT<double>&, const MatrixT<double>&,
                                         const SwigluCacheT<double>&, const MatrixT<double>&);
+template MatrixT<float> swiglu_backward(const MatrixT<float>&, const MatrixT<float>&, const MatrixT<float>&,
+                                        const MatrixT<float>&, const SwigluCacheT<float>&, const MatrixT<float>&,
+                                        SwigluGradsT<float>&);
 
 }  // namespace rcsim::llama

@@ -117,6 +117,10 @@ struct ModelConfig {
   int dim = 4;         // d
   int layers = 16;     // L
   int heads = 1;       // H
+  // H_kv key/value heads (model.kv_heads; grouped-query attention, docs/science/model-spec.md):
+  // query head h reads key/value head h / (H / H_kv). 0 = H (one per query head).
+  int kv_heads = 0;
+  int kv_group() const { return kv_heads > 0 ? heads / kv_heads : 1; }  // query heads per key/value head
   int key_dim = 0;     // d_k (resolved: default d)
   double d_qk = 0.0;   // temperature (resolved: default d_k)
   // --- Peer dynamics (docs/science/peers.md) ---

@@ -4,13 +4,15 @@
 
 #include "kernel/support/errors.hpp"
 #include "kernel/model/bilinear.hpp"
+#include "kernel/model/kv_heads.hpp"
 
 namespace rcsim {
 
 namespace {
 
-std::vector<std::vector<Extent>> weight_shapes(const ModelSpec& c, Extent rows, Extent cols) {
-  const auto L = static_cast<Extent>(c.model.layers), H = static_cast<Extent>(c.model.heads);
+// `heads`: model.heads, or for W_K, W_V model.kv_heads (H_kv).
+std::vector<std::vector<Extent>> weight_shapes(const ModelSpec& c, Extent rows, Extent cols, int heads) {
+  const auto L = static_cast<Extent>(c.model.layers), H = static_cast<Extent>(heads);
   if (H == 1) return {{rows, cols}, {L, rows, cols}};
   return {{H, rows, cols}, {L, H, rows, cols}};
 }
@@ -39,35 +41,40 @@ std::vector<InputRequirement> input_requirements(const ModelSpec& c, InputArrays
              m = static_cast<Extent>(c.mlp.width);
   const char* wf = "weights.file";
   // The keys behind a weight's shape [rows, cols], its head axis and its layer axis, for messages.
-  const auto axes = [&](const std::string& rows, const std::string& cols) {
+  const int H = c.model.heads, Hkv = H / c.model.kv_group();
+  const auto axes = [&](const std::string& rows, const std::string& cols, bool kv = false) {
     const auto named = [&](const std::string& a) {
       if (a == "d") return "model.dim = " + std::to_string(d);
       if (a == "d_k") return "model.key_dim = " + std::to_string(dk);
       return (c.model.value_dim > 0 ? "model.value_dim = " : "d_v = model.dim = ") + std::to_string(dv);
     };
     return "[" + rows + ", " + cols + "]: " + named(rows) + ", " + named(cols) +
-           (c.model.heads > 1 ? "; [H, ...]: model.heads = " + std::to_string(c.model.heads) : "") +
+           (!kv && H > 1 ? "; [H, ...]: model.heads = " + std::to_string(H) : "") +
+           (kv && Hkv > 1 ? "; [H_kv, ...]: model.kv_heads = " + std::to_string(Hkv) : "") +
            "; a leading [L, ...] per layer: model.layers = " + std::to_string(c.model.layers);
   };
-  if (c.weights.q.type == WeightType::file) req.push_back({wf, "W_Q", weight_shapes(c, d, dk), &in.w_q, axes("d", "d_k")});
-  if (c.weights.k.type == WeightType::file) req.push_back({wf, "W_K", weight_shapes(c, d, dk), &in.w_k, axes("d", "d_k")});
-  if (c.weights.v.type == WeightType::file) req.push_back({wf, "W_V", weight_shapes(c, d, dv), &in.w_v, axes("d", "d_v")});
+  if (c.weights.q.type == WeightType::file) req.push_back({wf, "W_Q", weight_shapes(c, d, dk, H), &in.w_q, axes("d", "d_k")});
+  if (c.weights.k.type == WeightType::file)
+    req.push_back({wf, "W_K", weight_shapes(c, d, dk, Hkv), &in.w_k, axes("d", "d_k", true)});
+  if (c.weights.v.type == WeightType::file)
+    req.push_back({wf, "W_V", weight_shapes(c, d, dv, Hkv), &in.w_v, axes("d", "d_v", true)});
   if (c.model.value_dim > 0 && c.weights.o.type == WeightType::file)
-    req.push_back({wf, "W_O", weight_shapes(c, dv, d), &in.w_o, axes("d_v", "d")});
+    req.push_back({wf, "W_O", weight_shapes(c, dv, d, H), &in.w_o, axes("d_v", "d")});
   if (c.attention_bias) {  // each bias comes with its weight's file
-    const auto bias_shapes = [&](Extent n) {
-      const auto L = static_cast<Extent>(c.model.layers), H = static_cast<Extent>(c.model.heads);
-      if (H == 1) return std::vector<std::vector<Extent>>{{n}, {L, n}};
-      return std::vector<std::vector<Extent>>{{H, n}, {L, H, n}};
+    const auto bias_shapes = [&](Extent n, int heads) {
+      const auto L = static_cast<Extent>(c.model.layers), Hb = static_cast<Extent>(heads);
+      if (Hb == 1) return std::vector<std::vector<Extent>>{{n}, {L, n}};
+      return std::vector<std::vector<Extent>>{{Hb, n}, {L, Hb, n}};
     };
-    if (c.weights.q.type == WeightType::file) req.push_back({wf, "b_Q", bias_shapes(dk), &in.b_q});
-    if (c.weights.k.type == WeightType::file) req.push_back({wf, "b_K", bias_shapes(dk), &in.b_k});
-    if (c.weights.v.type == WeightType::file) req.push_back({wf, "b_V", bias_shapes(dv), &in.b_v});
+    if (c.weights.q.type == WeightType::file) req.push_back({wf, "b_Q", bias_shapes(dk, H), &in.b_q});
+    if (c.weights.k.type == WeightType::file) req.push_back({wf, "b_K", bias_shapes(dk, Hkv), &in.b_k});
+    if (c.weights.v.type == WeightType::file) req.push_back({wf, "b_V", bias_shapes(dv, Hkv), &in.b_v});
     const bool o_file = c.model.value_dim > 0 ? c.weights.o.type == WeightType::file
                                               : c.weights.v.type == WeightType::file;
     if (o_file) req.push_back({wf, "b_O", layer_shapes(c, {d}), &in.b_o});
   }
-  if (c.attention.logit_bias.kind == LogitBiasKind::file) req.push_back({wf, "logit_bias", weight_shapes(c, N, N), &in.logit_bias});
+  if (c.attention.logit_bias.kind == LogitBiasKind::file)
+    req.push_back({wf, "logit_bias", weight_shapes(c, N, N, H), &in.logit_bias});
   if (m > 0 && c.weights.mlp == WeightType::file) {
     req.push_back({wf, "W_in", layer_shapes(c, {d, m}), &in.w_in});
     req.push_back({wf, "W_out", layer_shapes(c, {m, d}), &in.w_out});
@@ -138,6 +145,7 @@ void cast_weights(const LayerWeights& w, LayerWeightsT<float>& out) {
   out.mlp_in_bias = w.mlp_in_bias.cast<float>();
   out.mlp_out_bias = w.mlp_out_bias.cast<float>();
   out.norms_from_file = w.norms_from_file;
+  out.kv_group = w.kv_group;
   for (int i = 0; i < 4; ++i) out.norms[i] = w.norms[i];
 }
 
@@ -152,6 +160,7 @@ WeightSampler::WeightSampler(const ModelSpec& c, const InputArrays& files) : c_(
   current_.q.assign(H, Matrix(d, c.model.key_dim));
   current_.k.assign(H, Matrix(d, c.model.key_dim));
   current_.v.assign(H, Matrix(d, dv > 0 ? dv : d));
+  current_.kv_group = c.model.kv_group();
   if (dv > 0) current_.o.assign(H, Matrix(dv, d));
   if (c.attention.kind == AttentionKind::random_markov) current_.logits.assign(H, Matrix(c.model.tokens, c.model.tokens));
   if (c.attention.logit_bias.kind == LogitBiasKind::file) {
@@ -200,14 +209,15 @@ void WeightSampler::draw(int layer, RandomStream& rng, LayerWeights& out) const 
     for (int h = 0; h < H; ++h)
       draw_one(c_.weights.q, files_.w_q, layer, h, d, c_.model.key_dim, rng, out.q[static_cast<std::size_t>(h)]);
     for (int h = 0; h < H; ++h)
-      draw_one(c_.weights.k, files_.w_k, layer, h, d, c_.model.key_dim, rng, out.k[static_cast<std::size_t>(h)]);
+      draw_one(c_.weights.k, files_.w_k, layer, h, d, c_.model.key_dim, rng, out.k[static_cast<std::size_t>(h)],
+               out.kv_group);
   }
   for (int h = 0; h < H; ++h) {
     const auto i = static_cast<std::size_t>(h);
     if (c_.weights.v.type == WeightType::tied_qk)
       out.v[i].noalias() = c_.weights.v_sign * out.q[i] * out.k[i].transpose();
     else
-      draw_one(c_.weights.v, files_.w_v, layer, h, d, dv > 0 ? dv : d, rng, out.v[i]);
+      draw_one(c_.weights.v, files_.w_v, layer, h, d, dv > 0 ? dv : d, rng, out.v[i], out.kv_group);
   }
   if (dv > 0)
     for (int h = 0; h < H; ++h) draw_one(c_.weights.o, files_.w_o, layer, h, dv, d, rng, out.o[static_cast<std::size_t>(h)]);
@@ -229,24 +239,27 @@ void WeightSampler::draw(int layer, RandomStream& rng, LayerWeights& out) const 
       draw_one(from_file, files_.logit_bias, layer, h, c_.model.tokens, c_.model.tokens, rng,
                out.logit_bias[static_cast<std::size_t>(h)]);
   }
+  share_kv_heads(out, out.kv_group);  // model.kv_heads: each group's heads copy its first head's W_K, W_V, b_K, b_V
 }
 
 void WeightSampler::load_attention_biases(int layer, LayerWeights& out) const {
   const int H = c_.model.heads;
-  // Head h of `layer` in an array of shape [n], [L, n] (H = 1) or [H, n], [L, H, n].
-  const auto load = [&](const std::optional<NdArray>& a, std::vector<RowVector>& b) {
+  // Head h of `layer` in an array of shape [n], [L, n] (H = 1) or [H, n], [L, H, n]; b_K, b_V
+  // (group = model.kv_heads' group) hold H / group heads, query head h reading h / group.
+  const auto load = [&](const std::optional<NdArray>& a, std::vector<RowVector>& b, int group) {
     if (!a) return;  // zero
-    const std::size_t base = H == 1 ? 1 : 2;
+    const int heads = H / group;
+    const std::size_t base = heads == 1 ? 1 : 2;
     for (int h = 0; h < H; ++h) {
       auto& v = b[static_cast<std::size_t>(h)];
       const auto n = static_cast<std::size_t>(v.size());
-      const double* block = layer_block(*a, base, layer, n * static_cast<std::size_t>(H));
-      v = Eigen::Map<const RowVector>(block + static_cast<std::size_t>(h) * n, v.size());
+      const double* block = layer_block(*a, base, layer, n * static_cast<std::size_t>(heads));
+      v = Eigen::Map<const RowVector>(block + static_cast<std::size_t>(kv_head_of(h, group)) * n, v.size());
     }
   };
-  load(files_.b_q, out.q_bias);
-  load(files_.b_k, out.k_bias);
-  load(files_.b_v, out.v_bias);
+  load(files_.b_q, out.q_bias, 1);
+  load(files_.b_k, out.k_bias, out.kv_group);
+  load(files_.b_v, out.v_bias, out.kv_group);
   if (files_.b_o)
     out.o_bias = Eigen::Map<const RowVector>(
         layer_block(*files_.b_o, 1, layer, static_cast<std::size_t>(c_.model.dim)), c_.model.dim);
@@ -298,7 +311,7 @@ void WeightSampler::load_norms(int layer, LayerWeights& out) const {
 }
 
 void WeightSampler::draw_one(const WeightSpec& spec, const std::optional<NdArray>& file, int layer,
-                             int head, int rows, int cols, RandomStream& rng, Matrix& out) const {
+                             int head, int rows, int cols, RandomStream& rng, Matrix& out, int group) const {
   const int d = c_.model.dim;
   switch (spec.type) {
     case WeightType::gaussian: rng.fill_normal(out, spec.std); return;
@@ -311,9 +324,10 @@ void WeightSampler::draw_one(const WeightSpec& spec, const std::optional<NdArray
     case WeightType::file: {
       const NdArray& a = *file;
       const std::size_t block = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
-      const bool per_layer = a.shape.size() == (c_.model.heads == 1 ? 3u : 4u);
-      std::size_t index = static_cast<std::size_t>(head);
-      if (per_layer) index += static_cast<std::size_t>(layer) * static_cast<std::size_t>(c_.model.heads);
+      const int heads = c_.model.heads / group;  // W_K, W_V: H_kv heads, query head `head` reads head / group
+      const bool per_layer = a.shape.size() == (heads == 1 ? 3u : 4u);
+      std::size_t index = static_cast<std::size_t>(kv_head_of(head, group));
+      if (per_layer) index += static_cast<std::size_t>(layer) * static_cast<std::size_t>(heads);
       out = Eigen::Map<const RowMajorMatrix>(a.data.data() + index * block, rows, cols);
       return;
     }

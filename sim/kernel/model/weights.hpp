@@ -24,6 +24,9 @@ const char* norm_slot_name(int slot);
 template <class T>
 struct LayerWeightsT {
   std::vector<MatrixT<T>> q, k, v;  // q[h], k[h]: d x d_k; v[h]: d x d (d x d_v with model.value_dim)
+  // model.kv_heads: query heads per key/value head; k, v, k_bias, v_bias hold a copy per query head
+  // (kernel/model/kv_heads.hpp: share_kv_heads), their gradients one entry per key/value head.
+  int kv_group = 1;
   std::vector<MatrixT<T>> o;        // o[h]: d_v x d (model.value_dim > 0); empty = no output projection
   std::vector<MatrixT<T>> logits;   // logits[h]: N x N i.i.d. N(0, 1) (attention.kind = random_markov)
   std::vector<MatrixT<T>> logit_bias;  // logit_bias[h]: N x N, B_h (attention.logit_bias = file); else empty
@@ -45,6 +48,7 @@ void cast_weights(const LayerWeights& w, LayerWeightsT<float>& out);
 //   /X0   [N, d] or [trials, N, d]
 //   /W_Q, /W_K  [d, d_k] or [L, d, d_k]; with H > 1: [H, d, d_k] or [L, H, d, d_k]
 //   /W_V  [d, d] or [L, d, d];           with H > 1: [H, d, d] or [L, H, d, d]
+//         (W_K, W_V, b_K, b_V with model.kv_heads = H_kv: H_kv in place of H, no head axis for H_kv = 1)
 //         (d_v in place of the last d with model.value_dim = d_v > 0)
 //   /W_O  [d_v, d] or [L, d_v, d];       with H > 1: [H, d_v, d] or [L, H, d_v, d]
 //   /W_in [d, m] or [L, d, m], /W_out [m, d] or [L, m, d], /b_in [m] or [L, m], /b_out [d] or [L, d]
@@ -89,7 +93,9 @@ void check_input_finite(const InputRequirement& r, const std::string& source, co
 // a fixed order (layer by layer; within a layer W_Q of every head, then W_K, then W_V, then W_O
 // of every head (model.value_dim > 0), then W_in, b_in, W_out, b_out (mlp.width > 0; a bias only
 // when its std is > 0)); with weights.shared one draw serves every layer. Without value_dim and
-// MLP the draws are exactly those of the attention-only model. Attention biases (attention.bias)
+// MLP the draws are exactly those of the attention-only model. With model.kv_heads = H_kv < H the
+// draws are the same (W_K, W_V of every query head), and key/value head j keeps those of query head
+// j H / H_kv, the first of its group (kernel/model/kv_heads.hpp); the others are discarded. Attention biases (attention.bias)
 // draw nothing: zero, or read from weights.file after the draws of the layer.
 // Peer dynamics (docs/science/peers.md): with weights.redraw_every = K the weights are drawn at layers 0, K,
 // 2K, ... and kept in between; with weights.across_trials = shared they come from one stream
@@ -109,7 +115,7 @@ class WeightSampler {
  private:
   void draw(int layer, RandomStream& rng, LayerWeights& out) const;
   void draw_one(const WeightSpec& spec, const std::optional<NdArray>& file, int layer, int head,
-                int rows, int cols, RandomStream& rng, Matrix& out) const;
+                int rows, int cols, RandomStream& rng, Matrix& out, int group = 1) const;
   void draw_mlp(int layer, RandomStream& rng, LayerWeights& out) const;
   void load_norms(int layer, LayerWeights& out) const;
   void load_attention_biases(int layer, LayerWeights& out) const;
