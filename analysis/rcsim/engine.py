@@ -323,7 +323,7 @@ def gradients(X, cotangent, weights=None, mask=None, layers=None, keys=None, **s
       "X": the output X(layers) [N, d] (as rcsim.layer returns it);
       "dX": dLoss/dX(t) for t = 0 .. layers, [layers + 1, N, d];
       "W_Q", "W_K", "W_V" (and "W_O" with model.value_dim): [layers, H, rows, cols];
-  with model.kv_heads, W_K, W_V, b_K, b_V have H_kv for H (summed over the heads sharing them);
+      with model.kv_heads, W_K, W_V, b_K, b_V have H_kv for H (summed over the heads sharing them);
       "W_in", "W_out", "b_in", "b_out" with an MLP: [layers, 1, rows, cols] ([.., 1, n] for biases);
       "b_Q", "b_K", "b_V" [layers, H, 1, n] and "b_O" [layers, 1, 1, d] with attention biases;
       "norm_gain", "norm_bias": [layers, 4, 1, d], slots attn, attn_out, mlp, mlp_out.
