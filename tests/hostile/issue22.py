@@ -358,6 +358,14 @@ def cases():
          KEYS_FILE, 0, "wrote o.h5", [], ["o.h5"], [], None),
         ("keys_one_key_1e165_floating_point", lambda c: h5_arrays(c, "k.h5", keys=mixed_keys("one_big")[0]),
          KEYS_FILE + ["--keys.exact=false"], 0, "wrote o.h5", [], ["o.h5"], [], None),
+        # ---- 9. model.kv_heads (grouped-query attention): a value not dividing model.heads, a W_K
+        # of one head per query head where the key/value heads are asked ----
+        ("kv_heads_not_dividing_heads", lambda c: None,
+         ["run", "--output.file=o.h5", "--model.heads=4", "--model.kv_heads=3"] + SMALL, 2,
+         "invalid value '3' for key 'model.kv_heads': must divide model.heads = 4", [], [], [], None),
+        ("kv_heads_w_k_per_query_head", lambda c: h5_arrays(c, "w.h5", W_K=np.zeros((4, 4, 4))),
+         ["run", "--output.file=o.h5", "--model.heads=4", "--model.kv_heads=2", "--weights.k=file",
+          "--weights.file=w.h5"] + SMALL, 2, "dataset /W_K has shape [4, 4, 4], expected [2, 4, 4] or", [], [], [], None),
     ] + grad_cases()
 
 
