@@ -452,6 +452,21 @@ if torch is not None:
         err = np.linalg.norm(mine - ref) / np.linalg.norm(ref)
         check(err < 1e-10, f"rcsim.gradients with logit_bias = torch autograd with attn_mask x 3 ({name}): {err:.1e}")
 
+# Grouped-query attention (model.kv_heads = 2 of 4 heads) with attention biases: W_K, W_V, b_K, b_V
+# per key/value head, their gradients summed over the query heads sharing them.
+wq = {"W_Q": 0.6 * rng.standard_normal((4, 4, 4)), "W_K": 0.6 * rng.standard_normal((2, 4, 4)),
+      "W_V": 0.6 * rng.standard_normal((2, 4, 4)), "b_Q": 0.5 * rng.standard_normal((4, 4)),
+      "b_K": 0.5 * rng.standard_normal((2, 4)), "b_V": 0.5 * rng.standard_normal((2, 4)),
+      "b_O": 0.5 * rng.standard_normal(4)}
+kwq = dict(kw, model={"heads": 4, "kv_heads": 2}, attention={"bias": True})
+gq = rcsim.gradients(Xg, Cg, wq, **kwq)
+check(gq["W_Q"].shape == (2, 4, 4, 4) and gq["W_K"].shape == (2, 2, 4, 4) and gq["b_V"].shape == (2, 2, 1, 4),
+      "rcsim.gradients with model.kv_heads = 2: W_Q [L, 4, ...], W_K [L, 2, ...], b_V [L, 2, 1, d]")
+for name in ("W_K", "W_V", "b_V"):
+    check_directional(f"with model.kv_heads = 2 with respect to {name}",
+                      gq[name].sum(axis=0).reshape(wq[name].shape), wq[name],
+                      lambda: float((rcsim.layer(Xg, wq, **kwq) * Cg).sum()))
+
 if failures:
     sys.exit(f"check_arrays: {len(failures)} failure(s)")
 print("check_arrays: all passed")
