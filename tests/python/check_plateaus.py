@@ -131,6 +131,26 @@ for path, measure, rtol, min_duration, axis in CASES:
               f"metastability.py's table {rows} vs rcsim's trial 0 {a['value'][mine]}")
 check(plateaus_seen >= 10 and merges_seen >= 5, f"too few plateaus ({plateaus_seen}) or merges ({merges_seen}) to compare")
 
+# A series that turns non-finite: cut at its first non-finite sample, with a warning; the plateaus of the
+# samples before it, as metastability.py finds them on that prefix (it refuses a non-finite series).
+CUT = os.path.join(work, "cut.h5")
+shutil.copyfile(PARTICLES, CUT)
+with h5py.File(CUT, "r+") as f:
+    f["metrics/energy"][0, 60:] = np.nan
+r = run(["analyze", CUT, "--plateaus=energy", "--plateau-rtol=0.003"])
+check(r.returncode == 0 and "not finite from sample 60" in r.stderr, f"cut series: exit {r.returncode}, {r.stderr!r}")
+if r.returncode == 0:
+    a = analysed(CUT)
+    with h5py.File(CUT, "r") as f:
+        check(list(f["analysis/plateaus/finite_samples"][()]) == [60, 97, 97], "cut series: finite_samples "
+              f"{f['analysis/plateaus/finite_samples'][()]}")
+    t, y = series(CUT, "energy")
+    keep = a["plateau_trial"] == 0
+    part = {k: (v[keep] if k.startswith("plateau") or k in ("first_sample", "last_sample", "start", "end", "value")
+                else v[a["merge_trial"] == 0] if k.startswith("merge") else v) for k, v in a.items()}
+    for d in differences(part, t[:60], y[:1, :60], 0.003, 0.0):
+        check(False, f"cut series: {d}")
+
 # Bad options: exit 2, one line naming what is allowed; the file's /analysis untouched.
 r = run(["analyze", PARTICLES, "--plateaus=entropy"])
 check(r.returncode == 2 and "allowed: none, or a measure" in r.stderr
