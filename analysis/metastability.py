@@ -7,15 +7,18 @@ interaction energy, a cluster count) and the merge times between them.
 
 A plateau is a maximal run of samples k = s..e whose values all lie within rtol x (range of the
 series) of the plateau's running mean, lasting at least `min_duration` in time; two consecutive
-plateaus whose values differ by at most rtol x (range) are one (joined: a slow drift or a blip between
-them does not make a merge). Between two
+plateaus are one (joined: a blip or a slow drift does not make a merge) when their values differ by at
+most rtol x (range), or when the second starts at the sample after the first ends, with a step of at
+most rtol x (range) there, and their values differ by at most 2 rtol x (range). Between two
 consecutive plateaus (values v1, v2) the merge time is where the series first crosses
 (v1 + v2) / 2, linearly interpolated; the transition itself lasts from the end of the first
 plateau to the start of the second. For an integer series (cluster counts) use rtol = 0: the
 plateaus are the runs of equal values and the merge time is the midpoint of the jump.
 
-Written in Python (not in sim/app/analysis*): it reads the /time and /metrics datasets the run
-file already holds, needs no recompilation to tune, and the figure scripts import it.
+The same definition is in `rcsim analyze --plateaus=MEASURE` (sim/kernel/measures/plateaus.cpp,
+for every trial, written to /analysis/plateaus); tests/python/check_plateaus.py holds the two equal.
+This one reads the /time and /metrics datasets the run file already holds, needs no recompilation to
+tune, and the figure scripts import it.
 """
 import math
 import sys
