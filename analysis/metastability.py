@@ -25,6 +25,8 @@ import sys
 
 import numpy as np
 
+import script_setup  # noqa: F401  (the package rcsim of this checkout: analysis/script_setup.py)
+
 
 def plateaus(t, y, rtol=2e-3, min_duration=0.0):
     """Plateaus of y(t): a list of dicts start, end (times), value (mean), first, last (indices)."""

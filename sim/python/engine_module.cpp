@@ -2,7 +2,7 @@
 // configuration, parsed and validated by the same code as `rcsim run` (parse_config_sources,
 // make_config), computed in this process with the GIL released, and returned as the bytes of the
 // run file the CLI would write (run_to_image: the same writer into an HDF5 file image).
-// analysis/rcsim/simulate.py opens those bytes with the package's reader (open_run), so the
+// python/rcsim/simulate.py opens those bytes with the package's reader (open_run), so the
 // Dataset of rcsim.simulate(...) is the Dataset of the CLI's file, value for value. `sweep` runs
 // the command line's sweep runner (app/sweep_runner.hpp) for rcsim.sweep.
 #include <pybind11/functional.h>
@@ -73,7 +73,7 @@ rcsim::NdArray to_nd(const DoubleArray& a) {
 }
 
 // The host inputs of a run: arrays by dataset name (X0, W_Q, ...) and a 0/1 mask, as
-// analysis/rcsim/engine.py hands them over (already NumPy, float64 and uint8).
+// python/rcsim/engine.py hands them over (already NumPy, float64 and uint8).
 rcsim::HostInputs host_inputs(const rcsim::Config& c, const std::map<std::string, DoubleArray>& arrays,
                               const std::optional<py::array_t<std::uint8_t, py::array::c_style>>& mask,
                               const std::string& who) {
@@ -335,7 +335,7 @@ py::dict gradients(const std::vector<std::string>& keys, const std::optional<std
   return out;
 }
 
-// A sweep over key values (rcsim.sweep, analysis/rcsim/sweeps.py): the configuration's points
+// A sweep over key values (rcsim.sweep, python/rcsim/sweeps.py): the configuration's points
 // (keys, sweep.KEY axes and sweep.mode over config_file over the key defaults, as `rcsim run`
 // resolves them) run by the command line's runner (app/sweep_runner.hpp) into their files and the
 // index, with the GIL released; complete points are skipped. Returns the index's path and counts;
@@ -424,7 +424,7 @@ PYBIND11_MODULE(_engine, m) {
         py::arg("arrays") = std::map<std::string, DoubleArray>{}, py::arg("mask") = std::nullopt,
         py::arg("cotangent"), py::arg("trial") = 0,
         "The gradients of a loss of X(L) with cotangent dL/dX(L) [N, d], for one trial of the "
-        "configuration: dict dX, W_Q, W_K, W_V, ... (analysis/rcsim/engine.py: rcsim.gradients).");
+        "configuration: dict dX, W_Q, W_K, W_V, ... (python/rcsim/engine.py: rcsim.gradients).");
   m.def("sweep", &sweep, py::arg("keys"), py::arg("config_file") = std::nullopt, py::arg("force") = false,
         py::arg("quiet") = true, py::arg("call") = "rcsim.sweep()", py::arg("who") = "rcsim.sweep",
         "Run every point of a sweep (keys with sweep.KEY axes, over config_file, over the key defaults) into "
