@@ -71,9 +71,6 @@ void read_logit_bias_and_qk_norm(KeyValues& /*v: read by the declarations*/, Con
     throw UsageError("key 'attention.decay': needs attention.logit_bias = decay");
   // QK-normalisation: the logits' scale is sqrt(d_k), so a temperature given with it is refused.
   if (!c.attention.qk_norm && c.attention.qk_scale != 1.0) throw UsageError("key 'attention.qk_scale': needs attention.qk_norm = true");
-  if (c.attention.rope && (c.model.key_dim % 2 != 0 || c.attention.kind == AttentionKind::random_markov))
-    throw UsageError("key 'attention.rope': rotates pairs of query and key components; needs an even model.key_dim "
-                     "and attention.kind other than random_markov");
   if (c.attention.qk_norm && c.attention.kind == AttentionKind::random_markov)
     throw UsageError("key 'attention.qk_norm': random_markov attention has no queries and keys");
   if (c.attention.qk_norm && c.model.d_qk != static_cast<double>(c.model.key_dim))  // model.d_qk or model.beta given
