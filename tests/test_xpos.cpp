@@ -134,6 +134,42 @@ TEST_CASE("xpos: adjoint and tangent of the block against finite differences, do
   WARN("xpos: worst relative error against FD " << worst);
 }
 
+TEST_CASE("xpos: float32 forward and adjoint near float64, computed in float", "[variants][xpos][float32]") {
+  Case k;
+  k.dk = 4;
+  k.m = 4;
+  RandomStream rng(90, 0);
+  Fixture f(k, backward_test_mask("causal", k.N));
+  f.p.layer.attention.xpos = true;
+  f.p.layer.attention.xpos_scale_base = 2.0;
+  f.p.layer.attention.rope = true;
+  LayerWeights w = random_weights(k, rng);
+  LayerWeightsT<float> wf;
+  cast_weights(w, wf);
+  for (auto* m : {&w.q, &w.k, &w.v})  // the double block on the weights the float block uses
+    for (auto& x : *m) x = x.cast<float>().cast<double>();
+  const Matrix X = gaussian(k.N, k.d, rng).cast<float>().cast<double>(), C = gaussian(k.N, k.d, rng);
+  BlockWorkspace wsd(k.N, k.d, k.dk);
+  BlockWorkspaceT<float> wsf(k.N, k.d, k.dk);
+  Matrix Yd;
+  MatrixF Yf;
+  const MatrixF Xf = X.cast<float>();
+  transformer_block(X, w, f.p, wsd, Yd);
+  transformer_block(Xf, wf, f.p, wsf, Yf);
+  const double forward = rel_err(Yf.cast<double>(), Yd);
+  BlockGrads gd, gf;
+  block_backward(X, w, f.p, C, gd);
+  BlockParams single = f.p;
+  single.single = true;  // the float instance of the adjoint
+  block_backward(X, w, single, C, gf);
+  const double adjoint = rel_err(gf.dX, gd.dX);
+  INFO("forward " << forward << " adjoint " << adjoint);
+  CHECK(forward < 1e-5);
+  CHECK(forward > 1e-10);  // float arithmetic was used
+  CHECK(adjoint < 1e-4);
+  CHECK(adjoint > 1e-10);
+}
+
 TEST_CASE("xpos: the general path only, keys and their cross-key check", "[variants][xpos]") {
   const MaskMatrix mask = causal_mask(4);
   const Normalization none;
