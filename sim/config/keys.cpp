@@ -103,13 +103,24 @@ std::vector<KeyDecl> attention_keys() {
       per_layer(into(omitted_at_default(number("attention.decay", text_of(kernel_default().attention.logit_bias.gamma),
                                 Range{0.0, true, 1.0, false},
                                 "gamma in (0, 1] of attention.logit_bias = decay")), RCSIM_SPEC_MEMBER(attention.logit_bias.gamma))),
-      per_layer(into(omitted_at_default(boolean(
+      checked(per_layer(into(omitted_at_default(boolean(
           "attention.qk_norm", text_of(kernel_default().attention.qk_norm),
           "true: QK-normalisation (nGPT): the rows of Q and K to s q_i/|q_i|, s k_j/|k_j| per head (s = "
           "attention.qk_scale; a zero row stays 0) and the logits sqrt(d_k) Q K^T instead of Q K^T / sqrt(d_QK) "
           "(model.d_qk and model.beta refused with it)")), RCSIM_SPEC_MEMBER(attention.qk_norm))),
-      per_layer(into(omitted_at_default(number("attention.qk_scale", text_of(kernel_default().attention.qk_scale), kAny,
+          [](const ModelSpec& c) {  // the logits' scale is sqrt(d_k): a temperature given with it is refused
+            if (c.attention.qk_norm && c.attention.kind == AttentionKind::random_markov)
+              throw UsageError("key 'attention.qk_norm': random_markov attention has no queries and keys");
+            if (c.attention.qk_norm && c.model.d_qk != static_cast<double>(c.model.key_dim))  // d_qk or beta given
+              throw UsageError("key 'attention.qk_norm': the logits are scaled by sqrt(d_k); a temperature model.d_qk "
+                               "or model.beta other than d_k is not used with it (give model.key_dim, attention.qk_scale)");
+          }),
+      checked(per_layer(into(omitted_at_default(number("attention.qk_scale", text_of(kernel_default().attention.qk_scale), kAny,
                                 "s_qk of attention.qk_norm: logits sqrt(d_k) s^2 cos(q_i, k_j)")), RCSIM_SPEC_MEMBER(attention.qk_scale))),
+              [](const ModelSpec& c) {
+                if (!c.attention.qk_norm && c.attention.qk_scale != 1.0)
+                  throw UsageError("key 'attention.qk_scale': needs attention.qk_norm = true");
+              }),
       per_layer(into(omitted_at_default(number("attention.logit_softcap", text_of(kernel_default().attention.logit_softcap), kNonNegative,
                                 "logit soft-capping (Gemma 2): every head's logits (after their scale and the logit "
                                 "bias) to c tanh(S / c) before the attention weights; 0 = off")), RCSIM_SPEC_MEMBER(attention.logit_softcap))),
