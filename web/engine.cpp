@@ -44,6 +44,12 @@ bool mask_type(int code, MaskType& out) {
 
 extern "C" {
 
+// The browser has no LAPACK. The run's preparation (prepare) reaches the measure registry and with
+// it the singular values (kernel/measures/metrics.cpp), whose dqds solver is LAPACK's dlasq1: this
+// one reports no convergence, which sends them to Eigen's BDCSVD, the kernel's own fallback. The
+// page measures mu and mu_rel alone, so it never computes singular values.
+void dlasq1_(const int*, double*, double*, double*, int* info) { *info = 1; }
+
 // Figure 1 of docs/science/model-spec.md 5.5: N = d = 2, causal mask, W_Q = W_K = 0 (uniform attention over the
 // allowed tokens), W_V given row-major in wv[4], X(0) = x0[4] (token 0 then token 1). Iterates
 // `steps` layers with normalisation `norm` and writes X(0), ..., X(steps) row-major into
