@@ -70,8 +70,8 @@ TEST_CASE("parameters: the table visits every member of the gradients", "[parame
   // The names: weights.file's datasets and rcsim.gradients' keys, each once.
   std::set<std::string> names;
   for (const ParameterInfo& p : parameter_table()) names.insert(p.name);
-  CHECK(names == std::set<std::string>{"W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_in", "W_out",
-                                       "b_in", "b_out", "norm_gain", "norm_bias"});
+  CHECK(names == std::set<std::string>{"W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_in", "W_out", "b_in",
+                                       "b_out", "norm_gain", "norm_bias"});
 }
 
 TEST_CASE("parameters: the shape rules give the weights' sizes", "[parameters]") {
@@ -152,8 +152,9 @@ TEST_CASE("parameters: weights.file's datasets come from the table", "[parameter
     INFO(r.dataset);
     if (r.dataset == "W_V") {
       CHECK(r.shapes == std::vector<Extents>{{2, 4, 2}, {2, 2, 4, 2}});
-      CHECK(r.axes == "[d, d_v]: model.dim = 4, model.value_dim = 2; [H, ...]: model.heads = 2; a leading [L, ...] "
-                      "per layer: model.layers = 2");
+      CHECK(r.axes ==
+            "[d, d_v]: model.dim = 4, model.value_dim = 2; [H, ...]: model.heads = 2; a leading [L, ...] "
+            "per layer: model.layers = 2");
       CHECK(r.target == &in.w_v);
     }
     if (r.dataset == "b_K") CHECK(r.shapes == std::vector<Extents>{{2, 3}, {2, 2, 3}});

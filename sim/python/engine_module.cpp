@@ -289,7 +289,8 @@ py::dict gradients(const std::vector<std::string>& keys, const std::optional<std
           Stack& s = stacks[i++];
           if (rcsim::pieces_of(member) == 0 || rcsim::piece(member, 0).size() == 0) return;
           s.emplace_back();
-          for (std::size_t h = 0; h < rcsim::pieces_of(member); ++h) s.back().push_back(rcsim::Matrix(rcsim::piece(member, h)));
+          for (std::size_t h = 0; h < rcsim::pieces_of(member); ++h)
+            s.back().push_back(rcsim::Matrix(rcsim::piece(member, h)));
         },
         b);
   }

@@ -93,7 +93,8 @@ std::vector<InputRequirement> input_requirements(const ModelSpec& c, InputArrays
   for (const ParameterInfo& p : parameter_table()) {
     const int pieces = piece_count(p, dims);
     if (pieces == 0 || !from_file(p.source, c)) continue;
-    const auto rows = static_cast<Extent>(axis_extent(p.rows, dims)), cols = static_cast<Extent>(axis_extent(p.cols, dims));
+    const auto rows = static_cast<Extent>(axis_extent(p.rows, dims));
+    const auto cols = static_cast<Extent>(axis_extent(p.cols, dims));
     const Extents shape = p.rows == ParameterAxis::one ? Extents{cols} : Extents{rows, cols};
     if (p.pieces == ParameterPieces::heads) {
       req.push_back({"weights.file", p.name, head_shapes(c, shape), p.input(in, 0),

@@ -27,11 +27,16 @@ ParameterDims parameter_dims(const ModelSpec& c) {
 
 bool has_parameter(const ParameterInfo& p, const ParameterDims& s) {
   switch (p.needs) {
-    case ParameterNeeds::always: return true;
-    case ParameterNeeds::output: return s.output;
-    case ParameterNeeds::attention_bias: return s.attention_bias;
-    case ParameterNeeds::mlp: return s.m > 0;
-    case ParameterNeeds::mlp_bias: return s.m > 0 && s.mlp_bias;
+    case ParameterNeeds::always:
+      return true;
+    case ParameterNeeds::output:
+      return s.output;
+    case ParameterNeeds::attention_bias:
+      return s.attention_bias;
+    case ParameterNeeds::mlp:
+      return s.m > 0;
+    case ParameterNeeds::mlp_bias:
+      return s.m > 0 && s.mlp_bias;
   }
   return false;
 }
@@ -39,20 +44,28 @@ bool has_parameter(const ParameterInfo& p, const ParameterDims& s) {
 int piece_count(const ParameterInfo& p, const ParameterDims& s) {
   if (!has_parameter(p, s)) return 0;
   switch (p.pieces) {
-    case ParameterPieces::heads: return s.heads;
-    case ParameterPieces::one: return 1;
-    case ParameterPieces::norm_slots: return 4;
+    case ParameterPieces::heads:
+      return s.heads;
+    case ParameterPieces::one:
+      return 1;
+    case ParameterPieces::norm_slots:
+      return 4;
   }
   return 0;
 }
 
 int axis_extent(ParameterAxis a, const ParameterDims& s) {
   switch (a) {
-    case ParameterAxis::one: return 1;
-    case ParameterAxis::d: return s.d;
-    case ParameterAxis::d_k: return s.d_k;
-    case ParameterAxis::d_v: return s.d_v;
-    case ParameterAxis::m: return s.m;
+    case ParameterAxis::one:
+      return 1;
+    case ParameterAxis::d:
+      return s.d;
+    case ParameterAxis::d_k:
+      return s.d_k;
+    case ParameterAxis::d_v:
+      return s.d_v;
+    case ParameterAxis::m:
+      return s.m;
   }
   return 0;
 }

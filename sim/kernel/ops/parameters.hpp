@@ -50,16 +50,19 @@ void for_each_parameter(F&& f, G&... g) {
   f(ParameterInfo{"W_Q", P::heads, A::d, A::d_k, N::always, S::q, [](InputArrays& a, int) { return &a.w_q; }}, g.dq...);
   f(ParameterInfo{"W_K", P::heads, A::d, A::d_k, N::always, S::k, [](InputArrays& a, int) { return &a.w_k; }}, g.dk...);
   f(ParameterInfo{"W_V", P::heads, A::d, A::d_v, N::always, S::v, [](InputArrays& a, int) { return &a.w_v; }}, g.dv...);
-  f(ParameterInfo{"W_O", P::heads, A::d_v, A::d, N::output, S::o, [](InputArrays& a, int) { return &a.w_o; }}, g.dout...);
+  f(ParameterInfo{"W_O", P::heads, A::d_v, A::d, N::output, S::o, [](InputArrays& a, int) { return &a.w_o; }},
+    g.dout...);
   f(ParameterInfo{"b_Q", P::heads, A::one, A::d_k, N::attention_bias, S::q, [](InputArrays& a, int) { return &a.b_q; }},
     g.dq_bias...);
   f(ParameterInfo{"b_K", P::heads, A::one, A::d_k, N::attention_bias, S::k, [](InputArrays& a, int) { return &a.b_k; }},
     g.dk_bias...);
   f(ParameterInfo{"b_V", P::heads, A::one, A::d_v, N::attention_bias, S::v, [](InputArrays& a, int) { return &a.b_v; }},
     g.dv_bias...);
-  f(ParameterInfo{"b_O", P::one, A::one, A::d, N::attention_bias, S::o_or_v, [](InputArrays& a, int) { return &a.b_o; }},
+  f(ParameterInfo{"b_O", P::one, A::one, A::d, N::attention_bias, S::o_or_v,
+                  [](InputArrays& a, int) { return &a.b_o; }},
     g.dout_bias...);
-  f(ParameterInfo{"W_in", P::one, A::d, A::m, N::mlp, S::mlp, [](InputArrays& a, int) { return &a.w_in; }}, g.mlp.d_in...);
+  f(ParameterInfo{"W_in", P::one, A::d, A::m, N::mlp, S::mlp, [](InputArrays& a, int) { return &a.w_in; }},
+    g.mlp.d_in...);
   f(ParameterInfo{"W_out", P::one, A::m, A::d, N::mlp, S::mlp, [](InputArrays& a, int) { return &a.w_out; }},
     g.mlp.d_out...);
   f(ParameterInfo{"b_in", P::one, A::one, A::m, N::mlp_bias, S::mlp, [](InputArrays& a, int) { return &a.b_in; }},
@@ -106,24 +109,42 @@ long parameter_size(const ParameterInfo& p, const ParameterDims& s);
 
 // A member's arrays, whatever its form: a list (one per head), one array, or one per slot.
 template <class M>
-std::size_t pieces_of(const std::vector<M>& v) { return v.size(); }
+std::size_t pieces_of(const std::vector<M>& v) {
+  return v.size();
+}
 template <class M, std::size_t n>
-std::size_t pieces_of(const M (&)[n]) { return n; }
+std::size_t pieces_of(const M (&)[n]) {
+  return n;
+}
 template <class M>
-std::size_t pieces_of(const M&) { return 1; }
+std::size_t pieces_of(const M&) {
+  return 1;
+}
 template <class M>
-M& piece(std::vector<M>& v, std::size_t i) { return v[i]; }
+M& piece(std::vector<M>& v, std::size_t i) {
+  return v[i];
+}
 template <class M>
-const M& piece(const std::vector<M>& v, std::size_t i) { return v[i]; }
+const M& piece(const std::vector<M>& v, std::size_t i) {
+  return v[i];
+}
 template <class M, std::size_t n>
-M& piece(M (&a)[n], std::size_t i) { return a[i]; }
+M& piece(M (&a)[n], std::size_t i) {
+  return a[i];
+}
 template <class M, std::size_t n>
-const M& piece(const M (&a)[n], std::size_t i) { return a[i]; }
+const M& piece(const M (&a)[n], std::size_t i) {
+  return a[i];
+}
 template <class M>
-M& piece(M& m, std::size_t) { return m; }
+M& piece(M& m, std::size_t) {
+  return m;
+}
 // Sets the number of arrays of a list; one array or a slot array keep theirs.
 template <class M>
-void set_pieces(std::vector<M>& v, std::size_t n) { v.resize(n); }
+void set_pieces(std::vector<M>& v, std::size_t n) {
+  v.resize(n);
+}
 template <class M>
 void set_pieces(M&, std::size_t) {}
 
