@@ -10,10 +10,10 @@ namespace rcsim {
 
 namespace {
 
-// Shapes of an array with one `shape` per head: shape or [L, shape...]; with H > 1 [H, shape...]
-// or [L, H, shape...].
-std::vector<std::vector<Extent>> head_shapes(const ModelSpec& c, const Extents& shape) {
-  const auto L = static_cast<Extent>(c.model.layers), H = static_cast<Extent>(c.model.heads);
+// Shapes of an array with one `shape` per head (`heads` of them): shape or [L, shape...]; with
+// H > 1 [H, shape...] or [L, H, shape...].
+std::vector<std::vector<Extent>> head_shapes(const ModelSpec& c, int heads, const Extents& shape) {
+  const auto L = static_cast<Extent>(c.model.layers), H = static_cast<Extent>(heads);
   Extents one = shape, per_layer = shape;
   if (H > 1) one.insert(one.begin(), H), per_layer.insert(per_layer.begin(), H);
   per_layer.insert(per_layer.begin(), L);
@@ -97,7 +97,7 @@ std::vector<InputRequirement> input_requirements(const ModelSpec& c, InputArrays
     const auto cols = static_cast<Extent>(axis_extent(p.cols, dims));
     const Extents shape = p.rows == ParameterAxis::one ? Extents{cols} : Extents{rows, cols};
     if (p.pieces == ParameterPieces::heads) {
-      req.push_back({"weights.file", p.name, head_shapes(c, shape), p.input(in, 0),
+      req.push_back({"weights.file", p.name, head_shapes(c, pieces, shape), p.input(in, 0),
                      p.rows == ParameterAxis::one ? "" : axes(c, dims, p)});
       continue;
     }
@@ -110,7 +110,7 @@ std::vector<InputRequirement> input_requirements(const ModelSpec& c, InputArrays
         req.push_back({"weights.file", norm_dataset(slot, p.name), layer_shapes(c, shape), p.input(in, slot)});
   }
   if (c.attention.logit_bias.kind == LogitBiasKind::file)
-    req.push_back({"weights.file", "logit_bias", head_shapes(c, {N, N}), &in.logit_bias});
+    req.push_back({"weights.file", "logit_bias", head_shapes(c, c.model.heads, {N, N}), &in.logit_bias});
   return req;
 }
 
