@@ -32,6 +32,7 @@
 #include "kernel/measures/clusters.hpp"
 #include "kernel/support/errors.hpp"
 #include "kernel/model/host_arrays.hpp"
+#include "kernel/ops/parameters.hpp"
 #include "kernel/block/layer.hpp"
 #include "kernel/measures/metrics.hpp"
 #include "kernel/support/version.hpp"
@@ -277,39 +278,21 @@ py::dict gradients(const std::vector<std::string>& keys, const std::optional<std
     const rcsim::EngineSetup s = rcsim::prepare_host(c, host);
     return rcsim::trial_gradients(s, trial, C, cancel);
   });
+  // One stack per parameter (kernel/ops/parameters.hpp), over the blocks that have it.
   using Stack = std::vector<std::vector<rcsim::Matrix>>;
-  Stack q, k, v, o, w_in, w_out, b_in, b_out, bq, bk, bv, bo, gain, bias;
-  const auto row = [](const rcsim::RowVector& r) { return rcsim::Matrix(r); };
+  const auto& table = rcsim::parameter_table();
+  std::vector<Stack> stacks(table.size());
   for (const rcsim::BlockGrads& b : g.blocks) {
-    q.push_back(b.dq);
-    k.push_back(b.dk);
-    v.push_back(b.dv);
-    o.push_back(b.dout);
-    if (b.mlp.d_in.size()) {
-      w_in.push_back({b.mlp.d_in});
-      w_out.push_back({b.mlp.d_out});
-    }
-    if (b.mlp.d_in_bias.size()) {
-      b_in.push_back({row(b.mlp.d_in_bias)});
-      b_out.push_back({row(b.mlp.d_out_bias)});
-    }
-    if (!b.dq_bias.empty()) {
-      bq.emplace_back();
-      bk.emplace_back();
-      bv.emplace_back();
-      for (std::size_t h = 0; h < b.dq_bias.size(); ++h) {
-        bq.back().push_back(row(b.dq_bias[h]));
-        bk.back().push_back(row(b.dk_bias[h]));
-        bv.back().push_back(row(b.dv_bias[h]));
-      }
-      bo.push_back({row(b.dout_bias)});
-    }
-    gain.emplace_back();
-    bias.emplace_back();
-    for (int slot = 0; slot < 4; ++slot) {
-      gain.back().push_back(row(b.dgain[slot]));
-      bias.back().push_back(row(b.dbias[slot]));
-    }
+    std::size_t i = 0;
+    rcsim::for_each_parameter(
+        [&](const rcsim::ParameterInfo&, const auto& member) {
+          Stack& s = stacks[i++];
+          if (rcsim::pieces_of(member) == 0 || rcsim::piece(member, 0).size() == 0) return;
+          s.emplace_back();
+          for (std::size_t h = 0; h < rcsim::pieces_of(member); ++h)
+            s.back().push_back(rcsim::Matrix(rcsim::piece(member, h)));
+        },
+        b);
   }
   py::dict out;
   const auto put = [&](const char* name, const Stack& m) {
@@ -317,20 +300,7 @@ py::dict gradients(const std::vector<std::string>& keys, const std::optional<std
   };
   put("dX", {g.dX});
   out["dX"] = out["dX"].attr("reshape")(py::make_tuple(g.dX.size(), c.model.tokens, c.model.dim));
-  put("W_Q", q);
-  put("W_K", k);
-  put("W_V", v);
-  put("W_O", o);
-  put("W_in", w_in);
-  put("W_out", w_out);
-  put("b_in", b_in);
-  put("b_out", b_out);
-  put("b_Q", bq);
-  put("b_K", bk);
-  put("b_V", bv);
-  put("b_O", bo);
-  put("norm_gain", gain);
-  put("norm_bias", bias);
+  for (std::size_t i = 0; i < table.size(); ++i) put(table[i].name, stacks[i]);
   out["X"] = stack4({{g.output}}).attr("reshape")(py::make_tuple(c.model.tokens, c.model.dim));
   return out;
 }
