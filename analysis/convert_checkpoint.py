@@ -45,6 +45,7 @@ import sys
 
 import numpy as np
 
+import script_setup  # noqa: F401  (the package rcsim of this checkout: analysis/script_setup.py)
 from rcsim.command import Parser, note_input, run
 
 DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16}

@@ -16,7 +16,7 @@ import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_setup  # noqa: E402,F401  (the package rcsim of this checkout: analysis/script_setup.py)
 from rcsim.figures import figure_arguments, rcsim, save_figure, write_hdf5  # noqa: E402
 
 CONFIG = "configs/equilibria_2x2.ini"

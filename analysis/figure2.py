@@ -11,7 +11,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_setup  # noqa: E402,F401  (the package rcsim of this checkout: analysis/script_setup.py)
 from rcsim.figures import figure_arguments, plot_curves, run_config, save_figure  # noqa: E402,F401 (figure3*, 4, 5 import them from here)
 
 MASKS = ["complete", "causal", "sliding_window", "unidirectional_sliding_window"]

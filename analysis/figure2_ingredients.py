@@ -12,7 +12,7 @@ import sys
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_setup  # noqa: E402,F401  (the package rcsim of this checkout: analysis/script_setup.py)
 from rcsim.figures import MEASURES, figure_arguments, measure_grid, run_config, save_figure, stored_config, write_summary  # noqa: E402
 
 MASKS = ["complete", "causal", "sliding_window", "unidirectional_sliding_window"]

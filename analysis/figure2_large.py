@@ -13,7 +13,7 @@ import sys
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_setup  # noqa: E402,F401  (the package rcsim of this checkout: analysis/script_setup.py)
 from figure2_ingredients import ingredient_grid, label  # noqa: E402
 from rcsim.figures import figure_arguments, run_config, save_figure, stored_config, write_summary  # noqa: E402
 

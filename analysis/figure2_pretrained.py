@@ -22,12 +22,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 # The package rcsim with its compiled engine (Model.gradients, rcsim.layer run in-process): the build
-# tree's (build/python) when it exists, else what PYTHONPATH gives; analysis/ (the script's folder,
-# which Python puts first; its rcsim has no engine) goes last.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_BUILD = os.path.join(os.path.dirname(_HERE), "build", "python")
-sys.path = ([_BUILD] if os.path.isdir(os.path.join(_BUILD, "rcsim")) else []) + \
-    [q for q in sys.path if os.path.abspath(q or ".") != _HERE] + [_HERE]
+# tree's (build/python), which analysis/script_setup.py puts first when it exists.
+import script_setup  # noqa: E402,F401
 import rcsim as rc  # noqa: E402
 from rcsim.figures import draw_curve, figure_arguments, log_panel, save_figure, write_text  # noqa: E402
 

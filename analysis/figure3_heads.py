@@ -13,7 +13,7 @@ import sys
 os.environ.setdefault("MPLBACKEND", "Agg")
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_setup  # noqa: E402,F401  (the package rcsim of this checkout: analysis/script_setup.py)
 from figure3 import DQK, MASKS  # noqa: E402
 from rcsim.figures import figure_arguments, measure_grid, run_config, save_figure, write_summary  # noqa: E402
 

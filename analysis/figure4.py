@@ -12,7 +12,7 @@ import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_setup  # noqa: E402,F401  (the package rcsim of this checkout: analysis/script_setup.py)
 from figure2 import MASKS, run_config  # noqa: E402
 from rcsim.figures import draw_curve, figure_arguments, log_panel, save_figure  # noqa: E402
 

@@ -18,7 +18,7 @@ import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_setup  # noqa: E402,F401  (the package rcsim of this checkout: analysis/script_setup.py)
 from rcsim.figures import draw_curve, figure_arguments, log_panel, rcsim, save_figure, write_text  # noqa: E402
 
 MODEL = os.path.join("configs", "models", "stories260K", "stories260K.bin")

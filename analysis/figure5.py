@@ -12,7 +12,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_setup  # noqa: E402,F401  (the package rcsim of this checkout: analysis/script_setup.py)
 from figure2 import run_config  # noqa: E402
 from rcsim import load_analysis  # noqa: E402
 from rcsim.figures import figure_arguments, rcsim, save_figure  # noqa: E402

@@ -7,20 +7,25 @@ interaction energy, a cluster count) and the merge times between them.
 
 A plateau is a maximal run of samples k = s..e whose values all lie within rtol x (range of the
 series) of the plateau's running mean, lasting at least `min_duration` in time; two consecutive
-plateaus whose values differ by at most rtol x (range) are one (joined: a slow drift or a blip between
-them does not make a merge). Between two
+plateaus are one (joined: a blip or a slow drift does not make a merge) when their values differ by at
+most rtol x (range), or when the second starts at the sample after the first ends, with a step of at
+most rtol x (range) there, and their values differ by at most 2 rtol x (range). Between two
 consecutive plateaus (values v1, v2) the merge time is where the series first crosses
 (v1 + v2) / 2, linearly interpolated; the transition itself lasts from the end of the first
 plateau to the start of the second. For an integer series (cluster counts) use rtol = 0: the
 plateaus are the runs of equal values and the merge time is the midpoint of the jump.
 
-Written in Python (not in sim/app/analysis*): it reads the /time and /metrics datasets the run
-file already holds, needs no recompilation to tune, and the figure scripts import it.
+The same definition is in `rcsim analyze --plateaus=MEASURE` (sim/kernel/measures/plateaus.cpp,
+for every trial, written to /analysis/plateaus); tests/python/check_plateaus.py holds the two equal.
+This one reads the /time and /metrics datasets the run file already holds, needs no recompilation to
+tune, and the figure scripts import it.
 """
 import math
 import sys
 
 import numpy as np
+
+import script_setup  # noqa: F401  (the package rcsim of this checkout: analysis/script_setup.py)
 
 
 def plateaus(t, y, rtol=2e-3, min_duration=0.0):
@@ -47,17 +52,24 @@ def plateaus(t, y, rtol=2e-3, min_duration=0.0):
                         "first": s, "last": k - 1})
         if k < len(y):
             s, total = k, y[k]
-    return join_equal(out, tol)
+    return join_equal(out, tol, y)
 
 
-def join_equal(found, tol):
-    """Consecutive plateaus whose values differ by at most `tol` are one plateau (a slow drift or a blip
-    had split it: issue 37, particles_staircase2000.py at t = 1.88): joined, value the duration-weighted
-    mean of the two (the sample-weighted mean where both last no time)."""
+def join_equal(found, tol, y):
+    """Consecutive plateaus that are one level are joined (issue 37: particles_staircase2000.py's first
+    plateau was split in two, with a merge reported between them): their values differ by at most `tol`
+    (a blip or a short excursion between them), or the second starts at the sample after the first ends,
+    with a step of at most `tol` there, and their values differ by at most 2 tol (no transition between
+    them: a drift moved the running mean out of the tolerance; a linear drift splits a level into pieces
+    whose means differ by at most 2 tol). The value of the joined plateau is the duration-weighted mean of
+    the two (the sample-weighted mean where both last no time)."""
     out = []
     for p in found:
         q = out[-1] if out else None
-        if q is not None and abs(p["value"] - q["value"]) <= tol:
+        gap = abs(p["value"] - q["value"]) if q is not None else math.inf
+        drift = (q is not None and p["first"] == q["last"] + 1 and abs(y[p["first"]] - y[q["last"]]) <= tol
+                 and gap <= 2 * tol)
+        if gap <= tol or drift:
             wq, wp = q["end"] - q["start"], p["end"] - p["start"]
             if wq + wp <= 0:
                 wq, wp = q["last"] - q["first"] + 1, p["last"] - p["first"] + 1
@@ -131,6 +143,15 @@ def self_test():
     fb = plateaus(t, yb, rtol=2e-3, min_duration=2.0)
     check([round(p["value"], 3) for p in fb] == [0.3, 0.8], f"blip: plateaus {[p['value'] for p in fb]}")
     check(len(merge_times(t, yb, fb)) == 1, f"blip: merges {merge_times(t, yb, fb)}")
+    # One level drifting (quadratically, 2.4 x rtol x range over 50 samples) before a jump, as the energy before
+    # a merge: one plateau and one merge (the running mean left the tolerance at sample 40; the detector had
+    # split the level there and reported a merge at t = 39: issue 37, particles_staircase2000.py at t = 1.88).
+    td = np.arange(100.0)
+    yd = np.where(td < 50, 0.2 + 1.2e-3 * (td / 50) ** 2, 0.3)
+    fd = plateaus(td, yd, rtol=5e-3, min_duration=5.0)
+    check([(p["first"], p["last"]) for p in fd] == [(0, 49), (50, 99)], f"drift: plateaus {fd}")
+    md = merge_times(td, yd, fd)
+    check(len(md) == 1 and abs(md[0] - 49.5) < 0.01, f"drift: merges {md}")
     # No plateau in a ramp.
     check(plateaus(t, t, rtol=1e-4, min_duration=1.0) == [], "a ramp has no plateau")
     for f in failures:

@@ -19,9 +19,12 @@ Checks (exit 1 when one fails), the paper's claims for this flow:
   trial (the paper's Fig. 2 shows the clusters at the centres; the margin 3, for clusters closer than
   delta that share a centre, is this script's);
 - strong Renyi centres (docs/science/model-spec.md section 6: a token farther than delta from every
-  earlier token, Euclidean, strict) stay put: the largest move of the strong centres of X(0) up to t = 75 is below
-  delta / 4, in every trial.
-And rcsim's measure `renyi_centres` equals the Python implementation at every snapshot (an engine check).
+  earlier token, strict, Euclidean or geodesic as metrics.renyi_distance says) stay put: the largest move of
+  the strong centres of X(0) up to t = 75 is below delta / 4, in every trial.
+Their count is rcsim's measure `strong_renyi_centres` (reported at t = 0, 75, 150, T); the measure is a count,
+so which tokens they are (for their move) is found here from X(0) by the same rule, and that count must
+equal the measure's at t = 0 (an engine check). And rcsim's measure `renyi_centres` equals the Python
+implementation at every snapshot (an engine check).
 
 Settings: the paper's (Fig. 2 caption): causal SA, K = Q = V = I_2, n = 200, d = 2, beta = 64,
 delta = 4 beta^(-1/2), the times 75 and 150. rcsim's own choices: X(0) uniform on the circle (the
@@ -37,7 +40,7 @@ import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_setup  # noqa: E402,F401  (the package rcsim of this checkout: analysis/script_setup.py)
 from particles_common import Checks, angles, flow_args, renyi_centres, run_rcsim, script_args  # noqa: E402
 from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 
@@ -54,10 +57,16 @@ def value_at(t, y, when):
     return y[np.searchsorted(t, when + 1e-9) - 1]
 
 
-def strong_renyi_centres(X, delta):
-    """Strong Renyi centres (docs/science/model-spec.md section 6): token k whose Euclidean distance to
-    every earlier token is > delta. Returns the list of token indices."""
-    return [k for k in range(len(X)) if k == 0 or np.min(np.linalg.norm(X[:k] - X[k], axis=1)) > delta]
+def strong_renyi_centres(X, delta, geodesic):
+    """Which tokens are strong Renyi centres (docs/science/model-spec.md section 6): token k whose distance to
+    every earlier token is > delta, Euclidean or geodesic (the angle; rcsim's measure attribute `geodesic`).
+    Returns the list of token indices; rcsim's measure `strong_renyi_centres` stores only their count."""
+    def dist(k):
+        if geodesic:
+            u = X / np.linalg.norm(X, axis=1, keepdims=True)
+            return np.arccos(np.clip(u[:k] @ u[k], -1.0, 1.0))
+        return np.linalg.norm(X[:k] - X[k], axis=1)
+    return [k for k in range(len(X)) if k == 0 or np.min(dist(k)) > delta]
 
 
 def main():
@@ -70,10 +79,12 @@ def main():
     seconds = run_rcsim(a.rcsim, run, flow_args(N, D, BETA, dt, steps, mask="causal"),
                         [f"--run.trials={trials}", f"--run.seed={a.seed}", "--init.type=sphere",
                          f"--output.schedule=every:{every}", f"--output.tokens={tok_layers}",
-                         "--output.measures=renyi_centres,clusters_99,clusters_999"])
+                         "--output.measures=renyi_centres,strong_renyi_centres,clusters_99,clusters_999"])
     with h5py.File(run, "r") as f:
         t = f["time"][()]
         ren = f["metrics/renyi_centres"][()]
+        strong_count = f["metrics/strong_renyi_centres"][()]
+        geodesic = bool(f["metrics/strong_renyi_centres"].attrs.get("geodesic", 0))
         c99 = f["metrics/clusters_99"][()]
         c999 = f["metrics/clusters_999"][()]
         tokens = f["tokens"][()]
@@ -127,12 +138,16 @@ def main():
     checks.add("clusters_at_renyi_centres_75", f"clusters - Renyi centres at t = 75: {(c75 - r75).tolist()}", "0 .. 3",
                np.all((c75 - r75 >= 0) & (c75 - r75 <= 3)))
     s75 = int(np.searchsorted(tok_t, 75.0 + 1e-9))  # snapshots up to t = 75
-    strong = [strong_renyi_centres(tokens[r, 0], delta) for r in range(trials)]
+    strong = [strong_renyi_centres(tokens[r, 0], delta, geodesic) for r in range(trials)]
     strong_move = [float(np.max(np.linalg.norm(tokens[r, :s75][:, c] - tokens[r, 0, c], axis=-1))) for r, c in
                    enumerate(strong)]
-    checks.add("strong_renyi_centres_stay", "strong centres at t = 0 per trial " + str([len(c) for c in strong])
-               + "; their largest move up to t = 75: " + ", ".join(f"{m:.3g}" for m in strong_move),
+    strong_at = {m: [int(value_at(t, strong_count[r], m)) for r in range(trials)] for m in marks}
+    checks.add("strong_renyi_centres_stay", "strong centres (rcsim's measure) per trial at t = "
+               + "; ".join(f"{m:g}: {v}" for m, v in strong_at.items())
+               + "; the largest move of those of X(0) up to t = 75: " + ", ".join(f"{m:.3g}" for m in strong_move),
                f"< delta / 4 = {delta / 4:.3g}", max(strong_move) < delta / 4)
+    checks.add("strong_renyi_measure_equals_python", f"strong centres of X(0): measure {strong_at[0.0]}, found here "
+               f"{[len(c) for c in strong]}", "equal", strong_at[0.0] == [len(c) for c in strong], engine=True)
     checks.add("renyi_measure_equals_python", f"{mismatch} of {py_ren.size} snapshots differ", "0", mismatch == 0,
                engine=True)
     lost = []

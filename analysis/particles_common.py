@@ -22,7 +22,7 @@ def _load_command():
     after reading its command line, so this module must not import the package."""
     import importlib.util
     import os
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rcsim", "command.py")
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python", "rcsim", "command.py")
     spec = importlib.util.spec_from_file_location("rcsim_command", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

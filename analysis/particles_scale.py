@@ -29,7 +29,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_setup  # noqa: E402,F401  (the package rcsim of this checkout: analysis/script_setup.py)
 from particles_common import flow_args, script_args  # noqa: E402
 from rcsim.figures import atomic_writer  # noqa: E402
 

@@ -12,7 +12,7 @@ import sys
 os.environ.setdefault("MPLBACKEND", "Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_setup  # noqa: E402,F401  (the package rcsim of this checkout: analysis/script_setup.py)
 from rcsim.command import Parser, run  # noqa: E402
 from rcsim.figures import save_figure  # noqa: E402
 from rcsim.files import open_checked, reading  # noqa: E402

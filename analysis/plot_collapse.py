@@ -2,15 +2,14 @@
 """Collapse curves: mu and mu_rel against layer (log-log), median and 10-90% band over trials.
 
 usage: plot_collapse.py RUN.h5|SWEEP_DIR [...] -o OUT.png
-The collapse plot of `python3 -m rcsim.plot` (analysis/rcsim/plot.py, which has every option:
+The collapse plot of `python3 -m rcsim.plot` (python/rcsim/plot.py, which has every option:
 measures, every trial, formats, heat maps) with --measure mu mu_rel --style screen. Several runs
 are overlaid, labelled by the keys that differ between them, in words. The x axis is layer t + 1,
 so the input (t = 0) sits at 1 on the logarithmic axis.
 """
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_setup  # noqa: E402,F401  (the package rcsim of this checkout: analysis/script_setup.py)
 from rcsim import plot  # noqa: E402
 
 

@@ -32,7 +32,7 @@ import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import script_setup  # noqa: E402,F401  (the package rcsim of this checkout: analysis/script_setup.py)
 from particles_common import Checks, run_rcsim, script_args  # noqa: E402
 from rcsim.figures import atomic_writer, save_figure  # noqa: E402
 

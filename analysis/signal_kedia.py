@@ -58,22 +58,17 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-# analysis/ moved to the end of sys.path (Python puts the script's folder first): the package rcsim with its
-# compiled engine comes from PYTHONPATH (build/python), analysis/rcsim has no engine
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path = [q for q in sys.path if os.path.abspath(q or ".") != _HERE] + [_HERE]
+import script_setup  # noqa: E402  (the package rcsim of this checkout: analysis/script_setup.py)
 from particles_common import Checks, script_args  # noqa: E402
 
 rcsim = None   # imported in main(): the package of the build whose executable --rcsim names, if it has one
 
 
 def import_rcsim(executable):
-    """Import the package rcsim with its compiled engine: BUILD/python beside BUILD/sim/rcsim (--rcsim) first when
-    it exists (so `--rcsim build/sim/rcsim` needs no PYTHONPATH), else what PYTHONPATH gives."""
+    """Import the package rcsim with its compiled engine: that of the build whose executable --rcsim names
+    (BUILD/python beside BUILD/sim/rcsim) when it has one, else this checkout's (analysis/script_setup.py)."""
     global rcsim
-    cand = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(executable))), "python")
-    if os.path.isdir(os.path.join(cand, "rcsim")):
-        sys.path.insert(0, cand)
+    script_setup.use_build_of(executable)
     import rcsim as module
     import rcsim.figures  # noqa: F401
     rcsim = module

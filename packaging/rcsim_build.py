@@ -12,10 +12,10 @@ path: a reinstall reuses it); `pip install -e .` needs a writable tree and says 
 Every failure is one line (`rcsim_build: ...`, CMake's own output above it), never a traceback;
 extra CMake options: --config-settings cmake-args="-DRCSIM_NATIVE=OFF" or RCSIM_CMAKE_ARGS.
 
-The wheel holds the package analysis/rcsim (as rcsim/), the compiled rcsim/_engine*.so, the
+The wheel holds the package python/rcsim (as rcsim/), the compiled rcsim/_engine*.so, the
 executable as rcsim/bin/rcsim and VERSION as rcsim/VERSION, with a console script `rcsim`
 (rcsim._cli:main, which execs rcsim/bin/rcsim). The editable wheel holds a .pth file naming
-analysis/ and places links to the engine and the executable into analysis/rcsim/ (git-ignored),
+python/ and places links to the engine and the executable into python/rcsim/ (git-ignored),
 where the package finds them.
 
 The version is the file VERSION at the top of the source tree (also read by CMake and the package).
@@ -279,8 +279,8 @@ class _Wheel:
 
 
 def _package_files():
-    """analysis/rcsim/*.py (the package's sources; no caches, no build products)."""
-    pkg = os.path.join(ROOT, "analysis", NAME)
+    """python/rcsim/*.py (the package's sources; no caches, no build products)."""
+    pkg = os.path.join(ROOT, "python", NAME)
     return [(f"{NAME}/{n}", os.path.join(pkg, n)) for n in sorted(os.listdir(pkg)) if n.endswith(".py")]
 
 
@@ -347,11 +347,11 @@ def _replace_link(target, link):
 
 @_one_line_errors
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
-    """PEP 660: a wheel whose .pth puts analysis/ on sys.path; the engine and the executable are
-    linked into analysis/rcsim/ (git-ignored), so a rebuild (`pip install -e .` again, or
+    """PEP 660: a wheel whose .pth puts python/ on sys.path; the engine and the executable are
+    linked into python/rcsim/ (git-ignored), so a rebuild (`pip install -e .` again, or
     cmake --build on the same build folder) is seen at once."""
     version, tag = _version(), _tag()
-    pkg = os.path.join(ROOT, "analysis", NAME)
+    pkg = os.path.join(ROOT, "python", NAME)
     if not _writable(pkg):
         raise BuildFailure(f"pip install -e links the engine into {pkg}, which is read-only; use `pip install .` "
                            "(it builds in a temporary folder) or a writable checkout")
@@ -364,12 +364,12 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
     _replace_link(exe, os.path.join(pkg, "bin", "rcsim"))
     name = f"{NAME}-{version}-{tag}.whl"
     w = _Wheel(os.path.join(wheel_directory, name))
-    w.add(f"__editable__.{NAME}-{version}.pth", os.path.join(ROOT, "analysis") + "\n")
+    w.add(f"__editable__.{NAME}-{version}.pth", os.path.join(ROOT, "python") + "\n")
     dist, meta = _dist_info_files(version, tag)
     for arc, text in meta.items():
         w.add(arc, text)
     w.close(dist)
-    _log(f"wrote editable {name} (analysis/ on sys.path; engine and executable linked into {pkg})")
+    _log(f"wrote editable {name} (python/ on sys.path; engine and executable linked into {pkg})")
     return name
 
 

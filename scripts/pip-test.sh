@@ -33,8 +33,8 @@ pkg = os.path.dirname(os.path.abspath(rcsim.__file__))
 if what == "wheel":  # everything inside the venv, nothing from the source tree
     for f in (rcsim.__file__, engine.__file__, rcsim.executable()):
         assert os.path.abspath(f).startswith(os.path.abspath(venv) + os.sep), (what, f)
-else:  # editable: the package is the source tree's analysis/rcsim
-    assert os.path.samefile(pkg, os.path.join(root, "analysis", "rcsim")), pkg
+else:  # editable: the package is the source tree's python/rcsim
+    assert os.path.samefile(pkg, os.path.join(root, "python", "rcsim")), pkg
 assert os.path.dirname(os.path.abspath(engine.__file__)) == pkg, engine.__file__
 print(f"pip-test: {what}: rcsim {rcsim.__version__} from {pkg}; simulate gave mu {ds.mu.shape}")
 PY

@@ -17,6 +17,7 @@
 #include "kernel/model/kv_heads.hpp"
 #include "kernel/model/noise.hpp"
 #include "kernel/model/random.hpp"
+#include "kernel/ops/parameters.hpp"
 #include "backward_masks.hpp"
 
 using namespace rcsim;
@@ -241,34 +242,23 @@ int main(int argc, char** argv) {
       put(out, "markov." + std::to_string(t) + "." + std::to_string(h), w.logits[static_cast<std::size_t>(h)]);
     if (noise > 0.0) put(out, "noise." + std::to_string(t), noises[static_cast<std::size_t>(t)]);
   }
+  // The gradients by the weights' names above (autograd_check.py compares grad.NAME with NAME's
+  // autograd): one loop over the parameters' table (kernel/ops/parameters.hpp), the head or slot
+  // after the stem of a list.
+  const std::map<std::string, std::string> stem = {
+      {"W_Q", "q"},  {"W_K", "k"},  {"W_V", "v"},  {"W_O", "o"},  {"b_Q", "bq"},           {"b_K", "bk"},
+      {"b_V", "bv"}, {"b_O", "bo"}, {"W_in", "w_in"}, {"W_out", "w_out"}, {"b_in", "b_in"}, {"b_out", "b_out"},
+      {"norm_gain", "gain"}, {"norm_bias", "bias"}};
   const auto on_block = [&](int t, const BlockGrads& g) {
     const std::string pre = "grad.l" + std::to_string(t) + ".";
-    for (int h = 0; h < H; ++h) {
-      put(out, pre + "q" + std::to_string(h), g.dq[h]);
-      if (dv > 0) put(out, pre + "o" + std::to_string(h), g.dout[h]);
-      if (attn_bias) put(out, pre + "bq" + std::to_string(h), g.dq_bias[h]);
-    }
-    for (std::size_t j = 0; j < g.dk.size(); ++j) {  // one per key/value head (summed over its group)
-      put(out, pre + "k" + std::to_string(j), g.dk[j]);
-      put(out, pre + "v" + std::to_string(j), g.dv[j]);
-      if (attn_bias) {
-        put(out, pre + "bk" + std::to_string(j), g.dk_bias[j]);
-        put(out, pre + "bv" + std::to_string(j), g.dv_bias[j]);
-      }
-    }
-    if (attn_bias) put(out, pre + "bo", g.dout_bias);
-    if (m > 0) {
-      put(out, pre + "w_in", g.mlp.d_in);
-      put(out, pre + "w_out", g.mlp.d_out);
-      if (bias) {
-        put(out, pre + "b_in", g.mlp.d_in_bias);
-        put(out, pre + "b_out", g.mlp.d_out_bias);
-      }
-    }
-    for (int s = 0; s < 4; ++s) {
-      put(out, pre + "gain" + std::to_string(s), g.dgain[s]);
-      put(out, pre + "bias" + std::to_string(s), g.dbias[s]);
-    }
+    for_each_parameter(
+        [&](const ParameterInfo& param, const auto& member) {
+          for (std::size_t i = 0; i < pieces_of(member); ++i)
+            if (piece(member, i).size() > 0)
+              put(out, pre + stem.at(param.name) + (param.pieces == ParameterPieces::one ? "" : std::to_string(i)),
+                  Matrix(piece(member, i)));
+        },
+        g);
   };
   const Matrix dX0 = stack_backward_segments(
       L, L, [&](int, int, BlockTape& seg) { seg = tape; }, p, C, [](int, const Matrix&) {}, on_block);

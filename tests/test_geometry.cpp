@@ -197,3 +197,39 @@ TEST_CASE("the selectability LP with GLPK, or one clear runtime error without it
   CHECK_FALSE(fs::exists(out));
 #endif
 }
+
+// dyt and derf in the geometry commands (issue 37 follow-up): norm.alpha is read as `rcsim run`
+// reads it, acts on the keys (g tanh(a k) + b with g = 1, b = 0) and is recorded; before, the key
+// did not exist there and every dyt/derf map used a = 0.5.
+TEST_CASE("keys and brody-map read norm.alpha for dyt and derf", "[geometry][cli][glpk]") {
+  const fs::path dir = fs::temp_directory_path() / "rcsim_geom_alpha";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string keys = (dir / "keys.h5").string(), map = (dir / "map.h5").string();
+  REQUIRE(cli_main({"keys", "--keys.count=7", "--keys.dim=3", "--norm.type=dyt", "--norm.alpha=2.5",
+                    "--output.file=" + keys, "--quiet"}) == 0);
+  {
+    const h5::File f = h5::File::open_read(keys);
+    CHECK(f.attr_double("norm_alpha") == 2.5);
+    const h5::Array k0 = f.read("keys_input"), k = f.read("keys");
+    REQUIRE(k.data.size() == k0.data.size());
+    for (std::size_t i = 0; i < k.data.size(); ++i) CHECK_THAT(k.data[i], WithinAbs(std::tanh(2.5 * k0.data[i]), 1e-15));
+  }
+  REQUIRE(cli_main({"keys", "--keys.count=7", "--keys.dim=3", "--norm.type=derf", "--norm.alpha=0.25",
+                    "--output.file=" + keys, "--force", "--quiet"}) == 0);
+  {
+    const h5::File f = h5::File::open_read(keys);
+    const h5::Array k0 = f.read("keys_input"), k = f.read("keys");
+    for (std::size_t i = 0; i < k.data.size(); ++i) CHECK_THAT(k.data[i], WithinAbs(std::erf(0.25 * k0.data[i]), 1e-15));
+  }
+  // Other normalisations: the file as before (no norm_alpha).
+  REQUIRE(cli_main({"keys", "--keys.count=7", "--keys.dim=3", "--norm.type=layernorm", "--output.file=" + keys,
+                    "--force", "--quiet"}) == 0);
+  CHECK_FALSE(h5::File::open_read(keys).has_attr("norm_alpha"));
+  REQUIRE(cli_main({"brody-map", "--map.count_max=4", "--map.dim_max=3", "--map.draws=2", "--map.norms=none,dyt",
+                    "--norm.alpha=3", "--output.file=" + map, "--quiet"}) == 0);
+  CHECK(h5::File::open_read(map).attr_double("norm_alpha") == 3.0);
+  CHECK(cli_main({"keys", "--norm.type=dyt", "--norm.alpha=abc", "--quiet"}) == 2);
+  CHECK(cli_main({"brody-map", "--map.norms=dyt", "--norm.alpha=nan", "--output.file=" + map, "--force", "--quiet"}) == 2);
+  fs::remove_all(dir);
+}

@@ -127,3 +127,20 @@ TEST_CASE("key declarations: auto defaults are resolved from the keys they depen
   CHECK(c.model.beta == 1.0 / std::sqrt(32.0));
   CHECK(make_config({{"model.dim", "6"}, {"model.key_dim", "3"}}).model.d_qk == 3.0);
 }
+
+TEST_CASE("cross-key checks carried by the declarations (KeyDecl::check, check_declared_keys)", "[keys][variants]") {
+  for (const char* key : {"attention.qk_norm", "attention.qk_scale", "attention.rope", "attention.xpos"})
+    CHECK(static_cast<bool>(key_decl(key).check));
+  CHECK_THROWS_WITH(make_config({{"attention.qk_norm", "true"}, {"attention.kind", "random_markov"}}),
+                    Contains("attention.qk_norm") && Contains("random_markov"));
+  CHECK_THROWS_WITH(make_config({{"attention.qk_norm", "true"}, {"model.d_qk", "2"}}),
+                    Contains("attention.qk_norm") && Contains("model.d_qk"));
+  CHECK_THROWS_WITH(make_config({{"attention.qk_scale", "2"}}),
+                    Contains("attention.qk_scale") && Contains("needs attention.qk_norm"));
+  CHECK(make_config({{"attention.qk_norm", "true"}, {"attention.qk_scale", "2"}}).attention.qk_scale == 2.0);
+  CHECK_THROWS_WITH(make_config({{"attention.rope", "true"}, {"attention.kind", "random_markov"}}),
+                    Contains("attention.rope") && Contains("random_markov"));
+  // Run per layer range too (each range's whole configuration is read).
+  CHECK_THROWS_WITH(make_config({{"model.layers", "4"}, {"model.layer_overrides", "0-1:attention.qk_scale=2"}}),
+                    Contains("attention.qk_scale"));
+}

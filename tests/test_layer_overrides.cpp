@@ -18,6 +18,7 @@
 #include "kernel/block/block.hpp"
 #include "kernel/model/mask.hpp"
 #include "kernel/trial/simulation.hpp"
+#include "kernel/trial/trial.hpp"
 
 #include "cli_support.hpp"
 
@@ -52,6 +53,20 @@ TEST_CASE("model.layer_overrides: resolved ranges, stored only when set", "[keys
   CHECK(d.layer_overrides[0].spec->model.d_qk == 4.0);  // 1 / 0.5^2
   CHECK(d.layer_overrides[0].spec->residual_skip == Approx(0.6).epsilon(1e-15));  // sqrt(1 - 0.8^2)
   CHECK(d.residual_skip == Approx(0.8).epsilon(1e-15));  // the base: sqrt(1 - 0.6^2)
+}
+
+TEST_CASE("model.layer_overrides: one table per run, prepared once and shared by every trial", "[keys][layers]") {
+  CHECK(prepare(make_config({})).per_layer.empty());
+  const EngineSetup s = prepare(make_config(kMixLn));
+  REQUIRE(s.per_layer.size() == 2);
+  CHECK((s.per_layer[0].from == 0 && s.per_layer[0].to == 2 && s.per_layer[1].from == 3 && s.per_layer[1].to == 5));
+  CHECK(s.per_layer[0].params.position == NormPosition::post);
+  CHECK(s.per_layer[1].params.activation == MlpActivation::relu);
+  Trial a(s, 0), b(s, 1);
+  CHECK(a.params().per_layer == &s.per_layer);  // the setup's table, not a copy per trial
+  CHECK(b.params().per_layer == &s.per_layer);
+  CHECK(at_layer(a.params(), 4).activation == MlpActivation::relu);
+  CHECK(at_layer(a.params(), 1).layer.norm == &s.per_layer[0].norm);
 }
 
 TEST_CASE("model.layer_overrides: the stored INI text reruns to the same configuration and results, and a run "

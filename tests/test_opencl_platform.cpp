@@ -309,6 +309,7 @@ TEST_CASE("run files record the threads inside a trial and, on opencl, the devic
     CHECK(f.attr_string("platform") == "cpu");
     CHECK(f.attr_int("threads_per_trial") == 2);
     CHECK_FALSE(f.has_attr("opencl_device"));
+    CHECK_FALSE(f.has_attr("opencl_batch"));
   }
   {  // the reference platform: one thread per trial, two trials on two workers
     const h5::File f = write("reference", "2", "2");
@@ -316,11 +317,12 @@ TEST_CASE("run files record the threads inside a trial and, on opencl, the devic
     CHECK(f.attr_int("threads_per_trial") == 1);
     CHECK_FALSE(f.has_attr("opencl_device"));
   }
-  if (device_present()) {  // three trials: one batch of three workers, one thread each
+  if (device_present()) {  // three trials: one batch of three workers, one host thread each
     const h5::File f = write("opencl", "1", "3");
     const OpenclDeviceInfo device = opencl_device_info();
     CHECK(f.attr_string("platform") == "opencl");
     CHECK(f.attr_int("threads") == 3);
+    CHECK(f.attr_int("opencl_batch") == 3);
     CHECK(f.attr_int("threads_per_trial") == 1);
     CHECK(f.attr_string("opencl_device") == device.name);
     CHECK(f.attr_string("opencl_vendor") == device.vendor);

@@ -18,6 +18,7 @@
 #include "kernel/model/mask.hpp"
 #include "kernel/model/model_spec.hpp"
 #include "kernel/ops/normalization.hpp"
+#include "kernel/trial/engine_setup.hpp"
 #include "kernel/trial/trial.hpp"
 #include "kernel/model/weights.hpp"
 
@@ -32,20 +33,22 @@ bool norm_type(int code, NormType& out) {
   return true;
 }
 
-// 0 complete, 1 causal, 2 sliding_window, 3 unidirectional_sliding_window.
-bool make_web_mask(int code, int n, int window, MaskMatrix& out) {
-  switch (code) {
-    case 0: out = complete_mask(n); return true;
-    case 1: out = causal_mask(n); return true;
-    case 2: out = sliding_window_mask(n, window); return true;
-    case 3: out = unidirectional_sliding_window_mask(n, window); return true;
-    default: return false;
-  }
+// 0 complete, 1 causal, 2 sliding_window, 3 unidirectional_sliding_window (the order of MaskType).
+bool mask_type(int code, MaskType& out) {
+  if (code < 0 || code > 3) return false;
+  out = static_cast<MaskType>(code);
+  return true;
 }
 
 }  // namespace
 
 extern "C" {
+
+// The browser has no LAPACK. The run's preparation (prepare) reaches the measure registry and with
+// it the singular values (kernel/measures/metrics.cpp), whose dqds solver is LAPACK's dlasq1: this
+// one reports no convergence, which sends them to Eigen's BDCSVD, the kernel's own fallback. The
+// page measures mu and mu_rel alone, so it never computes singular values.
+void dlasq1_(const int*, double*, double*, double*, int* info) { *info = 1; }
 
 // Figure 1 of docs/science/model-spec.md 5.5: N = d = 2, causal mask, W_Q = W_K = 0 (uniform attention over the
 // allowed tokens), W_V given row-major in wv[4], X(0) = x0[4] (token 0 then token 1). Iterates
@@ -96,7 +99,7 @@ EMSCRIPTEN_KEEPALIVE int rc_figure1(const double* wv, const double* x0, int norm
 namespace {
 
 struct CollapseRun {
-  EngineSetup setup;          // the model `rcsim run` builds from these keys, on the reference platform
+  EngineSetup setup;          // prepared as `rcsim run` prepares these keys, on the reference platform
   std::optional<Trial> step;  // the trial being run (kernel/trial/trial.hpp): X(layer) is its tokens
   int depth = 0, trials = 0;
   int trial = 0;  // the next value to write: X(step->layer()) of `trial`
@@ -111,13 +114,19 @@ EMSCRIPTEN_KEEPALIVE int rc_collapse_begin(int n, int d, int key_dim, double d_q
                                            int norm, int depth, int trials, double seed) {
   collapse_run.reset();
   NormType nt;
+  MaskType mt;
   auto run = std::make_unique<CollapseRun>();
   if (n < 1 || d < 1 || key_dim < 1 || !(d_qk > 0.0) || !std::isfinite(d_qk) || heads < 1 || depth < 0 ||
-      trials < 1 || window < 0 || !norm_type(norm, nt) || !make_web_mask(mask_code, n, window, run->setup.mask))
+      trials < 1 || window < 0 || !norm_type(norm, nt) || !mask_type(mask_code, mt))
     return -1;
   try {
-    // The model `rcsim run` builds from these keys (weights.*_std resolved to 1/sqrt(d)).
-    ModelSpec& spec = run->setup.config;
+    // The model `rcsim run` builds from these keys (weights.*_std resolved to 1/sqrt(d)), prepared
+    // by the kernel's prepare() as the command line and Python prepare theirs (no input arrays).
+    ModelSpec spec;
+    spec.mask.type = mt;
+    spec.mask.window = window;
+    spec.run.platform = Platform::reference;
+    spec.run.threads = 1;
     spec.model.tokens = n;
     spec.model.dim = d;
     spec.model.layers = depth;
@@ -129,6 +138,7 @@ EMSCRIPTEN_KEEPALIVE int rc_collapse_begin(int n, int d, int key_dim, double d_q
     spec.run.seed = static_cast<std::uint64_t>(seed);
     const double std = 1.0 / std::sqrt(static_cast<double>(d));
     spec.weights.q.std = spec.weights.k.std = spec.weights.v.std = std;
+    run->setup = prepare(spec, nullptr, InputArrays{});
     run->depth = depth;
     run->trials = trials;
     collapse_run = std::move(run);

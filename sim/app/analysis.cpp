@@ -114,6 +114,7 @@ void validate(const AnalysisOptions& o) {
     throw UsageError("--threshold=" + fmt(o.threshold) + ": must lie in (0, 1) (mu_rel = mu / ||X||_F is at most 1)");
   if (o.window == AnalysisOptions::Window::layers && !(std::isfinite(o.from) && std::isfinite(o.to) && o.from < o.to))
     throw UsageError("--window=" + fmt(o.from) + ":" + fmt(o.to) + ": expected FROM:TO layers with FROM < TO");
+  validate(o.plateaus);
 }
 
 std::string window_rule(const AnalysisOptions& o) {
@@ -158,6 +159,7 @@ RunAnalysis analyze_run(const std::string& path, const AnalysisOptions& o) {
     if (!(a.layer[j] > a.layer[j - 1]))
       throw UsageError("run file '" + path + "': /layer holds " + fmt(a.layer[j]) + " after " + fmt(a.layer[j - 1]) +
                        " (position " + std::to_string(j) + "), expected strictly increasing layer numbers");
+  if (o.plateaus.enabled()) a.plateaus = analyze_plateaus(f, path, o.plateaus);
   const h5::Array mu = f.read("metrics/mu");
   if (mu.shape.size() != 2 || mu.shape[0] == 0 || mu.shape[1] != a.layer.size())
     throw UsageError("run file '" + path + "': /metrics/mu has shape " + h5::shape_string(mu.shape) + ", expected [" +
@@ -299,6 +301,7 @@ void write_theory(const h5::Group& g, const AnalysisAxes& axes, const RunAnalysi
 
 void write_analysis_group(const h5::Group& g, const RunAnalysis& a, const AnalysisOptions& o) {
   write_provenance(g);
+  if (a.plateaus.enabled()) write_plateaus(g, a.plateaus);
   g.set_attr("window", window_rule(o));
   g.set_attr("window_mode", o.window == AnalysisOptions::Window::automatic ? "auto"
                             : o.window == AnalysisOptions::Window::fixed  ? "fixed"
@@ -330,7 +333,7 @@ void write_analysis(const RunAnalysis& a, const AnalysisOptions& o) {
 // mask collapses to zero within a few layers: no exponential phase, and a poor fit on the few
 // layers before zero; said once, not as three warnings).
 std::vector<std::string> fit_warnings(const RunAnalysis& a, const AnalysisOptions& o) {
-  std::vector<std::string> out;
+  std::vector<std::string> out = a.plateaus.warnings;
   const auto layer = [&](double t) { return fmt(t, "%.0f"); };
   for (const CurveRates* c : {&a.mu, &a.rank_one_residual}) {
     const bool no_phase = o.window == AnalysisOptions::Window::automatic && !c->ensemble_phase_found && c->ensemble.ok();
@@ -395,6 +398,7 @@ std::string analysis_table(const RunAnalysis& a, const AnalysisOptions& o) {
     os << fmt(a.bound_rate) << ", measured/bound = " << fmt(a.rate_ratio) << "\n";
   else
     os << "10^" << fmt(a.log10_bound_rate) << ", measured/bound = 10^" << fmt(a.log10_rate_ratio) << "\n";
+  if (a.plateaus.enabled()) os << plateau_table(a.plateaus);
   return os.str();
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "app/plateau_analysis.hpp"
 #include "kernel/measures/decay_fit.hpp"
 #include "kernel/support/types.hpp"
 
@@ -18,6 +19,7 @@ struct AnalysisOptions {
   // the first 10%, stop before the floor), layers = the user's [from, to].
   enum class Window { automatic, fixed, layers } window = Window::automatic;
   double from = 0.0, to = 0.0;  // window = layers: in layers (inclusive)
+  PlateauOptions plateaus;      // --plateaus=MEASURE (app/plateau_analysis.hpp)
 };
 
 // Throws UsageError unless 0 < threshold < 1 and, for a user window, from < to.
@@ -57,6 +59,7 @@ struct RunAnalysis {
   double rate_ratio = 0;          // ensemble decay rate of mu / bound_rate
   double log10_bound_rate = 0;    // log10 of bound_rate, finite where the rate underflows
   double log10_rate_ratio = 0;    // log10 of rate_ratio, from the log10 rates
+  PlateauAnalysis plateaus;  // --plateaus: the plateaus of the chosen measure (none: !enabled())
 };
 
 // Read and analyse a run file. UsageError: missing file, not an rcsim run file, incomplete.

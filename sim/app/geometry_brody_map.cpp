@@ -46,8 +46,9 @@ CommandSpec brody_map_command() {
               {"map.draws", "100", "random key sets per cell, >= 1"},
               {"map.seed", std::to_string(kDefaultSeed), "seed (draw t of cell (n, d) = rcsim keys --keys.draw=t)"},
               {"map.norms", "none,layernorm",
-               "comma list of normalisations (none | sphere | layernorm | projection | rmsnorm)"},
+               "comma list of normalisations (none | sphere | layernorm | projection | rmsnorm | dyt | derf)"},
               key_decl("norm.eps"),
+              key_decl("norm.alpha"),
               {"keys.rtol", "1e-9", "relative tolerance of the floating-point decision"},
               {"keys.exact", "false", "re-check unselectable keys with GLPK's exact simplex (slow for norm none)"},
               {"map.threads", "1", "worker threads >= 0 over cells (0 = all cores); the map does not depend on it"},
@@ -66,6 +67,7 @@ int cmd_brody_map(std::map<std::string, std::string> v, const std::string& comma
   spec.seed = parse_seed_value("map.seed", v["map.seed"]);
   spec.norms = parse_norm_list("map.norms", v["map.norms"]);
   spec.eps = parse_double_value("norm.eps", v["norm.eps"], 0.0, false);
+  spec.alpha = make_config({{"norm.alpha", v["norm.alpha"]}}).norm.alpha;  // checked as rcsim run checks it
   spec.rtol = parse_double_value("keys.rtol", v["keys.rtol"], 0.0, false);
   spec.exact = parse_bool_value("keys.exact", v["keys.exact"]);
   spec.threads = parse_int_value("map.threads", v["map.threads"], 0);
@@ -102,6 +104,12 @@ int cmd_brody_map(std::map<std::string, std::string> v, const std::string& comma
     std::string names;
     for (auto nt : spec.norms) names += (names.empty() ? "" : ",") + to_string(nt);
     f.set_attr("norms", names);
+    // Only where it acts (a map without dyt or derf is written as before).
+    for (auto nt : spec.norms)
+      if (nt == NormType::dyt || nt == NormType::derf) {
+        f.set_attr("norm_alpha", spec.alpha);
+        break;
+      }
     std::vector<std::int64_t> counts(m.counts.begin(), m.counts.end()), dims(m.dims.begin(), m.dims.end());
     // The coordinates, at the root and in each group (xarray.open_dataset(file, group=...)).
     auto coordinates = [&](const h5::Group& g) {

@@ -41,7 +41,7 @@ int run_geometry_command(const std::string& command, const std::vector<std::stri
 }
 
 std::vector<KeyDecl> with_norm(std::vector<KeyDecl> keys) {
-  for (const char* k : {"norm.type", "norm.eps", "norm.gain", "norm.bias"}) keys.push_back(key_decl(k));
+  for (const char* k : {"norm.type", "norm.eps", "norm.alpha", "norm.gain", "norm.bias"}) keys.push_back(key_decl(k));
   return keys;
 }
 
@@ -57,6 +57,7 @@ Normalization parse_norm(std::map<std::string, std::string>& v, int d) {
   const Config c = make_config({{"model.dim", std::to_string(d)},
                                 {"norm.type", v["norm.type"]},
                                 {"norm.eps", v["norm.eps"]},
+                                {"norm.alpha", v["norm.alpha"]},
                                 {"norm.gain", v["norm.gain"]},
                                 {"norm.bias", v["norm.bias"]}});
   if (d < 2 && (c.norm.type == NormType::layernorm || c.norm.type == NormType::projection))

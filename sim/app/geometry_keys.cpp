@@ -124,7 +124,9 @@ int cmd_keys(std::map<std::string, std::string> v, const std::string& command_li
   const bool exact = parse_bool_value("keys.exact", v["keys.exact"]);
   const KeySelectability s = analyse_keys(K, rtol, false, exact);
 
-  std::cout << "keys: " << origin << "; normalisation " << to_string(norm.type) << "\n";
+  const bool scaled = norm.type == NormType::dyt || norm.type == NormType::derf;  // elementwise g f(a y) + b
+  std::cout << "keys: " << origin << "; normalisation " << to_string(norm.type)
+            << (scaled ? " (alpha " + fmt(norm.alpha) + ")" : std::string()) << "\n";
   std::cout << "  key  selectable       margin  certificate        |k|\n";
   for (int i = 0; i < n; ++i)
     std::cout << std::setw(5) << i << std::setw(12) << (s.selectable[static_cast<std::size_t>(i)] ? "yes" : "no")
@@ -142,6 +144,7 @@ int cmd_keys(std::map<std::string, std::string> v, const std::string& command_li
       f.set_attr("source", origin);
       f.set_attr("norm_type", to_string(norm.type));
       f.set_attr("norm_eps", norm.eps);
+      if (scaled) f.set_attr("norm_alpha", norm.alpha);  // only where it acts (files of the other maps as before)
       f.set_attr("rtol", rtol);
       f.set_attr("exact", exact ? 1 : 0);
       f.set_attr("exact_unresolved", s.exact_unresolved);

@@ -19,6 +19,7 @@ namespace rcsim {
 namespace {
 
 const char* kAnalyzeUsage = R"(usage: rcsim analyze RUN.h5|SWEEP_DIR [...] [--threshold=X] [--window=auto|fixed|FROM:TO]
+                     [--plateaus=MEASURE [--plateau-rtol=X] [--plateau-min-duration=X]]
                      [--no-write] [--config FILE]
 
   Decay rates of mu and rank_one_residual (per trial and ensemble), collapse depth (first layer
@@ -26,7 +27,9 @@ const char* kAnalyzeUsage = R"(usage: rcsim analyze RUN.h5|SWEEP_DIR [...] [--th
   /analysis into each run file (atomically). A sweep directory analyses each complete point of
   its index and writes one table, a row per point, next to the index: DIR/analysis.csv and
   DIR/analysis.h5. Among run files (a glob like data/depth/*.h5) the sweep's index.h5 and
-  analysis.h5 are skipped. Warns when a fit is poor (docs/user/analysis.md).
+  analysis.h5 are skipped. Warns when a fit is poor (docs/user/analysis.md). --plateaus=MEASURE
+  adds the plateaus and merge times of that measure's series per trial (against /time in a
+  particle-flow run), as analysis/metastability.py: printed and written to /analysis/plateaus.
 
 options (also as `name = value` lines of an INI file given with --config FILE):
 )";
@@ -44,7 +47,17 @@ std::vector<KeyDecl> analyze_options() {
   KeyDecl no_write{"no-write", "false", "only print"};
   no_write.kind = KeyKind::boolean;
   no_write.flag = true;
-  return {threshold, window, no_write};
+  KeyDecl plateaus{"plateaus", "none",
+                   "the measure whose plateaus and merge times to find, per trial (e.g. energy, mu, clusters_999); "
+                   "none: no plateau detection"};
+  plateaus.allowed_text = "none|MEASURE (a series [trial, layer] of /metrics)";
+  KeyDecl rtol{"plateau-rtol", number_text(PlateauOptions{}.rtol),
+               "plateau tolerance, a fraction of the series' range (0 for integer series such as cluster counts)"};
+  rtol.allowed_text = "X >= 0";
+  KeyDecl min_duration{"plateau-min-duration", number_text(PlateauOptions{}.min_duration),
+                       "shortest plateau, in units of its axis (/time, else the layer)"};
+  min_duration.allowed_text = "X >= 0";
+  return {threshold, window, plateaus, rtol, min_duration, no_write};
 }
 
 namespace {
@@ -63,6 +76,9 @@ AnalysisOptions analysis_options(const KeyValues& v) {
     o.from = parse_number("--window", w.substr(0, colon));
     o.to = parse_number("--window", w.substr(colon + 1));
   }
+  o.plateaus.measure = v.at("plateaus");
+  o.plateaus.rtol = parse_number("--plateau-rtol", v.at("plateau-rtol"));
+  o.plateaus.min_duration = parse_number("--plateau-min-duration", v.at("plateau-min-duration"));
   validate(o);
   return o;
 }

@@ -322,7 +322,8 @@ Config read_keys(KeyValues& v) {
   read_mlp_and_weight_options(v, c);
   read_variants(v, c);
   read_mlp_residual(v, c);
-  read_logit_bias_and_qk_norm(v, c);
+  read_logit_bias(v, c);
+  check_declared_keys(c);  // the cross-key checks that the declarations carry (config/keys.cpp)
   read_depth_scaling(v, c);
   read_init_and_run(v, c);
   read_output(v, c);

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "config/keys.hpp"
 #include "config/names.hpp"
@@ -47,6 +48,14 @@ KeyDecl into(KeyDecl k, Member member, const NameTable<Enum>& (*names)()) {
       }
     throw std::logic_error("choice " + name + " of " + key + " has no enum value");
   };
+  return k;
+}
+
+// k with its cross-key check: `check` throws UsageError naming k.key where the configuration's
+// other keys do not allow the setting (run after every key is read: check_declared_keys).
+template <class Check>
+KeyDecl checked(KeyDecl k, Check check) {
+  k.check = std::move(check);
   return k;
 }
 

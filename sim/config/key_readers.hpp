@@ -30,10 +30,10 @@ void parse_particle_init(KeyValues& v, Config& c);
 void parse_speed_and_merge(KeyValues& v, Config& c);
 
 // Variants: residual.skip / mixing, weights.branch_gain, attention.shape_*; residual.mlp_*;
-// attention.logit_bias, qk_norm, logit_softcap; the depth scalings.
+// attention.logit_bias; the depth scalings (QK-norm's and rope's checks: their declarations, config/keys.cpp).
 void read_variants(KeyValues& v, Config& c);
 void read_mlp_residual(KeyValues& v, Config& c);
-void read_logit_bias_and_qk_norm(KeyValues& v, Config& c);
+void read_logit_bias(KeyValues& v, Config& c);
 void read_depth_scaling(KeyValues& v, Config& c);
 
 }  // namespace rcsim

@@ -69,6 +69,11 @@ void read_declared_keys(const KeyValues& v, ModelSpec& c) {
     if (k.read) k.read(v, c);
 }
 
+void check_declared_keys(const ModelSpec& c) {
+  for (const KeyDecl& k : config_keys())
+    if (k.check) k.check(c);
+}
+
 std::vector<std::string> per_layer_keys() {
   std::vector<std::string> keys;
   for (const KeyDecl& k : config_keys())

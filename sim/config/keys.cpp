@@ -23,6 +23,17 @@ using namespace key_builders;
 const std::vector<WeightType> kQKWeights = {WeightType::gaussian, WeightType::orthogonal, WeightType::identity,
                                             WeightType::zero,     WeightType::fixed,      WeightType::file};
 
+// The cross-key check of a transform of query and key pairs (2j, 2j+1) that the key's boolean `on`
+// turns on (attention.rope, attention.xpos): an even model.key_dim, and queries and keys.
+KeyDecl on_qk_pairs(KeyDecl k, bool AttentionSettings::*on, std::string what) {
+  const std::string key = k.key;
+  return checked(std::move(k), [key, on, what](const ModelSpec& c) {
+    if (c.attention.*on && (c.model.key_dim % 2 != 0 || c.attention.kind == AttentionKind::random_markov))
+      throw UsageError("key '" + key + "': " + what + "; needs an even model.key_dim and attention.kind other than "
+                       "random_markov");
+  });
+}
+
 // The model: shape and attention (block_keys: mask, normalisation, residual, dynamics, dropout, MLP).
 std::vector<KeyDecl> model_keys() {
   return {
@@ -95,18 +106,31 @@ std::vector<KeyDecl> attention_keys() {
       per_layer(into(omitted_at_default(number("attention.decay", text_of(kernel_default().attention.logit_bias.gamma),
                                 Range{0.0, true, 1.0, false},
                                 "gamma in (0, 1] of attention.logit_bias = decay")), RCSIM_SPEC_MEMBER(attention.logit_bias.gamma))),
-      per_layer(into(omitted_at_default(boolean(
+      checked(per_layer(into(omitted_at_default(boolean(
           "attention.qk_norm", text_of(kernel_default().attention.qk_norm),
           "true: QK-normalisation (nGPT): the rows of Q and K to s q_i/|q_i|, s k_j/|k_j| per head (s = "
           "attention.qk_scale; a zero row stays 0) and the logits sqrt(d_k) Q K^T instead of Q K^T / sqrt(d_QK) "
           "(model.d_qk and model.beta refused with it)")), RCSIM_SPEC_MEMBER(attention.qk_norm))),
-      per_layer(into(omitted_at_default(number("attention.qk_scale", text_of(kernel_default().attention.qk_scale), kAny,
+          [](const ModelSpec& c) {  // the logits' scale is sqrt(d_k): a temperature given with it is refused
+            if (c.attention.qk_norm && c.attention.kind == AttentionKind::random_markov)
+              throw UsageError("key 'attention.qk_norm': random_markov attention has no queries and keys");
+            if (c.attention.qk_norm && c.model.d_qk != static_cast<double>(c.model.key_dim))  // d_qk or beta given
+              throw UsageError("key 'attention.qk_norm': the logits are scaled by sqrt(d_k); a temperature model.d_qk "
+                               "or model.beta other than d_k is not used with it (give model.key_dim, attention.qk_scale)");
+          }),
+      checked(per_layer(into(omitted_at_default(number("attention.qk_scale", text_of(kernel_default().attention.qk_scale), kAny,
                                 "s_qk of attention.qk_norm: logits sqrt(d_k) s^2 cos(q_i, k_j)")), RCSIM_SPEC_MEMBER(attention.qk_scale))),
+              [](const ModelSpec& c) {
+                if (!c.attention.qk_norm && c.attention.qk_scale != 1.0)
+                  throw UsageError("key 'attention.qk_scale': needs attention.qk_norm = true");
+              }),
       per_layer(into(omitted_at_default(number("attention.logit_softcap", text_of(kernel_default().attention.logit_softcap), kNonNegative,
                                 "logit soft-capping (Gemma 2): every head's logits (after their scale and the logit "
                                 "bias) to c tanh(S / c) before the attention weights; 0 = off")), RCSIM_SPEC_MEMBER(attention.logit_softcap))),
-      per_layer(into(omitted_at_default(boolean("attention.rope", text_of(kernel_default().attention.rope), "true: rotary position embedding (RoPE, llama2.c's adjacent pairs): token i's q_i and k_i per head rotated pair by pair (2j, 2j+1) by the angle i theta^(-2j/d_k) before the logits; needs an even d_k")), RCSIM_SPEC_MEMBER(attention.rope))),
+      on_qk_pairs(per_layer(into(omitted_at_default(boolean("attention.rope", text_of(kernel_default().attention.rope), "true: rotary position embedding (RoPE, llama2.c's adjacent pairs): token i's q_i and k_i per head rotated pair by pair (2j, 2j+1) by the angle i theta^(-2j/d_k) before the logits; needs an even d_k")), RCSIM_SPEC_MEMBER(attention.rope))), &AttentionSettings::rope, "rotates pairs of query and key components"),
       per_layer(into(omitted_at_default(number("attention.rope_theta", text_of(kernel_default().attention.rope_theta), kPositive, "theta of attention.rope (Llama 2: 10000)")), RCSIM_SPEC_MEMBER(attention.rope_theta))),
+      on_qk_pairs(per_layer(into(omitted_at_default(boolean("attention.xpos", text_of(kernel_default().attention.xpos), "true: xPos relative-position decay (Sun et al. 2023): token i's pair (2j, 2j+1) of q_i times zeta_j^(i/B), of k_i times zeta_j^(-i/B), zeta_j = (2j + 0.4 d_k)/(1.4 d_k), B = attention.xpos_scale_base, so S_ij decays as zeta^((i-j)/B) (after attention.rope when both); needs an even d_k")), RCSIM_SPEC_MEMBER(attention.xpos))), &AttentionSettings::xpos, "scales pairs of query and key components"),
+      per_layer(into(omitted_at_default(number("attention.xpos_scale_base", text_of(kernel_default().attention.xpos_scale_base), kPositive, "B of attention.xpos (torchscale: 512)")), RCSIM_SPEC_MEMBER(attention.xpos_scale_base))),
       into(omitted_at_default(boolean(
           "attention.bias", text_of(kernel_default().attention_bias),
           "true: biases in the attention (GPT-2's c_attn and c_proj biases): Q = X W_Q + 1 b_Q^T, K and V likewise per "

@@ -59,6 +59,10 @@ struct KeyDecl {
   // A block setting that model.layer_overrides may give per layer range (each range's BlockParams
   // is built from the range's whole configuration: kernel/block/block.hpp, layer_settings).
   bool per_layer = false;
+  // The cross-key checks of the setting the key declares (config/key_into.hpp, `checked`): run on
+  // the whole configuration after every key is read (check_declared_keys), each throwing UsageError
+  // that names the key, so a variant's checks live in its declaration, not in config.cpp's readers.
+  std::function<void(const ModelSpec&)> check;
 
   bool allows_auto() const { return !auto_means.empty(); }
   // What the value may be, in words: "integer >= 1", "auto | number > 0", "complete | causal | ...".
@@ -90,6 +94,8 @@ std::string read_choice(const KeyValues& v, const std::string& key);
 
 // Every key whose declaration carries its reader (KeyDecl::read), read from v into c.
 void read_declared_keys(const KeyValues& v, ModelSpec& c);
+// Every declared cross-key check (KeyDecl::check) on c, in --help order.
+void check_declared_keys(const ModelSpec& c);
 // The keys that model.layer_overrides allows (KeyDecl::per_layer), in --help order.
 std::vector<std::string> per_layer_keys();
 

@@ -64,21 +64,11 @@ void read_mlp_residual(KeyValues& v, Config& c) {
   }
 }
 
-// attention.logit_bias and attention.decay (docs/science/gradients.md): gamma only with decay;
-// attention.qk_norm and attention.qk_scale.
-void read_logit_bias_and_qk_norm(KeyValues& /*v: read by the declarations*/, Config& c) {
+// attention.logit_bias and attention.decay (docs/science/gradients.md): gamma only with decay.
+// (QK-normalisation's and the rotary embedding's checks are in their declarations, config/keys.cpp.)
+void read_logit_bias(KeyValues& /*v: read by the declarations*/, Config& c) {
   if (c.attention.logit_bias.gamma != 1.0 && c.attention.logit_bias.kind != LogitBiasKind::decay)
     throw UsageError("key 'attention.decay': needs attention.logit_bias = decay");
-  // QK-normalisation: the logits' scale is sqrt(d_k), so a temperature given with it is refused.
-  if (!c.attention.qk_norm && c.attention.qk_scale != 1.0) throw UsageError("key 'attention.qk_scale': needs attention.qk_norm = true");
-  if (c.attention.rope && (c.model.key_dim % 2 != 0 || c.attention.kind == AttentionKind::random_markov))
-    throw UsageError("key 'attention.rope': rotates pairs of query and key components; needs an even model.key_dim "
-                     "and attention.kind other than random_markov");
-  if (c.attention.qk_norm && c.attention.kind == AttentionKind::random_markov)
-    throw UsageError("key 'attention.qk_norm': random_markov attention has no queries and keys");
-  if (c.attention.qk_norm && c.model.d_qk != static_cast<double>(c.model.key_dim))  // model.d_qk or model.beta given
-    throw UsageError("key 'attention.qk_norm': the logits are scaled by sqrt(d_k); a temperature model.d_qk or "
-                     "model.beta other than d_k is not used with it (give model.key_dim, attention.qk_scale)");
 }
 
 // residual.depth_scaling (alpha / sqrt(L), applied in layer_params) and norm.depth_scaling (pre-LN

@@ -58,7 +58,7 @@ BrodyMap brody_map(const BrodyMapSpec& spec, const std::atomic<bool>* cancel,
           const Matrix K0 = gaussian_keys(n, d, spec.seed, t);
           for (std::size_t k = 0; k < spec.norms.size(); ++k) {
             Matrix K = K0;
-            normalize_rows(K, Normalization(spec.norms[k], d, spec.eps));
+            normalize_rows(K, Normalization(spec.norms[k], d, spec.eps, {}, {}, spec.alpha));
             const KeySelectability sel = analyse_keys(K, spec.rtol, /*screen=*/true, spec.exact);
             const int u = sel.unselectable_count();
             if (sel.exact_unresolved > 0) {

@@ -25,6 +25,7 @@ struct BrodyMapSpec {
   std::uint64_t seed = kDefaultSeed;
   std::vector<NormType> norms{NormType::none, NormType::layernorm};
   double eps = kDefaultNormEps;  // of layernorm / rmsnorm (gain 1, bias 0)
+  double alpha = kDefaultNormAlpha;  // input scale a of dyt / derf (gain 1, bias 0)
   double rtol = 1e-9;  // selectability tolerance (selectability.hpp)
   bool exact = false;  // re-check unselectable keys with GLPK's exact simplex
   int threads = 1;     // worker threads over cells (0 = all cores); results do not depend on it

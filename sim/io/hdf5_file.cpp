@@ -451,6 +451,13 @@ herr_t collect_link(hid_t, const char* name, const H5L_info_t*, void* out) {
 }
 }  // namespace
 
+std::vector<std::string> Group::members() const {
+  std::vector<std::string> names;
+  hsize_t at = 0;
+  check(H5Literate(id(), H5_INDEX_NAME, H5_ITER_INC, &at, collect_link, &names), "", "cannot list the members of " + path_);
+  return names;
+}
+
 namespace {
 // Give each unlabelled axis of `ds` (the dataset `leaf` of `parent`) an index coordinate.
 void label_remaining_axes(const Group& parent, const std::string& leaf, const Dataset& ds) {

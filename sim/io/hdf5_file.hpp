@@ -102,6 +102,8 @@ class Group : public Object {
   Group create_group(const std::string& name) const;
   Group open_group(const std::string& name) const;
   bool exists(const std::string& name) const;
+  // The names of this group's direct members (links), in name order.
+  std::vector<std::string> members() const;
   Dataset open_dataset(const std::string& name) const;
   // Unlink an object (group or dataset) from this group.
   void remove(const std::string& name) const;

@@ -365,7 +365,7 @@ void write_summary_group(const h5::File& f, const EngineSetup& s, const RunResul
 }
 
 // What ran inside a trial: the threads one trial uses (the cpu platform's row blocks; 1 on the
-// others) and, on the opencl platform, the device (docs/reference/file-formats.md).
+// others) and, on the opencl platform, the device and the batch (docs/reference/file-formats.md).
 void write_platform_attrs(const h5::File& f, const EngineSetup& s) {
   f.set_attr("threads_per_trial", s.platform == Platform::cpu ? s.trial_threads : 1);
   if (s.platform != Platform::opencl) return;
@@ -375,6 +375,9 @@ void write_platform_attrs(const h5::File& f, const EngineSetup& s) {
   f.set_attr("opencl_driver_version", device.driver_version);
   f.set_attr("opencl_compute_units", device.compute_units);
   f.set_attr("opencl_kernel", device.kernel);
+  // The trials whose attention calls are launched together (RCSIM_OPENCL_BATCH, at most the trials);
+  // each runs on a host thread of its own, so `threads` holds the same number.
+  f.set_attr("opencl_batch", trial_workers(s, 1, s.config.run.trials));
 }
 
 void write_run_contents(const h5::File& f, const std::string& config_ini, const EngineSetup& s, const LargeRows& rows,

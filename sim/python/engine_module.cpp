@@ -2,7 +2,7 @@
 // configuration, parsed and validated by the same code as `rcsim run` (parse_config_sources,
 // make_config), computed in this process with the GIL released, and returned as the bytes of the
 // run file the CLI would write (run_to_image: the same writer into an HDF5 file image).
-// analysis/rcsim/simulate.py opens those bytes with the package's reader (open_run), so the
+// python/rcsim/simulate.py opens those bytes with the package's reader (open_run), so the
 // Dataset of rcsim.simulate(...) is the Dataset of the CLI's file, value for value. `sweep` runs
 // the command line's sweep runner (app/sweep_runner.hpp) for rcsim.sweep.
 #include <pybind11/functional.h>
@@ -32,6 +32,7 @@
 #include "kernel/measures/clusters.hpp"
 #include "kernel/support/errors.hpp"
 #include "kernel/model/host_arrays.hpp"
+#include "kernel/ops/parameters.hpp"
 #include "kernel/block/layer.hpp"
 #include "kernel/measures/metrics.hpp"
 #include "kernel/support/version.hpp"
@@ -73,7 +74,7 @@ rcsim::NdArray to_nd(const DoubleArray& a) {
 }
 
 // The host inputs of a run: arrays by dataset name (X0, W_Q, ...) and a 0/1 mask, as
-// analysis/rcsim/engine.py hands them over (already NumPy, float64 and uint8).
+// python/rcsim/engine.py hands them over (already NumPy, float64 and uint8).
 rcsim::HostInputs host_inputs(const rcsim::Config& c, const std::map<std::string, DoubleArray>& arrays,
                               const std::optional<py::array_t<std::uint8_t, py::array::c_style>>& mask,
                               const std::string& who) {
@@ -258,8 +259,8 @@ py::array_t<double> stack4(const std::vector<std::vector<rcsim::Matrix>>& m) {
 }
 
 // The gradients of one trial (kernel/trial/simulation.hpp, trial_gradients) as NumPy arrays by the
-// input arrays' names: dX [L+1, N, d]; W_Q, W_K, W_V (W_O) [L, H, rows, cols] (W_K, W_V: H_kv with
-// model.kv_heads, summed over the query heads that share them); W_in, W_out
+// input arrays' names: dX [L+1, N, d]; W_Q, W_K, W_V (W_O) [L, H, rows, cols] (W_K, W_V, b_K, b_V:
+// H_kv with model.kv_heads, summed over the query heads that share them); W_in, W_out
 // [L, 1, rows, cols] and b_in, b_out [L, 1, 1, n] with an MLP; b_Q, b_K, b_V [L, H, 1, n] and
 // b_O [L, 1, 1, d] with attention biases; norm_gain, norm_bias [L, 4, 1, d] (slots attn,
 // attn_out, mlp, mlp_out); and X, the output X(L) [N, d].
@@ -278,37 +279,21 @@ py::dict gradients(const std::vector<std::string>& keys, const std::optional<std
     const rcsim::EngineSetup s = rcsim::prepare_host(c, host);
     return rcsim::trial_gradients(s, trial, C, cancel);
   });
+  // One stack per parameter (kernel/ops/parameters.hpp), over the blocks that have it.
   using Stack = std::vector<std::vector<rcsim::Matrix>>;
-  Stack q, k, v, o, w_in, w_out, b_in, b_out, bq, bk, bv, bo, gain, bias;
-  const auto row = [](const rcsim::RowVector& r) { return rcsim::Matrix(r); };
+  const auto& table = rcsim::parameter_table();
+  std::vector<Stack> stacks(table.size());
   for (const rcsim::BlockGrads& b : g.blocks) {
-    q.push_back(b.dq);
-    k.push_back(b.dk);
-    v.push_back(b.dv);
-    o.push_back(b.dout);
-    if (b.mlp.d_in.size()) {
-      w_in.push_back({b.mlp.d_in});
-      w_out.push_back({b.mlp.d_out});
-    }
-    if (b.mlp.d_in_bias.size()) {
-      b_in.push_back({row(b.mlp.d_in_bias)});
-      b_out.push_back({row(b.mlp.d_out_bias)});
-    }
-    if (!b.dq_bias.empty()) {
-      bq.emplace_back();
-      bk.emplace_back();
-      bv.emplace_back();
-      for (const auto& r : b.dq_bias) bq.back().push_back(row(r));
-      for (const auto& r : b.dk_bias) bk.back().push_back(row(r));  // H_kv with model.kv_heads
-      for (const auto& r : b.dv_bias) bv.back().push_back(row(r));
-      bo.push_back({row(b.dout_bias)});
-    }
-    gain.emplace_back();
-    bias.emplace_back();
-    for (int slot = 0; slot < 4; ++slot) {
-      gain.back().push_back(row(b.dgain[slot]));
-      bias.back().push_back(row(b.dbias[slot]));
-    }
+    std::size_t i = 0;
+    rcsim::for_each_parameter(
+        [&](const rcsim::ParameterInfo&, const auto& member) {
+          Stack& s = stacks[i++];
+          if (rcsim::pieces_of(member) == 0 || rcsim::piece(member, 0).size() == 0) return;
+          s.emplace_back();
+          for (std::size_t h = 0; h < rcsim::pieces_of(member); ++h)
+            s.back().push_back(rcsim::Matrix(rcsim::piece(member, h)));
+        },
+        b);
   }
   py::dict out;
   const auto put = [&](const char* name, const Stack& m) {
@@ -316,25 +301,12 @@ py::dict gradients(const std::vector<std::string>& keys, const std::optional<std
   };
   put("dX", {g.dX});
   out["dX"] = out["dX"].attr("reshape")(py::make_tuple(g.dX.size(), c.model.tokens, c.model.dim));
-  put("W_Q", q);
-  put("W_K", k);
-  put("W_V", v);
-  put("W_O", o);
-  put("W_in", w_in);
-  put("W_out", w_out);
-  put("b_in", b_in);
-  put("b_out", b_out);
-  put("b_Q", bq);
-  put("b_K", bk);
-  put("b_V", bv);
-  put("b_O", bo);
-  put("norm_gain", gain);
-  put("norm_bias", bias);
+  for (std::size_t i = 0; i < table.size(); ++i) put(table[i].name, stacks[i]);
   out["X"] = stack4({{g.output}}).attr("reshape")(py::make_tuple(c.model.tokens, c.model.dim));
   return out;
 }
 
-// A sweep over key values (rcsim.sweep, analysis/rcsim/sweeps.py): the configuration's points
+// A sweep over key values (rcsim.sweep, python/rcsim/sweeps.py): the configuration's points
 // (keys, sweep.KEY axes and sweep.mode over config_file over the key defaults, as `rcsim run`
 // resolves them) run by the command line's runner (app/sweep_runner.hpp) into their files and the
 // index, with the GIL released; complete points are skipped. Returns the index's path and counts;
@@ -423,7 +395,7 @@ PYBIND11_MODULE(_engine, m) {
         py::arg("arrays") = std::map<std::string, DoubleArray>{}, py::arg("mask") = std::nullopt,
         py::arg("cotangent"), py::arg("trial") = 0,
         "The gradients of a loss of X(L) with cotangent dL/dX(L) [N, d], for one trial of the "
-        "configuration: dict dX, W_Q, W_K, W_V, ... (analysis/rcsim/engine.py: rcsim.gradients).");
+        "configuration: dict dX, W_Q, W_K, W_V, ... (python/rcsim/engine.py: rcsim.gradients).");
   m.def("sweep", &sweep, py::arg("keys"), py::arg("config_file") = std::nullopt, py::arg("force") = false,
         py::arg("quiet") = true, py::arg("call") = "rcsim.sweep()", py::arg("who") = "rcsim.sweep",
         "Run every point of a sweep (keys with sweep.KEY axes, over config_file, over the key defaults) into "

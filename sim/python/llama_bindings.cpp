@@ -1,6 +1,6 @@
 // rcsim._engine's Llama part: a llama2.c checkpoint read by rcsim's reader (io/llama_checkpoint)
 // as a LlamaModel object, its logits, residual-stream states and generated ids
-// (analysis/rcsim/pretrained.py wraps them as rcsim.load_model and rcsim.generate, after checking
+// (python/rcsim/pretrained.py wraps them as rcsim.load_model and rcsim.generate, after checking
 // the arguments with rcsim._validate), and the gradients of a scalar loss of a sequence
 // (kernel/llama/llama_backward.hpp; Model.gradients). Computation releases the GIL.
 #include <pybind11/eigen.h>

@@ -45,7 +45,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 PROVENANCE = {"rcsim_version", "git_sha", "created_utc", "command_line", "instruction_set", "compiler",
               "build_type", "hdf5_version", "source_tree", "threads", "updated_utc",
               # the OpenCL device that ran (run.platform = opencl only; none in the golden set)
-              "opencl_device", "opencl_vendor", "opencl_driver_version", "opencl_compute_units", "opencl_kernel"}
+              "opencl_device", "opencl_vendor", "opencl_driver_version", "opencl_compute_units", "opencl_kernel",
+              "opencl_batch"}
 
 # Identity attributes added after a manifest may have been recorded: `input_sha256` of /config
 # (the SHA-256 of the input files a run reads, issue 22; only in runs that read a file, here the

@@ -3,7 +3,7 @@
 
     engine_lookup.py RCSIM WORKDIR
 
-A copy of analysis/ (the figure scripts, particles_common.py and the package's .py files, no
+A copy of analysis/ and python/rcsim/ (the figure scripts, particles_common.py and the package's .py files, no
 build/ beside it) with configs/ linked in is run three ways (rcsim.command.rcsim_executable):
 
 1. Only a pip-installed engine on PATH: a folder holding `rcsim`, a wrapper that logs its
@@ -31,11 +31,12 @@ PY = "/usr/bin/python3"
 
 
 def copy_tree(work):
-    """WORK/root: analysis/*.py, analysis/rcsim/*.py (plain copies: no bin/ and no engine) and a link to configs/."""
+    """WORK/root: analysis/*.py, python/rcsim/*.py (plain copies: no bin/ and no engine) and a link to configs/."""
     root = os.path.join(work, "root")
     shutil.rmtree(root, ignore_errors=True)
-    os.makedirs(os.path.join(root, "analysis", "rcsim"))
-    for sub in ("analysis", os.path.join("analysis", "rcsim")):
+    os.makedirs(os.path.join(root, "analysis"))
+    os.makedirs(os.path.join(root, "python", "rcsim"))
+    for sub in ("analysis", os.path.join("python", "rcsim")):
         for name in os.listdir(os.path.join(REPO, sub)):
             if name.endswith(".py"):
                 shutil.copy(os.path.join(REPO, sub, name), os.path.join(root, sub, name))

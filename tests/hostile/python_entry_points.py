@@ -32,6 +32,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ANALYSIS = os.path.abspath(os.environ.get("RCSIM_ANALYSIS", os.path.join(HERE, "..", "..", "analysis")))
+PACKAGE = os.path.join(os.path.dirname(ANALYSIS), "python")   # the package rcsim beside analysis/
 PY = sys.executable
 PLOT = [PY, "-m", "rcsim.plot"]
 META = [PY, os.path.join(ANALYSIS, "metastability.py")]
@@ -206,7 +207,7 @@ def run_case(case, work, rcsim_run):
         setup(c)
     before = snapshot(d)
     links = {p: os.readlink(os.path.join(d, p)) for p in os.listdir(d) if os.path.islink(os.path.join(d, p))}
-    env = dict(os.environ, PYTHONPATH=ANALYSIS, MPLBACKEND="Agg")
+    env = dict(os.environ, PYTHONPATH=PACKAGE, MPLBACKEND="Agg")
     env.pop("RCSIM_TRACEBACK", None)
     r = subprocess.run(cmd, cwd=d, capture_output=True, text=True, env=env, timeout=300)
     err = r.stderr.strip().splitlines()
@@ -241,7 +242,7 @@ def run_case(case, work, rcsim_run):
 def wrapped_entry_points():
     """Every script of analysis/ with a __main__ block (and rcsim/plot.py) ends it through command.run."""
     out = []
-    for path in sorted(glob.glob(os.path.join(ANALYSIS, "*.py")) + [os.path.join(ANALYSIS, "rcsim", "plot.py")]):
+    for path in sorted(glob.glob(os.path.join(ANALYSIS, "*.py")) + [os.path.join(PACKAGE, "rcsim", "plot.py")]):
         with open(path, encoding="utf-8") as f:
             text = f.read()
         if 'if __name__ == "__main__":' in text:

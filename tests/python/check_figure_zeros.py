@@ -26,6 +26,7 @@ work = sys.argv[1]
 here = os.path.dirname(os.path.abspath(__file__))
 analysis = os.path.join(here, "..", "..", "analysis")
 sys.path.insert(0, analysis)
+import script_setup  # noqa: E402,F401  (the package rcsim, as the figure scripts find it)
 os.environ["MPLBACKEND"] = "Agg"
 import matplotlib  # noqa: E402
 

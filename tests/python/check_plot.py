@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""python3 -m rcsim.plot (analysis/rcsim/plot.py): legends and titles in words, the formats, the
+"""python3 -m rcsim.plot (python/rcsim/plot.py): legends and titles in words, the formats, the
 heat map's grid, and clear errors.
 
 Usage: check_plot.py RCSIM WORK_DIR
@@ -17,7 +17,7 @@ import numpy as np
 
 rcsim_exe, work = sys.argv[1:3]
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "..", "analysis"))
+sys.path.insert(0, os.path.join(here, "..", "..", "python"))
 os.environ["MPLBACKEND"] = "Agg"
 from rcsim import load_run, run_paths  # noqa: E402
 from rcsim import plot  # noqa: E402
@@ -60,7 +60,7 @@ check(label != other and stored.startswith(" ".join(label.split())) and max(map(
 
 outs = [os.path.join(work, "c." + e) for e in ("png", "pdf", "svg")]
 r = subprocess.run([sys.executable, "-m", "rcsim.plot", sweep] + sum([["-o", o] for o in outs], []),
-                   env=dict(os.environ, PYTHONPATH=os.path.join(here, "..", "..", "analysis")),
+                   env=dict(os.environ, PYTHONPATH=os.path.join(here, "..", "..", "python")),
                    capture_output=True, text=True)
 magic = {"png": b"\x89PNG", "pdf": b"%PDF", "svg": b"<?xml"}
 check(r.returncode == 0 and all(open(o, "rb").read(5).startswith(magic[o[-3:]]) for o in outs),
@@ -82,7 +82,7 @@ check(np.allclose(grid[0], [want[("causal", "4")], want[("causal", "8")]]) and
 
 def fails(args, *needles):
     r = subprocess.run([sys.executable, "-m", "rcsim.plot"] + args, capture_output=True, text=True,
-                       env=dict(os.environ, PYTHONPATH=os.path.join(here, "..", "..", "analysis")))
+                       env=dict(os.environ, PYTHONPATH=os.path.join(here, "..", "..", "python")))
     return r.returncode != 0 and all(n in r.stderr for n in needles) or print("    stderr:", r.stderr.strip())
 
 
@@ -106,7 +106,7 @@ def small_files():
 
 
 r = subprocess.run([sys.executable, "-m", "rcsim.plot", sweep, "-o", keep], capture_output=True, text=True,
-                   env=dict(os.environ, PYTHONPATH=os.path.join(here, "..", "..", "analysis")), preexec_fn=small_files)
+                   env=dict(os.environ, PYTHONPATH=os.path.join(here, "..", "..", "python")), preexec_fn=small_files)
 check(r.returncode == 1 and "cannot write" in r.stderr and "keep.png" in r.stderr and open(keep, "rb").read() == b"the figure that was here\n"
       and not [n for n in os.listdir(work) if n.startswith(".keep.png.")],
       f"a failed write keeps the old figure and leaves no temporary (exit {r.returncode})")

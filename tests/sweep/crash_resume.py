@@ -98,7 +98,7 @@ def main():
         status = [s.decode() if isinstance(s, bytes) else s for s in f["status"][()]]
     rc = compare_sweeps.main_dirs(os.path.join(a.work, "reference"), os.path.join(a.work, "killed"))
     # The Python reader: one call loads the whole sweep as a table.
-    sys.path.insert(0, os.path.join(HERE, "..", "..", "analysis"))
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
     import rcsim
     points = rcsim.load_sweep(os.path.join(a.work, "killed"), runs=True)
     table = rcsim.sweep_table(points)

@@ -38,7 +38,7 @@ with open(os.path.join(build, "CMakeCache.txt"), encoding="utf-8") as f:
 m = re.search(r"^CMAKE_PROJECT_VERSION:STATIC=(.*)$", cache, re.M)
 check(m is not None and m.group(1) == v, f"CMake's project version is {m.group(1) if m else None}")
 
-for where, path in (("build tree", os.path.join(build, "python")), ("source tree", os.path.join(root, "analysis"))):
+for where, path in (("build tree", os.path.join(build, "python")), ("source tree", os.path.join(root, "python"))):
     r = subprocess.run([sys.executable, "-c", "import rcsim; print(rcsim.__file__); print(rcsim.__version__)"],
                        capture_output=True, text=True, cwd="/", env=dict(os.environ, PYTHONPATH=path))
     lines = r.stdout.split()

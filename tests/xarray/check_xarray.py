@@ -112,7 +112,7 @@ def check_token_axis(path):
     (trial, layer, token) with the group's own `token` coordinate 0..N-1, .sel(layer=t, token=i) is the
     raw value, /summary/<m>_mean is [layer, token] and equals the NaN-ignoring mean over trials, and
     the package's readers (open_run, load_run) give the same arrays."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "analysis"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
     import rcsim
     name = "last_token_sensitivity"
     checked = 0
@@ -151,7 +151,7 @@ def check_token_axis(path):
 def check_package(run, sweep):
     """The package's labelled readers: open_run and open_sweep (swept keys as dimensions) give the
     raw arrays of the right file at the right layer; loaders raise RcsimFileError, not SystemExit."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "analysis"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
     import rcsim
     checked = 0
     with h5py.File(run, "r") as f:

@@ -6,43 +6,20 @@
 #include "kernel/model/kv_heads.hpp"
 #include "kernel/model/noise.hpp"
 #include "kernel/ops/block.hpp"
+#include "kernel/ops/parameters.hpp"
 
 namespace rcsim {
 
 namespace {
 
 template <class T>
-void size_grads(const LayerWeightsT<T>& w, BlockGradsT<T>& g) {
-  const auto zeros = [](const std::vector<MatrixT<T>>& m, std::vector<MatrixT<T>>& out) {
-    out.clear();
-    for (const auto& x : m) out.push_back(MatrixT<T>::Zero(x.rows(), x.cols()));
-  };
-  zeros(w.q, g.dq);
-  zeros(w.k, g.dk);
-  zeros(w.v, g.dv);
-  zeros(w.o, g.dout);
-  const auto zero_rows = [](const std::vector<RowVectorT<T>>& b, std::vector<RowVectorT<T>>& out) {
-    out.clear();
-    for (const auto& x : b) out.push_back(RowVectorT<T>::Zero(x.size()));
-  };
-  zero_rows(w.q_bias, g.dq_bias);
-  zero_rows(w.k_bias, g.dk_bias);
-  zero_rows(w.v_bias, g.dv_bias);
-  g.dout_bias = RowVectorT<T>::Zero(w.o_bias.size());
-  g.mlp = MlpGradsT<T>{};
-  const Eigen::Index d = w.q.empty() ? 0 : w.q[0].rows();
-  for (int s = 0; s < 4; ++s) {
-    g.dgain[s] = RowVectorT<T>::Zero(d);
-    g.dbias[s] = RowVectorT<T>::Zero(d);
-  }
-}
-
-template <class T>
 void block_backward_impl(const MatrixT<T>& X, const LayerWeightsT<T>& w, const BlockParams& p,
                          const MatrixT<T>& dX_next, BlockGradsT<T>& g, RandomStream* dropout, RandomStream* noise) {
   const bool noisy = p.noise && p.noise->scale > 0.0;
   if (noisy && !noise) throw std::logic_error("block_backward: dynamics.noise needs the noise stream of the block");
-  size_grads(w, g);
+  ParameterDims dims = parameter_dims(w);
+  dims.kv_heads = dims.heads;  // model.kv_heads: a gradient per query head's copy, summed by fold_kv_grads below
+  size_gradients(dims, g);
   BlockCacheT<T> cache;
   const MatrixT<T> out = block_forward_cached<T>(X, w, p, dropout, cache);
   MatrixT<T> dOut = dX_next;
@@ -57,19 +34,6 @@ void block_backward_impl(const MatrixT<T>& X, const LayerWeightsT<T>& w, const B
   fold_kv_grads(g, w.kv_group);  // model.kv_heads: one gradient per shared W_K, W_V (b_K, b_V)
 }
 
-std::vector<Matrix> widen(const std::vector<MatrixF>& v) {
-  std::vector<Matrix> out;
-  out.reserve(v.size());
-  for (const auto& m : v) out.push_back(m.cast<double>());
-  return out;
-}
-std::vector<RowVector> widen(const std::vector<RowVectorT<float>>& v) {
-  std::vector<RowVector> out;
-  out.reserve(v.size());
-  for (const auto& m : v) out.push_back(m.cast<double>());
-  return out;
-}
-
 }  // namespace
 
 void block_backward(const MatrixF& X, const LayerWeightsT<float>& w, const BlockParams& p, const MatrixF& dX_next,
@@ -77,25 +41,7 @@ void block_backward(const MatrixF& X, const LayerWeightsT<float>& w, const Block
   block_backward_impl<float>(X, w, p, dX_next, g, dropout, noise);
 }
 
-void widen_grads(const BlockGradsT<float>& f, BlockGrads& g) {
-  g.dX = f.dX.cast<double>();
-  g.dq = widen(f.dq);
-  g.dk = widen(f.dk);
-  g.dv = widen(f.dv);
-  g.dout = widen(f.dout);
-  g.dq_bias = widen(f.dq_bias);
-  g.dk_bias = widen(f.dk_bias);
-  g.dv_bias = widen(f.dv_bias);
-  g.dout_bias = f.dout_bias.cast<double>();
-  g.mlp.d_in = f.mlp.d_in.cast<double>();
-  g.mlp.d_out = f.mlp.d_out.cast<double>();
-  g.mlp.d_in_bias = f.mlp.d_in_bias.cast<double>();
-  g.mlp.d_out_bias = f.mlp.d_out_bias.cast<double>();
-  for (int s = 0; s < 4; ++s) {
-    g.dgain[s] = f.dgain[s].cast<double>();
-    g.dbias[s] = f.dbias[s].cast<double>();
-  }
-}
+void widen_grads(const BlockGradsT<float>& f, BlockGrads& g) { cast_gradients(f, g); }
 
 void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p, const Matrix& dX_next,
                     BlockGrads& g, RandomStream* dropout, RandomStream* noise) {

@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "kernel/platform/fused_attention.hpp"
-#include "kernel/llama/rotary.hpp"
 #include "kernel/ops/logit_softcap.hpp"
+#include "kernel/ops/qk_transforms.hpp"
 #include "kernel/ops/tangent_projection.hpp"
 #include "kernel/measures/particles.hpp"
 #include "kernel/platform/platform_opencl.hpp"
@@ -84,16 +84,7 @@ void add_logit_bias_impl(Eigen::Ref<MatrixT<T>> S, const LogitBias& b, std::size
       S(i, j) += static_cast<T>(-m * static_cast<double>(i > j ? i - j : j - i));
 }
 
-// Rows of M to s m_i / |m_i| (a zero row stays 0; the norm in double, as normalization.cpp's sphere).
-template <class T>
-void scale_rows_to(MatrixT<T>& M, double s) {
-  for (Eigen::Index i = 0; i < M.rows(); ++i) {
-    const double r = M.row(i).template cast<double>().norm();
-    if (r > 0.0) M.row(i) *= static_cast<T>(s / r);
-  }
-}
-
-// QK-normalisation: Q, K rows to s q/|q|, S = sqrt(d_k) Q K^T.
+// QK-normalisation: Q, K rows to s q/|q| (scale_rows_to: kernel/ops/qk_norm.hpp), S = sqrt(d_k) Q K^T.
 template <class T>
 void qk_normalise_impl(MatrixT<T>& Q, MatrixT<T>& K, MatrixT<T>& S, double s) {
   scale_rows_to<T>(Q, s);
@@ -124,14 +115,10 @@ void general_logits(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T
     attention_logits(X, w.q[h], &w.q_bias[h], w.k[h], &w.k_bias[h], p.d_qk, ws.Q, ws.K, ws.S);
   else
     attention_logits(X, w.q[h], w.k[h], p.d_qk, ws.Q, ws.K, ws.S);
-  if (p.attention.qk_norm && !p.random_markov()) {
-    if (c) c->Q_raw = ws.Q, c->K_raw = ws.K;
-    qk_normalise_impl<T>(ws.Q, ws.K, ws.S, p.attention.qk_scale);
-  }
-  if (p.attention.rope && !p.random_markov()) {  // rotary position embedding, then the logits again
+  // The Q/K transforms in their order (QK-normalisation, rotary embedding, ...: kernel/ops/qk_transforms.hpp),
+  // then the logits again.
+  if (!p.random_markov() && qk_transforms_forward<T>(p.attention, h, ws.Q, ws.K, c)) {
     const double scale = p.attention.qk_norm ? std::sqrt(static_cast<double>(ws.Q.cols())) : 1.0 / std::sqrt(p.d_qk);
-    llama::apply_rotary<T>(ws.Q, static_cast<int>(ws.Q.cols()), 0, p.attention.rope_theta);
-    llama::apply_rotary<T>(ws.K, static_cast<int>(ws.K.cols()), 0, p.attention.rope_theta);
     ws.S.noalias() = ws.Q * ws.K.transpose();
     ws.S *= static_cast<T>(scale);
   }

@@ -96,6 +96,10 @@ struct AttentionSettings {
   // pairs, token i at position i; kernel/llama/rotary.hpp) before the logits
   bool rope = false;
   double rope_theta = 10000.0;
+  // attention.xpos, attention.xpos_scale_base: xPos's relative-position decay of Q and K (Sun et al.
+  // 2023; kernel/ops/xpos.hpp) before the logits
+  bool xpos = false;
+  double xpos_scale_base = 512.0;
 
   // The first setting that needs the general path, as the key and value that set it (the cpu
   // and opencl platforms' refusal message), or nullptr: everything but plain softmax attention of
@@ -107,6 +111,7 @@ struct AttentionSettings {
     if (qk_norm) return "attention.qk_norm = true";
     if (logit_softcap > 0.0) return "attention.logit_softcap > 0";
     if (rope) return "attention.rope = true";
+    if (xpos) return "attention.xpos = true";
     return nullptr;
   }
   bool needs_general_path() const { return general_path_setting() != nullptr; }

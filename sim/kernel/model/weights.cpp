@@ -5,16 +5,20 @@
 #include "kernel/support/errors.hpp"
 #include "kernel/model/bilinear.hpp"
 #include "kernel/model/kv_heads.hpp"
+#include "kernel/ops/parameters.hpp"
 
 namespace rcsim {
 
 namespace {
 
-// `heads`: model.heads, or for W_K, W_V model.kv_heads (H_kv).
-std::vector<std::vector<Extent>> weight_shapes(const ModelSpec& c, Extent rows, Extent cols, int heads) {
+// Shapes of an array with one `shape` per head (`heads` of them): shape or [L, shape...]; with
+// H > 1 [H, shape...] or [L, H, shape...].
+std::vector<std::vector<Extent>> head_shapes(const ModelSpec& c, int heads, const Extents& shape) {
   const auto L = static_cast<Extent>(c.model.layers), H = static_cast<Extent>(heads);
-  if (H == 1) return {{rows, cols}, {L, rows, cols}};
-  return {{H, rows, cols}, {L, H, rows, cols}};
+  Extents one = shape, per_layer = shape;
+  if (H > 1) one.insert(one.begin(), H), per_layer.insert(per_layer.begin(), H);
+  per_layer.insert(per_layer.begin(), L);
+  return {one, per_layer};
 }
 
 // Shapes of a per-layer (or shared) array without a head axis: `shape` or [L, shape...].
@@ -30,71 +34,86 @@ const double* layer_block(const NdArray& a, std::size_t base_rank, int layer, st
   return a.data.data() + index * size;
 }
 
+// The key of `source` is `file`: the parameter is read from weights.file.
+bool from_file(ParameterSource source, const ModelSpec& c) {
+  switch (source) {
+    case ParameterSource::q: return c.weights.q.type == WeightType::file;
+    case ParameterSource::k: return c.weights.k.type == WeightType::file;
+    case ParameterSource::v: return c.weights.v.type == WeightType::file;
+    case ParameterSource::o: return c.weights.o.type == WeightType::file;
+    case ParameterSource::o_or_v:  // b_O comes with W_O's file, or W_V's without model.value_dim
+      return (c.model.value_dim > 0 ? c.weights.o.type : c.weights.v.type) == WeightType::file;
+    case ParameterSource::mlp: return c.weights.mlp == WeightType::file;
+    case ParameterSource::norm: return c.norm.params_from_file;
+  }
+  return false;
+}
+
+// Normalisation slot `slot` (NormSlot) of weights.file: the *_out slots with peri (ngpt) only, the
+// MLP's with an MLP; a bias only for the normalisations that have one.
+bool norm_slot_in_file(const ModelSpec& c, int slot, bool bias) {
+  const bool peri = c.norm.position == NormPosition::peri || c.norm.position == NormPosition::ngpt;
+  const bool out_slot = slot == kNormAttnOut || slot == kNormMlpOut;
+  return (!out_slot || peri) && (slot < kNormMlp || c.mlp.width > 0) && (!bias || norm_has_bias(c.norm.type));
+}
+
+// /norm_attn_gain, /norm_attn_bias, ... (the table's norm_gain and norm_bias, one dataset per slot).
+std::string norm_dataset(int slot, const std::string& name) {
+  return std::string("norm_") + norm_slot_name(slot) + (name == "norm_bias" ? "_bias" : "_gain");
+}
+
+// The keys behind a weight's shape [rows, cols], its head axis and its layer axis, for messages:
+// "[d, d_k]: model.dim = 4, model.key_dim = 4; a leading [L, ...] per layer: model.layers = 2".
+std::string axes(const ModelSpec& c, const ParameterDims& s, const ParameterInfo& p) {
+  const auto named = [&](ParameterAxis a) -> std::pair<std::string, std::string> {
+    switch (a) {
+      case ParameterAxis::d: return {"d", "model.dim = " + std::to_string(s.d)};
+      case ParameterAxis::d_k: return {"d_k", "model.key_dim = " + std::to_string(s.d_k)};
+      case ParameterAxis::d_v:
+        return {"d_v", (c.model.value_dim > 0 ? "model.value_dim = " : "d_v = model.dim = ") + std::to_string(s.d_v)};
+      case ParameterAxis::m: return {"m", "mlp.width = " + std::to_string(s.m)};
+      case ParameterAxis::one: break;
+    }
+    return {"1", "1"};
+  };
+  const auto rows = named(p.rows), cols = named(p.cols);
+  const bool kv = p.pieces == ParameterPieces::kv_heads;  // W_K, W_V: one per key/value head
+  return "[" + rows.first + ", " + cols.first + "]: " + rows.second + ", " + cols.second +
+         (!kv && s.heads > 1 ? "; [H, ...]: model.heads = " + std::to_string(s.heads) : "") +
+         (kv && s.kv_heads > 1 ? "; [H_kv, ...]: model.kv_heads = " + std::to_string(s.kv_heads) : "") +
+         "; a leading [L, ...] per layer: model.layers = " + std::to_string(c.model.layers);
+}
+
 }  // namespace
 
 std::vector<InputRequirement> input_requirements(const ModelSpec& c, InputArrays& in) {
   std::vector<InputRequirement> req;
   const auto N = static_cast<Extent>(c.model.tokens), d = static_cast<Extent>(c.model.dim),
-             T = static_cast<Extent>(c.run.trials), dk = static_cast<Extent>(c.model.key_dim);
+             T = static_cast<Extent>(c.run.trials);
   if (c.init.type == InitType::file) req.push_back({"init.file", "X0", {{N, d}, {T, N, d}}, &in.x0});
-  const auto dv = static_cast<Extent>(c.model.value_dim > 0 ? c.model.value_dim : c.model.dim),
-             m = static_cast<Extent>(c.mlp.width);
-  const char* wf = "weights.file";
-  // The keys behind a weight's shape [rows, cols], its head axis and its layer axis, for messages.
-  const int H = c.model.heads, Hkv = H / c.model.kv_group();
-  const auto axes = [&](const std::string& rows, const std::string& cols, bool kv = false) {
-    const auto named = [&](const std::string& a) {
-      if (a == "d") return "model.dim = " + std::to_string(d);
-      if (a == "d_k") return "model.key_dim = " + std::to_string(dk);
-      return (c.model.value_dim > 0 ? "model.value_dim = " : "d_v = model.dim = ") + std::to_string(dv);
-    };
-    return "[" + rows + ", " + cols + "]: " + named(rows) + ", " + named(cols) +
-           (!kv && H > 1 ? "; [H, ...]: model.heads = " + std::to_string(H) : "") +
-           (kv && Hkv > 1 ? "; [H_kv, ...]: model.kv_heads = " + std::to_string(Hkv) : "") +
-           "; a leading [L, ...] per layer: model.layers = " + std::to_string(c.model.layers);
-  };
-  if (c.weights.q.type == WeightType::file) req.push_back({wf, "W_Q", weight_shapes(c, d, dk, H), &in.w_q, axes("d", "d_k")});
-  if (c.weights.k.type == WeightType::file)
-    req.push_back({wf, "W_K", weight_shapes(c, d, dk, Hkv), &in.w_k, axes("d", "d_k", true)});
-  if (c.weights.v.type == WeightType::file)
-    req.push_back({wf, "W_V", weight_shapes(c, d, dv, Hkv), &in.w_v, axes("d", "d_v", true)});
-  if (c.model.value_dim > 0 && c.weights.o.type == WeightType::file)
-    req.push_back({wf, "W_O", weight_shapes(c, dv, d, H), &in.w_o, axes("d_v", "d")});
-  if (c.attention_bias) {  // each bias comes with its weight's file
-    const auto bias_shapes = [&](Extent n, int heads) {
-      const auto L = static_cast<Extent>(c.model.layers), Hb = static_cast<Extent>(heads);
-      if (Hb == 1) return std::vector<std::vector<Extent>>{{n}, {L, n}};
-      return std::vector<std::vector<Extent>>{{Hb, n}, {L, Hb, n}};
-    };
-    if (c.weights.q.type == WeightType::file) req.push_back({wf, "b_Q", bias_shapes(dk, H), &in.b_q});
-    if (c.weights.k.type == WeightType::file) req.push_back({wf, "b_K", bias_shapes(dk, Hkv), &in.b_k});
-    if (c.weights.v.type == WeightType::file) req.push_back({wf, "b_V", bias_shapes(dv, Hkv), &in.b_v});
-    const bool o_file = c.model.value_dim > 0 ? c.weights.o.type == WeightType::file
-                                              : c.weights.v.type == WeightType::file;
-    if (o_file) req.push_back({wf, "b_O", layer_shapes(c, {d}), &in.b_o});
+  const ParameterDims dims = parameter_dims(c);
+  // One loop over the parameters' table (kernel/ops/parameters.hpp): each one weights.file holds.
+  for (const ParameterInfo& p : parameter_table()) {
+    const int pieces = piece_count(p, dims);
+    if (pieces == 0 || !from_file(p.source, c)) continue;
+    const auto rows = static_cast<Extent>(axis_extent(p.rows, dims));
+    const auto cols = static_cast<Extent>(axis_extent(p.cols, dims));
+    const Extents shape = p.rows == ParameterAxis::one ? Extents{cols} : Extents{rows, cols};
+    if (p.pieces == ParameterPieces::heads || p.pieces == ParameterPieces::kv_heads) {
+      req.push_back({"weights.file", p.name, head_shapes(c, pieces, shape), p.input(in, 0),
+                     p.rows == ParameterAxis::one ? "" : axes(c, dims, p)});
+      continue;
+    }
+    if (p.pieces == ParameterPieces::one) {
+      req.push_back({"weights.file", p.name, layer_shapes(c, shape), p.input(in, 0)});
+      continue;
+    }
+    for (int slot = 0; slot < pieces; ++slot)  // norm.params = file: one dataset per slot the block uses
+      if (norm_slot_in_file(c, slot, p.name == std::string("norm_bias")))
+        req.push_back({"weights.file", norm_dataset(slot, p.name), layer_shapes(c, shape), p.input(in, slot)});
   }
   if (c.attention.logit_bias.kind == LogitBiasKind::file)
-    req.push_back({wf, "logit_bias", weight_shapes(c, N, N, H), &in.logit_bias});
-  if (m > 0 && c.weights.mlp == WeightType::file) {
-    req.push_back({wf, "W_in", layer_shapes(c, {d, m}), &in.w_in});
-    req.push_back({wf, "W_out", layer_shapes(c, {m, d}), &in.w_out});
-    if (c.mlp.bias) {
-      req.push_back({wf, "b_in", layer_shapes(c, {m}), &in.b_in});
-      req.push_back({wf, "b_out", layer_shapes(c, {d}), &in.b_out});
-    }
-  }
-  if (c.norm.params_from_file) {
-    const bool peri = c.norm.position == NormPosition::peri || c.norm.position == NormPosition::ngpt;
-    for (int slot = 0; slot < 4; ++slot) {
-      const bool out_slot = slot == kNormAttnOut || slot == kNormMlpOut;  // peri only
-      const bool used = (!out_slot || peri) && (slot < kNormMlp || m > 0);
-      if (!used) continue;
-      const std::string stem = std::string("norm_") + norm_slot_name(slot);
-      req.push_back({wf, stem + "_gain", layer_shapes(c, {d}), &in.norm_gain[slot]});
-      if (norm_has_bias(c.norm.type))
-        req.push_back({wf, stem + "_bias", layer_shapes(c, {d}), &in.norm_bias[slot]});
-    }
-  }
+    req.push_back({"weights.file", "logit_bias", head_shapes(c, c.model.heads, {N, N}), &in.logit_bias});
   return req;
 }
 

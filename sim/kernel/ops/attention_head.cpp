@@ -3,9 +3,9 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "kernel/llama/rotary.hpp"
 #include "kernel/ops/logit_softcap.hpp"
 #include "kernel/ops/normalization.hpp"
+#include "kernel/ops/qk_transforms.hpp"
 #include "kernel/ops/softmax.hpp"
 
 namespace rcsim {
@@ -19,19 +19,6 @@ bool logits_vary(const LayerParams& p) { return !p.hardmax() && !p.random_markov
 template <class T>
 T logit_scale(const LayerParams& p, const HeadCacheT<T>& c) {
   return p.attention.qk_norm ? std::sqrt(static_cast<T>(c.Q.cols())) : T(1) / std::sqrt(static_cast<T>(p.d_qk));
-}
-
-// Rotary position embedding (attention.rope) of dQ and dK: the adjoint rotates back, the tangent
-// rotates as the forward does (kernel/llama/rotary.hpp).
-template <class T>
-void rope_adjoint(const LayerParams& p, MatrixT<T>& dQ, MatrixT<T>& dK) {
-  llama::apply_rotary_transpose<T>(dQ, static_cast<int>(dQ.cols()), 0, p.attention.rope_theta);
-  llama::apply_rotary_transpose<T>(dK, static_cast<int>(dK.cols()), 0, p.attention.rope_theta);
-}
-template <class T>
-void rope_tangent(const LayerParams& p, MatrixT<T>& dQ, MatrixT<T>& dK) {
-  llama::apply_rotary<T>(dQ, static_cast<int>(dQ.cols()), 0, p.attention.rope_theta);
-  llama::apply_rotary<T>(dK, static_cast<int>(dK.cols()), 0, p.attention.rope_theta);
 }
 
 // One head's adjoint: dYh = dL/d(A_used V_h); adds its weight gradients and its part of dX.
@@ -56,11 +43,7 @@ void head_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerPa
   if (p.attention.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.attention.logit_softcap);  // S_c = c tanh(S / c)
   dS *= logit_scale<T>(p, c);                                 // logit biases: constant, dS unchanged
   MatrixT<T> dQ = dS * c.K, dK = dS.transpose() * c.Q;        // S' = Q K^T
-  if (p.attention.rope) rope_adjoint<T>(p, dQ, dK);           // Q = R Q_pre, K = R K_pre
-  if (p.attention.qk_norm) {                                            // through the rows s q / |q|
-    dQ = scaled_sphere_backward<T>(c.Q_raw, dQ, static_cast<T>(p.attention.qk_scale));
-    dK = scaled_sphere_backward<T>(c.K_raw, dK, static_cast<T>(p.attention.qk_scale));
-  }
+  qk_transforms_adjoint<T>(p.attention, h, c, dQ, dK);       // back through the Q/K transforms (ops/qk_transforms.hpp)
   g.dq[h].noalias() += X.transpose() * dQ;
   g.dk[h].noalias() += X.transpose() * dK;
   if (biased) {
@@ -80,11 +63,7 @@ MatrixT<T> head_jvp(const LayerWeightsT<T>& w, const LayerParams& p, std::size_t
   MatrixT<T> dYh = c.used() * dV;               // A_used dV
   if (!logits_vary(p)) return dYh;              // hardmax, random-Markov: dA = 0
   MatrixT<T> dQ = dX * w.q[h], dK = dX * w.k[h];
-  if (p.attention.qk_norm) {
-    dQ = scaled_sphere_jvp<T>(c.Q_raw, dQ, static_cast<T>(p.attention.qk_scale));
-    dK = scaled_sphere_jvp<T>(c.K_raw, dK, static_cast<T>(p.attention.qk_scale));
-  }
-  if (p.attention.rope) rope_tangent<T>(p, dQ, dK);
+  qk_transforms_tangent<T>(p.attention, h, c, dQ, dK);       // through the Q/K transforms (ops/qk_transforms.hpp)
   MatrixT<T> dS = logit_scale<T>(p, c) * (dQ * c.K.transpose() + c.Q * dK.transpose());
   if (p.attention.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.attention.logit_softcap);
   MatrixT<T> dA = p.usa() ? usa_jvp<T>(c.A, dS, *p.mask) : softmax_jvp<T>(c.A, dS, *p.mask);

@@ -17,6 +17,7 @@ EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays in
   s.rows = std::move(mask.rows);
   s.graph = std::move(mask.graph);
   s.files = std::move(inputs);
+  s.per_layer = layer_settings(c);
   s.max_rank = max_rank_after_layer(c);
   s.max_rank_input = std::min(c.model.tokens, c.model.dim);
   s.platform = resolved_platform(c);

@@ -1,8 +1,9 @@
 // Everything the engine needs before the first trial: the configuration, the mask and its graph,
-// the input arrays, and what is resolved once per run (the platform, the threads inside a trial,
-// whether the blocks keep their attention matrices).
+// the input arrays, and what is resolved once per run (the blocks' settings per layer range, the
+// platform, the threads inside a trial, whether the blocks keep their attention matrices).
 #pragma once
 
+#include "kernel/block/block.hpp"
 #include "kernel/model/mask.hpp"
 #include "kernel/model/mask_ranges.hpp"
 #include "kernel/model/model_spec.hpp"
@@ -17,6 +18,9 @@ struct EngineSetup {
   MaskRows rows;    // the mask's row ranges (one per row for the built-in masks), read by the attention
   MaskGraph graph;
   InputArrays files;
+  // model.layer_overrides: one BlockParams per layer range (kernel/block/block.hpp, layer_settings),
+  // built once here and shared by every trial (BlockParams::per_layer points to it); empty without.
+  LayerSettings per_layer;
   int max_rank = 0;        // largest rank the layers 1..L allow
   int max_rank_input = 0;  // min(N, d), for layer 0
   // run.platform resolved (kernel/platform/platform.hpp; never `automatic` here) and the threads one trial
@@ -36,7 +40,8 @@ struct EngineSetup {
 // Everything the engine needs before the first trial, from the model, its mask (built from
 // mask.type, or `custom` for mask.type = custom) and its input arrays (the weight source:
 // io/inputs.hpp reads them from files), checked (UsageError for bad shapes or values).
-// io/inputs.hpp's prepare(c) reads the files and calls this.
+// io/inputs.hpp's prepare(c) reads the files and calls this; Python (prepare_host) and the
+// browser page (web/engine.cpp, no input arrays) call it too.
 EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays inputs);
 
 }  // namespace rcsim

@@ -6,7 +6,6 @@ Trial::Trial(const EngineSetup& s, int trial)
     : state_(TrialState{0, Matrix(), RandomStream(s.config.run.seed, static_cast<std::uint64_t>(trial)),
                         WeightSampler(s.config, s.files), std::nullopt, std::nullopt}),
       norm_(Normalization::from_config(s.config)),
-      per_layer_(layer_settings(s.config)),
       noise_scale_(dynamics_noise_scale(s.config)) {
   const ModelSpec& c = s.config;
   const int N = c.model.tokens, d = c.model.dim;
@@ -16,15 +15,14 @@ Trial::Trial(const EngineSetup& s, int trial)
   if (c.dropout.attention > 0.0 || c.dropout.output > 0.0)
     state_->dropout.emplace(c.run.seed, static_cast<std::uint64_t>(trial), kDropoutStream);
   if (noise_scale_ > 0.0) state_->noise.emplace(c.run.seed, static_cast<std::uint64_t>(trial), kDynamicsNoiseStream);
-  // The dense mask where the setup has one, and its row ranges where known (the cpu platform
-  // reads them alone; a setup built by hand, as the browser page's, has the dense mask only).
+  // The dense mask where the setup has one, and its row ranges (the cpu platform reads them alone).
   params_ = block_params(c, s.mask.size() ? &s.mask : nullptr, &norm_);
   if (!s.rows.lo.empty()) params_.layer.rows = &s.rows;
   params_.layer.fused = s.platform == Platform::cpu;
   params_.layer.opencl = s.platform == Platform::opencl;
   params_.layer.threads = s.trial_threads;
   params_.layer.keep_attention = s.keep_attention;
-  if (!per_layer_.empty()) params_.per_layer = &per_layer_;
+  if (!s.per_layer.empty()) params_.per_layer = &s.per_layer;  // built once by prepare
   // run.precision = float32: the block computes in float (transformer_block's float overload) on
   // the tokens and weights rounded to float; X holds the float tokens exactly, in double.
   params_.single = c.run.precision == Precision::float32;

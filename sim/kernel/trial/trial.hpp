@@ -69,7 +69,6 @@ class Trial {
 
   std::optional<TrialState> state_;  // optional: the sampler is copied, never assigned
   Normalization norm_;
-  LayerSettings per_layer_;
   Dropout dropout_;
   NoiseStep noise_step_;
   double noise_scale_ = 0.0;

@@ -136,7 +136,7 @@ HOW_TO_GET_RCSIM = ("no rcsim executable: neither ./build/sim/rcsim (`bash scrip
 def rcsim_executable(given=None):
     """The rcsim executable a script runs, as a path: `given` (the script's --rcsim: a path, or a
     name looked up on PATH) if set; else, in this order, the build tree's ./build/sim/rcsim of the
-    source tree this file sits in (analysis/rcsim/../../build), the executable inside this
+    source tree this file sits in (python/rcsim/../../build), the executable inside this
     package (rcsim/bin/rcsim: `pip install -e .`, the build tree's build/python), `rcsim` on PATH
     (the console script `pip install .` writes, or `cmake --install`'s executable), the console
     script beside this Python (a venv's bin/ not on PATH). None of them: UsageError (exit 2)

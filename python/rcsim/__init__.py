@@ -15,7 +15,7 @@ import os as _os
 
 def _read_version():
     """The version: VERSION beside this package (installed, build tree) or at the root of the
-    source tree this package sits in (analysis/rcsim/../../VERSION): one file, also read by CMake."""
+    source tree this package sits in (python/rcsim/../../VERSION): one file, also read by CMake."""
     here = _os.path.dirname(_os.path.abspath(__file__))
     for path in (_os.path.join(here, "VERSION"), _os.path.join(here, "..", "..", "VERSION")):
         if _os.path.isfile(path):
