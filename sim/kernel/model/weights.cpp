@@ -77,7 +77,8 @@ std::string axes(const ModelSpec& c, const ParameterDims& s, const ParameterInfo
     return {"1", "1"};
   };
   const auto rows = named(p.rows), cols = named(p.cols);
-  const bool kv = p.pieces == ParameterPieces::kv_heads;  // W_K, W_V: one per key/value head
+  // W_K, W_V with model.kv_heads < model.heads: one per key/value head
+  const bool kv = p.pieces == ParameterPieces::kv_heads && s.kv_heads != s.heads;
   return "[" + rows.first + ", " + cols.first + "]: " + rows.second + ", " + cols.second +
          (!kv && s.heads > 1 ? "; [H, ...]: model.heads = " + std::to_string(s.heads) : "") +
          (kv && s.kv_heads > 1 ? "; [H_kv, ...]: model.kv_heads = " + std::to_string(s.kv_heads) : "") +

@@ -3,7 +3,8 @@
 // for_each_parameter, that hands each row with the matching member of the gradients
 // (BlockGradsT, kernel/ops/grads.hpp). Sizing, float -> double, rcsim.gradients' dict, the
 // derivative dumps and the weight-file requirements (kernel/model/weights.cpp) are each one loop
-// over it; a parameter of another shape (say K and V shared by groups of heads) is one row.
+// over it; a parameter of another shape is one row (K and V shared by groups of heads, model.kv_heads,
+// are rows of ParameterPieces::kv_heads).
 #pragma once
 
 #include <cstddef>
