@@ -29,7 +29,8 @@ T map_scale(const LayerParams& p) {
 // The head norm (1 - lambda) RMSNorm over the d_v columns of A XV.
 Normalization head_norm(const LayerParams& p, Eigen::Index dv) {
   const int n = static_cast<int>(dv);
-  return Normalization(NormType::rmsnorm, n, kHeadNormEps, std::vector<double>(static_cast<std::size_t>(n), 1.0 - diff_lambda(p)));
+  return Normalization(NormType::rmsnorm, n, kHeadNormEps,
+                       std::vector<double>(static_cast<std::size_t>(n), 1.0 - diff_lambda(p)));
 }
 
 // The smallest entry of A over the allowed entries.
@@ -97,7 +98,8 @@ template <class T>
 MatrixT<T> maps_tangent(const LayerParams& p, const HeadCacheT<T>& c, const MatrixT<T>& dQ, const MatrixT<T>& dK) {
   const Eigen::Index m = c.Q.cols() / 2;
   const T s = map_scale<T>(p);
-  const MatrixT<T> dS1 = s * (dQ.leftCols(m) * c.K.leftCols(m).transpose() + c.Q.leftCols(m) * dK.leftCols(m).transpose());
+  const MatrixT<T> dS1 =
+      s * (dQ.leftCols(m) * c.K.leftCols(m).transpose() + c.Q.leftCols(m) * dK.leftCols(m).transpose());
   const MatrixT<T> dS2 =
       s * (dQ.rightCols(m) * c.K.rightCols(m).transpose() + c.Q.rightCols(m) * dK.rightCols(m).transpose());
   return softmax_jvp<T>(c.A1, dS1, *p.mask) - static_cast<T>(diff_lambda(p)) * softmax_jvp<T>(c.A2, dS2, *p.mask);
@@ -146,8 +148,8 @@ void differential_head_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, 
 }
 
 template <class T>
-MatrixT<T> differential_head_jvp(const LayerWeightsT<T>& w, const LayerParams& p, std::size_t h,
-                                 const HeadCacheT<T>& c, const MatrixT<T>& dX) {
+MatrixT<T> differential_head_jvp(const LayerWeightsT<T>& w, const LayerParams& p, std::size_t h, const HeadCacheT<T>& c,
+                                 const MatrixT<T>& dX) {
   const MatrixT<T> dXV = dX * w.v[h];
   MatrixT<T> dA = maps_tangent<T>(p, c, dX * w.q[h], dX * w.k[h]);
   if (c.D.size()) dA = dA.cwiseProduct(c.D);
@@ -157,15 +159,15 @@ MatrixT<T> differential_head_jvp(const LayerWeightsT<T>& w, const LayerParams& p
   return dZ;
 }
 
-#define RCSIM_DIFFERENTIAL_OPS(T)                                                                                   \
-  template AttentionStats differential_weights<T>(const MatrixT<T>&, const MatrixT<T>&, const LayerParams&,         \
+#define RCSIM_DIFFERENTIAL_OPS(T)                                                                                    \
+  template AttentionStats differential_weights<T>(const MatrixT<T>&, const MatrixT<T>&, const LayerParams&,          \
                                                   MatrixT<T>&, HeadCacheT<T>*);                                      \
-  template void add_normalised_head<T>(const MatrixT<T>&, const MatrixT<T>&, const LayerWeightsT<T>&, std::size_t,  \
+  template void add_normalised_head<T>(const MatrixT<T>&, const MatrixT<T>&, const LayerWeightsT<T>&, std::size_t,   \
                                        const LayerParams&, bool, MatrixT<T>&, HeadCacheT<T>*);                       \
-  template void differential_head_backward<T>(const MatrixT<T>&, const LayerWeightsT<T>&, const LayerParams&,       \
+  template void differential_head_backward<T>(const MatrixT<T>&, const LayerWeightsT<T>&, const LayerParams&,        \
                                               std::size_t, const HeadCacheT<T>&, const MatrixT<T>&, BlockGradsT<T>&, \
                                               MatrixT<T>&);                                                          \
-  template MatrixT<T> differential_head_jvp<T>(const LayerWeightsT<T>&, const LayerParams&, std::size_t,            \
+  template MatrixT<T> differential_head_jvp<T>(const LayerWeightsT<T>&, const LayerParams&, std::size_t,             \
                                                const HeadCacheT<T>&, const MatrixT<T>&);
 RCSIM_DIFFERENTIAL_OPS(double)
 RCSIM_DIFFERENTIAL_OPS(float)

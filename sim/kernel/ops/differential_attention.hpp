@@ -47,7 +47,7 @@ void differential_head_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, 
                                 const HeadCacheT<T>& c, const MatrixT<T>& dYh, BlockGradsT<T>& g, MatrixT<T>& dX);
 // One differential head's tangent along dX: d(head output).
 template <class T>
-MatrixT<T> differential_head_jvp(const LayerWeightsT<T>& w, const LayerParams& p, std::size_t h,
-                                 const HeadCacheT<T>& c, const MatrixT<T>& dX);
+MatrixT<T> differential_head_jvp(const LayerWeightsT<T>& w, const LayerParams& p, std::size_t h, const HeadCacheT<T>& c,
+                                 const MatrixT<T>& dX);
 
 }  // namespace rcsim
