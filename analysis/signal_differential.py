@@ -34,8 +34,11 @@ between 1 and g(lambda), for lambda = 0.5 and 0.8.
 
 usage: signal_differential.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX [--seed S] [--perturb KEY=VALUE ...]
 
-Writes PREFIX.png, PREFIX.pdf and PREFIX.txt (mean and standard error of log10 mu_rel and the mean stable rank
-per layer and arm, the checks).
+Also run and reported, not checked: differential attention with the paper's head norm (1 - lambda) RMSNorm(A X W_V)
+(`attention.diff_head_norm`) and no other normalisation.
+
+Writes PREFIX.png, PREFIX.pdf and PREFIX.txt (per arm: log10 mu_rel at layers 1 and L, the depth-mean, the collapse
+depth, the stable rank at layer 4; ||X||_F without normalisation; mean log10 mu_rel per layer; the checks).
 """
 import os
 import sys
@@ -71,9 +74,12 @@ def g(lam):
 
 
 def arm_args(arm):
+    """rcsim's keys of an arm: softmax, a lambda (auto or a number), or hn_LAMBDA (with the head norm)."""
     if arm == "softmax":
         return ["--attention.differential=false"]
-    return ["--attention.differential=true", f"--attention.diff_lambda={arm}"]
+    lam = arm.removeprefix("hn_")
+    return ["--attention.differential=true", f"--attention.diff_lambda={lam}",
+            f"--attention.diff_head_norm={'true' if arm.startswith('hn_') else 'false'}"]
 
 
 def main():
@@ -81,19 +87,19 @@ def main():
     n, d, L, trials = settings(a.tiny)
     os.makedirs(a.data, exist_ok=True)
     lmu, sr, fro, secs = {}, {}, {}, {}
-    for norm in NORMS:
-        for arm in ARMS:
-            path = os.path.join(a.data, f"signal_differential_{norm}_{arm}.h5")
-            secs[(norm, arm)] = run_rcsim(a.rcsim, path,
-                                          [f"--model.tokens={n}", f"--model.dim={d}", f"--model.layers={L}",
-                                           f"--norm.type={norm}", "--norm.position=post", "--residual.alpha=0",
-                                           "--init.type=gaussian", f"--run.trials={trials}", f"--run.seed={a.seed}",
-                                           *arm_args(arm)])
-            with h5py.File(path, "r") as f:
-                mu = f["metrics/mu_rel"][()]  # [trial, layer 0..L]
-                lmu[(norm, arm)] = np.log10(np.maximum(mu, 1e-300))
-                sr[(norm, arm)] = f["metrics/stable_rank"][()]
-                fro[(norm, arm)] = np.exp(np.log(f["metrics/fro_norm"][()]).mean(0))  # geometric mean over trials
+    runs = [(nm, arm) for nm in NORMS for arm in ARMS] + [("none", "hn_" + arm) for arm in ARMS[1:]]
+    for norm, arm in runs:
+        path = os.path.join(a.data, f"signal_differential_{norm}_{arm}.h5")
+        secs[(norm, arm)] = run_rcsim(a.rcsim, path,
+                                      [f"--model.tokens={n}", f"--model.dim={d}", f"--model.layers={L}",
+                                       f"--norm.type={norm}", "--norm.position=post", "--residual.alpha=0",
+                                       "--init.type=gaussian", f"--run.trials={trials}", f"--run.seed={a.seed}",
+                                       *arm_args(arm)])
+        with h5py.File(path, "r") as f:
+            mu = f["metrics/mu_rel"][()]  # [trial, layer 0..L]
+            lmu[(norm, arm)] = np.log10(np.maximum(mu, 1e-300))
+            sr[(norm, arm)] = f["metrics/stable_rank"][()]
+            fro[(norm, arm)] = np.exp(np.log(f["metrics/fro_norm"][()]).mean(0))  # geometric mean over trials
     mean = {k: v.mean(0) for k, v in lmu.items()}
     sem = {k: v.std(0, ddof=1) / np.sqrt(v.shape[0]) for k, v in lmu.items()}
 
@@ -164,6 +170,11 @@ def main():
                 k = (norm, arm)
                 f.write(f"{norm} {arm} {mean[k][1]:.4g} {mean[k][L]:.4g} {area[k].mean():.4g} {depth[k].mean():.3g} "
                         f"{sr[k].mean(0)[min(4, L)]:.4g} {secs[k]:.2f}\n")
+        f.write("# reported, not checked: the head norm (1 - lambda) RMSNorm(A X W_V) without other normalisation\n")
+        for arm in ARMS[1:]:
+            k = ("none", "hn_" + arm)
+            f.write(f"none hn_{arm} {mean[k][1]:.4g} {mean[k][L]:.4g} {area[k].mean():.4g} {depth[k].mean():.3g} "
+                    f"{sr[k].mean(0)[min(4, L)]:.4g} {secs[k]:.2f}\n")
         f.write("# geometric mean ||X(t)||_F, t = 0..4, no normalisation\n")
         for arm in ARMS:
             f.write(f"none {arm} " + " ".join(f"{v:.4g}" for v in fro[("none", arm)][:5]) + "\n")
