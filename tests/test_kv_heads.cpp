@@ -121,13 +121,15 @@ TEST_CASE("model.kv_heads = 1 equals a run whose heads all read one W_K and W_V"
 }
 
 TEST_CASE("model.kv_heads: the shared heads' gradients against finite differences of the shared matrices", "[kv_heads][backward]") {
-  for (const bool single : {false, true}) {
+  for (const int variant : {0, 1, 2}) {  // float64; float32; differential attention (halves of d_k = 4)
+    const bool single = variant == 1;
     Case k;
-    k.H = 4, k.dk = 3, k.dv = 3, k.m = 5, k.attn_bias = true;
+    k.H = 4, k.dk = variant == 2 ? 4 : 3, k.dv = 3, k.m = 5, k.attn_bias = true;
     RandomStream rng(31, 0);
     LayerWeights w = random_weights(k, rng);
     share_kv_heads(w, 2);
     Fixture f(k, backward_test_mask("causal", k.N));
+    f.p.layer.attention.differential = variant == 2;
     const Matrix X = gaussian(k.N, k.d, rng), C = gaussian(k.N, k.d, rng), Vt = gaussian(k.N, k.d, rng);
     if (single) {  // run.precision = float32: the float adjoint against the double FD (float tolerance)
       f.p.single = true;

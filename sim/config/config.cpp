@@ -327,6 +327,7 @@ Config read_keys(KeyValues& v) {
   read_depth_scaling(v, c);
   read_init_and_run(v, c);
   read_output(v, c);
+  check_differential(v, c);
   parse_speed_and_merge(v, c);
   resolved_platform(c);  // run.platform = cpu on a configuration it does not cover: the error, now
   return c;

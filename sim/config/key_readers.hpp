@@ -35,5 +35,7 @@ void read_variants(KeyValues& v, Config& c);
 void read_mlp_residual(KeyValues& v, Config& c);
 void read_logit_bias(KeyValues& v, Config& c);
 void read_depth_scaling(KeyValues& v, Config& c);
+// attention.differential, diff_lambda, diff_head_norm: their cross-key checks (after output.*).
+void check_differential(KeyValues& v, Config& c);
 
 }  // namespace rcsim

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <charconv>
+#include <limits>
 #include <cstdint>
 #include <sstream>
 #include <stdexcept>
@@ -72,6 +73,18 @@ std::vector<KeyDecl> model_keys() {
   };
 }
 
+// attention.diff_lambda: a number, or auto (NaN in the spec: lambda_init of each layer).
+KeyDecl diff_lambda_key() {
+  KeyDecl k = omitted_at_default(number("attention.diff_lambda", "auto", kAny,
+                                        "lambda of attention.differential (the weight of the second softmax map)",
+                                        "the paper's lambda_init(l) = 0.8 - 0.6 exp(-0.3 (l - 1)) at layer l"));
+  k.read = [](const KeyValues& v, ModelSpec& c) {
+    c.attention.diff_lambda = is_auto(v, "attention.diff_lambda") ? std::numeric_limits<double>::quiet_NaN()
+                                                                   : read_number(v, "attention.diff_lambda");
+  };
+  return k;
+}
+
 // The attention variants (attention.*).
 std::vector<KeyDecl> attention_keys() {
   return {
@@ -131,6 +144,17 @@ std::vector<KeyDecl> attention_keys() {
       per_layer(into(omitted_at_default(number("attention.rope_theta", text_of(kernel_default().attention.rope_theta), kPositive, "theta of attention.rope (Llama 2: 10000)")), RCSIM_SPEC_MEMBER(attention.rope_theta))),
       on_qk_pairs(per_layer(into(omitted_at_default(boolean("attention.xpos", text_of(kernel_default().attention.xpos), "true: xPos relative-position decay (Sun et al. 2023): token i's pair (2j, 2j+1) of q_i times zeta_j^(i/B), of k_i times zeta_j^(-i/B), zeta_j = (2j + 0.4 d_k)/(1.4 d_k), B = attention.xpos_scale_base, so S_ij decays as zeta^((i-j)/B) (after attention.rope when both); needs an even d_k")), RCSIM_SPEC_MEMBER(attention.xpos))), &AttentionSettings::xpos, "scales pairs of query and key components"),
       per_layer(into(omitted_at_default(number("attention.xpos_scale_base", text_of(kernel_default().attention.xpos_scale_base), kPositive, "B of attention.xpos (torchscale: 512)")), RCSIM_SPEC_MEMBER(attention.xpos_scale_base))),
+      // --- Differential attention (Ye et al. 2024; kernel/ops/differential_attention.hpp) ---
+      per_layer(into(omitted_at_default(boolean(
+          "attention.differential", text_of(kernel_default().attention.differential),
+          "true: differential attention (Ye et al. 2024): each head's queries and keys split in halves, A = "
+          "softmax(Q1 K1^T / sqrt(d_QK/2)) - lambda softmax(Q2 K2^T / sqrt(d_QK/2)) (rows sum to 1 - lambda); needs "
+          "an even model.key_dim and plain softmax attention")), RCSIM_SPEC_MEMBER(attention.differential))),
+      per_layer(diff_lambda_key()),
+      per_layer(into(omitted_at_default(boolean(
+          "attention.diff_head_norm", text_of(kernel_default().attention.diff_head_norm),
+          "true: each differential head's output (1 - lambda) RMSNorm(A X W_V) (eps 1e-5) before W_O, the paper's "
+          "per-head normalisation; needs attention.differential")), RCSIM_SPEC_MEMBER(attention.diff_head_norm))),
       into(omitted_at_default(boolean(
           "attention.bias", text_of(kernel_default().attention_bias),
           "true: biases in the attention (GPT-2's c_attn and c_proj biases): Q = X W_Q + 1 b_Q^T, K and V likewise per "

@@ -89,4 +89,32 @@ void read_depth_scaling(KeyValues& v, Config& c) {
                      ": LayerNorm scaling scales the pre-LN normalisations; needs norm.position = pre");
 }
 
+// Differential attention (kernel/ops/differential_attention.hpp): plain softmax heads split in halves.
+// The head-averaged attention A = mean_h (A1 - lambda A2) has row sums 1 - lambda and may have negative
+// entries: its rank (attn_rank) and the stored matrices are defined, the ergodicity coefficient of
+// products (a contraction coefficient of stochastic matrices) is not, and is refused.
+void check_differential(KeyValues& v, Config& c) {
+  const AttentionSettings& a = c.attention;
+  if (!a.differential) {
+    if (!is_auto(v, "attention.diff_lambda"))
+      throw UsageError("key 'attention.diff_lambda': needs attention.differential = true");
+    if (a.diff_head_norm) throw UsageError("key 'attention.diff_head_norm': needs attention.differential = true");
+    return;
+  }
+  const auto refuse = [](const std::string& why) {
+    throw UsageError("key 'attention.differential' = true: " + why);
+  };
+  if (c.model.key_dim % 2 != 0)
+    refuse("splits each head's queries and keys in halves; needs an even model.key_dim (got " +
+           std::to_string(c.model.key_dim) + ")");
+  AttentionSettings plain = a;  // the first other setting that leaves plain softmax logits
+  plain.differential = false;
+  const char* other = plain.general_path_setting();
+  if (other) refuse(std::string("two softmax maps of plain logits; not with ") + other);
+  if (a.shape.active()) refuse("not with shaped attention (attention.shape_a/b/c)");
+  if (wants_pass(c, MeasurePass::attention_product))
+    refuse("the ergodicity coefficient is a contraction coefficient of stochastic matrices; rows of A1 - lambda A2 "
+           "sum to 1 - lambda and may be negative (leave ergodicity out of output.measures)");
+}
+
 }  // namespace rcsim

@@ -42,6 +42,7 @@ CASES = [
     ("equiangular Euler", "analysis/particles_equiangular.py", ("dynamics.integrator=euler",)),
     ("longcontext no log scaling", "analysis/particles_longcontext.py", ("model.beta_log_power=0",)),
     ("longcontext rho=0", "analysis/particles_longcontext.py", ("init.rho=0",)),
+    ("lost_middle V=-I", "analysis/particles_lost_middle.py", V_MINUS_I),
 ]
 
 

@@ -7,8 +7,8 @@ required; a crash, a usage error or a pass is a failure of this test).
 usage: perturbed_signal.py RCSIM WORKDIR [--only CASE ...]
   RCSIM    the rcsim executable (signal_kedia.py imports the package of the build beside it, BUILD/python)
   WORKDIR  a folder for the scripts' data and figures (created)
-  CASE     noci, periln, gap, cowsik, cowsik_authors (signal_cowsik.py --authors), alekseev, kedia,
-           kedia_dropout;
+  CASE     noci, periln, gap, cowsik, cowsik_authors (signal_cowsik.py --authors), alekseev, differential,
+           kedia, kedia_dropout;
            default: all
 Exit status 0 when every expectation holds, 1 naming the ones that do not, 2 for a usage error.
 """
@@ -34,6 +34,8 @@ CASES = {
                        "the authors' setting with a gelu MLP in place of tanh: no chaotic phase"),
     "alekseev": ("signal_alekseev", [], ["norm.alpha=0"],
                  "DyT and Derf with a = 0: the maps are constant, the branches see no signal, no amplification"),
+    "differential": ("signal_differential", [], ["attention.differential=true"],
+                     "every arm run as differential attention: the softmax baseline is lost"),
     "kedia": ("signal_kedia", [], ["model.beta=1"],
               "attention logits sqrt(d) times the paper's 1/sqrt(d_k) scale: the closed forms no longer hold"),
     "kedia_dropout": ("signal_kedia", [], ["dropout.attention=0"],

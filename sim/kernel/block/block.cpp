@@ -203,6 +203,7 @@ BlockParams at_layer(const BlockParams& p, int t) {
         q.layer.norm = &s.norm;
         break;
       }
+  q.layer.layer_number = t + 1;
   if (q.norm_depth_scaling) q.layer.norm_scale = 1.0 / std::sqrt(static_cast<double>(t + 1));
   return q;
 }

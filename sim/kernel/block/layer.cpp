@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernel/platform/fused_attention.hpp"
+#include "kernel/ops/differential_attention.hpp"
 #include "kernel/ops/logit_softcap.hpp"
 #include "kernel/ops/qk_transforms.hpp"
 #include "kernel/ops/tangent_projection.hpp"
@@ -142,13 +143,17 @@ AttentionStats head_weights(const Eigen::Ref<const MatrixT<T>>& X, const LayerWe
     s = softmax_rows(ws.S_rows, ws.rows, ws.buffer);
   } else {
     general_logits<T>(X, w, p, h, ws, c);
-    if (p.usa())
-      usa_weights(ws.S, *p.mask, p.usa_shift);
-    else if (p.hardmax())
-      hardmax_weights(ws.S, *p.mask);
-    else
-      masked_softmax(ws.S, *p.mask);
-    s = attention_stats(ws.S, *p.mask);
+    if (p.attention.differential) {  // A1 - lambda A2 from the halves of Q and K
+      s = differential_weights<T>(ws.Q, ws.K, p, ws.S, c);
+    } else {
+      if (p.usa())
+        usa_weights(ws.S, *p.mask, p.usa_shift);
+      else if (p.hardmax())
+        hardmax_weights(ws.S, *p.mask);
+      else
+        masked_softmax(ws.S, *p.mask);
+      s = attention_stats(ws.S, *p.mask);
+    }
     if (c) c->A = ws.S;
   }
   if (p.attention.shape.active()) {  // shaped attention, after the statistics of softmax(S)
@@ -228,7 +233,9 @@ AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const Laye
     if (!w.o.empty()) ws.XVO.noalias() = ws.XV * w.o[h];  // model.value_dim: X W_V,h W_O,h
     const MatrixT<T>& V = w.o.empty() ? ws.XV : ws.XVO;
     if (c) c->XV = ws.XV, c->V = V;
-    if (!fast && p.unit_speed() && p.tangent() && !direct) {
+    if (p.attention.diff_head_norm) {  // (1 - lambda) RMSNorm(A X W_V) W_O
+      add_normalised_head<T>(ws.S, ws.XV, w, h, p, direct, Y, c);
+    } else if (!fast && p.unit_speed() && p.tangent() && !direct) {
       add_difference_product<T>(X, ws.S, V, Y);
     } else if (!fast) {
       if (direct)

@@ -50,6 +50,7 @@ struct LayerParams {
   int threads = 1;     // threads inside the trial for the fused attention
   const MaskRows* rows = nullptr;  // the mask's row ranges when known (mask_ranges.hpp), else analysed from *mask
   bool opencl = false;  // run.platform resolved to opencl (set by Trial): opencl_attention where it applies
+  int layer_number = 1;  // the block's 1-based index l (set by at_layer): differential attention's lambda_init(l)
 
   bool usa() const { return attention.kind == AttentionKind::usa; }
   bool hardmax() const { return attention.kind == AttentionKind::hardmax; }

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,13 @@ struct AttentionSettings {
   // 2023; kernel/ops/xpos.hpp) before the logits
   bool xpos = false;
   double xpos_scale_base = 512.0;
+  // attention.differential, attention.diff_lambda, attention.diff_head_norm: differential attention
+  // (Ye et al. 2024; kernel/ops/differential_attention.hpp): each head's Q and K split in halves,
+  // A = softmax(Q1 K1^T / sqrt(d_QK/2)) - lambda softmax(Q2 K2^T / sqrt(d_QK/2)); lambda NaN = auto
+  // (lambda_init(l) = 0.8 - 0.6 exp(-0.3 (l - 1)) at layer l); head norm: (1 - lambda) RMSNorm of A V.
+  bool differential = false;
+  double diff_lambda = std::numeric_limits<double>::quiet_NaN();
+  bool diff_head_norm = false;
 
   // The first setting that needs the general path, as the key and value that set it (the cpu
   // and opencl platforms' refusal message), or nullptr: everything but plain softmax attention of
@@ -112,6 +120,7 @@ struct AttentionSettings {
     if (logit_softcap > 0.0) return "attention.logit_softcap > 0";
     if (rope) return "attention.rope = true";
     if (xpos) return "attention.xpos = true";
+    if (differential) return "attention.differential = true";
     return nullptr;
   }
   bool needs_general_path() const { return general_path_setting() != nullptr; }

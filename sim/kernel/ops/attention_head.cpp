@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernel/ops/differential_attention.hpp"
 #include "kernel/ops/logit_softcap.hpp"
 #include "kernel/ops/normalization.hpp"
 #include "kernel/ops/qk_transforms.hpp"
@@ -25,6 +26,7 @@ T logit_scale(const LayerParams& p, const HeadCacheT<T>& c) {
 template <class T>
 void head_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerParams& p, std::size_t h,
                    const HeadCacheT<T>& c, const MatrixT<T>& dYh, BlockGradsT<T>& g, MatrixT<T>& dX) {
+  if (p.attention.differential) return differential_head_backward<T>(X, w, p, h, c, dYh, g, dX);
   const bool biased = !w.q_bias.empty();
   const MatrixT<T> dV = c.used().transpose() * dYh;  // dV_h = A_used,h^T dY
   MatrixT<T> dXV = dV;
@@ -58,6 +60,7 @@ void head_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerPa
 template <class T>
 MatrixT<T> head_jvp(const LayerWeightsT<T>& w, const LayerParams& p, std::size_t h, const HeadCacheT<T>& c,
                     const MatrixT<T>& dX) {
+  if (p.attention.differential) return differential_head_jvp<T>(w, p, h, c, dX);
   MatrixT<T> dV = dX * w.v[h];                  // d(X W_V + 1 b_V^T) = dX W_V
   if (!w.o.empty()) dV = dV * w.o[h];           // V = (X W_V) W_O
   MatrixT<T> dYh = c.used() * dV;               // A_used dV
