@@ -85,15 +85,6 @@ void add_logit_bias_impl(Eigen::Ref<MatrixT<T>> S, const LogitBias& b, std::size
       S(i, j) += static_cast<T>(-m * static_cast<double>(i > j ? i - j : j - i));
 }
 
-// QK-normalisation: Q, K rows to s q/|q| (scale_rows_to: kernel/ops/qk_norm.hpp), S = sqrt(d_k) Q K^T.
-template <class T>
-void qk_normalise_impl(MatrixT<T>& Q, MatrixT<T>& K, MatrixT<T>& S, double s) {
-  scale_rows_to<T>(Q, s);
-  scale_rows_to<T>(K, s);
-  S.noalias() = Q * K.transpose();
-  S *= static_cast<T>(std::sqrt(static_cast<double>(Q.cols())));
-}
-
 // X_next = a X + alpha Y (a = p.skip; X + alpha Y exactly as before when a = 1).
 template <class T>
 void add_residual(const Eigen::Ref<const MatrixT<T>>& X, const LayerParams& p, const MatrixT<T>& Y,
@@ -398,7 +389,6 @@ double logit_bias_slope(const LogitBias& b, std::size_t h, std::size_t H) {
   return 0.0;
 }
 
-void qk_normalise(Matrix& Q, Matrix& K, Matrix& S, double scale) { qk_normalise_impl<double>(Q, K, S, scale); }
 
 void add_logit_bias(Eigen::Ref<Matrix> S, const LogitBias& b, std::size_t h, std::size_t H) {
   add_logit_bias_impl<double>(S, b, h, H);
@@ -418,7 +408,6 @@ void add_logit_bias(Eigen::Ref<MatrixF> S, const LogitBias& b, const LayerWeight
   else
     add_logit_bias_impl<float>(S, b, h, w.q.size());
 }
-void qk_normalise(MatrixF& Q, MatrixF& K, MatrixF& S, double scale) { qk_normalise_impl<float>(Q, K, S, scale); }
 void shape_attention(Eigen::Ref<MatrixF> A, const MaskMatrix& mask, const AttentionShape& s) {
   shape_masked<float>(A, mask, s);
 }

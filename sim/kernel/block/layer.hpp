@@ -78,11 +78,6 @@ void add_logit_bias(Eigen::Ref<MatrixF> S, const LogitBias& b, std::size_t h, st
 // from weights.file), the other kinds as above.
 void add_logit_bias(Eigen::Ref<Matrix> S, const LogitBias& b, const LayerWeights& w, std::size_t h);
 void add_logit_bias(Eigen::Ref<MatrixF> S, const LogitBias& b, const LayerWeightsT<float>& w, std::size_t h);
-// QK-normalisation (docs/science/gradients.md): the rows of Q and K (the projections, with their
-// biases) to s q_i / |q_i| and s k_j / |k_j| (a zero row stays 0), then S = sqrt(d_k) Q K^T with
-// d_k = Q.cols(), in place of the 1/sqrt(d_QK) logits. Used by attention_layer and the backward pass.
-void qk_normalise(Matrix& Q, Matrix& K, Matrix& S, double scale);
-void qk_normalise(MatrixF& Q, MatrixF& K, MatrixF& S, double scale);  // float32
 double logit_bias_slope(const LogitBias& b, std::size_t h, std::size_t H);  // m_h (alibi), -log gamma (decay)
 
 // What a layer reports besides its output.
