@@ -76,7 +76,8 @@ TEST_CASE("parameters: the table visits every member of the gradients", "[parame
 
 TEST_CASE("parameters: the shape rules give the weights' sizes", "[parameters]") {
   const ModelSpec c = full_model();
-  WeightSampler sampler(c, InputArrays{});
+  const InputArrays files;  // outlives the sampler, which keeps a reference to it
+  WeightSampler sampler(c, files);
   RandomStream rng(7, 0);
   sampler.begin_trial(rng);
   const LayerWeights& w = sampler.layer(0, rng);

@@ -104,7 +104,9 @@ void check_input_finite(const InputRequirement& r, const std::string& source, co
 // weights.v = wishart draws G G^T / sqrt(d), tied_qk sets W_V = weights.v_sign * W_Q W_K^T.
 class WeightSampler {
  public:
+  // Keeps a reference to `files`, which must outlive the sampler: a temporary does not compile.
   WeightSampler(const ModelSpec& c, const InputArrays& files);
+  WeightSampler(const ModelSpec& c, InputArrays&& files) = delete;
   // Start a new trial: with shared weights, draws them now.
   void begin_trial(RandomStream& rng);
   // The stream the weights come from: the trial's, or the one shared across trials.
