@@ -10,7 +10,7 @@
 #include "kernel/model/mask_ranges.hpp"
 #include "kernel/ops/differential_attention.hpp"
 #include "kernel/platform/fused_attention.hpp"
-#include "kernel/platform/platform.hpp"
+#include "kernel/trial/platform_table.hpp"
 
 using namespace rcsim;
 using namespace rcsim::backward_test;
@@ -183,7 +183,7 @@ TEST_CASE("differential attention: the general path only, keys and their refusal
   LayerParams p{&mask, 1.0, 0.0, &none};
   p.attention.differential = true;
   CHECK(p.attention.needs_general_path());
-  CHECK_FALSE(fused_attention_applies(p, false, analyse_rows(mask)));
+  CHECK_FALSE(kernel_applies(cpu_attention_kernel(), p, false, analyse_rows(mask)));
   const Config c = make_config({{"attention.differential", "true"},
                                 {"attention.diff_lambda", "0.3"},
                                 {"attention.diff_head_norm", "true"},

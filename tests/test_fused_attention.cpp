@@ -13,7 +13,7 @@
 #include "kernel/block/layer.hpp"
 #include "kernel/model/mask.hpp"
 #include "kernel/ops/normalization.hpp"
-#include "kernel/platform/platform.hpp"
+#include "kernel/trial/platform_table.hpp"
 #include "kernel/model/random.hpp"
 
 using namespace rcsim;
@@ -63,12 +63,12 @@ TEST_CASE("fused attention: three tokens worked by hand", "[fused]") {
   const double y2 = (e + e2) / (2 * e + e2);
   // Row 1 (causal): logits (0, 1): weights (1, e) / (1 + e); y = (1, e) / (1 + e).
   Matrix Y;
-  const AttentionStats s = fused_attention(X, w, 1.0, analyse_rows(complete_mask(3)), 1, Y);
+  const AttentionStats s = fused_attention(X, w, 1.0, analyse_rows(complete_mask(3)), 1, false, Y);
   CHECK(std::abs(Y(2, 0) - y2) < 1e-15);
   CHECK(std::abs(Y(2, 1) - y2) < 1e-15);
   // Row 0: logits (1, 0, 1): weights (e, 1, e) / (2e + 1); the smallest weight of all rows is 1 / (2e + 1).
   CHECK(std::abs(s.min_weight - 1.0 / (2 * e + 1)) < 1e-15);
-  fused_attention(X, w, 1.0, analyse_rows(causal_mask(3)), 1, Y);
+  fused_attention(X, w, 1.0, analyse_rows(causal_mask(3)), 1, false, Y);
   CHECK(Y.row(0) == X.row(0));  // token 0 attends only to itself: exactly x_0
   CHECK(std::abs(Y(1, 0) - 1.0 / (1 + e)) < 1e-15);
   CHECK(std::abs(Y(1, 1) - e / (1 + e)) < 1e-15);
@@ -91,9 +91,9 @@ TEST_CASE("fused attention equals the reference layer on every range mask", "[fu
         LayerWorkspace ws_ref(n, d, d), ws_fused(n, d, d);
         Matrix ref, fused;
         const LayerReport a = attention_layer(X, w, p, ws_ref, ref);
-        p.fused = true;
+        p.kernel = &cpu_attention_kernel();
         p.threads = 2;
-        REQUIRE(fused_attention_applies(p, false, analyse_rows(c.mask)));
+        REQUIRE(kernel_applies(cpu_attention_kernel(), p, false, analyse_rows(c.mask)));
         const LayerReport b = attention_layer(X, w, p, ws_fused, fused);
         CHECK(rel_max(fused, ref) < 1e-12);
         CHECK(std::abs(b.attention.min_weight - a.attention.min_weight) <= 1e-12 * a.attention.min_weight);
@@ -119,7 +119,7 @@ TEST_CASE("fused attention in float32 within 1e-5 of the reference", "[fused]") 
     LayerWorkspaceT<float> ws_ref(n, d, d), ws_fused(n, d, d);
     MatrixF ref, fused;
     attention_layer(Xf, w, p, ws_ref, ref);
-    p.fused = true;
+    p.kernel = &cpu_attention_kernel();
     attention_layer(Xf, w, p, ws_fused, fused);
     CHECK(rel_max(fused.cast<double>(), ref.cast<double>()) < 1e-5);
   }
@@ -133,9 +133,9 @@ TEST_CASE("fused attention does not depend on the thread count", "[fused]") {
   const LayerWeights w = gaussian_weights(d, 2, 0, rng);
   const MaskRows rows = analyse_rows(causal_mask(n));
   Matrix Y1, Y;
-  const AttentionStats s1 = fused_attention(X, w, 1.0, rows, 1, Y1);
+  const AttentionStats s1 = fused_attention(X, w, 1.0, rows, 1, false, Y1);
   for (const int threads : {2, 3, 8}) {
-    const AttentionStats s = fused_attention(X, w, 1.0, rows, threads, Y);
+    const AttentionStats s = fused_attention(X, w, 1.0, rows, threads, false, Y);
     CHECK(Y == Y1);  // bitwise
     CHECK(s.min_weight == s1.min_weight);
     CHECK(s.mean_entropy == s1.mean_entropy);
@@ -157,7 +157,7 @@ TEST_CASE("the particle flow step (RK4, tangent, sphere) on the cpu platform equ
     p.integrator = Integrator::rk4;
     p.project = ResidualProject::tangent;
     LayerParams q = p;
-    q.fused = true;
+    q.kernel = &cpu_attention_kernel();
     q.threads = 2;
     LayerWorkspace ws_ref(n, d, d), ws_fused(n, d, d);
     Matrix ref = X, fused = X, next;
@@ -177,20 +177,20 @@ TEST_CASE("what the fused attention does not cover goes to the reference", "[fus
   const MaskRows rows = analyse_rows(mask);
   const Normalization none;
   LayerParams p{&mask, 1.0, 0.0, &none};
-  CHECK(fused_attention_applies(p, false, rows));
-  CHECK_FALSE(fused_attention_applies(p, true, rows));  // projection biases
+  CHECK(kernel_applies(cpu_attention_kernel(), p, false, rows));
+  CHECK_FALSE(kernel_applies(cpu_attention_kernel(), p, true, rows));  // projection biases
   LayerParams u = p;
   u.attention.kind = AttentionKind::usa;
-  CHECK_FALSE(fused_attention_applies(u, false, rows));
+  CHECK_FALSE(kernel_applies(cpu_attention_kernel(), u, false, rows));
   LayerParams k = p;
   k.keep_attention = true;  // an attention measure needs the matrix
-  CHECK_FALSE(fused_attention_applies(k, false, rows));
+  CHECK_FALSE(kernel_applies(cpu_attention_kernel(), k, false, rows));
   LayerParams h = p;
   h.attention.kind = AttentionKind::hardmax;
-  CHECK_FALSE(fused_attention_applies(h, false, rows));
+  CHECK_FALSE(kernel_applies(cpu_attention_kernel(), h, false, rows));
   MaskMatrix two_ranges = complete_mask(4);
   two_ranges(0, 2) = 0;  // row 0: {0, 1} and {3}
-  CHECK_FALSE(fused_attention_applies(p, false, analyse_rows(two_ranges)));
+  CHECK_FALSE(kernel_applies(cpu_attention_kernel(), p, false, analyse_rows(two_ranges)));
 }
 
 TEST_CASE("run.platform auto picks the platform that covers the run and cpu refuses the rest", "[fused]") {

@@ -25,7 +25,7 @@
 #include "kernel/block/layer.hpp"
 #include "kernel/model/mask.hpp"
 #include "kernel/ops/normalization.hpp"
-#include "kernel/platform/platform.hpp"
+#include "kernel/trial/platform_table.hpp"
 #include "kernel/platform/platform_opencl.hpp"
 #include "kernel/model/random.hpp"
 #include "kernel/trial/simulation.hpp"
@@ -172,7 +172,7 @@ TEST_CASE("opencl: one layer equals the reference on every range mask, heads 1-3
       INFO(c.name << ", heads " << heads << ", value_dim " << value_dim);
       LayerParams p{&c.mask, 2.0, 0.5, &sphere};
       LayerParams q = p;
-      q.opencl = true;
+      q.kernel = &opencl_attention_kernel();
       LayerWorkspace ws_ref(n, d, d), ws_cl(n, d, d);
       Matrix ref, cl;
       const LayerReport a = attention_layer(X, w, p, ws_ref, ref);

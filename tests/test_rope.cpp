@@ -9,7 +9,7 @@
 #include "kernel/platform/fused_attention.hpp"
 #include "kernel/llama/rotary.hpp"
 #include "kernel/model/mask_ranges.hpp"
-#include "kernel/platform/platform.hpp"
+#include "kernel/trial/platform_table.hpp"
 
 using namespace rcsim;
 using namespace rcsim::backward_test;
@@ -97,10 +97,10 @@ TEST_CASE("rope: the general path only (fast and fused paths refuse it), keys an
   const MaskMatrix mask = causal_mask(4);
   const Normalization none;
   LayerParams p{&mask, 1.0, 0.0, &none};
-  CHECK(fused_attention_applies(p, false, analyse_rows(mask)));
+  CHECK(kernel_applies(cpu_attention_kernel(), p, false, analyse_rows(mask)));
   p.attention.rope = true;
   CHECK(p.attention.needs_general_path());
-  CHECK_FALSE(fused_attention_applies(p, false, analyse_rows(mask)));
+  CHECK_FALSE(kernel_applies(cpu_attention_kernel(), p, false, analyse_rows(mask)));
   const Config c = make_config({{"attention.rope", "true"}, {"attention.rope_theta", "500"}, {"model.tokens", "300"}});
   CHECK(c.attention.rope);
   CHECK(c.attention.rope_theta == 500.0);

@@ -9,7 +9,7 @@
 #include "kernel/model/mask_ranges.hpp"
 #include "kernel/ops/qk_transforms.hpp"
 #include "kernel/platform/fused_attention.hpp"
-#include "kernel/platform/platform.hpp"
+#include "kernel/trial/platform_table.hpp"
 
 using namespace rcsim;
 using namespace rcsim::backward_test;
@@ -176,7 +176,7 @@ TEST_CASE("xpos: the general path only, keys and their cross-key check", "[varia
   LayerParams p{&mask, 1.0, 0.0, &none};
   p.attention.xpos = true;
   CHECK(p.attention.needs_general_path());
-  CHECK_FALSE(fused_attention_applies(p, false, analyse_rows(mask)));
+  CHECK_FALSE(kernel_applies(cpu_attention_kernel(), p, false, analyse_rows(mask)));
   const Config c = make_config({{"attention.xpos", "true"}, {"attention.xpos_scale_base", "64"}, {"model.tokens", "300"}});
   CHECK(c.attention.xpos);
   CHECK(c.attention.xpos_scale_base == 64.0);

@@ -14,7 +14,7 @@
 #include "config/names.hpp"
 #include "config/values.hpp"
 #include "kernel/support/errors.hpp"
-#include "kernel/platform/platform.hpp"
+#include "kernel/trial/platform_table.hpp"
 #include "kernel/measures/measure_registry.hpp"
 #include "kernel/support/memory.hpp"
 #include "kernel/support/printable.hpp"

@@ -15,7 +15,7 @@
 #include "io/checkpoint.hpp"
 #include "kernel/support/printable.hpp"
 #include "kernel/support/errors.hpp"
-#include "kernel/platform/platform.hpp"
+#include "kernel/trial/platform_table.hpp"
 #include "kernel/platform/platform_opencl.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/output_file.hpp"
@@ -176,7 +176,8 @@ void write_measures(const h5::Group& metrics, const EngineSetup& s, const std::v
   for (std::size_t i = 0; i < defs.size(); ++i) {
     const h5::Dataset ds =
         write_measure(metrics, measure_info(*defs[i], s.config), values[i], axes_of(*defs[i], s.config.model.tokens, layer_dim));
-    for (const MeasureAttribute& a : measure_attributes(*defs[i], s)) {
+    const MeasureContext context{s.config, s.max_rank, s.max_rank_input};
+    for (const MeasureAttribute& a : measure_attributes(*defs[i], context)) {
       if (a.integer)
         ds.set_attr(a.name, a.integer_value);
       else

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "kernel/model/mask_ranges.hpp"  // MaskRows
 #include "kernel/ops/softmax.hpp"  // masked_softmax
 #include "kernel/support/types.hpp"
 
@@ -28,25 +29,21 @@ void attention_logits(const Eigen::Ref<const MatrixF>& X, const Eigen::Ref<const
 // Diagnostics of an attention matrix: the smallest weight over the entries the mask allows (the
 // eps of the collapse theorem; 0 if a weight underflowed) and the mean over rows of the Shannon
 // entropy -sum_j A_ij ln A_ij (nats).
+// With LayerParams::attention_statistics a layer also reports the statistics of
+// attention_statistics.hpp (else they stay 0 and `received` empty).
 struct AttentionStats {
   double min_weight = 1.0;
   double mean_entropy = 0.0;
+  double mean_max_weight = 0.0;   // mean over rows of max_j A_ij, averaged over heads
+  double mean_sink_weight = 0.0;  // mean over rows of A_i1 (the first token's weight), averaged over heads
+  double sink_rate = 0.0;         // fraction of heads whose mean sink weight exceeds kSinkThreshold
+  Vector received;                // column sums c_j = sum_i A_ij (attention received), averaged over heads
 };
 AttentionStats attention_stats(const Eigen::Ref<const Matrix>& A, const MaskMatrix& mask);
 AttentionStats attention_stats(const Eigen::Ref<const MatrixF>& A, const MaskMatrix& mask);
 
 // --- The fast path of attention_layer (same quantities as above, fewer operations) ---
 
-// Row structure of a mask: `contiguous` when every row i may attend to exactly one range
-// [lo[i], hi[i]) of tokens (complete, causal and both sliding windows; custom masks may not be);
-// `lower_triangular` when moreover hi[i] = i + 1 for every row (causal, unidirectional window), so
-// the strict upper triangle of the logits is never needed.
-struct MaskRows {
-  bool contiguous = false;
-  bool lower_triangular = false;
-  std::vector<int> lo, hi;
-};
-MaskRows analyse_rows(const MaskMatrix& mask);
 
 // Work matrices of attention_logits_fast (sized on first use, then reused).
 template <class T>

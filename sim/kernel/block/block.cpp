@@ -181,8 +181,8 @@ BlockParams with_run_of(const BlockParams& settings, const BlockParams& run) {
   q.layer.rows = run.layer.rows;
   q.layer.dropout = run.layer.dropout;
   q.layer.keep_attention = run.layer.keep_attention;
-  q.layer.fused = run.layer.fused;
-  q.layer.opencl = run.layer.opencl;
+  q.layer.attention_statistics = run.layer.attention_statistics;
+  q.layer.kernel = run.layer.kernel;
   q.layer.threads = run.layer.threads;
   q.single = run.single;
   q.per_layer = run.per_layer;

@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernel/platform/fused_attention.hpp"
+#include "kernel/block/attention_statistics.hpp"
+#include "kernel/block/attention_kernel.hpp"
 #include "kernel/ops/differential_attention.hpp"
 #include "kernel/ops/logit_softcap.hpp"
 #include "kernel/ops/qk_transforms.hpp"
 #include "kernel/ops/tangent_projection.hpp"
-#include "kernel/measures/particles.hpp"
-#include "kernel/platform/platform_opencl.hpp"
 #include "kernel/block/unnormalised_attention.hpp"
 
 #if defined(__GLIBC__)
@@ -126,7 +125,7 @@ void general_logits(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T
 // attention_mean, dropped out; returns the statistics of the weights before shaping and dropout.
 template <class T>
 AttentionStats head_weights(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
-                            std::size_t h, bool fast, LayerWorkspaceT<T>& ws, HeadCacheT<T>* c) {
+                            std::size_t h, bool fast, LayerWorkspaceT<T>& ws, HeadCacheT<T>* c, HeadRowSums* sums) {
   const bool lower = ws.rows.lower_triangular;
   AttentionStats s;
   if (fast) {
@@ -147,6 +146,7 @@ AttentionStats head_weights(const Eigen::Ref<const MatrixT<T>>& X, const LayerWe
     }
     if (c) c->A = ws.S;
   }
+  if (sums) *sums = fast ? head_row_sums(ws.S_rows, ws.rows) : head_row_sums(ws.S, ws.rows);
   if (p.attention.shape.active()) {  // shaped attention, after the statistics of softmax(S)
     if (fast)
       shape_rows<T>(ws.S_rows, ws.rows, p.attention.shape);
@@ -216,9 +216,11 @@ AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const Laye
   if (p.keep_attention) ws.attention_mean.setZero(X.rows(), X.rows());
   for (std::size_t h = 0; h < H; ++h) {
     HeadCacheT<T>* c = cache ? &cache->heads[h] : nullptr;
-    const AttentionStats s = head_weights<T>(X, w, p, h, fast, ws, c);
+    HeadRowSums sums;
+    const AttentionStats s = head_weights<T>(X, w, p, h, fast, ws, c, p.attention_statistics ? &sums : nullptr);
     heads.min_weight = std::min(heads.min_weight, s.min_weight);
     entropy += s.mean_entropy;
+    if (p.attention_statistics) add_head_statistics(heads, sums, X.rows());
     ws.XV.noalias() = X * w.v[h];
     if (biased) ws.XV.rowwise() += w.v_bias[h];  // V_h = X W_V,h + 1 b_V,h^T
     if (!w.o.empty()) ws.XVO.noalias() = ws.XV * w.o[h];  // model.value_dim: X W_V,h W_O,h
@@ -246,6 +248,7 @@ AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const Laye
     }
   }
   heads.mean_entropy = entropy / static_cast<double>(H);
+  if (p.attention_statistics) finish_head_statistics(heads, H);
   if (p.keep_attention) ws.attention_mean /= static_cast<double>(H);
   return heads;
 }
@@ -268,6 +271,15 @@ void merge_close_tokens(MatrixT<T>& X, double tol) {
       if ((X.row(j) - X.row(i)).squaredNorm() < tol2) X.row(j) = X.row(i);
 }
 
+AttentionStats run_kernel(const AttentionKernel& k, const Eigen::Ref<const Matrix>& X, const LayerWeights& w,
+                          const LayerParams& p, const MaskRows& rows, Matrix& Y) {
+  return k.attention(X, w, p.d_qk, rows, p.threads, p.attention_statistics, Y);
+}
+AttentionStats run_kernel(const AttentionKernel& k, const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w,
+                          const LayerParams& p, const MaskRows& rows, MatrixF& Y) {
+  return k.attention_float(X, w, p.d_qk, rows, p.threads, p.attention_statistics, Y);
+}
+
 template <class T>
 LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, const LayerParams& p,
                        LayerWorkspaceT<T>& ws, MatrixT<T>& X_next, LayerCacheT<T>* cache) {
@@ -285,11 +297,9 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
   MatrixT<T>& Y = direct ? X_next : ws.Y;
   Y.resize(X.rows(), X.cols());
   if (!direct) Y.setZero();
-  // The cpu platform: every head's attention without the N x N matrix (fused_attention.hpp).
-  if (!cache && p.fused && !p.unit_speed() && fused_attention_applies(p, biased, ws.rows))
-    report.attention = fused_attention(X, w, p.d_qk, ws.rows, p.threads, Y);
-  else if (p.opencl && !p.unit_speed() && fused_attention_applies(p, biased, ws.rows))  // the same operation on an OpenCL device
-    report.attention = opencl_attention(X, w, p.d_qk, ws.rows, Y);
+  // A platform's kernel (attention_kernel.hpp: every head without the N x N matrix) where it applies.
+  if (!cache && p.kernel && kernel_applies(*p.kernel, p, biased, ws.rows))
+    report.attention = run_kernel(*p.kernel, X, w, p, ws.rows, Y);
   else
     report.attention = reference_heads<T>(X, w, p, biased, direct, ws, Y, cache);
   if (p.head_mean && H > 1) Y /= static_cast<T>(H);
@@ -371,6 +381,12 @@ LayerReport rk4_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<
 }
 
 }  // namespace
+
+bool kernel_applies(const AttentionKernel& k, const LayerParams& p, bool projection_biases, const MaskRows& rows) {
+  const bool attention_dropout = p.dropout && p.dropout->attention > 0.0;
+  return rows.contiguous && !p.attention.needs_general_path() && !projection_biases && !p.attention.shape.active() &&
+         !attention_dropout && !p.keep_attention && !p.unit_speed() && (k.statistics || !p.attention_statistics);
+}
 
 void shape_attention(Eigen::Ref<Matrix> A, const MaskMatrix& mask, const AttentionShape& s) {
   shape_masked<double>(A, mask, s);

@@ -7,6 +7,7 @@
 
 #include "kernel/model/model_spec.hpp"
 #include "kernel/block/attention.hpp"
+#include "kernel/block/attention_kernel.hpp"
 #include "kernel/block/dropout.hpp"
 #include "kernel/model/weights.hpp"
 #include "kernel/ops/normalization.hpp"
@@ -32,6 +33,7 @@ struct LayerParams {
   bool head_mean = false;  // model.head_mix = mean: Y = (1/H) sum_h A_h X W_V,h
   ResidualProject project = ResidualProject::none;  // residual.project = tangent: Y = X + alpha P(Y_attn)
   bool keep_attention = false;  // fill LayerWorkspace::attention_mean (peer measures)
+  bool attention_statistics = false;  // report the row and column statistics (attention_statistics.hpp)
   // --- Particles (docs/science/particles.md) ---
   Integrator integrator = Integrator::euler;  // dynamics.integrator = rk4: one classical RK4 step of size
                                              // dt = alpha of the field F(X) = sum_h A_h(X) X W_V,h
@@ -46,10 +48,9 @@ struct LayerParams {
                          // ignored by ngpt, rk4, whose steps fix it)
   double norm_scale = 1.0;  // pre-LN output multiplied by it (norm.depth_scaling: 1/sqrt(l) at layer l)
   // --- Platform (docs/dev/platforms.md) ---
-  bool fused = false;  // run.platform resolved to cpu (set by block_params): fused_attention where it applies
-  int threads = 1;     // threads inside the trial for the fused attention
+  const AttentionKernel* kernel = nullptr;  // run.platform's kernel (set by Trial; null: the reference heads)
+  int threads = 1;     // threads inside the trial for the kernel
   const MaskRows* rows = nullptr;  // the mask's row ranges when known (mask_ranges.hpp), else analysed from *mask
-  bool opencl = false;  // run.platform resolved to opencl (set by Trial): opencl_attention where it applies
   int layer_number = 1;  // the block's 1-based index l (set by at_layer): differential attention's lambda_init(l)
 
   bool usa() const { return attention.kind == AttentionKind::usa; }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernel/block/attention_statistics.hpp"
 #include "kernel/measures/attention_products.hpp"
 #include "kernel/block/backward.hpp"
 #include "kernel/block/gradients.hpp"
@@ -13,7 +14,6 @@
 #include "kernel/measures/metrics.hpp"
 #include "kernel/measures/particles.hpp"
 #include "kernel/measures/signal_stats.hpp"
-#include "kernel/trial/simulation.hpp"
 
 namespace rcsim {
 
@@ -32,6 +32,18 @@ MeasureDef core_token(MeasureInfo info, double TokenMeasures::*member, MeasureAt
 MeasureDef core_attention(MeasureInfo info, ReportMeasureFn fn) {
   MeasureDef d{info, Axis::attention, Pass::core};
   d.core_report = fn;
+  return d;
+}
+MeasureDef of_attention_rows(MeasureInfo info, ReportMeasureFn fn) {
+  MeasureDef d{info, Axis::attention, Pass::attention_rows};
+  d.core_report = fn;
+  d.attributes = [](const MeasureContext&) -> std::vector<MeasureAttribute> { return {MeasureAttribute{"sink_threshold", kSinkThreshold, 0, false}}; };
+  return d;
+}
+MeasureDef of_attention_columns(MeasureInfo info, ReportValuesFn fn) {
+  MeasureDef d{info, Axis::attention, Pass::attention_rows};
+  d.report_values = fn;
+  d.shape = MeasureShape::per_token;
   return d;
 }
 MeasureDef state(MeasureInfo info, StateMeasureFn fn, MeasureAttributesFn attributes = nullptr) {
@@ -102,7 +114,7 @@ std::vector<MeasureDef> core_measures() {
                  &TokenMeasures::sigma_max),
       core_token({"rank", "numerical rank of X", "1", "numerical rank #{sigma_i > max(atol, rtol sigma_max)}"},
                  &TokenMeasures::rank,
-                 [](const EngineSetup& s) -> std::vector<MeasureAttribute> {
+                 [](const MeasureContext& s) -> std::vector<MeasureAttribute> {
                    return {real("rtol", s.config.metrics.rank_rtol), real("atol", s.config.metrics.rank_atol)};
                  }),
       core_token({"rank_one_residual", "distance to rank one", "1",
@@ -116,7 +128,7 @@ std::vector<MeasureDef> core_measures() {
       core_token({"sigma_at_max_rank", "singular value at the largest rank", "same as X",
                   "singular value at the largest rank the layer allows (attribute max_rank)"},
                  &TokenMeasures::sigma_at_max_rank,
-                 [](const EngineSetup& s) -> std::vector<MeasureAttribute> {
+                 [](const MeasureContext& s) -> std::vector<MeasureAttribute> {
                    return {integer("max_rank", s.max_rank), integer("max_rank_input", s.max_rank_input)};
                  }),
       core_attention({"attn_min", "smallest attention weight", "1",
@@ -140,14 +152,14 @@ std::vector<MeasureDef> peer_measures() {
           {"pair_density", "fraction of aligned token pairs", "1",
            "fraction of ordered token pairs i != j with cos(x_i, x_j) > metrics.pair_threshold"},
           [](S c, X x, V) { return pair_density(x, c.metrics.pair_threshold); },
-          [](const EngineSetup& s) -> std::vector<MeasureAttribute> {
+          [](const MeasureContext& s) -> std::vector<MeasureAttribute> {
             return {real("threshold", s.config.metrics.pair_threshold)};
           }),
       state(
           {"clusters", "clusters (cos > metrics.cluster_tau)", "1",
            "connected components of the graph cos(x_i, x_j) > metrics.cluster_tau"},
           [](S c, X x, V) { return static_cast<double>(cluster_count(x, c.metrics.cluster_tau)); },
-          [](const EngineSetup& s) -> std::vector<MeasureAttribute> {
+          [](const MeasureContext& s) -> std::vector<MeasureAttribute> {
             return {real("tau", s.config.metrics.cluster_tau)};
           }),
       state({"dong_residual", "Dong et al.'s residual", "same as X",
@@ -221,7 +233,7 @@ std::vector<MeasureDef> signal_measures() {
                 "Jacobian by power iteration on J^T J (one JVP and one VJP per step, "
                 "metrics.power_iterations, stream 15): a lower bound converging from below"},
                DerivativePass::full_spectral, MeasureShape::scalar,
-               [](const EngineSetup& s) -> std::vector<MeasureAttribute> {
+               [](const MeasureContext& s) -> std::vector<MeasureAttribute> {
                  return {integer("power_iterations", s.config.metrics.power_iterations),
                          real("power_tolerance", s.config.metrics.power_tolerance)};
                }),
@@ -252,13 +264,13 @@ std::vector<MeasureDef> particle_measures() {
            "the k in 1..8 with the largest |mean_j exp(i k theta_j)| of the token angles (the smallest within 1e-12): "
            "the periodicity of a k-periodic state (d = 2; NaN otherwise)"},
           [](S, X x, V) { return fourier_k(x, kFourierKmax); },
-          [](const EngineSetup&) -> std::vector<MeasureAttribute> { return {integer("kmax", kFourierKmax)}; }),
+          [](const MeasureContext&) -> std::vector<MeasureAttribute> { return {integer("kmax", kFourierKmax)}; }),
       state(
           {"largest_cluster", "fraction in the largest cluster", "1",
            "largest cluster: the fraction of the tokens in the largest component of the graph "
            "cos(x_i, x_j) > metrics.cluster_tau"},
           [](S c, X x, V) { return largest_cluster_fraction(x, c.metrics.cluster_tau); },
-          [](const EngineSetup& s) -> std::vector<MeasureAttribute> {
+          [](const MeasureContext& s) -> std::vector<MeasureAttribute> {
             return {real("tau", s.config.metrics.cluster_tau)};
           }),
       state(
@@ -269,7 +281,7 @@ std::vector<MeasureDef> particle_measures() {
             const double delta = renyi_delta(c);
             return std::isnan(delta) ? delta : static_cast<double>(renyi_parking_centres(x, delta));
           },
-          [](const EngineSetup& s) -> std::vector<MeasureAttribute> { return {real("delta", renyi_delta(s.config))}; }),
+          [](const MeasureContext& s) -> std::vector<MeasureAttribute> { return {real("delta", renyi_delta(s.config))}; }),
       state(
           {"strong_renyi_centres", "strong Renyi centres", "1",
            "strong Renyi centres: tokens farther than delta = 4 beta^(-1/2) from every earlier token "
@@ -279,16 +291,37 @@ std::vector<MeasureDef> particle_measures() {
             return std::isnan(delta) ? delta
                                      : static_cast<double>(strong_renyi_centres(x, delta, c.metrics.renyi_distance));
           },
-          [](const EngineSetup& s) -> std::vector<MeasureAttribute> {
+          [](const MeasureContext& s) -> std::vector<MeasureAttribute> {
             return {real("delta", renyi_delta(s.config)),
                     integer("geodesic", s.config.metrics.renyi_distance == RenyiDistance::geodesic)};
           }),
   };
 }
 
+// The attention statistics of SCIENCE.md section 8 (docs/science/attention-statistics.md), which
+// every platform computes in its own pass: the cpu platform without the N x N matrix.
+std::vector<MeasureDef> attention_statistics_measures() {
+  return {
+      of_attention_rows({"attn_max_weight", "mean largest attention weight", "1",
+                         "mean over rows of the largest weight max_j A_ij, averaged over heads"},
+                        [](const LayerReport& r) { return r.attention.mean_max_weight; }),
+      of_attention_rows({"attn_sink", "mean attention on the first token", "1",
+                         "mean over rows of the weight A_i1 on the first token (the sink), averaged over heads"},
+                        [](const LayerReport& r) { return r.attention.mean_sink_weight; }),
+      of_attention_rows({"sink_rate", "fraction of sink heads", "1",
+                         "fraction of heads whose mean weight on the first token exceeds the attribute "
+                         "sink_threshold (Gu et al. 2024: 0.3)"},
+                        [](const LayerReport& r) { return r.attention.sink_rate; }),
+      of_attention_columns({"attn_received", "attention received per token", "1",
+                            "column sums c_j = sum_i A_ij (attention token j receives), averaged over heads"},
+                           [](const LayerReport& r) -> const Vector& { return r.attention.received; }),
+  };
+}
+
 std::vector<MeasureDef> build_registry() {
   std::vector<MeasureDef> all;
-  for (auto group : {core_measures(), peer_measures(), signal_measures(), particle_measures()})
+  for (auto group : {core_measures(), peer_measures(), signal_measures(), particle_measures(),
+                     attention_statistics_measures()})
     all.insert(all.end(), group.begin(), group.end());
   return all;
 }
@@ -352,7 +385,7 @@ int values_per_layer(const MeasureDef& def, int tokens) { return def.shape == Me
 
 const char* value_axis_name(const MeasureDef& def) { return def.shape == MeasureShape::per_token ? "token" : nullptr; }
 
-std::vector<MeasureAttribute> measure_attributes(const MeasureDef& def, const EngineSetup& s) {
+std::vector<MeasureAttribute> measure_attributes(const MeasureDef& def, const MeasureContext& s) {
   return def.attributes ? def.attributes(s) : std::vector<MeasureAttribute>{};
 }
 

@@ -17,7 +17,6 @@
 
 namespace rcsim {
 
-struct EngineSetup;    // kernel/trial/simulation.hpp
 struct LayerReport;    // kernel/block/layer.hpp
 struct TokenMeasures;  // kernel/measures/metrics.hpp
 template <class T>
@@ -52,6 +51,8 @@ enum class MeasurePass {
   attention_product,  // optional, of the product A(t) ... A(0): of_matrix
   update,             // optional, of the block's input and output X(t), X(t+1): update
   gradients,          // optional, filled by the reverse pass after the trial (kernel/block/gradients.hpp)
+  attention_rows,     // optional, of the attention statistics the layer computes in its own pass on every
+                      // platform (kernel/block/attention_statistics.hpp): report, or report_values (per key)
 };
 
 // The pass of the derivative measures that fills a token-axis gradient measure
@@ -77,9 +78,15 @@ struct MeasureAttribute {
 
 using StateMeasureFn = double (*)(const ModelSpec& c, const Matrix& X, const Vector& sigma);
 using ReportMeasureFn = double (*)(const LayerReport& report);
+using ReportValuesFn = const Vector& (*)(const LayerReport& report);  // one value per token
 using MatrixMeasureFn = double (*)(const ModelSpec& c, const Matrix& A);
 using UpdateMeasureFn = double (*)(const Matrix& X, const Matrix& X_next);
-using MeasureAttributesFn = std::vector<MeasureAttribute> (*)(const EngineSetup& s);
+// What a measure's extra attributes read of a run (the trial's EngineSetup supplies it).
+struct MeasureContext {
+  const ModelSpec& config;
+  int max_rank = 0, max_rank_input = 0;
+};
+using MeasureAttributesFn = std::vector<MeasureAttribute> (*)(const MeasureContext& s);
 using BlockGradientFn = double (*)(const BlockGrads& g);
 
 struct MeasureDef {
@@ -90,7 +97,8 @@ struct MeasureDef {
   // Exactly the one member that belongs to `pass` is set (for gradients: block_gradient, or
   // `derivative` for the token-axis gradient measures):
   double TokenMeasures::*core_token = nullptr;  // core token measures
-  ReportMeasureFn core_report = nullptr;        // core attention measures
+  ReportMeasureFn core_report = nullptr;        // core attention measures, and attention_rows (scalar)
+  ReportValuesFn report_values = nullptr;       // attention_rows (per_token)
   StateMeasureFn state = nullptr;
   MatrixMeasureFn of_matrix = nullptr;  // attention, attention_product
   UpdateMeasureFn update = nullptr;
@@ -125,6 +133,6 @@ int values_per_layer(const MeasureDef& def, int tokens);
 // The name of the extra axis of a measure of that shape ("token"), or nullptr for a scalar one.
 const char* value_axis_name(const MeasureDef& def);
 // The extra /metrics attributes of `def` in a run of `s` (empty if it has none).
-std::vector<MeasureAttribute> measure_attributes(const MeasureDef& def, const EngineSetup& s);
+std::vector<MeasureAttribute> measure_attributes(const MeasureDef& def, const MeasureContext& s);
 
 }  // namespace rcsim

@@ -113,4 +113,36 @@ EngineMask engine_mask(const ModelSpec& c, const MaskMatrix* custom, bool dense)
   return m;
 }
 
+MaskRows analyse_rows(const MaskMatrix& mask) {
+  MaskRows r;
+  const Eigen::Index n = mask.rows();
+  r.lo.assign(static_cast<std::size_t>(n), -1);  // -1: no allowed entry seen yet
+  r.hi.assign(static_cast<std::size_t>(n), 0);   // one past the last allowed entry seen
+  r.contiguous = mask.cols() == n;
+  // Column by column (the storage order): row i's allowed entries are one range iff each new one
+  // directly follows the last one seen.
+  for (Eigen::Index j = 0; j < n && r.contiguous; ++j)
+    for (Eigen::Index i = 0; i < n; ++i) {
+      if (!mask(i, j)) continue;
+      const auto ui = static_cast<std::size_t>(i);
+      if (r.lo[ui] < 0)
+        r.lo[ui] = static_cast<int>(j);
+      else if (r.hi[ui] != j)
+        r.contiguous = false;  // a second range
+      r.hi[ui] = static_cast<int>(j + 1);
+    }
+  r.lower_triangular = r.contiguous;
+  for (Eigen::Index i = 0; i < n && r.contiguous; ++i) {
+    const auto ui = static_cast<std::size_t>(i);
+    if (r.lo[ui] < 0) r.contiguous = false;  // an empty row
+    if (r.hi[ui] != i + 1) r.lower_triangular = false;
+  }
+  if (!r.contiguous) {
+    r.lower_triangular = false;
+    std::fill(r.lo.begin(), r.lo.end(), 0);
+    std::fill(r.hi.begin(), r.hi.end(), 0);
+  }
+  return r;
+}
+
 }  // namespace rcsim

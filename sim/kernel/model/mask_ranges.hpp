@@ -6,12 +6,23 @@
 #include <cstddef>
 #include <vector>
 
-#include "kernel/block/attention.hpp"
 #include "kernel/model/mask.hpp"
 #include "kernel/model/model_spec.hpp"
 #include "kernel/support/types.hpp"
 
 namespace rcsim {
+
+// Row structure of a mask: `contiguous` when every row i may attend to exactly one range
+// [lo[i], hi[i]) of tokens (complete, causal and both sliding windows; custom masks may not be);
+// `lower_triangular` when moreover hi[i] = i + 1 for every row (causal, unidirectional window), so
+// the strict upper triangle of the logits is never needed.
+struct MaskRows {
+  bool contiguous = false;
+  bool lower_triangular = false;
+  std::vector<int> lo, hi;
+};
+MaskRows analyse_rows(const MaskMatrix& mask);
+
 
 // Row i of an n x n mask allows the tokens of the intervals [lo[k], hi[k]) for k in
 // [start[i], start[i + 1]): ascending, non-empty, disjoint and not adjacent (maximal runs).

@@ -3,7 +3,7 @@
 //   S_c = c tanh(S / c),
 // forward, adjoint dS = (1 - (S_c / c)^2) .* dS_c and tangent dS_c = (1 - (S_c / c)^2) .* dS (the
 // map is diagonal, so one function serves both), at the capped logits the forward kept
-// (HeadCacheT::Sc). General path only (layer.cpp; fused_attention_applies refuses it).
+// (HeadCacheT::Sc). General path only (layer.cpp; kernel_applies refuses it).
 #pragma once
 
 #include <cmath>

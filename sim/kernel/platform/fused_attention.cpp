@@ -8,16 +8,10 @@
 #include <exception>
 #include <mutex>
 
-#include "kernel/block/layer.hpp"
+#include "kernel/block/attention_statistics.hpp"
 #include "kernel/support/threads.hpp"
 
 namespace rcsim {
-
-bool fused_attention_applies(const LayerParams& p, bool projection_biases, const MaskRows& rows) {
-  const bool attention_dropout = p.dropout && p.dropout->attention > 0.0;
-  return rows.contiguous && !p.attention.needs_general_path() && !projection_biases && !p.attention.shape.active() &&
-         !attention_dropout && !p.keep_attention;
-}
 
 Eigen::Index fused_rows_per_block(Eigen::Index n) {
   return std::clamp<Eigen::Index>(Eigen::Index{32768} / std::max<Eigen::Index>(n, 1), 4, 64);
@@ -115,12 +109,18 @@ struct BlockWork {
   MatrixT<T> Yh;
 };
 
+// A row block's statistics, summed over its rows (the smallest weight: the minimum): the entropy
+// always, the largest and the sink weights (attention_statistics.hpp) when asked.
+struct BlockStats {
+  double min_weight = 1.0, entropy = 0.0, max_weight = 0.0, sink_weight = 0.0;
+};
+
 // The row block [i0, i1) of one head: logits S = Q_b K^T over the keys the block's rows may see,
 // each row's softmax (unnormalised) on its range into P, 0 elsewhere, then Y_b += diag(1/l) P V.
-// Returns the block's statistics with the entropy summed over its rows (not averaged).
+// With `columns` (the attention statistics) also the block's column sums diag(1/l) P added to it.
 template <class T>
-AttentionStats row_block(const HeadProjections<T>& p, const MaskRows& rows, Eigen::Index i0, Eigen::Index i1,
-                         BlockWork<T>& w, Eigen::Ref<MatrixT<T>> Y_block) {
+BlockStats row_block(const HeadProjections<T>& p, const MaskRows& rows, Eigen::Index i0, Eigen::Index i1,
+                     BlockWork<T>& w, Eigen::Ref<MatrixT<T>> Y_block, Vector* columns) {
   const Eigen::Index R = i1 - i0, dk = p.Q.cols();
   int lo = rows.lo[static_cast<std::size_t>(i0)], hi = rows.hi[static_cast<std::size_t>(i0)];
   for (Eigen::Index i = i0; i < i1; ++i) {
@@ -133,7 +133,7 @@ AttentionStats row_block(const HeadProjections<T>& p, const MaskRows& rows, Eige
   if (dk > kRowwiseKeyDim)
     w.S.noalias() = p.Q.middleRows(i0, R) * p.K.middleRows(lo, len).transpose();
   w.inverse_sums.resize(R);
-  AttentionStats stats;
+  BlockStats stats;
   for (Eigen::Index r = 0; r < R; ++r) {
     const auto ui = static_cast<std::size_t>(i0 + r);
     const Eigen::Index a = rows.lo[ui] - lo, b = rows.hi[ui] - lo;
@@ -147,8 +147,14 @@ AttentionStats row_block(const HeadProjections<T>& p, const MaskRows& rows, Eige
     if (b < len) w.P.row(r).tail(len - b).setZero();
     w.inverse_sums(r) = sm.inverse_sum;
     stats.min_weight = std::min(stats.min_weight, sm.min_weight);
-    stats.mean_entropy += sm.entropy;
+    stats.entropy += sm.entropy;
+    if (columns) {  // the largest term is exactly 1: the largest weight is 1/l; token 1 is column 0 when lo = 0
+      stats.max_weight += static_cast<double>(sm.inverse_sum);
+      if (lo == 0) stats.sink_weight += static_cast<double>(w.P(r, 0) * sm.inverse_sum);
+    }
   }
+  if (columns)
+    columns->segment(lo, len) += (w.inverse_sums.transpose() * w.P).transpose().template cast<double>();
   const Eigen::Index dv = p.V.cols();
   if (dv > kRowwiseKeyDim) {
     w.Yh.noalias() = w.P * p.V.middleRows(lo, len);
@@ -161,15 +167,23 @@ AttentionStats row_block(const HeadProjections<T>& p, const MaskRows& rows, Eige
   return stats;
 }
 
+// The statistics' work units: with the column sums, kColumnGroups runs of consecutive row blocks,
+// each summing its columns into its own vector (memory kColumnGroups x N), added in group order;
+// without, every block is a unit. Neither depends on the thread count.
+constexpr Eigen::Index kColumnGroups = 16;
+
 template <class T>
 AttentionStats fused_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, double d_qk,
-                          const MaskRows& rows, int threads, MatrixT<T>& Y) {
+                          const MaskRows& rows, int threads, bool statistics, MatrixT<T>& Y) {
   const Eigen::Index n = X.rows();
   const Eigen::Index R = fused_rows_per_block(n);
   const Eigen::Index blocks = (n + R - 1) / R;
+  const Eigen::Index units = statistics ? std::min(blocks, kColumnGroups) : blocks;
   const std::size_t H = w.q.size();
   Y.setZero(n, w.o.empty() ? w.v.front().cols() : w.o.front().cols());
-  std::vector<AttentionStats> block_stats(static_cast<std::size_t>(blocks) * H);
+  std::vector<BlockStats> block_stats(static_cast<std::size_t>(blocks) * H);
+  std::vector<Vector> group_columns(statistics ? static_cast<std::size_t>(units) : 0);
+  AttentionStats out;
   HeadProjections<T> proj;
   for (std::size_t h = 0; h < H; ++h) {
     proj.Q.noalias() = X * w.q[h];
@@ -179,44 +193,59 @@ AttentionStats fused_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeig
     proj.V.noalias() = X * w.v[h];
     if (!w.o.empty()) proj.V = proj.V * w.o[h];  // model.value_dim: X W_V,h W_O,h
     if (proj.V.cols() <= kRowwiseKeyDim) proj.VT = proj.V.transpose();
+    for (Vector& c : group_columns) c.setZero(n);
     std::atomic<Eigen::Index> next{0};
     std::exception_ptr error;
     std::mutex mutex;
     auto worker = [&] {
       BlockWork<T> work;
       try {
-        for (Eigen::Index b; (b = next.fetch_add(1)) < blocks;) {
-          const Eigen::Index i0 = b * R, i1 = std::min(n, i0 + R);
-          block_stats[h * static_cast<std::size_t>(blocks) + static_cast<std::size_t>(b)] =
-              row_block<T>(proj, rows, i0, i1, work, Y.middleRows(i0, i1 - i0));
+        for (Eigen::Index u; (u = next.fetch_add(1)) < units;) {
+          Vector* columns = statistics ? &group_columns[static_cast<std::size_t>(u)] : nullptr;
+          for (Eigen::Index b = u * blocks / units; b < (u + 1) * blocks / units; ++b) {
+            const Eigen::Index i0 = b * R, i1 = std::min(n, i0 + R);
+            block_stats[h * static_cast<std::size_t>(blocks) + static_cast<std::size_t>(b)] =
+                row_block<T>(proj, rows, i0, i1, work, Y.middleRows(i0, i1 - i0), columns);
+          }
         }
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex);
         if (!error) error = std::current_exception();
-        next.store(blocks);
+        next.store(units);
       }
     };
-    const int workers = static_cast<int>(std::min<Eigen::Index>(std::max(threads, 1), blocks));
+    const int workers = static_cast<int>(std::min<Eigen::Index>(std::max(threads, 1), units));
     if (workers <= 1)
       worker();
     else
-      run_workers(workers - 1, true, worker, [&] { next.store(blocks); }, "run.threads", threads);
+      run_workers(workers - 1, true, worker, [&] { next.store(units); }, "run.threads", threads);
     if (error) std::rethrow_exception(error);
+    if (statistics) {  // this head's sums over its blocks and groups, in order
+      HeadRowSums sums;
+      sums.columns = Vector::Zero(n);
+      for (const Vector& c : group_columns) sums.columns += c;
+      for (Eigen::Index b = 0; b < blocks; ++b) {
+        const BlockStats& s = block_stats[h * static_cast<std::size_t>(blocks) + static_cast<std::size_t>(b)];
+        sums.max_weight += s.max_weight;
+        sums.sink_weight += s.sink_weight;
+      }
+      add_head_statistics(out, sums, n);
+    }
   }
   // The statistics in a fixed order: min weight over rows and heads; entropy summed over the rows
   // of each head, averaged over rows, then over heads (as layer.cpp's reference).
-  AttentionStats out;
   double entropy = 0.0;
   for (std::size_t h = 0; h < H; ++h) {
     double sum = 0.0;
     for (Eigen::Index b = 0; b < blocks; ++b) {
-      const AttentionStats& s = block_stats[h * static_cast<std::size_t>(blocks) + static_cast<std::size_t>(b)];
+      const BlockStats& s = block_stats[h * static_cast<std::size_t>(blocks) + static_cast<std::size_t>(b)];
       out.min_weight = std::min(out.min_weight, s.min_weight);
-      sum += s.mean_entropy;
+      sum += s.entropy;
     }
     entropy += sum / static_cast<double>(n);
   }
   out.mean_entropy = entropy / static_cast<double>(H);
+  if (statistics) finish_head_statistics(out, H);
   return out;
 }
 
@@ -225,12 +254,17 @@ AttentionStats fused_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeig
 double exp_nonpositive(double x) { return exp_nonpositive_inline(x); }
 
 AttentionStats fused_attention(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, double d_qk,
-                               const MaskRows& rows, int threads, Matrix& Y) {
-  return fused_impl<double>(X, w, d_qk, rows, threads, Y);
+                               const MaskRows& rows, int threads, bool statistics, Matrix& Y) {
+  return fused_impl<double>(X, w, d_qk, rows, threads, statistics, Y);
 }
 AttentionStats fused_attention(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, double d_qk,
-                               const MaskRows& rows, int threads, MatrixF& Y) {
-  return fused_impl<float>(X, w, d_qk, rows, threads, Y);
+                               const MaskRows& rows, int threads, bool statistics, MatrixF& Y) {
+  return fused_impl<float>(X, w, d_qk, rows, threads, statistics, Y);
+}
+
+const AttentionKernel& cpu_attention_kernel() {
+  static const AttentionKernel kernel{"cpu", fused_attention, fused_attention, true};
+  return kernel;
 }
 
 }  // namespace rcsim

@@ -18,18 +18,14 @@
 #pragma once
 
 #include "kernel/block/attention.hpp"
+#include "kernel/block/attention_kernel.hpp"
 #include "kernel/support/types.hpp"
 #include "kernel/model/weights.hpp"
 
 namespace rcsim {
 
-struct LayerParams;
-
-// Whether fused_attention computes layer `p`'s attention: softmax attention on a mask whose rows
-// are one range each, without projection biases, logit biases, QK-normalisation, shaped
-// attention, attention dropout or a kept attention matrix (those need the matrix: the reference
-// platform runs them).
-bool fused_attention_applies(const LayerParams& p, bool projection_biases, const MaskRows& rows);
+// The cpu platform's entry of the seam (attention_kernel.hpp): fused_attention below.
+const AttentionKernel& cpu_attention_kernel();
 
 // Rows per block for N tokens: the block's logits (rows x keys) near 256 KiB, 4 to 64 rows. A
 // function of N alone, so that neither the blocks nor the reduction depend on the thread count.
@@ -42,10 +38,15 @@ Eigen::Index fused_rows_per_block(Eigen::Index n);
 double exp_nonpositive(double x);
 
 // Y = sum_h A_h V_h (Y resized to N x d and overwritten), on `threads` threads (>= 1; a thread the
-// system refuses is one error naming run.threads). Returns the attention statistics.
+// system refuses is one error naming run.threads). Returns the attention statistics; with
+// `statistics` also those of attention_statistics.hpp, in the same pass: per row the largest
+// weight 1/l_i and the sink weight exp(s_i1 - m_i) / l_i, per key the column sums, summed per run of
+// row blocks (16 runs, fixed by N) and the runs added in order: still bitwise independent of
+// the thread count, in O(16 N) more memory.
 AttentionStats fused_attention(const Eigen::Ref<const Matrix>& X, const LayerWeights& w, double d_qk,
-                               const MaskRows& rows, int threads, Matrix& Y);
+                               const MaskRows& rows, int threads, bool statistics, Matrix& Y);
 AttentionStats fused_attention(const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, double d_qk,
-                               const MaskRows& rows, int threads, MatrixF& Y);  // run.precision = float32
+                               const MaskRows& rows, int threads, bool statistics,
+                               MatrixF& Y);  // run.precision = float32
 
 }  // namespace rcsim

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "kernel/block/attention.hpp"
+#include "kernel/block/attention_kernel.hpp"
 #include "kernel/support/types.hpp"
 #include "kernel/model/weights.hpp"
 
@@ -112,6 +113,10 @@ class OpenclBatchMember {
   OpenclBatch& batch_;
   OpenclBatch* previous_;
 };
+
+// The opencl platform's entry of the seam (attention_kernel.hpp): opencl_attention below (the
+// threads are the device's; no attention statistics yet).
+const AttentionKernel& opencl_attention_kernel();
 
 // Y = sum_h A_h V_h (Y resized to N x d and overwritten). Returns the attention statistics.
 // RuntimeError naming the platform for a device or build failure (no device, no float64 on the

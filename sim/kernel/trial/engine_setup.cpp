@@ -5,7 +5,7 @@
 
 #include "kernel/trial/derivative_measures.hpp"
 #include "kernel/measures/measure_registry.hpp"
-#include "kernel/platform/platform.hpp"
+#include "kernel/trial/platform_table.hpp"
 
 namespace rcsim {
 
@@ -24,6 +24,7 @@ EngineSetup prepare(const ModelSpec& c, const MaskMatrix* custom, InputArrays in
   s.trial_threads = threads_per_trial(c);
   s.keep_attention = c.output.attention || wants_pass(c, MeasurePass::attention) ||
                      wants_pass(c, MeasurePass::attention_product);
+  s.attention_statistics = wants_pass(c, MeasurePass::attention_rows);
   check_derivative_measures(c);
   return s;
 }

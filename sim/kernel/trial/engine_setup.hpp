@@ -14,7 +14,7 @@ namespace rcsim {
 
 struct EngineSetup {
   ModelSpec config;
-  MaskMatrix mask;  // dense N x N where the run needs it (needs_dense_mask, platform.hpp), else 0 x 0
+  MaskMatrix mask;  // dense N x N where the run needs it (needs_dense_mask, platform_table.hpp), else 0 x 0
   MaskRows rows;    // the mask's row ranges (one per row for the built-in masks), read by the attention
   MaskGraph graph;
   InputArrays files;
@@ -23,12 +23,14 @@ struct EngineSetup {
   LayerSettings per_layer;
   int max_rank = 0;        // largest rank the layers 1..L allow
   int max_rank_input = 0;  // min(N, d), for layer 0
-  // run.platform resolved (kernel/platform/platform.hpp; never `automatic` here) and the threads one trial
+  // run.platform resolved (kernel/trial/platform_table.hpp; never `automatic` here) and the threads one trial
   // uses on it (threads_per_trial).
   Platform platform = Platform::reference;
   int trial_threads = 1;
   // The blocks keep their head-averaged attention: output.attention, or an attention measure asks.
   bool keep_attention = false;
+  // The blocks report the attention statistics (attention_statistics.hpp): an attention_rows measure asks.
+  bool attention_statistics = false;
   // Blocks per segment of the gradient measures' reverse pass (kernel/block/gradients.hpp); 0: the
   // automatic gradient_segment_length. Every value gives the same results (tests set it).
   int gradient_segment = 0;

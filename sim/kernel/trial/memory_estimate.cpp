@@ -9,7 +9,7 @@
 #include "kernel/block/gradients.hpp"
 #include "kernel/measures/measure_registry.hpp"
 #include "kernel/support/memory.hpp"
-#include "kernel/platform/platform.hpp"
+#include "kernel/trial/platform_table.hpp"
 #include "kernel/platform/platform_opencl.hpp"
 #include "kernel/trial/simulation.hpp"
 #include "kernel/model/weights.hpp"

@@ -96,6 +96,11 @@ void record_attention(const ModelSpec& c, const LayerReport& rep, const Matrix& 
       r.attention[i](trial, acol) = d.of_matrix(c, A);
     else if (d.pass == MeasurePass::attention_product)
       r.attention[i](trial, acol) = d.of_matrix(c, P);
+    else if (d.pass == MeasurePass::attention_rows && d.report_values)  // per token: columns acol N + j
+      r.attention[i].row(trial).segment(static_cast<Eigen::Index>(acol) * r.tokens, r.tokens) =
+          d.report_values(rep).transpose();
+    else if (d.pass == MeasurePass::attention_rows)
+      r.attention[i](trial, acol) = d.core_report(rep);
   }
 }
 

@@ -1,5 +1,7 @@
 #include "kernel/trial/trial.hpp"
 
+#include "kernel/trial/platform_table.hpp"
+
 namespace rcsim {
 
 Trial::Trial(const EngineSetup& s, int trial)
@@ -18,10 +20,10 @@ Trial::Trial(const EngineSetup& s, int trial)
   // The dense mask where the setup has one, and its row ranges (the cpu platform reads them alone).
   params_ = block_params(c, s.mask.size() ? &s.mask : nullptr, &norm_);
   if (!s.rows.lo.empty()) params_.layer.rows = &s.rows;
-  params_.layer.fused = s.platform == Platform::cpu;
-  params_.layer.opencl = s.platform == Platform::opencl;
+  params_.layer.kernel = platform_entry(s.platform).kernel();
   params_.layer.threads = s.trial_threads;
   params_.layer.keep_attention = s.keep_attention;
+  params_.layer.attention_statistics = s.attention_statistics;
   if (!s.per_layer.empty()) params_.per_layer = &s.per_layer;  // built once by prepare
   // run.precision = float32: the block computes in float (transformer_block's float overload) on
   // the tokens and weights rounded to float; X holds the float tokens exactly, in double.
