@@ -87,7 +87,7 @@ struct BlockWorkspaceT {
   LayerWorkspaceT<T> layer;
   MatrixT<T> normalised, middle;
   MlpWorkspaceT<T> mlp;
-  BlockWorkspaceT(int n, int d, int dk) : layer(n, d, dk), normalised(n, d) {}
+  BlockWorkspaceT(int n, int d, int dk) : layer(n, d, dk) {}  // sized on first use (memory: docs/dev/memory.md)
 };
 using BlockWorkspace = BlockWorkspaceT<double>;
 

@@ -26,9 +26,11 @@ void keep_freed_memory() {
 
 void fix_product_blocking() { Eigen::setCpuCacheSizes(48 * 1024, 1280 * 1024, 32 * 1024 * 1024); }
 
+// Every work matrix is sized on first use (the cpu platform's layer never uses XV: an N x d
+// matrix less at long context), then reused.
 template <class T>
-LayerWorkspaceT<T>::LayerWorkspaceT(int n, int d, int dk) : XV(n, d), Y(n, d) {
-  (void)dk;
+LayerWorkspaceT<T>::LayerWorkspaceT(int n, int d, int dk) {
+  (void)n, (void)d, (void)dk;
 }
 template struct LayerWorkspaceT<double>;
 template struct LayerWorkspaceT<float>;
@@ -306,11 +308,11 @@ LayerReport layer_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeights
   if (biased) Y.rowwise() += w.o_bias;  // attention.bias: + 1 b_O^T
   if (p.dropout && p.dropout->output > 0.0)
     apply_dropout<T>(Y, p.dropout->output, *p.dropout->rng, cache ? &cache->D : nullptr);
-  if (p.tangent()) {
+  if (p.tangent() && !direct) {  // (direct: no residual, so no step to project)
     if (cache) cache->F = ws.Y;
     project_tangent(X, ws.Y);
   }
-  if (p.unit_speed()) unit_speed<T>(ws.Y);
+  if (p.unit_speed() && !direct) unit_speed<T>(ws.Y);
   if (!direct) {
     if (p.alpha != 0.0) {
       add_residual<T>(X, p, ws.Y, X_next);
