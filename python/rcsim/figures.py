@@ -252,15 +252,16 @@ def log_panel(ax, curves, trials="band", ratio=FLOOR_RATIO):
 
 
 def plain_log_ticks(axis):
-    """Tick labels of a log `axis` (ax.xaxis, ax.yaxis) as plain numbers between 0.001 and 10^4
-    ("0.3", "2", "50"), 10^k outside; never "2 x 10^0". Minor ticks are labelled, as matplotlib
-    does, only where the axis spans too few decades to have enough major ones."""
+    """Tick labels of a log `axis` (ax.xaxis, ax.yaxis): plain numbers ("0.3", "2", "50") when the
+    whole axis lies between 0.001 and 10^4, else 10^k; never "2 x 10^0". Minor ticks are labelled,
+    as matplotlib does, only where the axis spans too few decades to have enough major ones."""
     from matplotlib.ticker import LogFormatterSciNotation
 
     class Plain(LogFormatterSciNotation):
         def __call__(self, x, pos=None):
             text = super().__call__(x, pos)
-            return f"{x:g}" if text and 1e-3 <= abs(x) < 1e4 else text
+            low, high = sorted(self.axis.get_view_interval()) if self.axis is not None else (x, x)
+            return f"{x:g}" if text and 1e-3 <= low and high < 1e4 else text
 
     axis.set_major_formatter(Plain())
     axis.set_minor_formatter(Plain(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
@@ -273,9 +274,13 @@ def legend_below(fig, handles, ncol=3, pad=0.08):
     fig.tight_layout()
     if not handles:
         return None
-    legend = fig.legend(handles=handles, loc="lower center", ncol=min(ncol, len(handles)), frameon=False,
-                        bbox_to_anchor=(0.5, 0.0))
     renderer = fig.canvas.get_renderer() if hasattr(fig.canvas, "get_renderer") else fig._get_renderer()
+    for columns in range(min(ncol, len(handles)), 0, -1):  # as many columns as the figure's width holds
+        legend = fig.legend(handles=handles, loc="lower center", ncol=columns, frameon=False,
+                            bbox_to_anchor=(0.5, 0.0))
+        if columns == 1 or legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
+            break
+        legend.remove()
     height = legend.get_window_extent(renderer).height / fig.dpi + pad  # inches
     old = fig.get_figheight()
     fig.set_figheight(old + height)

@@ -2,7 +2,7 @@
 of two-axis sweeps, ready for a paper.
 
     python3 -m rcsim.plot RUN.h5|SWEEP_DIR [...] -o OUT.png [-o OUT.pdf] [--measure mu mu_rel]
-        [--trials band|all|median] [--xscale log|linear] [--yscale log|linear] [--style paper|screen]
+        [--trials band|all|median] [--xscale auto|log|linear] [--yscale auto|log|linear] [--style paper|screen]
     python3 -m rcsim.plot SWEEP_DIR --heatmap KEY_X KEY_Y --measure mu_rel [--layer L] -o OUT.pdf
     python3 -m rcsim.plot SWEEP_DIR --final KEY --measure mu_rel [--layer L] -o OUT.pdf
 
@@ -63,7 +63,7 @@ def measure_words(measure, runs):
     before its first ':' or ' (', as the registry writes "name: definition"), wrapped; else the
     name."""
     if measure in MEASURE_WORDS:
-        return MEASURE_WORDS[measure]
+        return textwrap.fill(MEASURE_WORDS[measure], 28)  # two lines rather than a label cut off
     for run in runs:
         long_name = run.get("metric_info", {}).get(measure, {}).get("long_name", "")
         head = long_name.split(":", 1)[0].split(" (", 1)[0].strip()
@@ -129,7 +129,7 @@ def _residual_words(v):
 def pretrained_words(v):
     """The family and architecture of a pretrained run (its [pretrained] section) in words:
     "stories260K.bin: Llama (llama2.c), RMSNorm, residual, d = 64, 8 heads of size 8 (4 key/value
-    heads), SwiGLU hidden 172, trained weights"."""
+    heads), SwiGLU hidden 172, pretrained weights"."""
     arch = dict(part.strip().split(" ", 1) for part in v.get("pretrained.architecture", "").split(",") if " " in
                 part.strip())
     name = os.path.basename(v.get("pretrained.checkpoint", "")) or "pretrained checkpoint"
@@ -143,7 +143,7 @@ def pretrained_words(v):
         parts.append(f"SwiGLU hidden {arch['hidden']}")
     weights = v.get("pretrained.weights")
     if weights:
-        parts.append(f"{weights} weights" if weights in ("trained", "random") else f"weights {weights}")
+        parts.append(f"{weights} weights" if weights in ("pretrained", "trained") else f"weights {weights}")
     if "layers" in arch and v.get("pretrained.depth") not in (None, arch["layers"]):
         parts.append(f"its {arch['layers']} blocks repeated")
     return ", ".join(parts)
@@ -332,6 +332,7 @@ def plot_final_figure(runs, key, measure="mu_rel", layer=None, style="paper"):
     (exact zeros) end at the floor with the collapse marker; a signed measure is on a linear axis."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import NullLocator
     from .figures import COLLAPSED, COLLAPSED_LABEL, legend_below, log_floor, plain_log_ticks, signed
     width = _style(style)
     values = [config_values(r) for r in runs]
@@ -380,6 +381,9 @@ def plot_final_figure(runs, key, measure="mu_rel", layer=None, style="paper"):
     if positive and max(position.values()) / min(position.values()) > 10:
         ax.set_xscale("log")
         plain_log_ticks(ax.xaxis)
+    if numeric and len(xs) <= 12:  # a tick at each swept value (L = 2, 4, 8, ...), no others
+        ax.set_xticks([position[x] for x in xs], _tick_texts(xs))
+        ax.xaxis.set_minor_locator(NullLocator())
     if not numeric:
         ax.set_xticks(range(len(xs)), _tick_texts(xs))
     ax.set_xlabel(words(key))

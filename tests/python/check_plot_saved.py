@@ -112,7 +112,7 @@ subprocess.run([rcsim_exe, "generate", os.path.join(root, "configs/models/storie
 with warnings.catch_warnings(record=True) as caught:
     fig = plot.curves(stories, ["mu_rel", "rank"])
 title = fig._suptitle.get_text().replace("\n", " ")
-check(all(w in title for w in ("stories260K.bin", "Llama", "RMSNorm", "heads of size 8", "4 key/value", "trained"))
+check(all(w in title for w in ("stories260K.bin", "Llama", "RMSNorm", "heads of size 8", "4 key/value", "pretrained weights"))
       and not any(w in title for w in ("normalisation none", "d_QK", "residual alpha")),
       f"pretrained title from the [pretrained] section: {title!r}")
 check(not caught, f"pretrained run file: no warning {[str(w.message) for w in caught]}")
