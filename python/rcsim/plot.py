@@ -25,6 +25,7 @@ import numpy as np
 from .command import Parser, UsageError, check_output, run as run_command
 from .files import band, load_run, run_paths
 from .plot_sources import as_runs, config_values_of_text
+from .plot_titles import PRETRAINED_TITLE_KEYS, no_residual_words, pretrained_words
 
 # Configuration keys in words, for legends, titles and axes.
 WORDS = {
@@ -107,48 +108,6 @@ def curve_labels(runs):
     return [", ".join(_setting(k, v.get(k)) for k in keys) for v in values]
 
 
-# What a run of a pretrained checkpoint (rcsim generate --measure) ran is its [pretrained] section;
-# its other keys only size the file (rcsim's defaults: no normalisation, no residual, ...).
-PRETRAINED_TITLE_KEYS = ["model.tokens", "model.layers", "run.trials"]
-
-
-def _residual_words(v):
-    """residual.alpha in words: "no residual" for 0 (an MLP's own residual.mlp_alpha named when
-    it has one), else "residual alpha = a"."""
-    alpha, mlp_alpha = v.get("residual.alpha"), v.get("residual.mlp_alpha", "auto")
-    try:
-        if float(alpha) != 0:
-            return _setting("residual.alpha", alpha)
-        if mlp_alpha not in ("auto", None) and float(mlp_alpha) != 0 and v.get("mlp.width", "0") != "0":
-            return f"attention without residual, MLP residual alpha_M = {mlp_alpha}"
-    except ValueError:
-        return _setting("residual.alpha", alpha)
-    return "no residual"
-
-
-def pretrained_words(v):
-    """The family and architecture of a pretrained run (its [pretrained] section) in words:
-    "stories260K.bin: Llama (llama2.c), RMSNorm, residual, d = 64, 8 heads of size 8 (4 key/value
-    heads), SwiGLU hidden 172, pretrained weights"."""
-    arch = dict(part.strip().split(" ", 1) for part in v.get("pretrained.architecture", "").split(",") if " " in
-                part.strip())
-    name = os.path.basename(v.get("pretrained.checkpoint", "")) or "pretrained checkpoint"
-    parts = [f"{name}: Llama (llama2.c)", {"rmsnorm": "RMSNorm"}.get(v.get("pretrained.norm"), "no normalisation"),
-             "residual"]
-    if "dim" in arch and "heads" in arch:
-        size = int(arch["dim"]) // max(int(arch["heads"]), 1)
-        kv = f" ({arch['kv_heads']} key/value heads)" if arch.get("kv_heads", arch["heads"]) != arch["heads"] else ""
-        parts.append(f"d = {arch['dim']}, {arch['heads']} heads of size {size}{kv}")
-    if "hidden" in arch:
-        parts.append(f"SwiGLU hidden {arch['hidden']}")
-    weights = v.get("pretrained.weights")
-    if weights:
-        parts.append(f"{weights} weights" if weights in ("pretrained", "trained") else f"weights {weights}")
-    if "layers" in arch and v.get("pretrained.depth") not in (None, arch["layers"]):
-        parts.append(f"its {arch['layers']} blocks repeated")
-    return ", ".join(parts)
-
-
 def shared_settings(values, leave_out=()):
     """The TITLE_KEYS every run shares and that apply to them, in words: mask.window only when a
     sliding-window mask is among the runs (it means nothing to the complete or causal mask);
@@ -160,7 +119,8 @@ def shared_settings(values, leave_out=()):
               and values[0].get(k) is not None]
     if not any("sliding" in v.get("mask.type", "") for v in values):
         shared = [k for k in shared if k != "mask.window"]
-    words_of = [_residual_words(values[0]) if k == "residual.alpha" else _setting(k, values[0][k]) for k in shared]
+    words_of = [(no_residual_words(values[0]) if k == "residual.alpha" else None) or _setting(k, values[0][k])
+                for k in shared]
     if pretrained:
         same = {k: values[0].get(k) for k in ("pretrained.checkpoint", "pretrained.architecture", "pretrained.norm",
                                               "pretrained.weights", "pretrained.depth")
