@@ -75,7 +75,7 @@ def _mha(m):
     return keys, arrays
 
 
-def _layernorm(ln, stem, name="LayerNorm"):
+def _layernorm(ln, stem, name):
     """A LayerNorm's gain and bias as rcsim's norm arrays (ones and zeros without affine parameters)."""
     gain, bias, _ = layernorm(ln, name, ln.normalized_shape[-1])
     return {stem + "_gain": gain, stem + "_bias": bias}
@@ -97,8 +97,8 @@ def _encoder_layer(m):
     bias = m.linear1.bias is not None
     if bias:
         arrays.update({"b_in": _array(m.linear1.bias), "b_out": _array(m.linear2.bias)})
-    arrays.update(_layernorm(m.norm1, "norm_attn"))
-    arrays.update(_layernorm(m.norm2, "norm_mlp"))
+    arrays.update(_layernorm(m.norm1, "norm_attn", "norm1"))
+    arrays.update(_layernorm(m.norm2, "norm_mlp", "norm2"))
     keys.update({"norm.type": "layernorm", "norm.position": "pre" if m.norm_first else "post", "norm.eps": m.norm1.eps,
                  "residual.alpha": 1, "mlp.width": m.linear1.out_features, "mlp.activation": name,
                  "mlp.bias": bias})
