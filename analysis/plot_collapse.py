@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Collapse curves: mu and mu_rel against layer (log-log), median and 10-90% band over trials.
+"""Collapse curves: mu and mu_rel against layer (log y), median and 10-90% band over trials.
 
 usage: plot_collapse.py RUN.h5|SWEEP_DIR [...] -o OUT.png
 The collapse plot of `python3 -m rcsim.plot` (python/rcsim/plot.py, which has every option:
 measures, every trial, formats, heat maps) with --measure mu mu_rel --style screen. Several runs
-are overlaid, labelled by the keys that differ between them, in words. The x axis is layer t + 1,
-so the input (t = 0) sits at 1 on the logarithmic axis.
+are overlaid, labelled by the keys that differ between them, in words. The depth axis is layer t
+(linear) for stacks under 20 layers; from 20 on, layer t + 1 on a log axis, so that the input
+(t = 0) sits at 1.
 """
 import sys
 

@@ -43,7 +43,8 @@ def figure_arguments(doc, default_name):
     p.add_argument("--data", default=None,
                    help=f"directory for run files (default data/{default_name}, with --tiny data/{default_name}-tiny)")
     p.add_argument("--out", default=None,
-                   help=f"output image, without extension (PNG and PDF are written; default figures/{default_name}, "
+                   help=f"output image: without extension, PNG and PDF are written; with .png, .pdf or .svg, that file "
+                        f"alone (default figures/{default_name}, "
                         f"with --tiny data/{default_name}-tiny/{default_name})")
     p.add_argument("--tiny", action="store_true", help="a tiny version (CI): few trials and layers")
     p.add_argument("--force", action="store_true", help="recompute runs that are already complete")
@@ -124,8 +125,15 @@ def write_hdf5(path, datasets, attrs=None):
         stream.write(image)
 
 
+IMAGE_EXTENSIONS = ("png", "pdf", "svg")
+
+
 def save_figure(fig, out, dpi=120, exts=("png", "pdf"), **savefig):
-    """`fig` as out.png and out.pdf (or the extensions `exts`), each through atomic_writer."""
+    """`fig` as out.png and out.pdf (or the extensions `exts`), each through atomic_writer; an `out`
+    that names its format (x.png, x.pdf, x.svg) is that one file."""
+    base, ext = os.path.splitext(os.fspath(out))
+    if ext.lower()[1:] in IMAGE_EXTENSIONS:
+        out, exts = base, (ext[1:],)
     for ext in exts:
         with atomic_writer(f"{out}.{ext}", binary=True) as f:
             fig.savefig(f, format=ext, dpi=dpi, **savefig)
@@ -237,9 +245,47 @@ def log_panel(ax, curves, trials="band", ratio=FLOOR_RATIO):
                                 floor, **c)
     bottom, top = ax.get_ylim()
     ax.set_ylim(floor if collapsed else max(bottom, floor), top)
+    plain_log_ticks(ax.yaxis)
     if collapsed:  # one legend entry explains the markers
         ax.plot([], [], COLLAPSED, color="0.35", label=COLLAPSED_LABEL.replace("1e-13", f"{ratio:g}"))
     return floor
+
+
+def plain_log_ticks(axis):
+    """Tick labels of a log `axis` (ax.xaxis, ax.yaxis): plain numbers ("0.3", "2", "50") when the
+    whole axis lies between 0.001 and 10^4, else 10^k; never "2 x 10^0". Minor ticks are labelled,
+    as matplotlib does, only where the axis spans too few decades to have enough major ones."""
+    from matplotlib.ticker import LogFormatterSciNotation
+
+    class Plain(LogFormatterSciNotation):
+        def __call__(self, x, pos=None):
+            text = super().__call__(x, pos)
+            low, high = sorted(self.axis.get_view_interval()) if self.axis is not None else (x, x)
+            return f"{x:g}" if text and 1e-3 <= low and high < 1e4 else text
+
+    axis.set_major_formatter(Plain())
+    axis.set_minor_formatter(Plain(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+
+
+def legend_below(fig, handles, ncol=3, pad=0.08):
+    """Lay out `fig` (tight_layout) with a legend of `handles` under its panels and inside the
+    figure: the figure grows by the legend's height (the panels keep their size), so that savefig
+    with or without bbox_inches="tight", and Jupyter's inline view, show the same picture."""
+    fig.tight_layout()
+    if not handles:
+        return None
+    renderer = fig.canvas.get_renderer() if hasattr(fig.canvas, "get_renderer") else fig._get_renderer()
+    for columns in range(min(ncol, len(handles)), 0, -1):  # as many columns as the figure's width holds
+        legend = fig.legend(handles=handles, loc="lower center", ncol=columns, frameon=False,
+                            bbox_to_anchor=(0.5, 0.0))
+        if columns == 1 or legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
+            break
+        legend.remove()
+    height = legend.get_window_extent(renderer).height / fig.dpi + pad  # inches
+    old = fig.get_figheight()
+    fig.set_figheight(old + height)
+    fig.tight_layout(rect=(0, height / (old + height), 1, 1))
+    return legend
 
 
 def plot_curves(ax, runs, key, colour_of, label_of, ratio=FLOOR_RATIO):
@@ -249,6 +295,7 @@ def plot_curves(ax, runs, key, colour_of, label_of, ratio=FLOOR_RATIO):
     log_panel(ax, [{"x": run["layer"] + 1, "values": run["metrics"][key], "colour": colour_of(run),
                     "label": label_of(run)} for run in runs], ratio=ratio)
     ax.set_xscale("log")
+    plain_log_ticks(ax.xaxis)
     ax.set_xlabel("layer t + 1")
     ax.grid(True, which="both", alpha=0.3)
 

@@ -151,8 +151,11 @@ def label(run):
 
 
 def band(values, lo=10, hi=90):
-    """Median and lo..hi percentile band across trials (axis 0), ignoring NaN."""
-    with np.errstate(all="ignore"):
+    """Median and lo..hi percentile band across trials (axis 0), ignoring NaN (a layer with no
+    value at all is NaN, without numpy's All-NaN warning)."""
+    import warnings
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
         return (np.nanmedian(values, axis=0), np.nanpercentile(values, lo, axis=0),
                 np.nanpercentile(values, hi, axis=0))
 

@@ -2,7 +2,7 @@
 of two-axis sweeps, ready for a paper.
 
     python3 -m rcsim.plot RUN.h5|SWEEP_DIR [...] -o OUT.png [-o OUT.pdf] [--measure mu mu_rel]
-        [--trials band|all|median] [--xscale log|linear] [--yscale log|linear] [--style paper|screen]
+        [--trials band|all|median] [--xscale auto|log|linear] [--yscale auto|log|linear] [--style paper|screen]
     python3 -m rcsim.plot SWEEP_DIR --heatmap KEY_X KEY_Y --measure mu_rel [--layer L] -o OUT.pdf
     python3 -m rcsim.plot SWEEP_DIR --final KEY --measure mu_rel [--layer L] -o OUT.pdf
 
@@ -25,6 +25,7 @@ import numpy as np
 from .command import Parser, UsageError, check_output, run as run_command
 from .files import band, load_run, run_paths
 from .plot_sources import as_runs, config_values_of_text
+from .plot_titles import PRETRAINED_TITLE_KEYS, no_residual_words, pretrained_words
 
 # Configuration keys in words, for legends, titles and axes.
 WORDS = {
@@ -34,6 +35,7 @@ WORDS = {
     "norm.eps": "LayerNorm eps", "residual.alpha": "residual alpha", "attention.kind": "attention",
     "weights.v": "W_V", "weights.q": "W_Q", "weights.k": "W_K", "weights.std": "weight std", "init.type": "X(0)",
     "mlp.width": "MLP width", "run.trials": "trials", "run.precision": "precision", "run.seed": "seed",
+    "pretrained.weights": "weights", "pretrained.norm": "norm", "pretrained.depth": "depth",
 }
 # The settings a title names when every run shares them (in this order).
 TITLE_KEYS = ["model.tokens", "model.dim", "model.layers", "model.heads", "mask.type", "mask.window", "norm.type",
@@ -62,7 +64,7 @@ def measure_words(measure, runs):
     before its first ':' or ' (', as the registry writes "name: definition"), wrapped; else the
     name."""
     if measure in MEASURE_WORDS:
-        return MEASURE_WORDS[measure]
+        return textwrap.fill(MEASURE_WORDS[measure], 28)  # two lines rather than a label cut off
     for run in runs:
         long_name = run.get("metric_info", {}).get(measure, {}).get("long_name", "")
         head = long_name.split(":", 1)[0].split(" (", 1)[0].strip()
@@ -89,7 +91,8 @@ def _setting(key, value):
 def varying_keys(values):
     """The keys whose values differ between runs (the swept keys), output.file aside; in the order
     of TITLE_KEYS (N, d, L, ...), then alphabetical."""
-    keys = {k for v in values for k in v if not k.startswith("output.") and len({w.get(k) for w in values}) > 1}
+    keys = {k for v in values for k in v if not k.startswith("output.") and len({w.get(k) for w in values}) > 1
+            and k != "pretrained.checkpoint_sha256"}
     return sorted(keys, key=lambda k: (TITLE_KEYS.index(k) if k in TITLE_KEYS else len(TITLE_KEYS), k))
 
 
@@ -107,12 +110,23 @@ def curve_labels(runs):
 
 def shared_settings(values, leave_out=()):
     """The TITLE_KEYS every run shares and that apply to them, in words: mask.window only when a
-    sliding-window mask is among the runs (it means nothing to the complete or causal mask)."""
-    shared = [k for k in TITLE_KEYS if k not in leave_out and len({v.get(k) for v in values}) == 1
+    sliding-window mask is among the runs (it means nothing to the complete or causal mask);
+    residual.alpha 0 as "no residual". Runs of a pretrained checkpoint: its family and
+    architecture (pretrained_words) and the shared N, L and trials."""
+    pretrained = all("pretrained.checkpoint" in v for v in values)
+    candidates = PRETRAINED_TITLE_KEYS if pretrained else TITLE_KEYS
+    shared = [k for k in candidates if k not in leave_out and len({v.get(k) for v in values}) == 1
               and values[0].get(k) is not None]
     if not any("sliding" in v.get("mask.type", "") for v in values):
         shared = [k for k in shared if k != "mask.window"]
-    return ", ".join(_setting(k, values[0][k]) for k in shared)
+    words_of = [(no_residual_words(values[0]) if k == "residual.alpha" else None) or _setting(k, values[0][k])
+                for k in shared]
+    if pretrained:
+        same = {k: values[0].get(k) for k in ("pretrained.checkpoint", "pretrained.architecture", "pretrained.norm",
+                                              "pretrained.weights", "pretrained.depth")
+                if len({v.get(k) for v in values}) == 1}
+        words_of.insert(0, pretrained_words(same))
+    return ", ".join(words_of)
 
 
 def title(runs, extra=""):
@@ -181,14 +195,39 @@ def curve_styles(runs):
     return styles, [(c, ls, text) for (c, ls), text in zip(styles, labels) if text]
 
 
-def plot_curves_figure(runs, measures, trials="band", xscale="log", yscale="log", style="paper"):
-    """A figure with one panel per measure, one curve per run. On a log y axis (figures.log_panel) a
-    median below 1e-13 x the panel's largest value (exact zeros, underflow) ends its curve with a
-    marker on the axis' lower edge; a measure with negative values (cos_mean) gets a linear axis."""
+# A depth axis is logarithmic (layer t + 1) by default from this many layers on; a shorter stack
+# is drawn against layer t on a linear axis, where a log axis would squeeze its last layers.
+LOG_DEPTH_FROM = 20
+
+
+def depth_scale(runs, xscale="auto"):
+    """"log" or "linear" for the depth axis: xscale itself, or for "auto" log when the runs reach
+    layer LOG_DEPTH_FROM."""
+    if xscale != "auto":
+        return xscale
+    deepest = max((int(np.max(r["layer"])) for r in runs if len(r["layer"])), default=0)
+    return "log" if deepest >= LOG_DEPTH_FROM else "linear"
+
+
+def integer_valued(values):
+    """True when every finite value is a whole number (the numerical rank): a linear axis."""
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)]
+    return finite.size > 0 and bool(np.all(finite == np.round(finite)))
+
+
+def plot_curves_figure(runs, measures, trials="band", xscale="auto", yscale="auto", style="paper"):
+    """A figure with one panel per measure, one curve per run. The depth axis is layer t (linear)
+    for stacks under LOG_DEPTH_FROM layers, layer t + 1 on a log axis for deeper ones (xscale="auto";
+    or "log", "linear"). On a log y axis (figures.log_panel; yscale="auto" takes it unless the
+    measure is signed, as cos_mean, or whole numbers, as the rank) a median below 1e-13 x the panel's
+    largest value (exact zeros, underflow) ends its curve with a marker on the axis' lower edge."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
-    from .figures import COLLAPSED, COLLAPSED_LABEL, draw_curve, log_panel, signed
+    from matplotlib.ticker import MaxNLocator
+    from .figures import COLLAPSED, COLLAPSED_LABEL, draw_curve, legend_below, log_panel, plain_log_ticks, signed
     width = _style(style)
+    xscale = depth_scale(runs, xscale)
     fig, axes = plt.subplots(1, len(measures), figsize=(width * len(measures), width * 0.8), squeeze=False)
     styles, legend = curve_styles(runs)
     names = curve_labels(runs)
@@ -200,15 +239,23 @@ def plot_curves_figure(runs, measures, trials="band", xscale="log", yscale="log"
             layers = _layers(run, values)
             curves.append({"x": layers + 1 if xscale == "log" else layers, "values": values, "colour": colour,
                            "label": name or None, "ls": ls})
-        if yscale == "log" and not any(signed(c["values"]) for c in curves):
+        is_signed = any(signed(c["values"]) for c in curves)
+        whole = all(integer_valued(c["values"]) for c in curves)
+        if yscale == "log" and not is_signed or yscale == "auto" and not is_signed and not whole:
             log_panel(ax, curves, trials)
             collapsed |= COLLAPSED_LABEL in ax.get_legend_handles_labels()[1]
-        else:  # linear, asked for or because the measure is signed
+        else:  # linear, asked for, or because the measure is signed or whole numbers
             for c in curves:
                 draw_curve(ax, c.pop("x"), c.pop("values"), c.pop("colour"), c.pop("label"), trials, **c)
-            if yscale == "log":
+            if is_signed:
                 ax.axhline(0, color="0.6", lw=0.6)
+            if whole:
+                ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xscale(xscale)
+        if xscale == "log":
+            plain_log_ticks(ax.xaxis)
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("layer t + 1" if xscale == "log" else "layer t")
         ax.set_ylabel(measure_words(m, runs))
         ax.grid(True, which="major", alpha=0.3)
@@ -218,10 +265,7 @@ def plot_curves_figure(runs, measures, trials="band", xscale="log", yscale="log"
     handles = [Line2D([], [], color=c, ls=ls, label=text) for c, ls, text in legend]
     if collapsed:
         handles.append(Line2D([], [], color="0.35", marker=COLLAPSED, ls="", label=COLLAPSED_LABEL))
-    fig.tight_layout()
-    if handles:  # below the panels, never over the curves
-        fig.legend(handles=handles, loc="upper center", ncol=min(3, len(handles)), frameon=False,
-                   bbox_to_anchor=(0.5, 0.0))
+    legend_below(fig, handles)  # below the panels, never over the curves, inside the figure
     return fig
 
 
@@ -248,7 +292,8 @@ def plot_final_figure(runs, key, measure="mu_rel", layer=None, style="paper"):
     (exact zeros) end at the floor with the collapse marker; a signed measure is on a linear axis."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
-    from .figures import COLLAPSED, COLLAPSED_LABEL, log_floor, signed
+    from matplotlib.ticker import NullLocator
+    from .figures import COLLAPSED, COLLAPSED_LABEL, legend_below, log_floor, plain_log_ticks, signed
     width = _style(style)
     values = [config_values(r) for r in runs]
     swept = varying_keys(values)
@@ -291,9 +336,14 @@ def plot_final_figure(runs, key, measure="mu_rel", layer=None, style="paper"):
         ax.set_yscale("log")
         bottom, top = ax.get_ylim()
         ax.set_ylim(floor if collapsed else max(bottom, floor), top)
+        plain_log_ticks(ax.yaxis)
     positive = numeric and min(position.values()) > 0
     if positive and max(position.values()) / min(position.values()) > 10:
         ax.set_xscale("log")
+        plain_log_ticks(ax.xaxis)
+    if numeric and len(xs) <= 12:  # a tick at each swept value (L = 2, 4, 8, ...), no others
+        ax.set_xticks([position[x] for x in xs], _tick_texts(xs))
+        ax.xaxis.set_minor_locator(NullLocator())
     if not numeric:
         ax.set_xticks(range(len(xs)), _tick_texts(xs))
     ax.set_xlabel(words(key))
@@ -305,10 +355,7 @@ def plot_final_figure(runs, key, measure="mu_rel", layer=None, style="paper"):
     handles = [Line2D([], [], color=c["colour"], marker="o", ms=3, label=c["label"]) for c in curves if c["label"]]
     if collapsed:
         handles.append(Line2D([], [], color="0.35", marker=COLLAPSED, ls="", label=COLLAPSED_LABEL))
-    fig.tight_layout()
-    if handles:
-        fig.legend(handles=handles, loc="upper center", ncol=min(3, len(handles)), frameon=False,
-                   bbox_to_anchor=(0.5, 0.0))
+    legend_below(fig, handles)
     return fig
 
 
@@ -329,7 +376,7 @@ def plot_heatmap_figure(runs, key_x, key_y, measure, layer=None, style="paper"):
     ys, yi = order(key_y)
     grid = np.full((len(ys), len(xs)), np.nan)
     for run, v in zip(runs, values):
-        grid[yi[v[key_y]], xi[v[key_x]]] = np.nanmedian(value_at(run, measure, layer))
+        grid[yi[v[key_y]], xi[v[key_x]]] = band(value_at(run, measure, layer)[:, None])[0][0]
     import textwrap
     from matplotlib.colors import LogNorm
     from .figures import log_floor
@@ -396,13 +443,37 @@ def _api(make):
         raise ValueError(str(e).replace("--layer: ", "layer: ")) from None
 
 
-def curves(source, measures=("mu", "mu_rel"), trials="band", xscale="log", yscale="log", style="screen"):
+CHOICES = {"trials": ("band", "all", "median"), "xscale": ("auto", "log", "linear"),
+           "yscale": ("auto", "log", "linear"), "style": ("screen", "paper")}
+
+
+def _checked(function, source, **arguments):
+    """One ValueError naming the argument and what is allowed: an unknown choice (CHOICES), an
+    empty source or an empty measure list."""
+    for name, value in arguments.items():
+        if name in CHOICES and value not in CHOICES[name]:
+            raise ValueError(f"rcsim.plot.{function}: {name}={value!r}; allowed: {', '.join(CHOICES[name])}")
+    if isinstance(source, (list, tuple, dict)) and len(source) == 0:
+        raise ValueError(f"rcsim.plot.{function}: source is an empty {type(source).__name__}; give a run file or sweep "
+                         "directory, a simulate() or open_run/open_sweep Dataset, the dict rcsim.measures returns, "
+                         "or a non-empty list or dict {label: ...} of these")
+    if "measures" in arguments and not arguments["measures"]:
+        raise ValueError(f"rcsim.plot.{function}: measures is empty; give a measure name or a list of them "
+                         "(e.g. 'mu', ['mu', 'mu_rel'])")
+
+
+def curves(source, measures=("mu", "mu_rel"), trials="band", xscale="auto", yscale="auto", style="screen"):
     """A matplotlib Figure: each measure against depth, one panel per measure, one curve per run.
     source: a run file or sweep directory (path), a `rcsim.simulate()` result (a Dataset, or the dict
     of group="all"), an `open_run`/`open_sweep` Dataset, the dict `rcsim.measures` returns (the last
     axis is the layer, leading axes are trials), a list of these, or {label: any of these}.
+    trials: "band" (median and 10-90% band), "all", "median"; xscale: "auto" (linear under 20
+    layers, else log of layer t + 1), "log", "linear"; yscale: "auto" (log; linear for signed or
+    whole-number measures such as rank), "log", "linear"; style: "screen" or "paper". The legend
+    sits under the panels inside the figure, so fig.savefig keeps it.
     Example: rcsim.plot.curves(rcsim.simulate(keys={"mask.type": "causal"}), "mu")."""
     names = [measures] if isinstance(measures, str) else list(measures)
+    _checked("curves", source, measures=names, trials=trials, xscale=xscale, yscale=yscale, style=style)
     return _api(lambda: plot_curves_figure(as_runs(source), names, trials, xscale, yscale, style))
 
 
@@ -410,11 +481,13 @@ def final(source, key, measure="mu_rel", layer=None, style="screen"):
     """A matplotlib Figure: `measure` at the last layer (or `layer`) against the swept `key`, one
     curve per value of the other swept keys (source as for curves(): a sweep directory, an
     open_sweep Dataset, a list or dict of simulate() results, ...)."""
+    _checked("final", source, style=style)
     return _api(lambda: plot_final_figure(as_runs(source), key, measure, layer, style))
 
 
 def heatmap(source, key_x, key_y, measure="mu_rel", layer=None, style="screen"):
     """A matplotlib Figure: the median of `measure` at `layer` (default: the last) over two swept keys."""
+    _checked("heatmap", source, style=style)
     return _api(lambda: plot_heatmap_figure(as_runs(source), key_x, key_y, measure, layer, style))
 
 
@@ -428,8 +501,11 @@ def main(argv=None):
     p.add_argument("--measure", nargs="+", default=None, help="measures to plot (default: mu mu_rel)")
     p.add_argument("--trials", choices=["band", "all", "median"], default="band",
                    help="median with the 10-90%% band (default), every trial, or the median alone")
-    p.add_argument("--xscale", choices=["log", "linear"], default="log")
-    p.add_argument("--yscale", choices=["log", "linear"], default="log")
+    p.add_argument("--xscale", choices=["auto", "log", "linear"], default="auto",
+                   help="the depth axis: auto (default): linear under %d layers, log (layer t + 1) from there" %
+                        LOG_DEPTH_FROM)
+    p.add_argument("--yscale", choices=["auto", "log", "linear"], default="auto",
+                   help="auto (default): log, linear for a signed measure or whole numbers (rank)")
     p.add_argument("--style", choices=["paper", "screen"], default="paper",
                    help="paper: serif 8 pt, 3.4 in per panel, embedded TrueType fonts (default); screen: larger")
     p.add_argument("--heatmap", nargs=2, metavar=("KEY_X", "KEY_Y"),

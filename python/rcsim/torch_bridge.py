@@ -8,21 +8,19 @@ Supported (docs/user/python.md, "From PyTorch"):
   torch.nn.MultiheadAttention (embed_dim = kdim = vdim, with or without biases; no bias_k/bias_v,
     no add_zero_attn): pure attention, X(1) = MHA(X, X, X);
   torch.nn.TransformerEncoderLayer (relu or gelu, norm_first False: post-LN, True: pre-LN);
-  a GPT-2-style block (HF GPT2Block: ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj;
-    Conv1D weights [in, out]; or the same names directly on the block): pre-LN, causal, gelu_tanh;
+  a GPT-2-style block (HF GPT2Block and nanoGPT's Block: ln_1, attn.c_attn, attn.c_proj, ln_2,
+    mlp.c_fc, mlp.c_proj; nn.Linear weights [out, in] or HF Conv1D [in, out]; with or without
+    biases; or the same names directly on the block): pre-LN, causal, the MLP's activation read
+    from its module (nn.GELU's approximate, nn.ReLU, nn.Tanh, HF's GELU classes) or, for an
+    activation called as a function, identified by running the MLP once;
   a stack of any one of these: a list, nn.ModuleList, nn.Sequential, nn.TransformerEncoder, or a
     model holding its blocks as .transformer.h or .h (HF GPT-2).
-Dropout is not translated: the bridge describes the module in eval mode.
+Dropout is not translated: the bridge describes the module in eval mode. What it cannot read is
+one ValueError or TypeError naming the module and what is supported.
 """
 import numpy as np
 
-
-def _array(t):
-    """A tensor or parameter as float64 NumPy (None stays None)."""
-    if t is None:
-        return None
-    return t.detach().cpu().to(dtype=__import__("torch").float64).numpy() if hasattr(t, "detach") else \
-        np.asarray(t, dtype=float)
+from .torch_parts import array as _array, layernorm, mlp_activation, projection
 
 
 def _attr_path(obj, path):
@@ -77,11 +75,9 @@ def _mha(m):
     return keys, arrays
 
 
-def _layernorm(ln, stem):
+def _layernorm(ln, stem, name):
     """A LayerNorm's gain and bias as rcsim's norm arrays (ones and zeros without affine parameters)."""
-    d = ln.normalized_shape[-1]
-    gain = _array(ln.weight) if ln.weight is not None else np.ones(d)
-    bias = _array(ln.bias) if getattr(ln, "bias", None) is not None else np.zeros(d)
+    gain, bias, _ = layernorm(ln, name, ln.normalized_shape[-1])
     return {stem + "_gain": gain, stem + "_bias": bias}
 
 
@@ -101,8 +97,8 @@ def _encoder_layer(m):
     bias = m.linear1.bias is not None
     if bias:
         arrays.update({"b_in": _array(m.linear1.bias), "b_out": _array(m.linear2.bias)})
-    arrays.update(_layernorm(m.norm1, "norm_attn"))
-    arrays.update(_layernorm(m.norm2, "norm_mlp"))
+    arrays.update(_layernorm(m.norm1, "norm_attn", "norm1"))
+    arrays.update(_layernorm(m.norm2, "norm_mlp", "norm2"))
     keys.update({"norm.type": "layernorm", "norm.position": "pre" if m.norm_first else "post", "norm.eps": m.norm1.eps,
                  "residual.alpha": 1, "mlp.width": m.linear1.out_features, "mlp.activation": name,
                  "mlp.bias": bias})
@@ -122,34 +118,65 @@ def _gpt2_parts(m):
     return parts if all(v is not None for v in parts.values()) else None
 
 
-def _gpt2_block(m, heads):
-    """A GPT-2 block: pre-LN, causal, residual 1, Conv1D weights [in, out] (c_attn [d, 3d] = Q | K | V,
-    head h owning columns h d_h .. (h+1) d_h - 1), gelu_tanh MLP of width c_fc's."""
-    p = _gpt2_parts(m)
-    w, b = _array(p["c_attn"].weight), _array(p["c_attn"].bias)
-    d = w.shape[0]
+def _gpt2_heads(m, heads):
     H = heads or next((getattr(o, a) for o in (getattr(m, "attn", None), m) if o is not None
                        for a in ("num_heads", "n_head", "heads") if isinstance(getattr(o, a, None), int)), None)
     if not H:
-        raise ValueError("rcsim.from_torch: the GPT-2 block does not say its number of heads (attn.num_heads); "
-                         "give heads=H")
+        raise ValueError("rcsim.from_torch: the GPT-2 block does not say its number of heads (attn.num_heads or "
+                         "attn.n_head); give heads=H")
+    return H
+
+
+def _bias_pair(first, second, widths):
+    """Two biases of one sub-block: both None (no bias), or both arrays (a missing one as zeros)."""
+    if first is None and second is None:
+        return None, None
+    return tuple(b if b is not None else np.zeros(n) for b, n in zip((first, second), widths))
+
+
+def _gpt2_block(m, heads, activation=None):
+    """A GPT-2 block (HF GPT2Block, nanoGPT's Block): pre-LN, causal, residual 1; c_attn maps d to
+    3d = Q | K | V (nn.Linear or Conv1D, torch_parts.projection), head h owning columns
+    h d_h .. (h+1) d_h - 1; the MLP c_fc -> activation (its module, or identified by running it) ->
+    c_proj; biases where the block has them."""
+    import torch
+    p = _gpt2_parts(m)
+    c_attn = p["c_attn"]
+    d = c_attn.in_features if hasattr(c_attn, "in_features") else getattr(c_attn, "weight", np.zeros((0, 0))).shape[0]
+    w, b = projection(c_attn, "attn.c_attn", d, 3 * d)
+    H = _gpt2_heads(m, heads)
+    if d % H:
+        raise ValueError(f"rcsim.from_torch: {H} heads do not divide the width {d} of attn.c_attn")
+    w_o, b_o = projection(p["c_proj"], "attn.c_proj", d, d)
+    b, b_o = _bias_pair(b, b_o, (3 * d, d))
     arrays = {}
     for i, name in enumerate("QKV"):
         arrays["W_" + name] = _heads_split(w[:, i * d:(i + 1) * d], H, 1)
-        arrays["b_" + name] = b[i * d:(i + 1) * d].reshape(H, d // H)
-    arrays["W_O"] = _heads_split(_array(p["c_proj"].weight), H, 0)
-    arrays["b_O"] = _array(p["c_proj"].bias)
-    arrays.update({"W_in": _array(p["c_fc"].weight), "b_in": _array(p["c_fc"].bias),
-                   "W_out": _array(p["mlp_proj"].weight), "b_out": _array(p["mlp_proj"].bias)})
-    arrays.update(_layernorm(p["ln_1"], "norm_attn"))
-    arrays.update(_layernorm(p["ln_2"], "norm_mlp"))
+        if b is not None:
+            arrays["b_" + name] = b[i * d:(i + 1) * d].reshape(H, d // H)
+    arrays["W_O"] = _heads_split(w_o, H, 0)
+    if b_o is not None:
+        arrays["b_O"] = b_o
+    w_in, b_in = projection(p["c_fc"], "mlp.c_fc", d)
+    w_out, b_out = projection(p["mlp_proj"], "mlp.c_proj", w_in.shape[1], d)
+    b_in, b_out = _bias_pair(b_in, b_out, (w_in.shape[1], d))
+    arrays.update({"W_in": w_in, "W_out": w_out})
+    if b_in is not None:
+        arrays.update({"b_in": b_in, "b_out": b_out})
+    g1, s1, eps = layernorm(p["ln_1"], "ln_1", d)
+    g2, s2, eps2 = layernorm(p["ln_2"], "ln_2", d)
+    if eps != eps2:
+        raise ValueError(f"rcsim.from_torch: ln_1's eps {eps} and ln_2's {eps2} differ; rcsim has one norm.eps")
+    arrays.update({"norm_attn_gain": g1, "norm_attn_bias": s1, "norm_mlp_gain": g2, "norm_mlp_bias": s2})
+    mlp = getattr(m, "mlp", None)
+    act = activation or mlp_activation(mlp if isinstance(mlp, torch.nn.Module) else m, p["c_fc"], p["mlp_proj"], "mlp")
     keys = {"model.dim": d, "model.heads": H, "model.key_dim": d // H, "model.value_dim": d // H,
-            "mask.type": "causal", "norm.type": "layernorm", "norm.position": "pre", "norm.eps": p["ln_1"].eps,
-            "residual.alpha": 1, "mlp.width": arrays["W_in"].shape[1], "mlp.activation": "gelu_tanh", "mlp.bias": True}
+            "mask.type": "causal", "norm.type": "layernorm", "norm.position": "pre", "norm.eps": eps,
+            "residual.alpha": 1, "mlp.width": w_in.shape[1], "mlp.activation": act, "mlp.bias": b_in is not None}
     return keys, arrays
 
 
-def _one_block(m, heads):
+def _one_block(m, heads, activation=None):
     import torch
     if isinstance(m, torch.nn.MultiheadAttention):
         keys, arrays = _mha(m)
@@ -157,13 +184,13 @@ def _one_block(m, heads):
     if isinstance(m, torch.nn.TransformerEncoderLayer):
         return _encoder_layer(m)
     if _gpt2_parts(m) is not None:
-        return _gpt2_block(m, heads)
+        return _gpt2_block(m, heads, activation)
     raise TypeError(f"rcsim.from_torch: a {type(m).__name__} is not a block rcsim knows: nn.MultiheadAttention, "
                     "nn.TransformerEncoderLayer, a GPT-2-style block (ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, "
                     "mlp.c_proj), or a stack of one of these")
 
 
-def from_torch(module, heads=None, tokens=None):
+def from_torch(module, heads=None, tokens=None, activation=None):
     """rcsim's keys and weight arrays of a torch attention layer, block or stack of blocks, as a
     dict {"keys": {...}, "weights": {...}} that simulate, layer and gradients take as they are:
         bridge = rcsim.from_torch(block)                   # or a ModuleList, a GPT-2 model's .h, ...
@@ -174,10 +201,17 @@ def from_torch(module, heads=None, tokens=None):
     (d / H), and the block's normalisation, residual, MLP and mask keys; weights: W_Q, W_K, W_V
     [L, H, d, d_h], W_O [L, H, d_h, d], the biases, W_in/W_out, the LayerNorms' gains and biases
     (the head axis dropped for one head). heads: for a GPT-2 block that does not record it;
-    tokens: adds model.tokens. The arrays are float64 copies (run the module in eval mode: dropout
-    is not translated)."""
+    tokens: adds model.tokens; activation: a GPT-2-style MLP's activation ('relu', 'gelu',
+    'gelu_tanh', 'tanh') where the module does not say it (read from its activation module, e.g.
+    nanoGPT's nn.GELU(), or identified by running the MLP once). The arrays are float64 copies
+    (run the module in eval mode: dropout is not translated). What it cannot read raises one
+    ValueError or TypeError naming the module and what is supported."""
+    from .torch_parts import ACTIVATIONS
+    if activation is not None and activation not in ACTIVATIONS:
+        raise ValueError(f"rcsim.from_torch: activation={activation!r}; one of {', '.join(ACTIVATIONS)} (rcsim's "
+                         "mlp.activation)")
     blocks = blocks_of(module) or [module]
-    converted = [_one_block(b, heads) for b in blocks]
+    converted = [_one_block(b, heads, activation) for b in blocks]
     keys = converted[0][0]
     for i, (k, _) in enumerate(converted[1:], 1):
         if k != keys:
@@ -198,6 +232,22 @@ def from_torch(module, heads=None, tokens=None):
     return {"keys": keys, "weights": weights}
 
 
+def _warn_training(model):
+    """A RuntimeWarning when the model runs in training mode with dropout that acts (p > 0)."""
+    import warnings
+    import torch
+    if not isinstance(model, torch.nn.Module):
+        return
+    active = [name or type(model).__name__ for name, m in model.named_modules()
+              if m.training and (isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0
+                                 or isinstance(m, torch.nn.MultiheadAttention) and m.dropout > 0)]
+    if active:
+        shown = ", ".join(active[:3]) + (f" and {len(active) - 3} more" if len(active) > 3 else "")
+        warnings.warn(f"rcsim.capture: the model is in training mode, so dropout acts ({shown}) and the hidden "
+                      "states are random; call model.eval() first for the model's deterministic forward",
+                      RuntimeWarning, stacklevel=3)
+
+
 def capture(model, *inputs, blocks=None, batch_first=None, **kwargs):
     """The hidden states of a torch model, [batch, layers + 1, N, d] float64 NumPy: the input of its
     first block and the output of each block (forward hooks; the model runs once under
@@ -207,8 +257,10 @@ def capture(model, *inputs, blocks=None, batch_first=None, **kwargs):
     .model.layers (Llama), .layers (nn.TransformerEncoder), a ModuleList or Sequential). A block's
     output that is a tuple (HF blocks) gives its first element. batch_first: whether the hidden
     states are [batch, N, d] (default, and HF) or [N, batch, d] (False; default for an
-    nn.TransformerEncoder whose layers are not batch_first). An unbatched [N, d] is batch 1."""
+    nn.TransformerEncoder whose layers are not batch_first). An unbatched [N, d] is batch 1. A model in
+    training mode with dropout (p > 0) runs as it is, with a RuntimeWarning (call model.eval())."""
     import torch
+    _warn_training(model)
     found = list(blocks) if blocks is not None else blocks_of(model)
     if not found:
         raise TypeError(f"rcsim.capture: no blocks found in a {type(model).__name__} (looked for .transformer.h, .h, "
