@@ -27,6 +27,9 @@ const char* kind_of(mode_t mode) {
 
 InputFile::InputFile(const std::string& path, std::string what, long long max_bytes, const std::string& cap_text)
     : what_(std::move(what)) {
+  // A path from Python may hold a NUL byte; open() would read the name up to it, another file.
+  if (path.find('\0') != std::string::npos)
+    throw UsageError(what_ + ": the path holds a NUL byte; give a path without one");
   // O_NONBLOCK: opening a FIFO without a writer returns at once (it is refused below); a regular
   // file's reads ignore the flag.
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
