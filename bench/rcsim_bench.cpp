@@ -153,6 +153,9 @@ PhaseSeconds run_gradients(const EngineSetup& s, int threads) {
   return total;
 }
 
+// What `grad` computes, as the measures that ask `rcsim run` for it: its setup is theirs.
+const char* const kGradMeasures = "grad_x_norm,grad_wq_norm,grad_wk_norm,grad_wv_norm";
+
 // The benchmark workload (see the header comment) with these sizes, plus `extra` keys.
 Config workload(int n, int d, const std::string& mask, int trials, int layers, int threads,
                 std::map<std::string, std::string> extra = {}) {
@@ -340,7 +343,10 @@ int main() {
       int n = 0, d = 0, trials = 0, layers = 0, threads = 0;
       std::string mask;
       in >> n >> d >> mask >> trials >> layers >> threads;
-      const EngineSetup s = prepare(workload(n, d, mask, trials, layers, threads));
+      // Prepared as `rcsim run` prepares a run with these gradient measures (the reverse pass reads
+      // the dense mask, which prepare builds only for a run that asks for a gradient measure: on
+      // the cpu platform, N >= 512, a setup without them has none).
+      const EngineSetup s = prepare(workload(n, d, mask, trials, layers, threads, {{"output.measures", kGradMeasures}}));
       const auto t0 = Clock::now();
       const PhaseSeconds p = run_gradients(s, threads);
       std::cout << "grad " << seconds_since(t0) << " " << p.forward << " " << p.backward << std::endl;

@@ -24,7 +24,10 @@ The machine's float64 GEMM peak is measured between points in the same run, both
 as rcsim is built (two threads, each its own 1024^3 product) and the reference's BLAS (one
 2048^3 torch.mm on two threads); "% of peak" divides by the larger median.
 
-usage: run_bench.py [--quick] [--reps R] [--bench PATH] [--threads T] [--json FILE] [--shapes NxD,...]
+--smoke runs every point once through the rcsim worker only, at a reduced size (no timing): ctest's
+bench_quick_points runs it on the --quick set, so a crash of the worker fails a test.
+
+usage: run_bench.py [--quick] [--smoke] [--reps R] [--bench PATH] [--threads T] [--json FILE] [--shapes NxD,...]
                     [--settle SECONDS]
 """
 import argparse
@@ -124,6 +127,50 @@ def points(quick, base_layers):
     return out
 
 
+def reduced(p):
+    """Point p at a reduced size for --smoke: the same N, d, mask, measures, schedule and group (so the
+    same platform and code path: the cpu platform from N = 512), at most 2 trials and 3 layers; the
+    deep point 30 layers (its log schedule still skips layers)."""
+    layers = 30 if p["group"] == "deep" else min(p["layers"], 3)
+    return dict(p, trials=min(p["trials"], 2), layers=layers)
+
+
+def smoke(bench, grid, threads):
+    """Every point of the grid through the rcsim worker once, reduced (no reference, no timing):
+    each answer must come back and be finite. Returns the number of failures."""
+    import math
+    rc = Worker([bench])
+    failures = 0
+    commands = ["info", "peak 64 1", "estimate 32 16 causal 2 3 2"]
+    for p in map(reduced, grid):
+        if p["schedule"] != "all":
+            commands.append(f"schedule {p['schedule']} {p['layers']}")
+        if p["group"] == "grad":
+            commands.append(f"grad {p['N']} {p['d']} {p['mask']} {p['trials']} {p['layers']} {threads}")
+        else:
+            commands.append(f"run {p['N']} {p['d']} {p['mask']} {p['measures']} {p['trials']} {p['layers']} {threads} "
+                            f"{p['schedule']}")
+    for line in commands:
+        try:
+            answer = rc.text(line)
+            numbers = [float(v) for v in answer] if line.split()[0] in ("peak", "estimate", "run", "grad") else []
+            if not all(math.isfinite(v) for v in numbers):
+                raise RuntimeError(f"non-finite answer {answer}")
+            print(f"[ok] {line}", flush=True)
+        except (RuntimeError, ValueError, BrokenPipeError) as e:
+            failures += 1
+            try:  # EOF: the worker is exiting (crashed); an "error" answer: it lives on
+                code = rc.p.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                code = None
+            print(f"[FAIL] {line}: {e}" + (f" (worker exited {code})" if code is not None else ""), flush=True)
+            if code is not None:  # crashed: a fresh worker for the remaining commands
+                rc = Worker([bench])
+    rc.close()
+    print(f"smoke: {len(commands)} commands, {failures} failed")
+    return failures
+
+
 def variant_name(variant):
     """plain/1t, jemalloc/2t (torch and OpenBLAS both at that count), plain/2t-blas1."""
     alloc, threads, blas = variant
@@ -151,6 +198,9 @@ def main():
     ap.add_argument("--settle", type=float, default=0.3,
                     help="seconds to wait before every timed call, so that no worker's spinning threads "
                          "remain from the previous call (default 0.3)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="no timing and no reference: every point once through the rcsim worker at a reduced "
+                         "size (at most 2 trials, 3 layers), checking that each answers (ctest bench_quick_points)")
     ap.add_argument("--shapes", default=None,
                     help="only the points of these shapes, e.g. 128x64 or 128x64,512x128 (default: all)")
     args = ap.parse_args()
@@ -167,6 +217,8 @@ def main():
 
     if not os.access(args.bench, os.X_OK):  # not in the default target; bench/run_bench.sh builds it
         sys.exit(f"run_bench.py: no benchmark worker {args.bench}: build it with `cmake --build build --target rcsim_bench`")
+    if args.smoke:
+        sys.exit(1 if smoke(args.bench, grid, args.threads) else 0)
     rc = Worker([args.bench])
     allocators = {"plain": {}}
     if os.path.exists(JEMALLOC):

@@ -93,7 +93,7 @@ void write_token_ids(const std::string& source, const std::string& dest, const L
 
 }  // namespace
 
-std::string write_llama_run(const llama::LlamaModel& m, const LlamaRunRequest& q, const Provenance& p, bool force) {
+std::string write_llama_run(const llama::LlamaModel& m, const LlamaRunRequest& q, const Provenance& p, OutputFile& file) {
   if (q.sequences.empty()) throw UsageError("no token sequence to run");
   for (const auto& seq : q.sequences)
     if (seq.size() != q.sequences.front().size() || seq.empty())
@@ -106,9 +106,7 @@ std::string write_llama_run(const llama::LlamaModel& m, const LlamaRunRequest& q
   r.spectrum.assign(r.spectrum.size(), Matrix());
   for (std::size_t k = 0; k < q.sequences.size(); ++k)
     measure_sequence(s, llama::sequence_states(m, q.sequences[k], q.single, q.forward), static_cast<int>(k), r);
-  h5::check_replaceable(q.output, "--measure", "rcsim-run", force);
-  OutputFile file(q.output, {"--measure", "output '" + q.output + "'"});
-  const std::string body = create_temporary(q.output);
+  const std::string body = create_temporary(file.target());
   try {
     InputDigests inputs{{"checkpoint", q.checkpoint, q.checkpoint_sha256, {}}};
     write_run_file(body, c.to_ini() + pretrained_section(m, q, depth), s, r, p, inputs);
@@ -119,7 +117,7 @@ std::string write_llama_run(const llama::LlamaModel& m, const LlamaRunRequest& q
   }
   remove_quietly(body);
   file.publish();
-  return q.output;
+  return file.target();
 }
 
 std::vector<std::vector<int>> parse_id_sequences(const std::string& text, const std::string& where) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "io/output_file.hpp"
 #include "io/run_file.hpp"
 #include "kernel/llama/llama_forward.hpp"
 
@@ -27,9 +28,10 @@ struct LlamaRunRequest {
   std::string output;                       // the run file
 };
 
-// Compute and write (atomically, through OutputFile; `force` replaces a file that is not a
-// complete rcsim run file). Returns the path written.
-std::string write_llama_run(const llama::LlamaModel& m, const LlamaRunRequest& q, const Provenance& p, bool force);
+// Compute and write into `file` (q.output's OutputFile, taken by the caller before any computing
+// and checked under the --force rule: refuse_existing_output, io/output_file.hpp), then publish it.
+// Returns the path written.
+std::string write_llama_run(const llama::LlamaModel& m, const LlamaRunRequest& q, const Provenance& p, OutputFile& file);
 
 // Token id sequences from text: one sequence per line, ids separated by spaces or commas, '#'
 // starts a comment, blank lines skipped. `where` names the source in UsageErrors.

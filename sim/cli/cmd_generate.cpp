@@ -5,11 +5,12 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
-#include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "app/llama_run.hpp"
+#include "io/input_file.hpp"
 #include "io/llama_checkpoint.hpp"
 #include "io/output_file.hpp"
 #include "kernel/support/errors.hpp"
@@ -32,6 +33,8 @@ const char* kGenerateUsage = R"(usage: rcsim generate MODEL.bin [--steps=N] [--s
   --ids-file the sequences are given instead (one per line; ids separated by spaces or commas).
   With --measure, the model's blocks run over every sequence (all of one length) as rcsim's
   X(0) -> X(t) and every layer's token measures go to a run file (docs/user/pretrained.md).
+  As for `rcsim run`, --ids-out and --measure are locked before any work and never replace an
+  existing file without --force, nor ever a file the command reads (the checkpoint, --ids-file).
 
 options (also as `name = value` lines of an INI file given with --config FILE):
 )";
@@ -52,13 +55,8 @@ bool bool_option(const KeyValues& v, const std::string& name) {
   throw UsageError("--" + name + "=" + printable(t) + ": expected true or false");
 }
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError("--ids-file '" + printable(path) + "': cannot be opened");
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
+// A token id file: regular files only, at most this size, read through io/input_file.hpp.
+constexpr long long kMaxIdsFileBytes = 256LL << 20;
 
 std::string ids_text(const std::vector<std::vector<int>>& sequences) {
   std::ostringstream os;
@@ -97,7 +95,8 @@ std::vector<std::vector<int>> sequences_of(const llama::LlamaModel& m, const Key
   }
   if (!v.at("ids-file").empty()) {
     const std::string where = "--ids-file '" + printable(v.at("ids-file")) + "'";
-    return fitting(parse_id_sequences(read_text_file(v.at("ids-file")), where), m.config, where);
+    const std::string text = read_text_input(v.at("ids-file"), where, kMaxIdsFileBytes, "256 MiB (the cap for a token id file)");
+    return fitting(parse_id_sequences(text, where), m.config, where);
   }
   llama::GenerateOptions g;
   g.steps = integer_option(v, "steps", 0, m.config.seq_len - 1);
@@ -117,7 +116,7 @@ std::vector<std::vector<int>> sequences_of(const llama::LlamaModel& m, const Key
 }
 
 void measure(const llama::LlamaModel& pretrained, const LlamaCheckpoint& ck, const std::string& path,
-             const std::vector<std::vector<int>>& sequences, const KeyValues& v, bool single, const Invocation& inv,
+             const std::vector<std::vector<int>>& sequences, const KeyValues& v, bool single, OutputFile& file,
              const std::string& command_line) {
   LlamaRunRequest q;
   q.sequences = sequences;
@@ -137,8 +136,32 @@ void measure(const llama::LlamaModel& pretrained, const LlamaCheckpoint& ck, con
       weights == "random" ? llama::random_blocks(pretrained, static_cast<unsigned long long>(seed)) : pretrained;
   Provenance p;
   p.command_line = command_line;
-  const std::string out = write_llama_run(model, q, p, inv.force);
+  const std::string out = write_llama_run(model, q, p, file);
   spdlog::info("wrote {} ({} sequences of {} tokens, {} weights)", out, sequences.size(), sequences.front().size(), q.weights);
+}
+
+// generate's outputs, each through rcsim run's write path: its lock and exclusive temporary
+// (OutputFile) taken before any computing, so that a second process on the same file stops at
+// once, and the --force rule (refuse_existing_output): never an input, never an existing file
+// without --force.
+struct GenerateOutputs {
+  std::optional<OutputFile> ids, run;
+};
+void open_outputs(const KeyValues& v, const std::string& checkpoint, const Invocation& inv, GenerateOutputs& out) {
+  const std::string& ids = v.at("ids-out");
+  const std::string& run = v.at("measure");
+  if (!ids.empty() && !run.empty() && same_file(ids, run))
+    throw UsageError("--ids-out and --measure name the same file '" + printable(ids) + "'; give two files");
+  const std::vector<OutputInput> inputs = {
+      {"the checkpoint", checkpoint}, {"--ids-file", v.at("ids-file")}, {"--config", inv.config_file.value_or("")}};
+  if (!ids.empty()) {
+    out.ids.emplace(ids, OutputOptions{"--ids-out", "output '" + ids + "'"});
+    refuse_existing_output(*out.ids, "--ids-out", inputs, inv.force, "");
+  }
+  if (!run.empty()) {
+    out.run.emplace(run, OutputOptions{"--measure", "output '" + run + "'"});
+    refuse_existing_output(*out.run, "--measure", inputs, inv.force, "rcsim-run");
+  }
 }
 
 }  // namespace
@@ -153,16 +176,14 @@ int cmd_generate(const Invocation& inv, const std::vector<std::string>& args) {
   if (precision != "float64" && precision != "float32")
     throw UsageError("--precision=" + printable(precision) + ": expected float64 or float32");
   const bool single = precision == "float32";
+  GenerateOutputs outputs;
+  open_outputs(v, files.front(), inv, outputs);
   const LlamaCheckpoint ck = read_llama_checkpoint(files.front());
   const std::vector<std::vector<int>> sequences = sequences_of(ck.model, v, single);
   const std::string text = ids_text(sequences);
-  if (!v.at("ids-out").empty()) {
-    OutputFile out(v.at("ids-out"), {"--ids-out", "output '" + v.at("ids-out") + "'"});
-    out.write_bytes(text);
-  } else if (v.at("measure").empty()) {
-    std::cout << text;
-  }
-  if (!v.at("measure").empty()) measure(ck.model, ck, files.front(), sequences, v, single, inv, command_line_text(args));
+  if (outputs.ids) outputs.ids->write_bytes(text);
+  else if (!outputs.run) std::cout << text;
+  if (outputs.run) measure(ck.model, ck, files.front(), sequences, v, single, *outputs.run, command_line_text(args));
   return 0;
 }
 

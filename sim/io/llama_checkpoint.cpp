@@ -1,15 +1,14 @@
 #include "io/llama_checkpoint.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <vector>
 
 #include "io/input_digest.hpp"
+#include "io/input_file.hpp"
 #include "kernel/support/errors.hpp"
 #include "kernel/support/printable.hpp"
 
@@ -61,22 +60,6 @@ class FloatCursor {
   std::string file_;
 };
 
-std::vector<char> read_all(const std::string& path, const std::string& file) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
-    throw UsageError("llama2.c checkpoint '" + file + "': not a regular file (a directory, FIFO or device?)");
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw UsageError("llama2.c checkpoint '" + file + "': cannot be opened (missing or unreadable)");
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw UsageError("llama2.c checkpoint '" + file + "': not a regular file");
-  if (size > kMaxBytes) throw UsageError("llama2.c checkpoint '" + file + "': larger than 16 GiB");
-  std::vector<char> bytes(static_cast<std::size_t>(size));
-  in.seekg(0);
-  if (!in.read(bytes.data(), size)) throw UsageError("llama2.c checkpoint '" + file + "': read failed");
-  return bytes;
-}
-
 // The float32 values the arrays of `c` need (without the RoPE tables or the classifier).
 long long core_floats(const LlamaConfig& c) {
   const long long d = c.dim, m = c.hidden, L = c.layers, kv = c.kv_dim(), V = c.vocab;
@@ -113,20 +96,17 @@ void read_mlp(FloatCursor& cur, llama::LlamaModel& m) {
   read_layers(cur, m, "w3", &llama::LlamaBlock::w3, c.hidden, c.dim);
 }
 
-}  // namespace
 
-LlamaCheckpoint read_llama_checkpoint(const std::string& path) {
-  const std::string file = printable(path);
-  const std::string what = "llama2.c checkpoint '" + file + "': ";
-  const std::vector<char> bytes = read_all(path, file);
-  if (bytes.size() < 28)
-    throw UsageError(what + "truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the 28-byte header");
-  LlamaCheckpoint out;
+// The header of a checkpoint of `size` bytes (`head`: its first min(size, 256) bytes) read into
+// `out` (version, config); returns the header's length. The size the header's arrays need is
+// checked against `size` here, before the arrays are read: the header is the file's size cap.
+std::size_t read_header(const std::vector<char>& head, long long size, const std::string& what, LlamaCheckpoint& out) {
+  if (size < 28) throw UsageError(what + "truncated: " + std::to_string(size) + " bytes, shorter than the 28-byte header");
   std::size_t header = 28, first = 0;
-  if (static_cast<std::uint32_t>(int_at(bytes, 0)) == kMagic) {
-    if (bytes.size() < kVersionedHeader)
-      throw UsageError(what + "truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the 256-byte header");
-    out.version = int_at(bytes, 4);
+  if (static_cast<std::uint32_t>(int_at(head, 0)) == kMagic) {
+    if (size < static_cast<long long>(kVersionedHeader))
+      throw UsageError(what + "truncated: " + std::to_string(size) + " bytes, shorter than the 256-byte header");
+    out.version = int_at(head, 4);
     if (out.version != 1)
       throw UsageError(what + "format version " + std::to_string(out.version) +
                        " found; rcsim reads the legacy format and version 1 (float32); version 2 is int8-quantised");
@@ -134,25 +114,42 @@ LlamaCheckpoint read_llama_checkpoint(const std::string& path) {
     first = 8;
   }
   LlamaConfig& c = out.model.config;
-  c.dim = int_at(bytes, first);
-  c.hidden = int_at(bytes, first + 4);
-  c.layers = int_at(bytes, first + 8);
-  c.heads = int_at(bytes, first + 12);
-  c.kv_heads = int_at(bytes, first + 16);
-  const std::int32_t vocab = int_at(bytes, first + 20);
-  c.seq_len = int_at(bytes, first + 24);
+  c.dim = int_at(head, first);
+  c.hidden = int_at(head, first + 4);
+  c.layers = int_at(head, first + 8);
+  c.heads = int_at(head, first + 12);
+  c.kv_heads = int_at(head, first + 16);
+  const std::int32_t vocab = int_at(head, first + 20);
+  c.seq_len = int_at(head, first + 24);
   c.vocab = out.version == 1 ? vocab : (vocab == INT32_MIN ? 0 : std::abs(vocab));
-  c.shared_classifier = out.version == 1 ? bytes[first + 28] != 0 : vocab > 0;
+  c.shared_classifier = out.version == 1 ? head[first + 28] != 0 : vocab > 0;
   if (const std::string p = llama::config_problem(c); !p.empty())
     throw UsageError(what + "header (" + (out.version ? "version 1" : "legacy") + ") does not describe a model: " + p +
                      " (not a llama2.c checkpoint?)");
   const long long rope = out.version == 0 ? static_cast<long long>(c.seq_len) * c.head_size() : 0;
   const long long cls = c.shared_classifier ? 0 : static_cast<long long>(c.vocab) * c.dim;
   const long long need = static_cast<long long>(header) + 4 * (core_floats(c) + rope + cls);
-  if (static_cast<long long>(bytes.size()) != need)
-    throw UsageError(what + std::to_string(bytes.size()) + " bytes, but its header (" + header_text(c) + ", " +
+  if (size != need)
+    throw UsageError(what + std::to_string(size) + " bytes, but its header (" + header_text(c) + ", " +
                      (c.shared_classifier ? "shared" : "unshared") + " classifier) needs " + std::to_string(need) +
-                     (static_cast<long long>(bytes.size()) < need ? " (truncated)" : " (trailing bytes)"));
+                     (size < need ? " (truncated)" : " (trailing bytes)"));
+  return header;
+}
+
+}  // namespace
+
+LlamaCheckpoint read_llama_checkpoint(const std::string& path) {
+  const std::string file = printable(path);
+  const std::string what = "llama2.c checkpoint '" + file + "': ";
+  // Regular files only, the size known before reading (io/input_file.hpp); the header first, and
+  // the rest read only when the header accounts for every byte.
+  const InputFile in(path, "llama2.c checkpoint '" + file + "'", kMaxBytes, "16 GiB (the largest checkpoint rcsim reads)");
+  LlamaCheckpoint out;
+  const std::size_t header =
+      read_header(in.read(0, static_cast<std::size_t>(std::min<long long>(in.size(), kVersionedHeader))), in.size(), what, out);
+  const LlamaConfig& c = out.model.config;
+  const long long rope = out.version == 0 ? static_cast<long long>(c.seq_len) * c.head_size() : 0;
+  const std::vector<char> bytes = in.read_all();
   FloatCursor cur(bytes, header, file);
   llama::LlamaModel& m = out.model;
   m.blocks.resize(static_cast<std::size_t>(c.layers));

@@ -5,9 +5,11 @@
 #include <filesystem>
 #include <system_error>
 
+#include "io/input_file.hpp"
 #include "io/isolated.hpp"
 #include "io/provenance.hpp"
 #include "kernel/support/errors.hpp"
+#include "kernel/support/printable.hpp"
 
 namespace fs = std::filesystem;
 
@@ -102,6 +104,21 @@ void OutputFile::update_hdf5(const std::string& group, const std::function<void(
 void OutputFile::write_bytes(const std::string& bytes) {
   write_whole_file(tmp_, bytes.data(), bytes.size());
   publish();
+}
+
+void refuse_existing_output(const OutputFile& out, const std::string& key, const std::vector<OutputInput>& inputs,
+                            bool force, const std::string& filetype) {
+  const std::string name = key + " '" + printable(out.target()) + "'";
+  for (const OutputInput& in : inputs)
+    if (!in.path.empty() && same_file(out.target(), in.path))
+      throw UsageError(name + " is the file this command reads as " + in.role +
+                       "; rcsim never writes over its own input, not even with --force (choose another name)");
+  if (force || !path_exists(out.target())) return;
+  if (filetype.empty())
+    throw UsageError(name + " exists; refusing to overwrite it (remove it, choose another name, or rerun with --force)");
+  h5::check_replaceable(out.target(), key, filetype, force);  // a file that is not a complete one of `filetype`
+  throw UsageError(name + " is a complete " + filetype + " file (a finished run); refusing to replace it (remove it, "
+                   "choose another name, or rerun with --force)");
 }
 
 }  // namespace rcsim

@@ -80,4 +80,18 @@ class OutputFile {
   bool published_ = false;
 };
 
+// The --force rule for an output named on the command line, checked while its OutputFile holds
+// the lock (so that no other process publishes the target between the check and the rename) and
+// before any computing: never a file the command reads (`inputs`: {what it is read as, path};
+// not even with --force); a target that is not a regular file is refused by OutputFile itself;
+// without --force never an existing file: `filetype` "" (a text output: any file there may be a
+// user's) or a complete file of that type (a finished run; h5::check_replaceable's message for a
+// file that is not one). `key` names the option in messages ("--measure").
+struct OutputInput {
+  std::string role;  // "the checkpoint", "--ids-file"
+  std::string path;
+};
+void refuse_existing_output(const OutputFile& out, const std::string& key, const std::vector<OutputInput>& inputs,
+                            bool force, const std::string& filetype);
+
 }  // namespace rcsim

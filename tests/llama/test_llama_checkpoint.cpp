@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -124,4 +126,19 @@ TEST_CASE("llama hostile checkpoints: one message naming the file and the proble
   put_float(inf, 28 + 4 * 5, std::numeric_limits<float>::infinity());
   refused(inf, "inf.bin", "(inf) in token_embedding at entry 5");
   CHECK_THROWS_WITH(read_llama_checkpoint("/nonexistent/x.bin"), Catch::Contains("cannot be opened"));
+}
+
+TEST_CASE("llama checkpoints through the hardened reader: regular files only, the path whole", "[llama]") {
+  // A path with a NUL byte (from Python) names another file for open(): refused, not truncated.
+  const std::string nul = std::string(kModel) + std::string(1, '\0') + "trailing";
+  CHECK_THROWS_AS(read_llama_checkpoint(nul), UsageError);
+  CHECK_THROWS_WITH(read_llama_checkpoint(nul), Catch::Contains("NUL byte"));
+  const auto dir = std::filesystem::temp_directory_path() / ("rcsim_llama_fifo_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  CHECK_THROWS_WITH(read_llama_checkpoint(dir.string()), Catch::Contains("is a directory"));
+  const std::string fifo = (dir / "m.fifo").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(read_llama_checkpoint(fifo), Catch::Contains("is a FIFO"));  // at once: opened non-blocking
+  CHECK_THROWS_WITH(read_llama_checkpoint("/dev/zero"), Catch::Contains("is a device"));
+  std::filesystem::remove_all(dir);
 }
