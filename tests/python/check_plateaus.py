@@ -6,7 +6,7 @@ Usage: check_plateaus.py RCSIM WORK_DIR
 
 Two runs: a particle flow (12 tokens on S^2, SA, beta = 9, RK4, three trials; energy and cluster
 counts against /time) and a transformer run (rank against /layer, the attention entropy against
-/attention_layer). Five settings of the
+/attention_layer). Six settings (one with the default minimum duration) of the
 measure, rtol and min_duration; each trial's series read from the file and given to
 metastability.plateaus and merge_times, and trial 0 of the energy also through metastability.py's
 command line (its printed table). The comparison is shown to fail: metastability.py with 1.5 x rtol
@@ -96,14 +96,16 @@ def differences(a, t, y, rtol, min_duration):
     return out
 
 
+# min_duration None: the default (auto, 2% of the axis' span) on both sides.
 CASES = [(PARTICLES, "energy", 2e-3, 0.0, "time"), (PARTICLES, "energy", 5e-3, 0.5, "time"),
+         (PARTICLES, "energy", 2e-3, None, "time"),
          (PARTICLES, "clusters_999", 0.0, 0.0, "time"), (LAYERS, "rank", 0.0, 0.0, "layer"),
          (LAYERS, "attn_entropy", 2e-3, 2.0, "attention_layer")]
 plateaus_seen = merges_seen = 0
 for path, measure, rtol, min_duration, axis in CASES:
     what = f"{os.path.basename(path)} {measure} rtol {rtol} min_duration {min_duration}"
-    r = run(["analyze", path, f"--plateaus={measure}", f"--plateau-rtol={rtol!r}",
-             f"--plateau-min-duration={min_duration!r}", "--quiet"])
+    given = [] if min_duration is None else [f"--plateau-min-duration={min_duration!r}"]
+    r = run(["analyze", path, f"--plateaus={measure}", f"--plateau-rtol={rtol!r}", *given, "--quiet"])
     check(r.returncode == 0, f"{what}: analyze exit {r.returncode}: {r.stderr}")
     if r.returncode:
         continue
@@ -111,11 +113,15 @@ for path, measure, rtol, min_duration, axis in CASES:
     a = analysed(path)
     check(a["axis"] == axis, f"{what}: axis {a['axis']}, expected {axis}")
     t, y = series(path, measure)
+    if min_duration is None:
+        with h5py.File(path, "r") as f:
+            used = f["analysis/plateaus"].attrs["min_duration"]
+        check(used == metastability.default_min_duration(t) and used > 0, f"{what}: min_duration {used}")
     for d in differences(a, t, y, rtol, min_duration):
         check(False, f"{what}: {d}")
     plateaus_seen += len(a["value"])
     merges_seen += len(a["merge_time"])
-    if measure == "energy" and rtol == 2e-3:
+    if measure == "energy" and rtol == 2e-3 and min_duration == 0.0:
         # The comparison can fail: metastability.py at 1.5 x rtol finds other plateaus.
         check(differences(a, t, y, 1.5 * rtol, min_duration), f"{what}: no difference at 1.5 x rtol")
         # metastability.py's command line on trial 0: its printed rows are rcsim's plateaus of trial 0.
@@ -132,7 +138,8 @@ for path, measure, rtol, min_duration, axis in CASES:
 check(plateaus_seen >= 10 and merges_seen >= 5, f"too few plateaus ({plateaus_seen}) or merges ({merges_seen}) to compare")
 
 # A series that turns non-finite: cut at its first non-finite sample, with a warning; the plateaus of the
-# samples before it, as metastability.py finds them on that prefix (it refuses a non-finite series).
+# samples before it, as metastability.py finds them on that prefix (it refuses a non-finite series), with
+# the default minimum duration of the whole axis (rcsim's auto is 2% of the axis' span, cut or not).
 CUT = os.path.join(work, "cut.h5")
 shutil.copyfile(PARTICLES, CUT)
 with h5py.File(CUT, "r+") as f:
@@ -148,7 +155,7 @@ if r.returncode == 0:
     keep = a["plateau_trial"] == 0
     part = {k: (v[keep] if k.startswith("plateau") or k in ("first_sample", "last_sample", "start", "end", "value")
                 else v[a["merge_trial"] == 0] if k.startswith("merge") else v) for k, v in a.items()}
-    for d in differences(part, t[:60], y[:1, :60], 0.003, 0.0):
+    for d in differences(part, t[:60], y[:1, :60], 0.003, metastability.default_min_duration(t)):
         check(False, f"cut series: {d}")
 
 # Bad options: exit 2, one line naming what is allowed; the file's /analysis untouched.
