@@ -235,10 +235,12 @@ def self_test():
             check(len(f) == 4, f"{what}: {len(f)} plateaus, 4 expected")
             if len(f) != 4:
                 continue
-            check(all(abs(p["value"] - v) <= tol for p, v in zip(f, levels)), f"{what}: values {[p['value'] for p in f]}")
+            check(all(abs(p["value"] - v) <= tol for p, v in zip(f, levels)),
+                  f"{what}: values {[p['value'] for p in f]}")
             for i, (tj, J) in enumerate(zip(jumps, np.diff(levels))):
                 near, far = 0.5 * w * np.log(J / (tol - 2 * a) - 1), 0.5 * w * np.log(J / (tol + 2 * a) - 1)
-                check(tj - near - dt - 1e-9 <= f[i]["end"] <= tj - far + 1e-9, f"{what}: plateau {i} ends at {f[i]['end']}")
+                check(tj - near - dt - 1e-9 <= f[i]["end"] <= tj - far + 1e-9,
+                      f"{what}: plateau {i} ends at {f[i]['end']}")
                 check(tj + far - 1e-9 <= f[i + 1]["start"] <= tj + near + dt + 1e-9,
                       f"{what}: plateau {i + 1} starts at {f[i + 1]['start']}")
             for m, tj, J in zip(merge_times(t, y, f), jumps, np.diff(levels)):
@@ -261,8 +263,8 @@ def self_test():
         check(len(fx) == 4 and 75 + 3 * np.log(0.5 / (2 * tol + d_end)) - 1e-9 <= fx[3]["start"]
               <= 75 + 3 * np.log(0.5 / tol) + dt + 1e-9, f"n {n}: staircase with an exponential approach: {fx}")
         e = 1.5 * tol + 0.5 * d_end
-        check(len(mx) == 3 and abs(mx[2] - (75 + 3 * np.log(2))) <= 3 * np.log((0.25 + e) / (0.25 - e)) + 0.12 * dt * dt,
-              f"n {n}: merges {mx}")
+        bound = 3 * np.log((0.25 + e) / (0.25 - e)) + 0.12 * dt * dt
+        check(len(mx) == 3 and abs(mx[2] - (75 + 3 * np.log(2))) <= bound, f"n {n}: merges {mx}")
     # An integer series (cluster count 5 -> 3 -> 2 -> 1) with rtol = 0 and D = 0: its runs.
     ti = np.arange(0, 40, dtype=float)
     yi = np.array([5] * 10 + [3] * 12 + [2] * 8 + [1] * 10, dtype=float)

@@ -53,7 +53,8 @@ TEST_CASE("plateaus of an integer staircase with rtol 0: the runs of equal value
   CHECK(find_plateaus(t, y, 0.0, 4.0).size() == 3);
 }
 
-TEST_CASE("plateaus: flat samples, refined to the samples within tol of the median, merges interpolated", "[plateaus]") {
+TEST_CASE("plateaus: flat samples, refined to the samples within tol of the median, merges interpolated",
+          "[plateaus]") {
   // Range 1.01, rtol 0.02: tol 0.0202; D = 0, so each half-window is a sample and its neighbour: sample k is
   // flat when |y_{k+1} - y_{k-1}| / 2 <= tol (at the ends |y_1 - y_0| / 2, |y_9 - y_8| / 2). Flat: 0, 1
   // (|0 - 0| / 2), 4, 5, 6 (0.005 each), 9; not 2, 3 (0.495, 0.5), 7, 8 (0.255, 0.25). Cores 0..1, 4..6, 9.

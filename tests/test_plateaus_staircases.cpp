@@ -40,12 +40,12 @@ double tanh_staircase(double t, double w) {
 double reach(double J, double w, double c) { return 0.5 * w * std::log(J / c - 1.0); }
 
 // The plateaus of a tanh staircase of width w with noise bounded by a (0: none): four, each bounded by its
-// steps (tol = rtol x the range, 1 + at most 2 a). A sample whose distance from the level is d is within tol of the median m when d <= tol - 2a
-// (|m - level| <= a), and not when d > tol + 2a; so each plateau's end lies between the times where
-// d = tol - 2a and tol + 2a (one sample spacing dt on), and its value within tol of the level. The
-// merge: |mid - y(jump)| <= tol, the noise moves y by a, so |merge - jump| <= w atanh(2 (tol + a) / J),
-// and linear interpolation between samples adds at most dt^2 / w (tanh'' <= 0.77 J / w^2 against a
-// slope >= 0.4 J / w within the bound).
+// steps (tol = rtol x the range, 1 + at most 2 a). A sample whose distance from the level is d is within
+// tol of the median m when d <= tol - 2a (|m - level| <= a), and not when d > tol + 2a; so each plateau's end lies
+// between the times where d = tol - 2a and tol + 2a (one sample spacing dt on), and its value within tol of the level.
+// The merge: |mid - y(jump)| <= tol, the noise moves y by a, so |merge - jump| <= w atanh(2 (tol + a) / J), and linear
+// interpolation between samples adds at most dt^2 / w (tanh'' <= 0.77 J / w^2 against a slope >= 0.4 J / w within the
+// bound).
 void check_tanh_staircase(const std::vector<double>& t, const std::vector<double>& y, double w, double a) {
   const double tol = kRtol * (*std::max_element(y.begin(), y.end()) - *std::min_element(y.begin(), y.end()));
   const double dt = t[1] - t[0];
@@ -137,7 +137,8 @@ TEST_CASE("a ramp has no plateau at the default settings, at any sampling and rt
   // 801 samples); where it lasts D or more, its halves' medians differ by about tol > 0.75 tol.
   for (std::size_t n : {101, 801, 20001}) {
     const std::vector<double> t = grid(n);
-    for (double rtol : {1e-3, 2e-3, 5e-3, 1e-2, 2e-2}) CHECK(find_plateaus(t, t, rtol, default_min_duration(t)).empty());
+    for (double rtol : {1e-3, 2e-3, 5e-3, 1e-2, 2e-2})
+      CHECK(find_plateaus(t, t, rtol, default_min_duration(t)).empty());
   }
 }
 

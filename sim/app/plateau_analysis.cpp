@@ -74,7 +74,8 @@ PlateauAnalysis analyze_plateaus(const h5::File& f, const std::string& path, con
   for (double x : p.t)
     if (!std::isfinite(x)) throw UsageError("run file '" + path + "': /" + p.axis + " holds " + fmt(x) + ", expected finite values");
   if (!std::is_sorted(p.t.begin(), p.t.end()))
-    throw UsageError("run file '" + path + "': /" + p.axis + " is not non-decreasing; the plateaus need an ordered axis");
+    throw UsageError("run file '" + path + "': /" + p.axis +
+                     " is not non-decreasing; the plateaus need an ordered axis");
   p.min_duration = o.min_duration ? *o.min_duration : default_min_duration(p.t);
   for (std::size_t i = 0; i < trials; ++i) {
     std::vector<double> yi(y.data.begin() + static_cast<long>(i * n), y.data.begin() + static_cast<long>((i + 1) * n));
@@ -101,7 +102,8 @@ void write_plateaus(const h5::Group& analysis, const PlateauAnalysis& p) {
   g.set_attr("axis", p.axis);
   g.set_attr("rtol", p.options.rtol);
   g.set_attr("min_duration", p.min_duration);
-  g.set_attr("min_duration_source", p.options.min_duration ? std::string("given") : std::string("auto: 0.02 x the axis' span"));
+  g.set_attr("min_duration_source",
+             p.options.min_duration ? std::string("given") : std::string("auto: 0.02 x the axis' span"));
   g.set_attr("definition",
              "tol = rtol x (range of the series), D = min_duration; flat sample: the means of the series over "
              "[t - D/2, t] and [t, t + D/2] differ by <= tol; a plateau: a maximal run of flat samples, trimmed to "

@@ -34,7 +34,7 @@ struct PlateauAnalysis {
   std::string measure;       // empty: none asked for
   std::string axis;          // "time", "layer" or "attention_layer": the file's coordinate used as t
   PlateauOptions options;
-  double min_duration = 0;   // the one used: options.min_duration, or auto on the axis t
+  double min_duration = 0;   // the one used: options.min_duration, or auto on the axis
   std::vector<double> t;     // that coordinate
   std::vector<TrialPlateaus> trial;
   std::vector<std::string> warnings;  // series cut at a non-finite value, one line per trial

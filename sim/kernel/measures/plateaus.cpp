@@ -86,7 +86,7 @@ bool is_level(const Series& s, const Piece& p, double min_duration) {
   if (!p.found || p.last <= p.first || s.t[p.last] - s.t[p.first] < min_duration) return false;
   const double middle = 0.5 * (s.t[p.first] + s.t[p.last]);
   std::size_t i = p.first, j = p.last;
-  while (i < p.last && s.t[i + 1] <= middle) ++i;  // the last sample of the first half
+  while (i < p.last && s.t[i + 1] <= middle) ++i;   // the last sample of the first half
   while (j > p.first && s.t[j - 1] >= middle) --j;  // the first sample of the second half
   return std::abs(s.median(j, p.last) - s.median(p.first, i)) <= kTrendFraction * s.tol;
 }

@@ -30,9 +30,9 @@
 namespace rcsim {
 
 struct Plateau {
-  double start = 0, end = 0;           // t of its first and last sample
-  double value = 0;                    // mean of its samples (joined: of both plateaus' samples)
-  std::size_t first = 0, last = 0;     // indices of its first and last sample
+  double start = 0, end = 0;        // t of its first and last sample
+  double value = 0;                 // mean of its samples (joined: of both plateaus' samples)
+  std::size_t first = 0, last = 0;  // indices of its first and last sample
 };
 
 // The default minimum duration, a fraction of the span of t: 2%.
