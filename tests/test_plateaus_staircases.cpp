@@ -107,7 +107,7 @@ TEST_CASE("plateaus of a smooth (tanh) staircase: ends where the steps come with
 TEST_CASE("noise at a third of the tolerance: the same four plateaus and three merges", "[plateaus]") {
   // Bounded noise, uniform in [-tol/3, tol/3]: moves a half-window mean difference by at most 2 tol / 3 <
   // tol, so the levels stay flat; the bounds of check_tanh_staircase with a = tol / 3. (The detector
-  // before issue 46 found 7 plateaus at 801 samples and 154 at 20001.)
+  // before issue 46 found 7 plateaus at 801 samples and 157 at 20001.)
   std::mt19937_64 rng(46);
   for (std::size_t n : {101, 801, 20001}) {
     const std::vector<double> t = grid(n);
