@@ -9,7 +9,7 @@ tol = rtol x (range of the series); D = min_duration (default: 2% of the span of
 1. Flat samples: sample k is flat when the mean of the samples in [t_k - D/2, t_k] and the mean of those
    in [t_k, t_k + D/2] (each half holding sample k and at least its neighbour) differ by at most tol: the
    local slope over a window of D stays below about 2 tol / D. Noise bounded by a moves the difference by
-   at most 2 a, so noise below tol / 2 leaves a level's samples flat.
+   at most 2 a (a median by a), so a level with noise below 3 tol / 8 passes steps 1 - 3 whatever the sampling.
 2. Each maximal run of flat samples (a core) is refined: trimmed at both ends to the samples within tol of
    its median and extended over the adjacent samples within tol of it (never into the previous plateau),
    the median recomputed, until the run no longer changes (at most 10 rounds).
