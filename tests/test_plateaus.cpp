@@ -210,6 +210,15 @@ TEST_CASE("analyze --plateaus on a particle run: /analysis/plateaus, the table, 
                             {"analyze", out, "--plateaus=energy", "--plateau-rtol=nan"},
                             {"analyze", out, "--plateaus=energy", "--plateau-min-duration=-2"},
                             {"analyze", out, "--plateaus=energy", "--plateau-min-duration=abc"},
+                            {"analyze", out, "--plateaus=energy", "--plateau-min-duration=Auto"},
                             {"analyze", out, "--plateaus=time"}},
                            {});
+  const test::Outcome bad_auto = test::run_cli({"analyze", out, "--plateaus=energy", "--plateau-min-duration=Auto"});
+  CHECK(bad_auto.err.find("--plateau-min-duration=Auto: expected auto or a finite number >= 0") != std::string::npos);
+  // The default: 2% of the axis' span, named in the file.
+  REQUIRE(test::run_cli({"analyze", out, "--plateaus=energy", "--quiet"}).status == 0);
+  const h5::File g2 = h5::File::open_read(out);
+  const h5::Group auto_group = g2.open_group("analysis/plateaus");
+  CHECK(auto_group.attr_double("min_duration") == 0.02 * (time.data.back() - time.data.front()));
+  CHECK(auto_group.attr_string("min_duration_source").rfind("auto", 0) == 0);
 }

@@ -79,8 +79,14 @@ AnalysisOptions analysis_options(const KeyValues& v) {
   }
   o.plateaus.measure = v.at("plateaus");
   o.plateaus.rtol = parse_number("--plateau-rtol", v.at("plateau-rtol"));
-  if (v.at("plateau-min-duration") != "auto")
-    o.plateaus.min_duration = parse_number("--plateau-min-duration", v.at("plateau-min-duration"));
+  const std::string min_duration = v.at("plateau-min-duration");
+  if (min_duration != "auto") {
+    try {
+      o.plateaus.min_duration = parse_number("--plateau-min-duration", min_duration);
+    } catch (const UsageError&) {
+      throw UsageError("--plateau-min-duration=" + printable(min_duration) + ": expected auto or a finite number >= 0");
+    }
+  }
   validate(o);
   return o;
 }
