@@ -10,7 +10,8 @@ counts against /time) and a transformer run (rank against /layer, the attention 
 measure, rtol and min_duration; each trial's series read from the file and given to
 metastability.plateaus and merge_times, and trial 0 of the energy also through metastability.py's
 command line (its printed table). The comparison is shown to fail: metastability.py with 1.5 x rtol
-must disagree. Bad options: exit 2 with the allowed measures named. About 3 s.
+must disagree. Constructed series written into a run file (a noisy tanh staircase, a ramp, an exponential
+approach) with the default settings. Bad options: exit 2 with the allowed measures named. About 3 s.
 """
 import os
 import shutil
@@ -157,6 +158,28 @@ if r.returncode == 0:
                 else v[a["merge_trial"] == 0] if k.startswith("merge") else v) for k, v in a.items()}
     for d in differences(part, t[:60], y[:1, :60], 0.003, metastability.default_min_duration(t)):
         check(False, f"cut series: {d}")
+
+# Constructed series in a run file (its /time, log-spaced): a tanh staircase with noise uniform in +-tol/3 per
+# trial, and a ramp and an exponential approach; the default settings on both sides give the same plateaus.
+SYN = os.path.join(work, "constructed.h5")
+shutil.copyfile(PARTICLES, SYN)
+with h5py.File(SYN, "r+") as f:
+    ts = f["time"][()]
+    rng = np.random.default_rng(46)
+    noisy = metastability.staircase(ts, [0.0, 0.3, 0.5, 1.0], [3.0, 8.0, 15.0], 0.3) + (2e-3 / 3) * rng.uniform(-1, 1, ts.size)
+    f["metrics/energy"][0, :] = noisy
+    f["metrics/energy"][1, :] = ts
+    f["metrics/energy"][2, :] = 1 - np.exp(-ts / 2)
+r = run(["analyze", SYN, "--plateaus=energy", "--quiet"])
+check(r.returncode == 0, f"constructed series: exit {r.returncode}: {r.stderr}")
+if r.returncode == 0:
+    a = analysed(SYN)
+    t, y = series(SYN, "energy")
+    for d in differences(a, t, y, 2e-3, metastability.default_min_duration(t)):
+        check(False, f"constructed series: {d}")
+    counts = [int(np.sum(a["plateau_trial"] == i)) for i in range(3)]
+    check(counts == [4, 0, 1], f"constructed series: plateaus per trial {counts}, expected 4 (staircase), 0 (ramp), "
+          "1 (the exponential approach's limit)")
 
 # Bad options: exit 2, one line naming what is allowed; the file's /analysis untouched.
 r = run(["analyze", PARTICLES, "--plateaus=entropy"])
