@@ -166,8 +166,8 @@ shutil.copyfile(PARTICLES, SYN)
 with h5py.File(SYN, "r+") as f:
     ts = f["time"][()]
     rng = np.random.default_rng(46)
-    noisy = metastability.staircase(ts, [0.0, 0.3, 0.5, 1.0], [3.0, 8.0, 15.0], 0.3) + (2e-3 / 3) * rng.uniform(-1, 1, ts.size)
-    f["metrics/energy"][0, :] = noisy
+    noise = (2e-3 / 3) * rng.uniform(-1, 1, ts.size)
+    f["metrics/energy"][0, :] = metastability.staircase(ts, [0.0, 0.3, 0.5, 1.0], [3.0, 8.0, 15.0], 0.3) + noise
     f["metrics/energy"][1, :] = ts
     f["metrics/energy"][2, :] = 1 - np.exp(-ts / 2)
 r = run(["analyze", SYN, "--plateaus=energy", "--quiet"])
