@@ -109,7 +109,7 @@ def geometry_checks(c, r):
     with warnings.catch_warnings():  # layers past an overflow are NaN in every sequence: their median is NaN
         warnings.simplefilter("ignore", RuntimeWarning)
         med = {n: {k: np.nanmedian(r[n][k], axis=0) for k in ("cos_abs_mean", "sigma_rel", "mu_rel")} for n in r}
-    pre, rnd = med["pretrained"], med["random blocks"]
+    pre = med["pretrained"]
     iso = pc.isotropic_abs_cos(DIM)
     c.add("Wu Fig. 4, anisotropic (weakly): the pretrained mean |cos| at the trained depth is above that of "
           "isotropic vectors", f"{pre['cos_abs_mean'][L]:.3f} (isotropic {iso:.3f})", f"> {iso:.3f}",
