@@ -481,8 +481,9 @@ TEST_CASE("unit speed at beta = 2000: a field of 1e-39 keeps its direction and c
 namespace {
 
 // The unit step of the USA flow worked in long double from the documented difference form (particles.md section 6):
-// F_i = P_{x_i}(sum_j A_ij (x_j - x_i)), A_ij = exp(beta(<x_i, x_j> - 1)) / n, X + alpha F / |F|_F, rows normalised.
-Matrix unit_step_long_double(const Matrix& X, double beta, double alpha) {
+// F_i = P_{x_i}(sum_j A_ij (x_j - x_i)), A_ij = exp(beta(<x_i, x_j> - 1)) / n, X + alpha F / |F|_F, rows normalised;
+// with W_V = sign I (sign = -1: repulsion) F is sign times that.
+Matrix unit_step_long_double(const Matrix& X, double beta, double alpha, double sign = 1.0) {
   const Eigen::Index n = X.rows();
   using LD = long double;
   std::vector<std::array<LD, 2>> F(static_cast<std::size_t>(n));
@@ -492,8 +493,8 @@ Matrix unit_step_long_double(const Matrix& X, double beta, double alpha) {
     for (Eigen::Index j = 0; j < n; ++j) {
       const LD dot = LD(X(i, 0)) * X(j, 0) + LD(X(i, 1)) * X(j, 1);
       const LD a = std::exp(LD(beta) * (dot - 1)) / LD(n);
-      y0 += a * (LD(X(j, 0)) - X(i, 0));
-      y1 += a * (LD(X(j, 1)) - X(i, 1));
+      y0 += LD(sign) * a * (LD(X(j, 0)) - X(i, 0));
+      y1 += LD(sign) * a * (LD(X(j, 1)) - X(i, 1));
     }
     const LD c = (y0 * X(i, 0) + y1 * X(i, 1)) / (LD(X(i, 0)) * X(i, 0) + LD(X(i, 1)) * X(i, 1));
     F[static_cast<std::size_t>(i)] = {y0 - c * X(i, 0), y1 - c * X(i, 1)};
@@ -548,6 +549,11 @@ TEST_CASE("unit speed at the staircase's beta = 4000 state: three merged tokens 
   }
   CHECK(not_one > 16);
   CHECK(worst < 1e-15);
+  // W_V = -I: the self term r_i P(v_i + x_i) = P(0) = 0 as well; the pair repels, the step is exact.
+  UnitSpeedStep neg({0.0, 0.0, 0.0, 0.0, 0.0}, beta, alpha, 0.0);
+  neg.X = u.X;
+  neg.w.v[0] = -Matrix::Identity(2, 2);
+  CHECK((neg.step() - unit_step_long_double(neg.X, beta, alpha, -1.0)).cwiseAbs().maxCoeff() < 1e-15);
 }
 
 TEST_CASE("merge distance: a later token within it becomes the earlier one", "[particles][dynamics]") {
