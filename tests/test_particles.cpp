@@ -517,8 +517,8 @@ TEST_CASE("unit speed at the staircase's beta = 4000 state: three merged tokens 
           "[particles][dynamics]") {
   // particles_staircase.py at beta = 4000, layer 1813 (s = 0.0181): tokens 0..2 merged bitwise with |x|^2 = 1 - 2^-53
   // in rounding, tokens 3 and 4 live. The exact field is 8e-65 on the merged tokens and 3.6e-58 on the live ones,
-  // so the step moves the live pair by ~alpha/sqrt(2) = 5.9e-5 and the merged tokens by ~1e-11; a rounding residue
-  // of the self term r_i P(v_i) (~1e-16 before the projection, ~1e-32 after) would carry the whole step instead.
+  // so the step moves the live pair by ~alpha/sqrt(2) = 5.9e-5 and the merged tokens by ~1e-11; any rounding residue
+  // of the self term r_i P(v_i) would carry the whole step instead (an AVX2 build of the earlier form: issue 46).
   const double beta = 4000.0, alpha = 1e-5 * std::log(4000.0);
   UnitSpeedStep u({0.0, 0.0, 0.0, 0.0, 0.0}, beta, alpha, 0.0);
   const Eigen::RowVector2d merged(0x1.febd80ff93547p-1, 0x1.1f276e58aef04p-4);

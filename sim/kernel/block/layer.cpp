@@ -179,9 +179,9 @@ AttentionStats head_weights(const Eigen::Ref<const MatrixT<T>>& X, const LayerWe
 // projection that follows does not cancel a radial part of order 1 against a field of order 1e-60 (the
 // unit-speed step divides by |F|, which must keep its relative accuracy). Exact zeros by construction, on any
 // machine: coincident tokens contribute exactly 0, and with W_V = +-I (v_i = +-x_i bitwise) the self term is
-// P(0) = 0. (P_{x_i}(v_i) itself is 0 only when v.x and x.x round alike, which depends on the instructions: an
-// AVX2 build left ~1e-16 r_i x_i, ~1e-32 after the projection, which carried the staircase's step at beta =
-// 4000; the plain product leaves ~1e-17 |A V| in F.)
+// P(0) = 0. (P_{x_i}(v_i) itself is 0 only when v.x / x.x rounds to 1, which depends on the instructions: an
+// AVX2 build left a residue there that carried the staircase's step at beta = 4000, issue 46; the plain
+// product leaves ~1e-17 |A V| in F.)
 template <class T>
 void add_difference_product(const Eigen::Ref<const MatrixT<T>>& X, const MatrixT<T>& A, const MatrixT<T>& V,
                             MatrixT<T>& Y) {
