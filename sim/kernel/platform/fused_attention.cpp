@@ -174,6 +174,24 @@ BlockStats row_block(const HeadProjections<T>& p, const MaskRows& rows, Eigen::I
   return stats;
 }
 
+// Head h's projections (HeadProjections).
+template <class T>
+void project_head(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, std::size_t h, double d_qk,
+                  HeadProjections<T>& proj) {
+  proj.X = &X;
+  proj.W_Q = &w.q[h];
+  proj.q_scale = static_cast<T>(1.0 / std::sqrt(d_qk));
+  proj.K.noalias() = X * w.k[h];
+  if (proj.K.cols() <= kRowwiseKeyDim) {
+    proj.KT = proj.K.transpose();
+    proj.Q.noalias() = X * w.q[h];
+    proj.Q *= proj.q_scale;
+  }
+  proj.V.noalias() = X * w.v[h];
+  if (!w.o.empty()) proj.V = proj.V * w.o[h];  // model.value_dim: X W_V,h W_O,h
+  if (proj.V.cols() <= kRowwiseKeyDim) proj.VT = proj.V.transpose();
+}
+
 // The statistics' work units: with the column sums, kColumnGroups runs of consecutive row blocks,
 // each summing its columns into its own vector (memory kColumnGroups x N), added in group order;
 // without, every block is a unit. Neither depends on the thread count.
@@ -193,18 +211,7 @@ AttentionStats fused_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeig
   AttentionStats out;
   HeadProjections<T> proj;
   for (std::size_t h = 0; h < H; ++h) {
-    proj.X = &X;
-    proj.W_Q = &w.q[h];
-    proj.q_scale = static_cast<T>(1.0 / std::sqrt(d_qk));
-    proj.K.noalias() = X * w.k[h];
-    if (proj.K.cols() <= kRowwiseKeyDim) {
-      proj.Q.noalias() = X * w.q[h];
-      proj.Q *= proj.q_scale;
-    }
-    if (proj.K.cols() <= kRowwiseKeyDim) proj.KT = proj.K.transpose();
-    proj.V.noalias() = X * w.v[h];
-    if (!w.o.empty()) proj.V = proj.V * w.o[h];  // model.value_dim: X W_V,h W_O,h
-    if (proj.V.cols() <= kRowwiseKeyDim) proj.VT = proj.V.transpose();
+    project_head<T>(X, w, h, d_qk, proj);
     for (Vector& c : group_columns) c.setZero(n);
     std::atomic<Eigen::Index> next{0};
     std::exception_ptr error;
