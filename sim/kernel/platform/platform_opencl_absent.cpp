@@ -30,15 +30,4 @@ AttentionStats opencl_attention(const Eigen::Ref<const MatrixF>&, const LayerWei
   throw not_built();
 }
 
-const AttentionKernel& opencl_attention_kernel() {
-  static const AttentionKernel kernel{
-      "opencl",
-      [](const Eigen::Ref<const Matrix>& X, const LayerWeights& w, double d_qk, const MaskRows& rows, int, bool,
-         Matrix& Y) { return opencl_attention(X, w, d_qk, rows, Y); },
-      [](const Eigen::Ref<const MatrixF>& X, const LayerWeightsT<float>& w, double d_qk, const MaskRows& rows, int,
-         bool, MatrixF& Y) { return opencl_attention(X, w, d_qk, rows, Y); },
-      false};
-  return kernel;
-}
-
 }  // namespace rcsim
