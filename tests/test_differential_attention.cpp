@@ -1,6 +1,7 @@
 // attention.differential (Ye et al. 2024; kernel/ops/differential_attention.hpp): a 2-token case
 // worked by hand, rows summing to 1 - lambda with masked entries exactly 0, lambda = 0 against
-// ordinary softmax attention with the first halves of W_Q and W_K, the head norm's rows, the
+// ordinary softmax attention with the first halves of W_Q and W_K, the head norm's rows (the paper's
+// factor 1 - lambda_init and rcsim's earlier 1 - lambda), the
 // lambda_init schedule by layer, the block's adjoint and tangent against finite differences
 // (check_block_derivatives), and the keys' refusals (fast and fused paths, odd d_k, other logit
 // settings, the ergodicity coefficient).
@@ -113,7 +114,8 @@ TEST_CASE("differential attention: row sums 1 - lambda, masked entries exactly 0
   }
 }
 
-TEST_CASE("differential attention: the head norm gives rows of RMS 1 - lambda before W_O", "[variants][differential]") {
+TEST_CASE("differential attention: the head norm gives rows of RMS 1 - lambda_init (the paper's), or 1 - lambda",
+          "[variants][differential]") {
   RandomStream rng(72, 0);
   const int N = 6, d = 4;
   const MaskMatrix mask = causal_mask(N);
@@ -126,22 +128,51 @@ TEST_CASE("differential attention: the head norm gives rows of RMS 1 - lambda be
   LayerParams p{&mask, 4.0, 0.0, &none};
   p.attention.differential = true;
   p.attention.diff_head_norm = true;
-  p.layer_number = 2;  // lambda_init(2) = 0.8 - 0.6 e^-0.3
-  Matrix A;
-  const Matrix Y = plain_layer(X, w, p, A);
-  const Matrix P = A * X * w.v[0];  // by hand: P / sqrt(mean(P^2) + 1e-5) (1 - lambda)
-  const double lam = 0.8 - 0.6 * std::exp(-0.3);
-  for (int i = 0; i < N; ++i) {
-    const double rms = std::sqrt(P.row(i).squaredNorm() / d + 1e-5);
-    CHECK((Y.row(i) - (1 - lam) * P.row(i) / rms).cwiseAbs().maxCoeff() < 1e-14);
+  p.layer_number = 2;  // lambda_init(2) = 0.8 - 0.6 e^-0.3 = 0.3555
+  const double lam_init = 0.8 - 0.6 * std::exp(-0.3);
+  // The paper's code (microsoft/unilm Diff-Transformer, multihead_diffattn.py): subln(attn) * (1 -
+  // lambda_init), lambda_init a constant of the layer, whatever the learned lambda of the maps. By hand:
+  // P / sqrt(mean(P^2) + 1e-5) s, P = A X W_V, for the maps' lambda auto, 0.5 and 1 (where 1 - lambda
+  // would zero the head) with s = 1 - lambda_init(2) = 0.6445; then rcsim's earlier convention, s =
+  // 1 - lambda (0.5; 0 at lambda = 1; -0.3 at 1.3, a flipped head).
+  struct Arm {
+    double lambda;  // NaN: auto
+    DiffHeadScale scale;
+    double s;
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const Arm& arm : {Arm{nan, DiffHeadScale::lambda_init, 1 - lam_init}, Arm{0.5, DiffHeadScale::lambda_init, 1 - lam_init},
+                         Arm{1.0, DiffHeadScale::lambda_init, 1 - lam_init}, Arm{nan, DiffHeadScale::lambda, 1 - lam_init},
+                         Arm{0.5, DiffHeadScale::lambda, 0.5}, Arm{1.0, DiffHeadScale::lambda, 0.0},
+                         Arm{1.3, DiffHeadScale::lambda, -0.3}}) {
+    INFO("lambda " << arm.lambda << " scale " << static_cast<int>(arm.scale));
+    p.attention.diff_lambda = arm.lambda;
+    p.attention.diff_head_scale = arm.scale;
+    CHECK(std::abs(diff_head_scale(p) - arm.s) < 1e-15);
+    Matrix A;
+    const Matrix Y = plain_layer(X, w, p, A);
+    const Matrix P = A * X * w.v[0];
+    for (int i = 0; i < N; ++i) {
+      const double rms = std::sqrt(P.row(i).squaredNorm() / d + 1e-5);
+      CHECK((Y.row(i) - arm.s * P.row(i) / rms).cwiseAbs().maxCoeff() < 1e-14);
+    }
+    if (arm.s != 0.0) CHECK(Y.cwiseAbs().maxCoeff() > 0.1);
   }
+  // The two conventions 37.5% apart at lambda = 0.5 in the first layer (lambda_init(1) = 0.2: 0.8 vs 0.5).
+  p.layer_number = 1;
+  p.attention.diff_lambda = 0.5;
+  p.attention.diff_head_scale = DiffHeadScale::lambda_init;
+  const double paper = diff_head_scale(p);
+  p.attention.diff_head_scale = DiffHeadScale::lambda;
+  CHECK(std::abs((paper - diff_head_scale(p)) / paper - 0.375) < 1e-15);
 }
 
 TEST_CASE("differential attention: adjoint and tangent of the block against finite differences",
           "[variants][differential][backward][forward_mode]") {
   double worst = 0.0;
   int seed = 0;
-  for (const bool head_norm : {false, true}) {
+  // No head norm; the paper's (1 - lambda_init); rcsim's earlier (1 - lambda) at lambda 1.3 (s < 0).
+  for (const int head_norm : {0, 1, 2}) {
     for (const int dv : {0, 3}) {
       for (const char* mask : {"complete", "causal"}) {
         Case k;
@@ -153,8 +184,12 @@ TEST_CASE("differential attention: adjoint and tangent of the block against fini
         RandomStream rng(80 + static_cast<std::uint64_t>(seed++), 0);
         Fixture f(k, backward_test_mask(mask, k.N));
         f.p.layer.attention.differential = true;
-        f.p.layer.attention.diff_head_norm = head_norm;
+        f.p.layer.attention.diff_head_norm = head_norm > 0;
         f.p.layer.layer_number = 4;  // lambda_init(4) = 0.556
+        if (head_norm == 2) {
+          f.p.layer.attention.diff_head_scale = DiffHeadScale::lambda;
+          f.p.layer.attention.diff_lambda = 1.3;
+        }
         const LayerWeights w = random_weights(k, rng);
         const Matrix X = gaussian(k.N, k.d, rng);
         const Matrix C = gaussian(k.N, k.d, rng), V = gaussian(k.N, k.d, rng);
@@ -191,6 +226,17 @@ TEST_CASE("differential attention: the general path only, keys and their refusal
   CHECK(c.attention.differential);
   CHECK(c.attention.diff_lambda == 0.3);
   CHECK(c.attention.diff_head_norm);
+  CHECK(c.attention.diff_head_scale == DiffHeadScale::lambda_init);  // the paper's by default
+  CHECK(make_config({{"attention.differential", "true"},
+                     {"attention.diff_head_norm", "true"},
+                     {"attention.diff_head_scale", "lambda"}})
+            .attention.diff_head_scale == DiffHeadScale::lambda);
+  CHECK_THROWS_WITH(make_config({{"attention.differential", "true"}, {"attention.diff_head_scale", "lambda"}}),
+                    Catch::Contains("attention.diff_head_scale") && Catch::Contains("attention.diff_head_norm"));
+  CHECK_THROWS_WITH(make_config({{"attention.differential", "true"},
+                                 {"attention.diff_head_norm", "true"},
+                                 {"attention.diff_head_scale", "one"}}),
+                    Catch::Contains("attention.diff_head_scale") && Catch::Contains("lambda_init"));
   CHECK(cpu_platform_refusal(c) == "attention.differential = true");
   CHECK(resolved_platform(c) == Platform::reference);
   CHECK(std::isnan(make_config({{"attention.differential", "true"}}).attention.diff_lambda));  // auto

@@ -16,6 +16,11 @@ double diff_lambda(const LayerParams& p) {
   return std::isfinite(p.attention.diff_lambda) ? p.attention.diff_lambda : diff_lambda_init(p.layer_number);
 }
 
+double diff_head_scale(const LayerParams& p) {
+  return p.attention.diff_head_scale == DiffHeadScale::lambda ? 1.0 - diff_lambda(p)
+                                                               : 1.0 - diff_lambda_init(p.layer_number);
+}
+
 namespace {
 
 inline constexpr double kHeadNormEps = 1e-5;  // the paper's RMSNorm eps (Diff-Transformer's subln)
@@ -26,11 +31,12 @@ T map_scale(const LayerParams& p) {
   return static_cast<T>(1.0 / std::sqrt(p.d_qk / 2.0));
 }
 
-// The head norm (1 - lambda) RMSNorm over the d_v columns of A XV.
+// The head norm s RMSNorm over the d_v columns of A XV, s = diff_head_scale(p) as a fixed gain (so
+// the forward, the adjoint and the tangent take the same factor).
 Normalization head_norm(const LayerParams& p, Eigen::Index dv) {
   const int n = static_cast<int>(dv);
   return Normalization(NormType::rmsnorm, n, kHeadNormEps,
-                       std::vector<double>(static_cast<std::size_t>(n), 1.0 - diff_lambda(p)));
+                       std::vector<double>(static_cast<std::size_t>(n), diff_head_scale(p)));
 }
 
 // The smallest entry of A over the allowed entries.
