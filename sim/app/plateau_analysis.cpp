@@ -50,8 +50,8 @@ std::string joined(const std::vector<std::string>& names) {
 void validate(const PlateauOptions& o) {
   if (!(std::isfinite(o.rtol) && o.rtol >= 0))
     throw UsageError("--plateau-rtol=" + fmt(o.rtol) + ": expected a finite number >= 0 (a fraction of the series' range)");
-  if (!(std::isfinite(o.min_duration) && o.min_duration >= 0))
-    throw UsageError("--plateau-min-duration=" + fmt(o.min_duration) + ": expected a finite number >= 0");
+  if (o.min_duration && !(std::isfinite(*o.min_duration) && *o.min_duration >= 0))
+    throw UsageError("--plateau-min-duration=" + fmt(*o.min_duration) + ": expected auto or a finite number >= 0");
 }
 
 PlateauAnalysis analyze_plateaus(const h5::File& f, const std::string& path, const PlateauOptions& o) {
@@ -73,6 +73,10 @@ PlateauAnalysis analyze_plateaus(const h5::File& f, const std::string& path, con
   p.t = f.read(p.axis).data;
   for (double x : p.t)
     if (!std::isfinite(x)) throw UsageError("run file '" + path + "': /" + p.axis + " holds " + fmt(x) + ", expected finite values");
+  if (!std::is_sorted(p.t.begin(), p.t.end()))
+    throw UsageError("run file '" + path + "': /" + p.axis +
+                     " is not non-decreasing; the plateaus need an ordered axis");
+  p.min_duration = o.min_duration ? *o.min_duration : default_min_duration(p.t);
   for (std::size_t i = 0; i < trials; ++i) {
     std::vector<double> yi(y.data.begin() + static_cast<long>(i * n), y.data.begin() + static_cast<long>((i + 1) * n));
     TrialPlateaus r;
@@ -84,7 +88,7 @@ PlateauAnalysis analyze_plateaus(const h5::File& f, const std::string& path, con
     yi.resize(r.finite_samples);
     const std::vector<double> ti(p.t.begin(), p.t.begin() + static_cast<long>(r.finite_samples));
     if (!yi.empty()) {
-      r.plateaus = find_plateaus(ti, yi, o.rtol, o.min_duration);
+      r.plateaus = find_plateaus(ti, yi, o.rtol, p.min_duration);
       r.merges = merge_times(ti, yi, r.plateaus);
     }
     p.trial.push_back(std::move(r));
@@ -97,12 +101,16 @@ void write_plateaus(const h5::Group& analysis, const PlateauAnalysis& p) {
   g.set_attr("measure", p.measure);
   g.set_attr("axis", p.axis);
   g.set_attr("rtol", p.options.rtol);
-  g.set_attr("min_duration", p.options.min_duration);
+  g.set_attr("min_duration", p.min_duration);
+  g.set_attr("min_duration_source",
+             p.options.min_duration ? std::string("given") : std::string("auto: 0.02 x the axis' span"));
   g.set_attr("definition",
-             "a plateau: a maximal run of >= 2 samples within rtol x (range of the series) of its running mean, "
-             "lasting >= min_duration (in units of the axis); consecutive plateaus within rtol x range of each other "
-             "joined; merge time: where the series first crosses the midpoint of two consecutive plateaus' values "
-             "(linear interpolation); a series is cut at its first non-finite value (analysis/metastability.py)");
+             "tol = rtol x (range of the series), D = min_duration; flat sample: the means of the series over "
+             "[t - D/2, t] and [t, t + D/2] differ by <= tol; a plateau: a maximal run of flat samples, trimmed to "
+             "and extended over the samples within tol of its mean, >= 2 samples lasting >= D; consecutive plateaus "
+             "within tol of each other joined; merge time: where the series first crosses the midpoint of two "
+             "consecutive plateaus' values (linear interpolation); a series is cut at its first non-finite value "
+             "(analysis/metastability.py, docs/user/analysis.md)");
   std::vector<std::int64_t> trial_index, plateau_index, merge_index, plateau_trial, merge_trial, first, last, finite, count;
   std::vector<double> start, end, value, merge_time;
   for (std::size_t i = 0; i < p.trial.size(); ++i) {
@@ -148,7 +156,7 @@ void write_plateaus(const h5::Group& analysis, const PlateauAnalysis& p) {
 std::string plateau_table(const PlateauAnalysis& p) {
   std::ostringstream os;
   os << "  plateaus of " << p.measure << " against " << p.axis << " (rtol " << fmt(p.options.rtol) << ", min duration "
-     << fmt(p.options.min_duration) << "):\n";
+     << fmt(p.min_duration) << (p.options.min_duration ? "" : " (auto)") << "):\n";
   char line[256];
   std::snprintf(line, sizeof line, "  %5s %7s %14s %14s %14s %17s\n", "trial", "plateau", "start", "end", "duration",
                 "value");

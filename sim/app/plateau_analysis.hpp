@@ -4,6 +4,7 @@
 // (kernel/measures/plateaus.hpp), written to /analysis/plateaus and printed.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,11 +16,12 @@ namespace rcsim {
 struct PlateauOptions {
   std::string measure = "none";  // a /metrics series [trial, layer]; "none": no plateau detection
   double rtol = 2e-3;            // tolerance, a fraction of the series' range (0 for integer series)
-  double min_duration = 0.0;     // shortest plateau, in units of the axis
+  std::optional<double> min_duration;  // shortest plateau, in units of the axis; none: auto,
+                                       // kMinDurationFraction x the axis' span (plateaus.hpp)
   bool enabled() const { return measure != "none"; }
 };
 
-// Throws UsageError unless rtol and min_duration are finite and >= 0.
+// Throws UsageError unless rtol and min_duration (where given) are finite and >= 0.
 void validate(const PlateauOptions& o);
 
 struct TrialPlateaus {
@@ -32,6 +34,7 @@ struct PlateauAnalysis {
   std::string measure;       // empty: none asked for
   std::string axis;          // "time", "layer" or "attention_layer": the file's coordinate used as t
   PlateauOptions options;
+  double min_duration = 0;   // the one used: options.min_duration, or auto on the axis
   std::vector<double> t;     // that coordinate
   std::vector<TrialPlateaus> trial;
   std::vector<std::string> warnings;  // series cut at a non-finite value, one line per trial

@@ -54,9 +54,10 @@ std::vector<KeyDecl> analyze_options() {
   KeyDecl rtol{"plateau-rtol", number_text(PlateauOptions{}.rtol),
                "plateau tolerance, a fraction of the series' range (0 for integer series such as cluster counts)"};
   rtol.allowed_text = "X >= 0";
-  KeyDecl min_duration{"plateau-min-duration", number_text(PlateauOptions{}.min_duration),
-                       "shortest plateau, in units of its axis (/time, else the layer)"};
-  min_duration.allowed_text = "X >= 0";
+  KeyDecl min_duration{"plateau-min-duration", "auto",
+                       "shortest plateau, and the window of its flatness test, in units of its axis (/time, else the "
+                       "layer); auto: 2% of the axis' span"};
+  min_duration.allowed_text = "auto|X >= 0";
   return {threshold, window, plateaus, rtol, min_duration, no_write};
 }
 
@@ -78,7 +79,14 @@ AnalysisOptions analysis_options(const KeyValues& v) {
   }
   o.plateaus.measure = v.at("plateaus");
   o.plateaus.rtol = parse_number("--plateau-rtol", v.at("plateau-rtol"));
-  o.plateaus.min_duration = parse_number("--plateau-min-duration", v.at("plateau-min-duration"));
+  const std::string min_duration = v.at("plateau-min-duration");
+  if (min_duration != "auto") {
+    try {
+      o.plateaus.min_duration = parse_number("--plateau-min-duration", min_duration);
+    } catch (const UsageError&) {
+      throw UsageError("--plateau-min-duration=" + printable(min_duration) + ": expected auto or a finite number >= 0");
+    }
+  }
   validate(o);
   return o;
 }

@@ -6,11 +6,12 @@ Usage: check_plateaus.py RCSIM WORK_DIR
 
 Two runs: a particle flow (12 tokens on S^2, SA, beta = 9, RK4, three trials; energy and cluster
 counts against /time) and a transformer run (rank against /layer, the attention entropy against
-/attention_layer). Five settings of the
+/attention_layer). Six settings (one with the default minimum duration) of the
 measure, rtol and min_duration; each trial's series read from the file and given to
 metastability.plateaus and merge_times, and trial 0 of the energy also through metastability.py's
 command line (its printed table). The comparison is shown to fail: metastability.py with 1.5 x rtol
-must disagree. Bad options: exit 2 with the allowed measures named. About 3 s.
+must disagree. Constructed series written into a run file (a noisy tanh staircase, a ramp, an exponential
+approach) with the default settings. Bad options: exit 2 with the allowed measures named. About 3 s.
 """
 import os
 import shutil
@@ -96,14 +97,16 @@ def differences(a, t, y, rtol, min_duration):
     return out
 
 
+# min_duration None: the default (auto, 2% of the axis' span) on both sides.
 CASES = [(PARTICLES, "energy", 2e-3, 0.0, "time"), (PARTICLES, "energy", 5e-3, 0.5, "time"),
+         (PARTICLES, "energy", 2e-3, None, "time"),
          (PARTICLES, "clusters_999", 0.0, 0.0, "time"), (LAYERS, "rank", 0.0, 0.0, "layer"),
          (LAYERS, "attn_entropy", 2e-3, 2.0, "attention_layer")]
 plateaus_seen = merges_seen = 0
 for path, measure, rtol, min_duration, axis in CASES:
     what = f"{os.path.basename(path)} {measure} rtol {rtol} min_duration {min_duration}"
-    r = run(["analyze", path, f"--plateaus={measure}", f"--plateau-rtol={rtol!r}",
-             f"--plateau-min-duration={min_duration!r}", "--quiet"])
+    given = [] if min_duration is None else [f"--plateau-min-duration={min_duration!r}"]
+    r = run(["analyze", path, f"--plateaus={measure}", f"--plateau-rtol={rtol!r}", *given, "--quiet"])
     check(r.returncode == 0, f"{what}: analyze exit {r.returncode}: {r.stderr}")
     if r.returncode:
         continue
@@ -111,11 +114,15 @@ for path, measure, rtol, min_duration, axis in CASES:
     a = analysed(path)
     check(a["axis"] == axis, f"{what}: axis {a['axis']}, expected {axis}")
     t, y = series(path, measure)
+    if min_duration is None:
+        with h5py.File(path, "r") as f:
+            used = f["analysis/plateaus"].attrs["min_duration"]
+        check(used == metastability.default_min_duration(t) and used > 0, f"{what}: min_duration {used}")
     for d in differences(a, t, y, rtol, min_duration):
         check(False, f"{what}: {d}")
     plateaus_seen += len(a["value"])
     merges_seen += len(a["merge_time"])
-    if measure == "energy" and rtol == 2e-3:
+    if measure == "energy" and rtol == 2e-3 and min_duration == 0.0:
         # The comparison can fail: metastability.py at 1.5 x rtol finds other plateaus.
         check(differences(a, t, y, 1.5 * rtol, min_duration), f"{what}: no difference at 1.5 x rtol")
         # metastability.py's command line on trial 0: its printed rows are rcsim's plateaus of trial 0.
@@ -132,7 +139,8 @@ for path, measure, rtol, min_duration, axis in CASES:
 check(plateaus_seen >= 10 and merges_seen >= 5, f"too few plateaus ({plateaus_seen}) or merges ({merges_seen}) to compare")
 
 # A series that turns non-finite: cut at its first non-finite sample, with a warning; the plateaus of the
-# samples before it, as metastability.py finds them on that prefix (it refuses a non-finite series).
+# samples before it, as metastability.py finds them on that prefix (it refuses a non-finite series), with
+# the default minimum duration of the whole axis (rcsim's auto is 2% of the axis' span, cut or not).
 CUT = os.path.join(work, "cut.h5")
 shutil.copyfile(PARTICLES, CUT)
 with h5py.File(CUT, "r+") as f:
@@ -148,8 +156,30 @@ if r.returncode == 0:
     keep = a["plateau_trial"] == 0
     part = {k: (v[keep] if k.startswith("plateau") or k in ("first_sample", "last_sample", "start", "end", "value")
                 else v[a["merge_trial"] == 0] if k.startswith("merge") else v) for k, v in a.items()}
-    for d in differences(part, t[:60], y[:1, :60], 0.003, 0.0):
+    for d in differences(part, t[:60], y[:1, :60], 0.003, metastability.default_min_duration(t)):
         check(False, f"cut series: {d}")
+
+# Constructed series in a run file (its /time, log-spaced): a tanh staircase with noise uniform in +-tol/3 per
+# trial, and a ramp and an exponential approach; the default settings on both sides give the same plateaus.
+SYN = os.path.join(work, "constructed.h5")
+shutil.copyfile(PARTICLES, SYN)
+with h5py.File(SYN, "r+") as f:
+    ts = f["time"][()]
+    rng = np.random.default_rng(46)
+    noise = (2e-3 / 3) * rng.uniform(-1, 1, ts.size)
+    f["metrics/energy"][0, :] = metastability.staircase(ts, [0.0, 0.3, 0.5, 1.0], [3.0, 8.0, 15.0], 0.3) + noise
+    f["metrics/energy"][1, :] = ts
+    f["metrics/energy"][2, :] = 1 - np.exp(-ts / 2)
+r = run(["analyze", SYN, "--plateaus=energy", "--quiet"])
+check(r.returncode == 0, f"constructed series: exit {r.returncode}: {r.stderr}")
+if r.returncode == 0:
+    a = analysed(SYN)
+    t, y = series(SYN, "energy")
+    for d in differences(a, t, y, 2e-3, metastability.default_min_duration(t)):
+        check(False, f"constructed series: {d}")
+    counts = [int(np.sum(a["plateau_trial"] == i)) for i in range(3)]
+    check(counts == [4, 0, 1], f"constructed series: plateaus per trial {counts}, expected 4 (staircase), 0 (ramp), "
+          "1 (the exponential approach's limit)")
 
 # Bad options: exit 2, one line naming what is allowed; the file's /analysis untouched.
 r = run(["analyze", PARTICLES, "--plateaus=entropy"])

@@ -176,11 +176,14 @@ AttentionStats head_weights(const Eigen::Ref<const MatrixT<T>>& X, const LayerWe
   return s;
 }
 
-// dynamics.speed = unit with residual.project = tangent: Y_i += sum_k A_ik (v_k - v_i) + r_i P_{x_i}(v_i),
-// r_i = sum_k A_ik: (A V)_i, summed so that the tangent projection that follows does not cancel a
-// radial part of order 1 against a field of order 1e-60 (the unit-speed step divides by |F|, which
-// must keep its relative accuracy): coincident tokens contribute exactly 0, and with W_V = +-I
-// P_{x_i}(v_i) = 0 exactly. (The plain product leaves rounding noise of ~1e-17 |A V| in F.)
+// dynamics.speed = unit with residual.project = tangent: Y_i += sum_k A_ik (v_k - v_i) + r_i P_{x_i}(v_i -+ x_i),
+// r_i = sum_k A_ik, the sign that of <v_i, x_i>: P_{x_i}((A V)_i), as P_x(x) = 0, summed so that the tangent
+// projection that follows does not cancel a radial part of order 1 against a field of order 1e-60 (the
+// unit-speed step divides by |F|, which must keep its relative accuracy). Exact zeros by construction, on any
+// machine: coincident tokens contribute exactly 0, and with W_V = +-I (v_i = +-x_i bitwise) the self term is
+// P(0) = 0. (P_{x_i}(v_i) itself is 0 only when v.x / x.x rounds to 1, which depends on the instructions: an
+// AVX2 build left a residue there that carried the staircase's step at beta = 4000, issue 46; the plain
+// product leaves ~1e-17 |A V| in F.)
 template <class T>
 void add_difference_product(const Eigen::Ref<const MatrixT<T>>& X, const MatrixT<T>& A, const MatrixT<T>& V,
                             MatrixT<T>& Y) {
@@ -192,9 +195,12 @@ void add_difference_product(const Eigen::Ref<const MatrixT<T>>& X, const MatrixT
       acc += A(i, k) * (V.row(k) - V.row(i));
       r += A(i, k);
     }
-    // Both products of contiguous copies by one code path: v_i = x_i bitwise gives the ratio 1 exactly.
-    RowVectorT<T> pv = V.row(i);
     const RowVectorT<T> x = X.row(i);
+    RowVectorT<T> pv = V.row(i);
+    if (pv.dot(x) >= T(0))  // the nearer of +-x_i: W_V = +-I gives pv = 0 exactly
+      pv -= x;
+    else
+      pv += x;
     const T xx = x.dot(x);
     if (xx > T(0)) pv -= (pv.dot(x) / xx) * x;
     Y.row(i) += acc + r * pv;

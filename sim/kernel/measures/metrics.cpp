@@ -134,9 +134,10 @@ double cos_abs_mean(const Eigen::Ref<const Matrix>& X) {
   const Eigen::Index n = X.rows();
   // Row norms, vectorised over rows; a row whose sum of squares under- or overflows gets the
   // scaled norm.
-  thread_local Vector norms;
-  thread_local Matrix U, G;
-  norms = X.rowwise().squaredNorm();
+  // Work storage local to the call (freed for the next layer's matrices: at N = 65,536 one N x d
+  // matrix is 32 MiB); the allocation is negligible against the k^2 d products.
+  Vector norms = X.rowwise().squaredNorm();
+  Matrix U, G;
   for (Eigen::Index i = 0; i < n; ++i) {
     const double sq = norms(i);
     norms(i) = sq >= std::numeric_limits<double>::min() && sq <= std::numeric_limits<double>::max()
@@ -164,17 +165,22 @@ double cos_abs_mean(const Eigen::Ref<const Matrix>& X) {
   if (k < 2) return std::numeric_limits<double>::quiet_NaN();
   // The Gram matrix is symmetric: its strictly lower triangle (about k^2 d flops instead of
   // 2 k^2 d) counts every pair twice over. It is formed one block of rows at a time (each a
-  // dense product, its block-diagonal corner rows only up to the diagonal), so the work storage
-  // is kBlock x k, not k x k: it stays in cache and large N needs no N x N matrix.
-  constexpr Eigen::Index kBlock = 64;
+  // dense product, its block-diagonal corner rows only up to the diagonal), against at most
+  // kColumns earlier rows at a time, so the work storage is kBlock x kColumns (4 MiB), not k x k:
+  // large N needs no N x N matrix. (Up to k = kColumns + kBlock the sums are those of one chunk.)
+  constexpr Eigen::Index kBlock = 64, kColumns = 8192;
   double sum_abs = 0.0;
   for (Eigen::Index i0 = 0; i0 < k; i0 += kBlock) {
     const Eigen::Index b = std::min(kBlock, k - i0);
-    // Rows i0 .. i0+b-1 against rows 0 .. i0+b-1: pairs (i, j) with j < i.
-    G.resize(b, i0 + b);
-    G.noalias() = U.middleRows(i0, b) * U.topRows(i0 + b).transpose();
-    if (i0 > 0) sum_abs += G.leftCols(i0).cwiseAbs().sum();
-    for (Eigen::Index r = 1; r < b; ++r) sum_abs += G.row(r).segment(i0, r).cwiseAbs().sum();
+    // Rows i0 .. i0+b-1 against rows 0 .. i0-1 (pairs j < i), a chunk of columns at a time.
+    for (Eigen::Index j0 = 0; j0 < i0; j0 += kColumns) {
+      const Eigen::Index c = std::min(kColumns, i0 - j0);
+      G.noalias() = U.middleRows(i0, b) * U.middleRows(j0, c).transpose();
+      sum_abs += G.cwiseAbs().sum();
+    }
+    // The block's corner: rows against themselves, below the diagonal.
+    G.noalias() = U.middleRows(i0, b) * U.middleRows(i0, b).transpose();
+    for (Eigen::Index r = 1; r < b; ++r) sum_abs += G.row(r).head(r).cwiseAbs().sum();
   }
   // Each |cos| is at most 1 (Cauchy-Schwarz); rounding of unit rows may exceed it by ulps.
   return std::min(1.0, 2.0 * sum_abs / static_cast<double>(k * (k - 1)));

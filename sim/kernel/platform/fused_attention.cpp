@@ -19,12 +19,16 @@ Eigen::Index fused_rows_per_block(Eigen::Index n) {
 
 namespace {
 
-// What one head's pass needs, computed once per call: the scaled queries, keys and values (N x d_k,
-// N x d_k, N x d_v), O(N d) in all.
+// What one head's pass needs, computed once per call: the keys and values (N x d_k, N x d_v) and,
+// up to kRowwiseKeyDim, the scaled queries; above it each row block computes its own queries from
+// X and W_Q (one N x d_k matrix less at long context). O(N d) in all.
 template <class T>
 struct HeadProjections {
   MatrixT<T> Q, K, V;
   RowMajorMatrixT<T> KT, VT;  // K^T and V^T with rows contiguous: row by row for small d_k, d_v
+  const Eigen::Ref<const MatrixT<T>>* X = nullptr;
+  const MatrixT<T>* W_Q = nullptr;
+  T q_scale = T(1);
 };
 
 // Up to this d_k (d_v) the logits (values) of a row are d_k (d_v) vectorised passes over K^T's
@@ -106,7 +110,7 @@ template <class T>
 struct BlockWork {
   RowMajorMatrixT<T> S, P;  // the block's logits and its unnormalised weights (0 outside the rows' ranges)
   VectorT<T> inverse_sums;
-  MatrixT<T> Yh;
+  MatrixT<T> Yh, Q;  // Q: the block's scaled queries (d_k > kRowwiseKeyDim)
 };
 
 // A row block's statistics, summed over its rows (the smallest weight: the minimum): the entropy
@@ -121,7 +125,7 @@ struct BlockStats {
 template <class T>
 BlockStats row_block(const HeadProjections<T>& p, const MaskRows& rows, Eigen::Index i0, Eigen::Index i1,
                      BlockWork<T>& w, Eigen::Ref<MatrixT<T>> Y_block, Vector* columns) {
-  const Eigen::Index R = i1 - i0, dk = p.Q.cols();
+  const Eigen::Index R = i1 - i0, dk = p.K.cols();
   int lo = rows.lo[static_cast<std::size_t>(i0)], hi = rows.hi[static_cast<std::size_t>(i0)];
   for (Eigen::Index i = i0; i < i1; ++i) {
     lo = std::min(lo, rows.lo[static_cast<std::size_t>(i)]);
@@ -130,8 +134,11 @@ BlockStats row_block(const HeadProjections<T>& p, const MaskRows& rows, Eigen::I
   const Eigen::Index len = hi - lo;
   w.S.resize(R, len);
   w.P.resize(R, len);
-  if (dk > kRowwiseKeyDim)
-    w.S.noalias() = p.Q.middleRows(i0, R) * p.K.middleRows(lo, len).transpose();
+  if (dk > kRowwiseKeyDim) {
+    w.Q.noalias() = p.X->middleRows(i0, R) * *p.W_Q;
+    w.Q *= p.q_scale;
+    w.S.noalias() = w.Q * p.K.middleRows(lo, len).transpose();
+  }
   w.inverse_sums.resize(R);
   BlockStats stats;
   for (Eigen::Index r = 0; r < R; ++r) {
@@ -167,6 +174,24 @@ BlockStats row_block(const HeadProjections<T>& p, const MaskRows& rows, Eigen::I
   return stats;
 }
 
+// Head h's projections (HeadProjections).
+template <class T>
+void project_head(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>& w, std::size_t h, double d_qk,
+                  HeadProjections<T>& proj) {
+  proj.X = &X;
+  proj.W_Q = &w.q[h];
+  proj.q_scale = static_cast<T>(1.0 / std::sqrt(d_qk));
+  proj.K.noalias() = X * w.k[h];
+  if (proj.K.cols() <= kRowwiseKeyDim) {
+    proj.KT = proj.K.transpose();
+    proj.Q.noalias() = X * w.q[h];
+    proj.Q *= proj.q_scale;
+  }
+  proj.V.noalias() = X * w.v[h];
+  if (!w.o.empty()) proj.V = proj.V * w.o[h];  // model.value_dim: X W_V,h W_O,h
+  if (proj.V.cols() <= kRowwiseKeyDim) proj.VT = proj.V.transpose();
+}
+
 // The statistics' work units: with the column sums, kColumnGroups runs of consecutive row blocks,
 // each summing its columns into its own vector (memory kColumnGroups x N), added in group order;
 // without, every block is a unit. Neither depends on the thread count.
@@ -186,13 +211,7 @@ AttentionStats fused_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeig
   AttentionStats out;
   HeadProjections<T> proj;
   for (std::size_t h = 0; h < H; ++h) {
-    proj.Q.noalias() = X * w.q[h];
-    proj.Q *= static_cast<T>(1.0 / std::sqrt(d_qk));
-    proj.K.noalias() = X * w.k[h];
-    if (proj.K.cols() <= kRowwiseKeyDim) proj.KT = proj.K.transpose();
-    proj.V.noalias() = X * w.v[h];
-    if (!w.o.empty()) proj.V = proj.V * w.o[h];  // model.value_dim: X W_V,h W_O,h
-    if (proj.V.cols() <= kRowwiseKeyDim) proj.VT = proj.V.transpose();
+    project_head<T>(X, w, h, d_qk, proj);
     for (Vector& c : group_columns) c.setZero(n);
     std::atomic<Eigen::Index> next{0};
     std::exception_ptr error;
