@@ -212,6 +212,86 @@ TEST_CASE("differential attention: adjoint and tangent of the block against fini
   WARN("differential attention: worst relative error against FD " << worst);
 }
 
+TEST_CASE("differential attention with RoPE: each half rotated as a head of d_k / 2 (the paper's code)",
+          "[variants][differential][rope]") {
+  // microsoft/unilm Diff-Transformer: q viewed as 2H heads of head_dim = d_k / 2, apply_rotary_emb(...,
+  // interleaved=True) on each: the pair (2j, 2j+1) of each half by the angle i theta^(-2j/(d_k/2)). At
+  // lambda = 0 the head is softmax attention of the first half rotated as a head of d_k / 2 (and with the
+  // halves of W_Q, W_K swapped, of the second half): rotating the whole d_k (angles i theta^(-2j/d_k))
+  // would differ in the second pair of each half.
+  RandomStream rng(73, 0);
+  const int N = 6, d = 5, dk = 8, m = dk / 2;
+  const MaskMatrix mask = causal_mask(N);
+  const Normalization none;
+  LayerWeights w;
+  w.q.push_back(gaussian(d, dk, rng, 0.9));
+  w.k.push_back(gaussian(d, dk, rng, 0.9));
+  w.v.push_back(gaussian(d, d, rng, 0.6));
+  const Matrix X = gaussian(N, d, rng);
+  LayerParams p{&mask, 4.0, 0.0, &none};  // each map 1/sqrt(d_QK / 2) = 1/sqrt(2)
+  p.attention.differential = true;
+  p.attention.diff_lambda = 0.0;
+  p.attention.rope = true;
+  p.attention.rope_theta = 4.0;  // the second pair's frequency 4^(-1/2) = 0.5 per half, 4^(-1/4) over d_k
+  for (const bool second : {false, true}) {
+    INFO("half " << (second ? "second" : "first"));
+    LayerWeights ws = w, half = w;
+    if (second)
+      for (auto* W : {&ws.q[0], &ws.k[0]}) *W = (Matrix(d, dk) << W->rightCols(m), W->leftCols(m)).finished();
+    half.q[0] = w.q[0].middleCols(second ? m : 0, m);
+    half.k[0] = w.k[0].middleCols(second ? m : 0, m);
+    LayerParams q{&mask, 2.0, 0.0, &none};
+    q.attention.rope = true;
+    q.attention.rope_theta = 4.0;
+    Matrix A_diff, A_soft, A_whole;
+    plain_layer(X, ws, p, A_diff);
+    plain_layer(X, half, q, A_soft);
+    CHECK((A_diff - A_soft).cwiseAbs().maxCoeff() < 1e-14);
+    // The rotation over the whole d_k (the ordinary head's) is another map.
+    LayerWeights whole = w;
+    whole.q[0] = Matrix::Zero(d, dk);
+    whole.k[0] = Matrix::Zero(d, dk);
+    whole.q[0].leftCols(m) = half.q[0];
+    whole.k[0].leftCols(m) = half.k[0];
+    LayerParams r{&mask, 2.0, 0.0, &none};
+    r.attention.rope = true;
+    r.attention.rope_theta = 4.0;
+    plain_layer(X, whole, r, A_whole);
+    CHECK((A_diff - A_whole).cwiseAbs().maxCoeff() > 1e-3);
+  }
+  // Adjoint and tangent with RoPE against finite differences and the dot-product test.
+  int seed = 0;
+  for (const bool head_norm : {false, true}) {
+    for (const char* mask_type : {"complete", "causal"}) {
+      Case k;
+      k.dk = 4;  // halves of 2: one pair each
+      k.m = 4;
+      INFO("head_norm " << head_norm << " " << mask_type);
+      RandomStream r2(90 + static_cast<std::uint64_t>(seed++), 0);
+      Fixture f(k, backward_test_mask(mask_type, k.N));
+      f.p.layer.attention.differential = true;
+      f.p.layer.attention.diff_head_norm = head_norm;
+      f.p.layer.attention.rope = true;
+      f.p.layer.attention.rope_theta = 3.0;
+      f.p.layer.layer_number = 2;
+      const LayerWeights wr = random_weights(k, r2);
+      const Matrix Xr = gaussian(k.N, k.d, r2);
+      const Matrix C = gaussian(k.N, k.d, r2), V = gaussian(k.N, k.d, r2);
+      const BlockDerivativeCheck res = check_block_derivatives(k, Xr, wr, f.p, C, V);
+      INFO("dX " << res.dX << " dW_Q " << res.dW_Q << " JVP " << res.jvp << " dot " << res.dot);
+      CHECK(res.dX < kTol);
+      CHECK(res.dW_Q < kTol);
+      CHECK(res.jvp < 1e-7);
+      CHECK(res.dot < 1e-12);
+      BlockParams plain = f.p;  // the adjoint without the rotation must miss
+      plain.layer.attention.rope = false;
+      BlockGrads gp;
+      block_backward(Xr, wr, plain, C, gp);
+      CHECK(rel_err(gp.dq[0], res.grads.dq[0]) > 1e-2);
+    }
+  }
+}
+
 TEST_CASE("differential attention: the general path only, keys and their refusals", "[variants][differential]") {
   const MaskMatrix mask = causal_mask(4);
   const Normalization none;
@@ -242,6 +322,12 @@ TEST_CASE("differential attention: the general path only, keys and their refusal
   CHECK(std::isnan(make_config({{"attention.differential", "true"}}).attention.diff_lambda));  // auto
   CHECK_THROWS_WITH(make_config({{"attention.differential", "true"}, {"model.key_dim", "3"}}),
                     Catch::Contains("attention.differential") && Catch::Contains("even model.key_dim"));
+  CHECK(make_config({{"attention.differential", "true"}, {"attention.rope", "true"}, {"model.key_dim", "8"}})
+            .attention.rope);  // the paper's models use RoPE
+  CHECK_THROWS_WITH(make_config({{"attention.differential", "true"}, {"attention.rope", "true"}, {"model.key_dim", "6"}}),
+                    Catch::Contains("attention.differential") && Catch::Contains("multiple of 4"));
+  CHECK_THROWS_WITH(make_config({{"attention.differential", "true"}, {"attention.xpos", "true"}}),
+                    Catch::Contains("attention.differential") && Catch::Contains("attention.xpos"));
   CHECK_THROWS_WITH(make_config({{"attention.differential", "true"}, {"attention.qk_norm", "true"}}),
                     Catch::Contains("attention.differential") && Catch::Contains("attention.qk_norm"));
   CHECK_THROWS_WITH(make_config({{"attention.differential", "true"}, {"attention.kind", "usa"}}),

@@ -149,7 +149,8 @@ std::vector<KeyDecl> attention_keys() {
           "attention.differential", text_of(kernel_default().attention.differential),
           "true: differential attention (Ye et al. 2024): each head's queries and keys split in halves, A = "
           "softmax(Q1 K1^T / sqrt(d_QK/2)) - lambda softmax(Q2 K2^T / sqrt(d_QK/2)) (rows sum to 1 - lambda); needs "
-          "an even model.key_dim and plain softmax attention")), RCSIM_SPEC_MEMBER(attention.differential))),
+          "an even model.key_dim and plain softmax attention, with attention.rope allowed (each half rotated as a "
+          "head of d_k / 2, as the paper's code; model.key_dim a multiple of 4)")), RCSIM_SPEC_MEMBER(attention.differential))),
       per_layer(diff_lambda_key()),
       per_layer(into(omitted_at_default(boolean(
           "attention.diff_head_norm", text_of(kernel_default().attention.diff_head_norm),

@@ -109,8 +109,12 @@ void check_differential(KeyValues& v, Config& c) {
   if (c.model.key_dim % 2 != 0)
     refuse("splits each head's queries and keys in halves; needs an even model.key_dim (got " +
            std::to_string(c.model.key_dim) + ")");
-  AttentionSettings plain = a;  // the first other setting that leaves plain softmax logits
+  if (a.rope && c.model.key_dim % 4 != 0)
+    refuse("with attention.rope each half of d_k is rotated as a head of d_k / 2 pairs; needs model.key_dim a "
+           "multiple of 4 (got " + std::to_string(c.model.key_dim) + ")");
+  AttentionSettings plain = a;  // the first other setting that leaves plain softmax logits (RoPE allowed)
   plain.differential = false;
+  plain.rope = false;
   const char* other = plain.general_path_setting();
   if (other) refuse(std::string("two softmax maps of plain logits; not with ") + other);
   if (a.shape.active()) refuse("not with shaped attention (attention.shape_a/b/c)");

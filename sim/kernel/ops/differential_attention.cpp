@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernel/ops/normalization.hpp"
+#include "kernel/ops/qk_transforms.hpp"
 #include "kernel/ops/softmax.hpp"
 
 namespace rcsim {
@@ -143,6 +144,7 @@ void differential_head_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, 
   if (c.D.size()) dA = dA.cwiseProduct(c.D);  // A_used = D .* A
   MatrixT<T> dQ, dK;
   maps_backward<T>(p, c, dA, dQ, dK);
+  qk_transforms_adjoint<T>(p.attention, h, c, dQ, dK);  // attention.rope (the only one allowed with it)
   g.dq[h].noalias() += X.transpose() * dQ;
   g.dk[h].noalias() += X.transpose() * dK;
   if (biased) {
@@ -157,7 +159,9 @@ template <class T>
 MatrixT<T> differential_head_jvp(const LayerWeightsT<T>& w, const LayerParams& p, std::size_t h, const HeadCacheT<T>& c,
                                  const MatrixT<T>& dX) {
   const MatrixT<T> dXV = dX * w.v[h];
-  MatrixT<T> dA = maps_tangent<T>(p, c, dX * w.q[h], dX * w.k[h]);
+  MatrixT<T> dQ = dX * w.q[h], dK = dX * w.k[h];
+  qk_transforms_tangent<T>(p.attention, h, c, dQ, dK);
+  MatrixT<T> dA = maps_tangent<T>(p, c, dQ, dK);
   if (c.D.size()) dA = dA.cwiseProduct(c.D);
   MatrixT<T> dZ = c.used() * dXV + dA * c.XV;  // d(A XV)
   if (p.attention.diff_head_norm) dZ = norm_jvp<T>(c.P, dZ, head_norm(p, c.P.cols()));
