@@ -234,7 +234,7 @@ AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const Laye
     if (!w.o.empty()) ws.XVO.noalias() = ws.XV * w.o[h];  // model.value_dim: X W_V,h W_O,h
     const MatrixT<T>& V = w.o.empty() ? ws.XV : ws.XVO;
     if (c) c->XV = ws.XV, c->V = V;
-    if (p.attention.diff_head_norm) {  // (1 - lambda) RMSNorm(A X W_V) W_O
+    if (p.attention.diff_head_norm) {  // s RMSNorm(A X W_V) W_O (s: diff_head_scale, ops/differential_attention.hpp)
       add_normalised_head<T>(ws.S, ws.XV, w, h, p, direct, Y, c);
     } else if (!fast && p.unit_speed() && p.tangent() && !direct) {
       add_difference_product<T>(X, ws.S, V, Y);
