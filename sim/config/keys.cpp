@@ -85,6 +85,20 @@ KeyDecl diff_lambda_key() {
   return k;
 }
 
+// attention.diff_head_scale: the head norm's factor, refused without attention.diff_head_norm.
+KeyDecl diff_head_scale_key() {
+  return checked(per_layer(into(omitted_at_default(choice(
+          "attention.diff_head_scale", text_of(kernel_default().attention.diff_head_scale, diff_head_scale_names()),
+          names_of(diff_head_scale_names()),
+          "the factor s of attention.diff_head_norm: lambda_init (s = 1 - lambda_init(l), a constant of layer l, as "
+          "the paper's code, whatever attention.diff_lambda) | lambda (s = 1 - lambda, the lambda of the maps: rcsim's "
+          "earlier convention; 0 at lambda = 1, negative above)")), RCSIM_SPEC_MEMBER(attention.diff_head_scale), diff_head_scale_names)),
+              [](const ModelSpec& c) {
+                if (c.attention.diff_head_scale != DiffHeadScale::lambda_init && !c.attention.diff_head_norm)
+                  throw UsageError("key 'attention.diff_head_scale': needs attention.diff_head_norm = true");
+              });
+}
+
 // The attention variants (attention.*).
 std::vector<KeyDecl> attention_keys() {
   return {
@@ -156,16 +170,7 @@ std::vector<KeyDecl> attention_keys() {
           "attention.diff_head_norm", text_of(kernel_default().attention.diff_head_norm),
           "true: each differential head's output s RMSNorm(A X W_V) (eps 1e-5) before W_O, the paper's per-head "
           "normalisation, s of attention.diff_head_scale; needs attention.differential")), RCSIM_SPEC_MEMBER(attention.diff_head_norm))),
-      checked(per_layer(into(omitted_at_default(choice(
-          "attention.diff_head_scale", text_of(kernel_default().attention.diff_head_scale, diff_head_scale_names()),
-          names_of(diff_head_scale_names()),
-          "the factor s of attention.diff_head_norm: lambda_init (s = 1 - lambda_init(l), a constant of layer l, as "
-          "the paper's code, whatever attention.diff_lambda) | lambda (s = 1 - lambda, the lambda of the maps: rcsim's "
-          "earlier convention; 0 at lambda = 1, negative above)")), RCSIM_SPEC_MEMBER(attention.diff_head_scale), diff_head_scale_names)),
-              [](const ModelSpec& c) {
-                if (c.attention.diff_head_scale != DiffHeadScale::lambda_init && !c.attention.diff_head_norm)
-                  throw UsageError("key 'attention.diff_head_scale': needs attention.diff_head_norm = true");
-              }),
+      diff_head_scale_key(),
       into(omitted_at_default(boolean(
           "attention.bias", text_of(kernel_default().attention_bias),
           "true: biases in the attention (GPT-2's c_attn and c_proj biases): Q = X W_Q + 1 b_Q^T, K and V likewise per "
