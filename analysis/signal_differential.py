@@ -34,7 +34,7 @@ between 1 and g(lambda), for lambda = 0.5 and 0.8.
 
 usage: signal_differential.py [--tiny] [--rcsim PATH] --data DIR --out PREFIX [--seed S] [--perturb KEY=VALUE ...]
 
-Also run and reported, not checked: differential attention with the paper's head norm (1 - lambda) RMSNorm(A X W_V)
+Also run and reported, not checked: differential attention with the paper's head norm (1 - lambda_init(l)) RMSNorm(A X W_V)
 (`attention.diff_head_norm`) and no other normalisation.
 
 Writes PREFIX.png, PREFIX.pdf and PREFIX.txt (per arm: log10 mu_rel at layers 1 and L, the depth-mean, the collapse
@@ -170,7 +170,7 @@ def main():
                 k = (norm, arm)
                 f.write(f"{norm} {arm} {mean[k][1]:.4g} {mean[k][L]:.4g} {area[k].mean():.4g} {depth[k].mean():.3g} "
                         f"{sr[k].mean(0)[min(4, L)]:.4g} {secs[k]:.2f}\n")
-        f.write("# reported, not checked: the head norm (1 - lambda) RMSNorm(A X W_V) without other normalisation\n")
+        f.write("# reported, not checked: the head norm (1 - lambda_init(l)) RMSNorm(A X W_V) without other normalisation\n")
         for arm in ARMS[1:]:
             k = ("none", "hn_" + arm)
             f.write(f"none hn_{arm} {mean[k][1]:.4g} {mean[k][L]:.4g} {area[k].mean():.4g} {depth[k].mean():.3g} "

@@ -2,6 +2,8 @@
 // and Euler (observed order of convergence), hardmax attention, the energy and the cluster and
 // Fourier measures, the initial conditions and the time axis of the run file.
 #include <catch2/catch.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <array>
@@ -9,6 +11,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +20,7 @@
 #include "cli_support.hpp"
 #include "config/config.hpp"
 #include "io/hdf5_file.hpp"
+#include "io/inputs.hpp"
 #include "kernel/measures/clusters.hpp"
 #include "kernel/block/layer.hpp"
 #include "kernel/measures/measure_registry.hpp"
@@ -588,4 +593,55 @@ TEST_CASE("unit speed, merge distance, usa_normalised: refusals and stored text"
                                 {"dynamics.speed", "unit"}, {"residual.alpha", "0.1"}});
   CHECK(c.to_ini().find("usa_normalised = true") != std::string::npos);
   CHECK(c.to_ini().find("speed = unit") != std::string::npos);
+}
+
+TEST_CASE("RK4 beyond its stability bound: a warning once per run (normalised USA, beta 800)", "[particles][rk4]") {
+  // dt L against 2.785 (RK4's real-axis stability interval), L the field's Lipschitz constant between the
+  // step's last two stages. Normalised USA on the circle, staircase.py's start (n = 5, angles (1/2)(0, 0.5,
+  // 2, 4, 7) log(2000)/sqrt(2000)), beta 800: L stays about 3/5 (three merged tokens; the field's
+  // derivative e^(-u/2)(1 - u) / n, u = beta phi^2, is at most 1/n per pair whatever beta), so dt = 0.5
+  // is inside (dt L = 0.3; issue 46 read beta 800 dt 0.5 as beyond it, from L ~ beta) and dt = 5 beyond
+  // (dt L = 3.8, where a NumPy RK4 of this flow leaves the third token unmerged that dt = 0.05 merges).
+  const std::string dir = test::fresh_dir("rcsim_rk4_stability").string();
+  {
+    const double a[5] = {0.0, 0.5, 2.0, 4.0, 7.0}, c = 0.5 * std::log(2000.0) / std::sqrt(2000.0);
+    std::vector<double> x;
+    for (const double k : a) x.insert(x.end(), {std::cos(c * k), std::sin(c * k)});
+    h5::File f = h5::File::create(dir + "/x0.h5");
+    f.write("X0", {5, 2}, x.data());
+    f.close();
+  }
+  const auto flow = [&](const char* dt, const char* layers) {
+    return make_config({{"model.tokens", "5"}, {"model.dim", "2"}, {"model.layers", layers},
+                        {"weights.q", "identity"}, {"weights.k", "identity"}, {"weights.v", "identity"},
+                        {"weights.shared", "true"}, {"model.beta", "800"}, {"attention.kind", "usa"},
+                        {"attention.usa_normalised", "true"}, {"norm.type", "sphere"}, {"init.type", "file"},
+                        {"init.file", dir + "/x0.h5"}, {"residual.alpha", dt}, {"residual.project", "tangent"},
+                        {"dynamics.integrator", "rk4"}, {"run.trials", "1"}, {"output.file", dir + "/run.h5"}});
+  };
+  const auto largest = [](const RunResults& r) { return *std::max_element(r.rk4_stiffness.begin(), r.rk4_stiffness.end()); };
+  const double inside = largest(run_simulation(prepare(flow("0.5", "2000")), 1));
+  const double beyond = largest(run_simulation(prepare(flow("5", "200")), 1));
+  INFO("dt L: dt 0.5 " << inside << ", dt 5 " << beyond);
+  CHECK(inside > 0.2);  // measured (3/5 x 0.5 = 0.3 once three tokens have merged), not merely absent
+  CHECK(inside < kRk4StabilityLimit);
+  CHECK(beyond > kRk4StabilityLimit);
+  CHECK(largest(run_simulation(prepare(make_config({{"run.trials", "1"}}), nullptr, {}), 1)) == 0.0);  // no RK4
+  // The warning on the log, once per run, naming the bound; none inside it.
+  const auto log_of = [&](const char* dt, const char* layers) {
+    std::filesystem::remove(dir + "/run.h5");
+    std::ostringstream log;
+    const auto previous = spdlog::default_logger();
+    auto logger = std::make_shared<spdlog::logger>("rk4_test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+    logger->set_pattern("%v");
+    spdlog::set_default_logger(logger);
+    run_to_file(flow(dt, layers), {"test", 1}, nullptr, false);
+    spdlog::set_default_logger(previous);
+    return log.str();
+  };
+  const std::string warned = log_of("5", "200"), phrase = "beyond RK4's stability bound";
+  CHECK(warned.find(phrase) != std::string::npos);
+  CHECK(warned.find(phrase) == warned.rfind(phrase));  // once
+  CHECK(warned.find("2.785") != std::string::npos);
+  CHECK(log_of("0.5", "200").find(phrase) == std::string::npos);
 }

@@ -193,3 +193,71 @@ TEST_CASE("xpos: the general path only, keys and their cross-key check", "[varia
   CHECK(make_config({{"model.layers", "4"}, {"model.layer_overrides", "0-1:attention.xpos=true"}})
             .layer_overrides.at(0).spec->attention.xpos);
 }
+
+TEST_CASE("xpos: centred positions (torchscale's), exact beyond the old limit N / B = 566, refused past the new one",
+          "[variants][xpos]") {
+  // torchscale's XPOS: positions from (-N) // 2 (Python's floor division): -3..1 for N = 5, -2..1 for N = 4.
+  CHECK(xpos_position(0, 5) == -3.0);
+  CHECK(xpos_position(4, 5) == 1.0);
+  CHECK(xpos_position(0, 4) == -2.0);
+  CHECK(xpos_position(3, 4) == 1.0);
+  // By hand, N = 3, d_k = 2, B = 1, zeta = 2/7, positions -2, -1, 0: q_0 times (2/7)^-2 = 12.25, k_0 by (2/7)^2.
+  Matrix Q = Matrix::Ones(3, 2), K = Matrix::Ones(3, 2);
+  XposDecay::forward<double>(xpos_with(1.0), 0, Q, K, nullptr);
+  CHECK(std::abs(Q(0, 0) - 12.25) < 1e-13);
+  CHECK(std::abs(Q(1, 1) - 3.5) < 1e-14);
+  CHECK(Q(2, 0) == 1.0);
+  CHECK(std::abs(K(0, 1) - 4.0 / 49) < 1e-16);
+  // Positions from 0 overflowed at N / B = log(DBL_MAX) / log(7/2) = 566.6 (float: 70.8): the largest key
+  // factor (7/2)^(N/B). Centred, N = 1000 at B = 1 under a causal mask gives every logit by the formula
+  // S_ij = sum_k zeta_k^(i - j) q_ik k_jk (computed directly here).
+  CHECK_FALSE(std::isfinite(std::pow(3.5, 999.0)));
+  const auto logits_agree = [](auto tag, int N, double tol) {
+    using T = decltype(tag);
+    RandomStream rng(static_cast<std::uint64_t>(N), 0);
+    const Matrix Q0 = gaussian(N, 4, rng), K0 = gaussian(N, 4, rng);
+    MatrixT<T> Qt = Q0.cast<T>(), Kt = K0.cast<T>();
+    XposDecay::forward<T>(xpos_with(1.0), 0, Qt, Kt, nullptr);
+    const Matrix S = (Qt * Kt.transpose()).template cast<double>();
+    double worst = 0.0;
+    int nonfinite = 0;
+    for (int i = 0; i < N; ++i)
+      for (int j = 0; j <= i; ++j) {
+        double ref = 0.0, size = 0.0;
+        for (int k = 0; k < 4; ++k) {
+          const double term = std::pow(xpos_zeta(k, 4), i - j) * Q0(i, k) * K0(j, k);
+          ref += term;
+          size += std::abs(term);
+        }
+        nonfinite += !std::isfinite(S(i, j));
+        worst = std::max(worst, std::abs(S(i, j) - ref) / (size + 1e-300));
+      }
+    INFO("N " << N << " worst relative error " << worst);
+    CHECK(nonfinite == 0);
+    CHECK(worst < tol);
+  };
+  logits_agree(double(), 1000, 1e-13);
+  logits_agree(float(), 100, 3e-5);
+  // The refusal up front names N / B and the limit: under a causal mask ceil(N/2)/B log2(7/2) <= 1000
+  // (float64) or 104 (float32): at most 1106 and 114 tokens at B = 1; with keys after the query (N - 1)/B
+  // log2(7/2) <= the same: at most 554 and 58.
+  const auto xpos_run = [](const char* N, const char* mask, const char* precision) {
+    return make_config({{"attention.xpos", "true"}, {"attention.xpos_scale_base", "1"}, {"model.tokens", N},
+                        {"mask.type", mask}, {"run.precision", precision}});
+  };
+  CHECK(xpos_run("1106", "causal", "float64").attention.xpos);
+  CHECK_THROWS_WITH(xpos_run("1108", "causal", "float64"),
+                    Catch::Contains("attention.xpos") && Catch::Contains("N / B = 1108") &&
+                        Catch::Contains("about 1106 in float64") && Catch::Contains("at most 1106 tokens"));
+  CHECK(xpos_run("554", "complete", "float64").attention.xpos);
+  CHECK_THROWS_WITH(xpos_run("556", "complete", "float64"),
+                    Catch::Contains("about 553 in float64") && Catch::Contains("keys after the query"));
+  CHECK(xpos_run("114", "unidirectional_sliding_window", "float32").attention.xpos);
+  CHECK_THROWS_WITH(xpos_run("116", "causal", "float32"), Catch::Contains("about 115 in float32"));
+  CHECK_THROWS_WITH(xpos_run("60", "sliding_window", "float32"), Catch::Contains("at most 58 tokens"));
+  CHECK(make_config({{"attention.xpos", "true"}, {"model.tokens", "20000"}, {"mask.type", "causal"}})
+            .attention.xpos);  // B = 512 (torchscale's): N / B = 39
+  CHECK_THROWS_WITH(make_config({{"model.layers", "4"}, {"model.tokens", "1200"}, {"mask.type", "causal"},
+                                 {"model.layer_overrides", "2-:attention.xpos=true,attention.xpos_scale_base=1"}}),
+                    Catch::Contains("N / B = 1200"));
+}

@@ -1,17 +1,36 @@
 #include "app/run.hpp"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "io/checkpoint.hpp"
 #include "io/input_digest.hpp"
 #include "io/inputs.hpp"
 #include "io/output_file.hpp"
+#include "kernel/block/layer.hpp"
 #include "kernel/support/errors.hpp"
 #include "kernel/platform/platform_opencl.hpp"
 
 namespace rcsim {
 
 namespace {
+
+// dynamics.integrator = rk4: once per run, when a step met dt L beyond RK4's real-axis stability
+// interval (-2.785, 0] (L the field's Lipschitz constant between the step's last two stage points;
+// kernel/block/layer.cpp, rk4_stiffness): the integration may drift without failing.
+void rk4_stability_warning(const RunResults& r) {
+  int stiff = 0;
+  double worst = 0.0;
+  for (const double s : r.rk4_stiffness) {
+    stiff += s > kRk4StabilityLimit;
+    worst = std::max(worst, s);
+  }
+  if (stiff)
+    spdlog::warn("dynamics.integrator = rk4: {} of {} trials took steps beyond RK4's stability bound, dt L up to "
+                 "{:.3g} > {} (L the field's Lipschitz constant estimated from the step's stages): the flow may "
+                 "drift; give a smaller residual.alpha (dt)", stiff, r.trials, worst, kRk4StabilityLimit);
+}
 
 // The run's diagnostics on the log (they are recorded in the file too).
 void report_diagnostics(const RunResults& r) {
@@ -25,6 +44,7 @@ void report_diagnostics(const RunResults& r) {
   if (underflow) spdlog::info("{} of {} trials: mu underflowed below DBL_MIN (see /diagnostics/underflow_layer)", underflow, r.trials);
   if (nonfinite) spdlog::warn("{} of {} trials: tokens became non-finite and the trial stopped (see /diagnostics/nonfinite_layer)", nonfinite, r.trials);
   if (degenerate) spdlog::warn("{} degenerate rows in the normalisation (see /metrics/degenerate_rows)", degenerate);
+  rk4_stability_warning(r);
 }
 
 }  // namespace

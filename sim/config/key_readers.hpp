@@ -37,5 +37,8 @@ void read_logit_bias(KeyValues& v, Config& c);
 void read_depth_scaling(KeyValues& v, Config& c);
 // attention.differential, diff_lambda, diff_head_norm: their cross-key checks (after output.*).
 void check_differential(KeyValues& v, Config& c);
+// attention.xpos: the decay's range at model.tokens, attention.xpos_scale_base, mask.type and
+// run.precision (kernel/ops/xpos.hpp, xpos_log2_span; after run.*).
+void check_xpos(const Config& c);
 
 }  // namespace rcsim

@@ -85,6 +85,20 @@ KeyDecl diff_lambda_key() {
   return k;
 }
 
+// attention.diff_head_scale: the head norm's factor, refused without attention.diff_head_norm.
+KeyDecl diff_head_scale_key() {
+  return checked(per_layer(into(omitted_at_default(choice(
+          "attention.diff_head_scale", text_of(kernel_default().attention.diff_head_scale, diff_head_scale_names()),
+          names_of(diff_head_scale_names()),
+          "the factor s of attention.diff_head_norm: lambda_init (s = 1 - lambda_init(l), a constant of layer l, as "
+          "the paper's code, whatever attention.diff_lambda) | lambda (s = 1 - lambda, the lambda of the maps: rcsim's "
+          "earlier convention; 0 at lambda = 1, negative above)")), RCSIM_SPEC_MEMBER(attention.diff_head_scale), diff_head_scale_names)),
+              [](const ModelSpec& c) {
+                if (c.attention.diff_head_scale != DiffHeadScale::lambda_init && !c.attention.diff_head_norm)
+                  throw UsageError("key 'attention.diff_head_scale': needs attention.diff_head_norm = true");
+              });
+}
+
 // The attention variants (attention.*).
 std::vector<KeyDecl> attention_keys() {
   return {
@@ -142,19 +156,21 @@ std::vector<KeyDecl> attention_keys() {
                                 "bias) to c tanh(S / c) before the attention weights; 0 = off")), RCSIM_SPEC_MEMBER(attention.logit_softcap))),
       on_qk_pairs(per_layer(into(omitted_at_default(boolean("attention.rope", text_of(kernel_default().attention.rope), "true: rotary position embedding (RoPE, llama2.c's adjacent pairs): token i's q_i and k_i per head rotated pair by pair (2j, 2j+1) by the angle i theta^(-2j/d_k) before the logits; needs an even d_k")), RCSIM_SPEC_MEMBER(attention.rope))), &AttentionSettings::rope, "rotates pairs of query and key components"),
       per_layer(into(omitted_at_default(number("attention.rope_theta", text_of(kernel_default().attention.rope_theta), kPositive, "theta of attention.rope (Llama 2: 10000)")), RCSIM_SPEC_MEMBER(attention.rope_theta))),
-      on_qk_pairs(per_layer(into(omitted_at_default(boolean("attention.xpos", text_of(kernel_default().attention.xpos), "true: xPos relative-position decay (Sun et al. 2023): token i's pair (2j, 2j+1) of q_i times zeta_j^(i/B), of k_i times zeta_j^(-i/B), zeta_j = (2j + 0.4 d_k)/(1.4 d_k), B = attention.xpos_scale_base, so S_ij decays as zeta^((i-j)/B) (after attention.rope when both); needs an even d_k")), RCSIM_SPEC_MEMBER(attention.xpos))), &AttentionSettings::xpos, "scales pairs of query and key components"),
+      on_qk_pairs(per_layer(into(omitted_at_default(boolean("attention.xpos", text_of(kernel_default().attention.xpos), "true: xPos relative-position decay (Sun et al. 2023): token i's pair (2j, 2j+1) of q_i times zeta_j^(p_i/B), of k_i times zeta_j^(-p_i/B), zeta_j = (2j + 0.4 d_k)/(1.4 d_k), B = attention.xpos_scale_base, p_i = i - ceil(N/2) (centred as torchscale), so S_ij decays as zeta^((i-j)/B) (after attention.rope when both); needs an even d_k and N / B within the precision's range (refused with the limit)")), RCSIM_SPEC_MEMBER(attention.xpos))), &AttentionSettings::xpos, "scales pairs of query and key components"),
       per_layer(into(omitted_at_default(number("attention.xpos_scale_base", text_of(kernel_default().attention.xpos_scale_base), kPositive, "B of attention.xpos (torchscale: 512)")), RCSIM_SPEC_MEMBER(attention.xpos_scale_base))),
       // --- Differential attention (Ye et al. 2024; kernel/ops/differential_attention.hpp) ---
       per_layer(into(omitted_at_default(boolean(
           "attention.differential", text_of(kernel_default().attention.differential),
           "true: differential attention (Ye et al. 2024): each head's queries and keys split in halves, A = "
           "softmax(Q1 K1^T / sqrt(d_QK/2)) - lambda softmax(Q2 K2^T / sqrt(d_QK/2)) (rows sum to 1 - lambda); needs "
-          "an even model.key_dim and plain softmax attention")), RCSIM_SPEC_MEMBER(attention.differential))),
+          "an even model.key_dim and plain softmax attention, with attention.rope allowed (each half rotated as a "
+          "head of d_k / 2, as the paper's code; model.key_dim a multiple of 4)")), RCSIM_SPEC_MEMBER(attention.differential))),
       per_layer(diff_lambda_key()),
       per_layer(into(omitted_at_default(boolean(
           "attention.diff_head_norm", text_of(kernel_default().attention.diff_head_norm),
-          "true: each differential head's output (1 - lambda) RMSNorm(A X W_V) (eps 1e-5) before W_O, the paper's "
-          "per-head normalisation; needs attention.differential")), RCSIM_SPEC_MEMBER(attention.diff_head_norm))),
+          "true: each differential head's output s RMSNorm(A X W_V) (eps 1e-5) before W_O, the paper's per-head "
+          "normalisation, s of attention.diff_head_scale; needs attention.differential")), RCSIM_SPEC_MEMBER(attention.diff_head_norm))),
+      diff_head_scale_key(),
       into(omitted_at_default(boolean(
           "attention.bias", text_of(kernel_default().attention_bias),
           "true: biases in the attention (GPT-2's c_attn and c_proj biases): Q = X W_Q + 1 b_Q^T, K and V likewise per "

@@ -93,6 +93,11 @@ const NameTable<RenyiDistance>& renyi_distance_names() {
                                              {"geodesic", RenyiDistance::geodesic}};
   return t;
 }
+const NameTable<DiffHeadScale>& diff_head_scale_names() {
+  static const NameTable<DiffHeadScale> t = {{"lambda_init", DiffHeadScale::lambda_init},
+                                             {"lambda", DiffHeadScale::lambda}};
+  return t;
+}
 const NameTable<LogitBiasKind>& logit_bias_names() {
   static const NameTable<LogitBiasKind> t = {
       {"none", LogitBiasKind::none}, {"alibi", LogitBiasKind::alibi}, {"decay", LogitBiasKind::decay},

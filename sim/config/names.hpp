@@ -33,6 +33,7 @@ const NameTable<LogitBiasKind>& logit_bias_names();  // attention.logit_bias (do
 const NameTable<ResidualDepthScaling>& residual_depth_scaling_names();  // residual.depth_scaling
 const NameTable<NormDepthScaling>& norm_depth_scaling_names();          // norm.depth_scaling
 const NameTable<BilinearType>& bilinear_names();
+const NameTable<DiffHeadScale>& diff_head_scale_names();  // attention.diff_head_scale
 
 // The names of a table, in its order (optionally only those in `keep`).
 template <class Enum>

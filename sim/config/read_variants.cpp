@@ -1,11 +1,13 @@
 #include "config/key_readers.hpp"
 
 #include <cmath>
+#include <sstream>
 #include <string>
 
 #include "config/values.hpp"
 #include "kernel/support/errors.hpp"
 #include "kernel/measures/measure_registry.hpp"
+#include "kernel/ops/xpos.hpp"
 #include "kernel/support/printable.hpp"
 
 namespace rcsim {
@@ -107,14 +109,44 @@ void check_differential(KeyValues& v, Config& c) {
   if (c.model.key_dim % 2 != 0)
     refuse("splits each head's queries and keys in halves; needs an even model.key_dim (got " +
            std::to_string(c.model.key_dim) + ")");
-  AttentionSettings plain = a;  // the first other setting that leaves plain softmax logits
+  if (a.rope && c.model.key_dim % 4 != 0)
+    refuse("with attention.rope each half of d_k is rotated as a head of d_k / 2 pairs; needs model.key_dim a "
+           "multiple of 4 (got " + std::to_string(c.model.key_dim) + ")");
+  AttentionSettings plain = a;  // the first other setting that leaves plain softmax logits (RoPE allowed)
   plain.differential = false;
+  plain.rope = false;
   const char* other = plain.general_path_setting();
   if (other) refuse(std::string("two softmax maps of plain logits; not with ") + other);
   if (a.shape.active()) refuse("not with shaped attention (attention.shape_a/b/c)");
   if (wants_pass(c, MeasurePass::attention_product))
     refuse("the ergodicity coefficient is a contraction coefficient of stochastic matrices; rows of A1 - lambda A2 "
            "sum to 1 - lambda and may be negative (leave ergodicity out of output.measures)");
+}
+
+// xPos scales q and k by zeta^(+-p/B) over centred positions p (kernel/ops/xpos.hpp): refused up front
+// where the factors, or with keys after the query the logits, would leave the precision's range (a
+// custom mask counts as one that may have keys after the query).
+void check_xpos(const Config& c) {
+  const AttentionSettings& a = c.attention;
+  if (!a.xpos) return;
+  const MaskType m = c.mask.type;
+  const bool after = m != MaskType::causal && m != MaskType::unidirectional_sliding_window;
+  const bool f32 = c.run.precision == Precision::float32;
+  const int room = f32 ? xpos_log2_headroom<float>() : xpos_log2_headroom<double>();
+  const double span = xpos_log2_span(c.model.tokens, a.xpos_scale_base, after);
+  if (span <= room) return;
+  const double R = room / std::log2(3.5);  // the largest reach / B the range holds
+  const long most = after ? static_cast<long>(std::floor(R * a.xpos_scale_base)) + 1
+                          : 2 * static_cast<long>(std::floor(R * a.xpos_scale_base));
+  std::ostringstream why;
+  why << "key 'attention.xpos': model.tokens = " << c.model.tokens << " with attention.xpos_scale_base = "
+      << a.xpos_scale_base << " (N / B = " << c.model.tokens / a.xpos_scale_base << ") is beyond the limit N / B of "
+      << "about " << static_cast<int>(after ? R : 2 * R) << " in " << (f32 ? "float32" : "float64")
+      << " with mask.type = " << enum_name(m, mask_names()) << " ("
+      << (after ? "keys after the query: the logits grow as (7/2)^((j - i)/B)"
+                : "the factors zeta^(+-p/B) of the centred positions p reach (7/2)^(N/(2B))")
+      << "); at most " << most << " tokens at this B: give a larger attention.xpos_scale_base or fewer model.tokens";
+  throw UsageError(why.str());
 }
 
 }  // namespace rcsim

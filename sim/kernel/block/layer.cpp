@@ -234,7 +234,7 @@ AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const Laye
     if (!w.o.empty()) ws.XVO.noalias() = ws.XV * w.o[h];  // model.value_dim: X W_V,h W_O,h
     const MatrixT<T>& V = w.o.empty() ? ws.XV : ws.XVO;
     if (c) c->XV = ws.XV, c->V = V;
-    if (p.attention.diff_head_norm) {  // (1 - lambda) RMSNorm(A X W_V) W_O
+    if (p.attention.diff_head_norm) {  // s RMSNorm(A X W_V) W_O (s: diff_head_scale, ops/differential_attention.hpp)
       add_normalised_head<T>(ws.S, ws.XV, w, h, p, direct, Y, c);
     } else if (!fast && p.unit_speed() && p.tangent() && !direct) {
       add_difference_product<T>(X, ws.S, V, Y);
@@ -343,6 +343,15 @@ AttentionStats flow_field(const MatrixT<T>& Z, const LayerWeightsT<T>& w, const 
   return r.attention;
 }
 
+// dt L for one RK4 step, L = |k4 - k3| / |Z4 - Z3| (Z4 - Z3 = dt k3 - dt/2 k2) the field's Lipschitz
+// constant between its last two stage points (Hairer and Wanner's stiffness detection, Solving ODEs
+// II, section IV.2); 0 when the points coincide.
+template <class T>
+double rk4_stiffness(const MatrixT<T>& k2, const MatrixT<T>& k3, const MatrixT<T>& k4, T dt) {
+  const double dz = (dt * k3 - (dt / T(2)) * k2).template cast<double>().norm();
+  return dz > 0.0 ? static_cast<double>(dt) * (k4 - k3).template cast<double>().norm() / dz : 0.0;
+}
+
 // One classical RK4 step of size dt = alpha (dynamics.integrator = rk4):
 //   k1 = F(X), k2 = F(X + dt/2 k1), k3 = F(X + dt/2 k2), k4 = F(X + dt k3),
 //   X_next = normalise(X + dt/6 (k1 + 2 k2 + 2 k3 + k4)).
@@ -383,6 +392,7 @@ LayerReport rk4_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<
   point(ws.Z);
   flow_field<T>(ws.Z, w, f, p.tangent(), ws, ws.k4, stage(3));
   X_next = X + (dt / T(6)) * (ws.k1 + T(2) * ws.k2 + T(2) * ws.k3 + ws.k4);
+  report.rk4_stiffness = rk4_stiffness<T>(ws.k2, ws.k3, ws.k4, dt);
   if (cache) cache->Z = X_next;
   report.degenerate_rows = normalize_rows(X_next, *p.norm);
   return report;

@@ -85,7 +85,13 @@ double logit_bias_slope(const LogitBias& b, std::size_t h, std::size_t H);  // m
 struct LayerReport {
   AttentionStats attention;   // min weight over heads, mean entropy averaged over heads
   int degenerate_rows = 0;    // rows without direction in the normalisation
+  // dynamics.integrator = rk4: dt L, L the field's Lipschitz constant estimated between the step's last
+  // two stage points (kernel/block/layer.cpp, rk4_impl); RK4 is stable on the real axis for dt L <= 2.785.
+  double rk4_stiffness = 0.0;
 };
+// RK4's stability interval on the negative real axis: |R(z)| <= 1 for z in [-2.785, 0], R(z) = 1 + z +
+// z^2/2 + z^3/6 + z^4/24 (its real root of |R| = 1 at z = -2.7853).
+inline constexpr double kRk4StabilityLimit = 2.785;
 
 // Preallocated work matrices: a layer allocates nothing once they have their sizes.
 // The mask's row structure is analysed (or copied) on the first call and cached for the same mask object.

@@ -73,6 +73,9 @@ enum class LogitBiasKind { none, alibi, decay, file };  // file: B from weights.
 // normalisations of layer l (1-based) by 1/sqrt(l) (LayerNorm scaling, Sun et al. 2025).
 enum class ResidualDepthScaling { none, inv_sqrt_depth };
 enum class NormDepthScaling { none, inv_sqrt_layer };
+// attention.diff_head_scale: the factor of differential attention's head norm, (1 - lambda_init(l))
+// as the paper's code (a constant of the layer) or (1 - lambda) with the lambda the maps use.
+enum class DiffHeadScale { lambda_init, lambda };
 struct LogitBias {
   LogitBiasKind kind = LogitBiasKind::none;
   double gamma = 1.0;  // attention.decay (decay only)
@@ -104,10 +107,12 @@ struct AttentionSettings {
   // attention.differential, attention.diff_lambda, attention.diff_head_norm: differential attention
   // (Ye et al. 2024; kernel/ops/differential_attention.hpp): each head's Q and K split in halves,
   // A = softmax(Q1 K1^T / sqrt(d_QK/2)) - lambda softmax(Q2 K2^T / sqrt(d_QK/2)); lambda NaN = auto
-  // (lambda_init(l) = 0.8 - 0.6 exp(-0.3 (l - 1)) at layer l); head norm: (1 - lambda) RMSNorm of A V.
+  // (lambda_init(l) = 0.8 - 0.6 exp(-0.3 (l - 1)) at layer l); head norm: (1 - lambda_init(l))
+  // RMSNorm of A V (the paper's), or (1 - lambda) RMSNorm with attention.diff_head_scale = lambda.
   bool differential = false;
   double diff_lambda = std::numeric_limits<double>::quiet_NaN();
   bool diff_head_norm = false;
+  DiffHeadScale diff_head_scale = DiffHeadScale::lambda_init;
 
   // The first setting that needs the general path, as the key and value that set it (the cpu
   // and opencl platforms' refusal message), or nullptr: everything but plain softmax attention of

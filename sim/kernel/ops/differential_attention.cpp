@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernel/ops/normalization.hpp"
+#include "kernel/ops/qk_transforms.hpp"
 #include "kernel/ops/softmax.hpp"
 
 namespace rcsim {
@@ -14,6 +15,11 @@ double diff_lambda_init(int layer) { return 0.8 - 0.6 * std::exp(-0.3 * static_c
 
 double diff_lambda(const LayerParams& p) {
   return std::isfinite(p.attention.diff_lambda) ? p.attention.diff_lambda : diff_lambda_init(p.layer_number);
+}
+
+double diff_head_scale(const LayerParams& p) {
+  return p.attention.diff_head_scale == DiffHeadScale::lambda ? 1.0 - diff_lambda(p)
+                                                               : 1.0 - diff_lambda_init(p.layer_number);
 }
 
 namespace {
@@ -26,11 +32,12 @@ T map_scale(const LayerParams& p) {
   return static_cast<T>(1.0 / std::sqrt(p.d_qk / 2.0));
 }
 
-// The head norm (1 - lambda) RMSNorm over the d_v columns of A XV.
+// The head norm s RMSNorm over the d_v columns of A XV, s = diff_head_scale(p) as a fixed gain (so
+// the forward, the adjoint and the tangent take the same factor).
 Normalization head_norm(const LayerParams& p, Eigen::Index dv) {
   const int n = static_cast<int>(dv);
   return Normalization(NormType::rmsnorm, n, kHeadNormEps,
-                       std::vector<double>(static_cast<std::size_t>(n), 1.0 - diff_lambda(p)));
+                       std::vector<double>(static_cast<std::size_t>(n), diff_head_scale(p)));
 }
 
 // The smallest entry of A over the allowed entries.
@@ -137,6 +144,7 @@ void differential_head_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, 
   if (c.D.size()) dA = dA.cwiseProduct(c.D);  // A_used = D .* A
   MatrixT<T> dQ, dK;
   maps_backward<T>(p, c, dA, dQ, dK);
+  qk_transforms_adjoint<T>(p.attention, h, c, dQ, dK);  // attention.rope (the only one allowed with it)
   g.dq[h].noalias() += X.transpose() * dQ;
   g.dk[h].noalias() += X.transpose() * dK;
   if (biased) {
@@ -151,7 +159,9 @@ template <class T>
 MatrixT<T> differential_head_jvp(const LayerWeightsT<T>& w, const LayerParams& p, std::size_t h, const HeadCacheT<T>& c,
                                  const MatrixT<T>& dX) {
   const MatrixT<T> dXV = dX * w.v[h];
-  MatrixT<T> dA = maps_tangent<T>(p, c, dX * w.q[h], dX * w.k[h]);
+  MatrixT<T> dQ = dX * w.q[h], dK = dX * w.k[h];
+  qk_transforms_tangent<T>(p.attention, h, c, dQ, dK);
+  MatrixT<T> dA = maps_tangent<T>(p, c, dQ, dK);
   if (c.D.size()) dA = dA.cwiseProduct(c.D);
   MatrixT<T> dZ = c.used() * dXV + dA * c.XV;  // d(A XV)
   if (p.attention.diff_head_norm) dZ = norm_jvp<T>(c.P, dZ, head_norm(p, c.P.cols()));

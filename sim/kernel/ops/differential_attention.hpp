@@ -4,9 +4,11 @@
 //   halves of m = d_k / 2, so the parameter count is the paper's),
 //   A = softmax(Q1 K1^T / sqrt(d_QK / 2)) - lambda softmax(Q2 K2^T / sqrt(d_QK / 2))
 // on the mask (masked entries exactly 0; every row sums to 1 - lambda), and the head's output
-//   A V_h                                   (attention.diff_head_norm = false), or
-//   (1 - lambda) RMSNorm(A X W_V,h) W_O,h   (attention.diff_head_norm = true; eps 1e-5, the
-//                                             paper's per-head GroupNorm, gain 1 at initialisation).
+//   A V_h                          (attention.diff_head_norm = false), or
+//   s RMSNorm(A X W_V,h) W_O,h     (attention.diff_head_norm = true; eps 1e-5, the paper's per-head
+//                                    GroupNorm, gain 1 at initialisation), s = 1 - lambda_init(l) as
+//                                    the paper and its code (attention.diff_head_scale = lambda_init,
+//                                    whatever attention.diff_lambda), or 1 - lambda (= lambda).
 // d_QK / 2 is the half-head dimension m when d_QK defaults to d_k (the paper's 1/sqrt(d), d the
 // size of Q1). lambda = attention.diff_lambda, or by default the paper's lambda_init at layer l,
 // 0.8 - 0.6 exp(-0.3 (l - 1)): the paper's lambda = exp(lq1.lk1) - exp(lq2.lk2) + lambda_init has
@@ -25,6 +27,9 @@ namespace rcsim {
 double diff_lambda_init(int layer);
 // The lambda of layer p.layer_number: attention.diff_lambda when given, else lambda_init.
 double diff_lambda(const LayerParams& p);
+// The head norm's factor s: 1 - lambda_init(l) (attention.diff_head_scale = lambda_init, the paper's
+// constant) or 1 - diff_lambda(p) (= lambda).
+double diff_head_scale(const LayerParams& p);
 
 // The weights of one head into A (N x N) from its Q and K (N x d_k, d_k even): A1 - lambda A2 on
 // the mask. With a cache, c->A1 and c->A2 keep the two softmax maps. Returns the statistics: the
@@ -34,7 +39,7 @@ template <class T>
 AttentionStats differential_weights(const MatrixT<T>& Q, const MatrixT<T>& K, const LayerParams& p, MatrixT<T>& A,
                                     HeadCacheT<T>* c);
 
-// attention.diff_head_norm: Y (=, when `direct`, else +=) (1 - lambda) RMSNorm(A XV) (W_O), A the
+// attention.diff_head_norm: Y (=, when `direct`, else +=) s RMSNorm(A XV) (W_O), A the
 // head's weights as used (after dropout), XV = X W_V,h (+ 1 b_V^T). With a cache, c->P keeps A XV.
 template <class T>
 void add_normalised_head(const MatrixT<T>& A, const MatrixT<T>& XV, const LayerWeightsT<T>& w, std::size_t h,

@@ -5,14 +5,19 @@
 //   zeta_j = (2j + 0.4 d_k) / (1.4 d_k)  in [2/7, 1),
 // so that S_ij = sum_j' zeta_j'^((i-j)/B) q_i,j' k_j,j' / sqrt(d_QK) depends on the positions only
 // through i - j: under the causal mask (i >= j) a key j positions back contributes at most
-// zeta^((i-j)/B) of its plain logit, fastest in the low pairs (torchscale's XPOS, positions from 0;
-// the paper pairs it with rotary embedding, attention.rope, which it commutes with, and which the
-// list applies first). The scaling is linear and diagonal, so it is its own adjoint and tangent;
-// it keeps nothing in the cache.
+// zeta^((i-j)/B) of its plain logit, fastest in the low pairs (torchscale's XPOS; the paper pairs
+// it with rotary embedding, attention.rope, which it commutes with, and which the list applies
+// first). The scaling is linear and diagonal, so it is its own adjoint and tangent; it keeps
+// nothing in the cache.
+// Positions are centred as torchscale's XPOS centres them (min_pos = -(N // 2) rounded down, i.e.
+// p_i = i - ceil(N/2) for the token at row i): the logits depend on p_i - p_j = i - j only, so they
+// are those of positions from 0, while the factors span (7/2)^(+-ceil(N/2)/B) instead of
+// (7/2)^(N/B). Their range in a precision is checked up front (xpos_log2_span, config's check_xpos).
 #pragma once
 
 #include <cmath>
 #include <cstddef>
+#include <limits>
 
 #include "kernel/model/model_spec.hpp"
 #include "kernel/ops/cache.hpp"
@@ -26,14 +31,32 @@ inline double xpos_zeta(Eigen::Index k, Eigen::Index d) {
   return (static_cast<double>(k - k % 2) + 0.4 * dd) / (1.4 * dd);
 }
 
-// M(i, k) times zeta(k)^(sign i / B) (the factor in double, rounded to T); sign +1 for queries,
-// -1 for keys. Diagonal: the same call maps tangents forward and cotangents back.
+// The centred position of row i of n (torchscale: i + (-n) // 2 in Python's floor division).
+inline double xpos_position(Eigen::Index i, Eigen::Index n) { return static_cast<double>(i - (n + 1) / 2); }
+
+// log2 of the largest factor xPos meets at N tokens: (7/2)^(ceil(N/2)/B) in Q and K (zeta >= 2/7), or,
+// when the mask lets a query see keys after it, its logits' (7/2)^((N-1)/B) q.k (the decay grows
+// there: xPos is meant for causal masks).
+inline double xpos_log2_span(int tokens, double scale_base, bool keys_after_query) {
+  const double reach = keys_after_query ? tokens - 1.0 : static_cast<double>((tokens + 1) / 2);
+  return reach / scale_base * std::log2(3.5);
+}
+// The span a precision holds: max_exponent - 24, so that a component of q up to 2^23 times the largest
+// factor stays finite and one of k down to 2^-22 times the smallest stays normal (float64 1000, float32
+// 104: N / B up to 1106 and 115 under a causal mask, 553 and 57 with keys after the query).
+template <class T>
+constexpr int xpos_log2_headroom() {
+  return std::numeric_limits<T>::max_exponent - 24;
+}
+
+// M(i, k) times zeta(k)^(sign p_i / B), p_i = xpos_position(i, N) (the factor in double, rounded to
+// T); sign +1 for queries, -1 for keys. Diagonal: the same call maps tangents forward and cotangents back.
 template <class T>
 void xpos_scale(MatrixT<T>& M, double scale_base, double sign) {
   for (Eigen::Index k = 0; k < M.cols(); ++k) {
     const double zeta = xpos_zeta(k, M.cols());
     for (Eigen::Index i = 0; i < M.rows(); ++i)
-      M(i, k) *= static_cast<T>(std::pow(zeta, sign * static_cast<double>(i) / scale_base));
+      M(i, k) *= static_cast<T>(std::pow(zeta, sign * xpos_position(i, M.rows()) / scale_base));
   }
 }
 

@@ -68,6 +68,7 @@ RunResults allocate_results(const EngineSetup& s) {
   r.underflow_layer.assign(static_cast<std::size_t>(r.trials), -1);
   r.nonfinite_layer.assign(static_cast<std::size_t>(r.trials), -1);
   r.degenerate_total.assign(static_cast<std::size_t>(r.trials), 0);
+  r.rk4_stiffness.assign(static_cast<std::size_t>(r.trials), 0.0);
   return r;
 }
 

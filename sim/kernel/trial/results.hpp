@@ -47,6 +47,7 @@ struct RunResults {
   std::vector<int> nonfinite_layer;  // first layer with a non-finite entry (-1: never); the trial
                                      // stops there and later measures are NaN
   std::vector<int> degenerate_total; // degenerate rows summed over layers
+  std::vector<double> rk4_stiffness;  // the largest dt L over the trial's RK4 steps (LayerReport; 0 without)
 };
 
 RunResults allocate_results(const EngineSetup& s);

@@ -99,6 +99,7 @@ bool run_trial(const EngineSetup& s, int trial_index, RunResults& r, const std::
     }
     if (want_update) record_update(X_previous, trial.tokens(), t, trial_index, r);
     r.degenerate_total[ti] += rep.degenerate_rows;
+    r.rk4_stiffness[ti] = std::max(r.rk4_stiffness[ti], rep.rk4_stiffness);
   }
   if (r.nonfinite_layer[ti] < 0 && tape.recording())
     record_gradients(c, tape.length(), s.jacobian_chunk > 0 ? s.jacobian_chunk : jacobian_chunk_layers(c),
