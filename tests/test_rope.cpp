@@ -1,4 +1,4 @@
-// attention.rope (rotary position embedding, llama2.c's adjacent pairs; kernel/llama/rotary.hpp):
+// attention.rope (rotary position embedding, llama2.c's adjacent pairs; kernel/ops/rotary.hpp):
 // a 2-token case worked by hand, the rotation's transpose by the dot-product test, the block's
 // adjoint and tangent against finite differences, and the refusal of the fast and fused paths
 // through AttentionSettings::needs_general_path. Issue 34's example of the cost of a new attention
@@ -7,7 +7,7 @@
 
 #include "config/config.hpp"
 #include "kernel/platform/fused_attention.hpp"
-#include "kernel/llama/rotary.hpp"
+#include "kernel/ops/rotary.hpp"
 #include "kernel/model/mask_ranges.hpp"
 #include "kernel/trial/platform_table.hpp"
 
@@ -20,7 +20,7 @@ TEST_CASE("rope: two tokens by hand, the transpose undoes the rotation and is it
   Matrix X(2, 4);
   X << 1, 0, 0, 2, 1, 0, 0, 2;
   Matrix R = X;
-  llama::apply_rotary<double>(R, 4, 0, 100.0);
+  apply_rotary<double>(R, 4, 0, 100.0);
   Matrix expected(2, 4);
   expected << 1, 0, 0, 2, std::cos(1.0), std::sin(1.0), -2 * std::sin(0.1), 2 * std::cos(0.1);
   CHECK((R - expected).cwiseAbs().maxCoeff() < 1e-15);
@@ -47,10 +47,10 @@ TEST_CASE("rope: two tokens by hand, the transpose undoes the rotation and is it
   RandomStream rng(5, 0);
   const Matrix U = gaussian(5, 8, rng), V = gaussian(5, 8, rng);
   Matrix RU = U, RtV = V, back = U;
-  llama::apply_rotary<double>(RU, 4, 3, 10000.0);
-  llama::apply_rotary_transpose<double>(RtV, 4, 3, 10000.0);
-  llama::apply_rotary<double>(back, 4, 3, 10000.0);
-  llama::apply_rotary_transpose<double>(back, 4, 3, 10000.0);
+  apply_rotary<double>(RU, 4, 3, 10000.0);
+  apply_rotary_transpose<double>(RtV, 4, 3, 10000.0);
+  apply_rotary<double>(back, 4, 3, 10000.0);
+  apply_rotary_transpose<double>(back, 4, 3, 10000.0);
   CHECK((back - U).cwiseAbs().maxCoeff() < 1e-14);
   CHECK(std::abs(RU.cwiseProduct(V).sum() - U.cwiseProduct(RtV).sum()) < 1e-13 * U.norm() * V.norm());
   CHECK((RU - U).norm() > 0.1);  // not trivially so

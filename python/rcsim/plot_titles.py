@@ -3,7 +3,7 @@
 import os
 
 # What a run of a pretrained checkpoint (rcsim generate --measure) ran is its [pretrained] section;
-# its other keys only size the file (rcsim's defaults: no normalisation, no residual, ...).
+# its other keys are the main block's settings of those blocks (kernel/llama/llama_block.hpp).
 PRETRAINED_TITLE_KEYS = ["model.tokens", "model.layers", "run.trials"]
 
 

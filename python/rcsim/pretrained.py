@@ -103,14 +103,17 @@ class Model:
         return g
 
     def _cache_fits(self, who, tokens, depth):
-        """ConfigError when the activations the reverse pass keeps (per applied block: the attention
-        weights of every head [T, T], about 10 [T, dim] and 3 [T, hidden_dim] matrices) exceed 4 GiB."""
+        """ConfigError when what the reverse pass keeps exceeds 4 GiB: the input X(t) [T, dim] of every
+        applied block, and the activations of the one block being differentiated (the attention
+        weights of every head [T, T], about 10 [T, dim] and 3 [T, hidden_dim] matrices)."""
         c = self.config
-        per_block = 8 * (c["n_heads"] * tokens * tokens + tokens * (10 * c["dim"] + 3 * c["hidden_dim"]))
-        if depth * per_block > _CACHE_LIMIT:
+        per_block = 8 * tokens * c["dim"]
+        one_block = 8 * (c["n_heads"] * tokens * tokens + tokens * (10 * c["dim"] + 3 * c["hidden_dim"]))
+        if depth * per_block + one_block > _CACHE_LIMIT:
+            fit = max(0, (_CACHE_LIMIT - one_block) // per_block)
             raise check.usage_error(who, "depth", f"{depth} blocks on {tokens} tokens: the reverse pass would keep "
-                                    f"{depth * per_block / 2**30:.1f} GiB of activations; at most "
-                                    f"{_CACHE_LIMIT // per_block} blocks fit in {_CACHE_LIMIT // 2**30} GiB")
+                                    f"{(depth * per_block + one_block) / 2**30:.1f} GiB of activations; at most "
+                                    f"{fit} blocks fit in {_CACHE_LIMIT // 2**30} GiB")
 
     def _targets(self, who, targets, seq):
         if targets is None:

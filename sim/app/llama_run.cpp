@@ -16,14 +16,30 @@ namespace rcsim {
 
 namespace {
 
+// The main block's keys of the model's blocks (kernel/llama/llama_block.hpp), so that the file's
+// configuration and a plot's title state the architecture; the weights are the checkpoint's.
 Config nearest_config(const llama::LlamaModel& m, const LlamaRunRequest& q, int depth) {
   const auto n = q.sequences.front().size();
-  return make_config({{"model.tokens", std::to_string(n)},
-                      {"model.dim", std::to_string(m.config.dim)},
-                      {"model.layers", std::to_string(depth)},
-                      {"model.heads", std::to_string(m.config.heads)},
+  const llama::LlamaConfig& c = m.config;
+  const auto s = [](auto v) { return std::to_string(v); };
+  std::ostringstream theta;
+  theta << c.rope_theta;
+  return make_config({{"model.tokens", s(n)},
+                      {"model.dim", s(c.dim)},
+                      {"model.layers", s(depth)},
+                      {"model.heads", s(c.heads)},
+                      {"model.kv_heads", s(c.kv_heads)},
+                      {"model.key_dim", s(c.head_size())},
+                      {"model.value_dim", s(c.head_size())},
                       {"mask.type", "causal"},
-                      {"run.trials", std::to_string(q.sequences.size())},
+                      {"norm.type", q.forward.norm ? "rmsnorm" : "none"},
+                      {"norm.position", "pre"},
+                      {"residual.alpha", "1"},
+                      {"attention.rope", "true"},
+                      {"attention.rope_theta", theta.str()},
+                      {"mlp.width", s(c.hidden)},
+                      {"mlp.activation", "swiglu"},
+                      {"run.trials", s(q.sequences.size())},
                       {"run.precision", q.single ? "float32" : "float64"},
                       {"output.spectrum", "true"},
                       {"output.tokens", "none"},
@@ -36,7 +52,7 @@ std::string pretrained_section(const llama::LlamaModel& m, const LlamaRunRequest
   os << "\n[pretrained]\n"
      << "# written by rcsim generate --measure: X(0) = embedding rows of /token_ids, X(t) = the residual stream\n"
      << "# after block t of the llama2.c checkpoint below (blocks repeat cyclically beyond its layers);\n"
-     << "# the keys above only size the file: rcsim run does not reproduce this run\n"
+     << "# the keys above are the main block's settings of these blocks; the weights are the checkpoint's\n"
      << "checkpoint = " << q.checkpoint << "\n"
      << "checkpoint_sha256 = " << q.checkpoint_sha256 << "\n"
      << "weights = " << q.weights << "\n"

@@ -103,6 +103,7 @@ std::vector<std::vector<int>> sequences_of(const llama::LlamaModel& m, const Key
   g.temperature = parse_number("--temperature", v.at("temperature"));
   g.seed = static_cast<std::uint64_t>(integer_option(v, "seed", 0, 2147483647));
   g.single = single;
+  g.cancel = &g_cancel;  // SIGINT, SIGTERM: Interrupted within one block
   const int count = integer_option(v, "sequences", 1, 1000000);
   std::vector<std::vector<int>> out;
   for (int s = 0; s < count; ++s) {
@@ -123,6 +124,7 @@ void measure(const llama::LlamaModel& pretrained, const LlamaCheckpoint& ck, con
   q.single = single;
   q.forward.norm = bool_option(v, "norm");
   q.forward.depth = integer_option(v, "depth", 0, 100000);
+  q.forward.cancel = &g_cancel;
   q.checkpoint = path;
   q.checkpoint_sha256 = ck.sha256;
   q.output = v.at("measure");

@@ -2,7 +2,8 @@
 // as a LlamaModel object, its logits, residual-stream states and generated ids
 // (python/rcsim/pretrained.py wraps them as rcsim.load_model and rcsim.generate, after checking
 // the arguments with rcsim._validate), and the gradients of a scalar loss of a sequence
-// (kernel/llama/llama_backward.hpp; Model.gradients). Computation releases the GIL.
+// (kernel/llama/llama_backward.hpp; Model.gradients). Computation runs without the GIL and stops
+// within one block on Ctrl-C (run_interruptible: KeyboardInterrupt).
 #include <pybind11/eigen.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "python/interruptible.hpp"
 #include "io/llama_checkpoint.hpp"
 #include "kernel/llama/generation.hpp"
 #include "kernel/llama/llama_backward.hpp"
@@ -21,6 +23,7 @@ namespace py = pybind11;
 namespace {
 
 using rcsim::LlamaCheckpoint;
+using rcsim_python::run_interruptible;
 namespace llama = rcsim::llama;
 
 py::dict config_dict(const llama::LlamaConfig& c) {
@@ -100,16 +103,19 @@ void register_llama(py::module_& m) {
       .def(
           "logits",
           [](const LlamaCheckpoint& c, const std::vector<int>& ids, bool single) {
-            py::gil_scoped_release release;
-            return rcsim::RowMajorMatrix(llama::sequence_logits(c.model, ids, single));
+            return rcsim::RowMajorMatrix(run_interruptible([&](const std::atomic<bool>* cancel) {
+              return llama::sequence_logits(c.model, ids, single, {true, 0, cancel});
+            }));
           },
           py::arg("ids"), py::arg("single") = false)
       .def(
           "states",
           [](const LlamaCheckpoint& c, const std::vector<int>& ids, bool single, bool norm, int depth) {
-            py::gil_scoped_release release;
             std::vector<rcsim::RowMajorMatrix> out;
-            for (const auto& x : llama::sequence_states(c.model, ids, single, {norm, depth})) out.emplace_back(x);
+            for (const auto& x : run_interruptible([&](const std::atomic<bool>* cancel) {
+                   return llama::sequence_states(c.model, ids, single, {norm, depth, cancel});
+                 }))
+              out.emplace_back(x);
             return out;
           },
           py::arg("ids"), py::arg("single") = false, py::arg("norm") = true, py::arg("depth") = 0)
@@ -117,13 +123,11 @@ void register_llama(py::module_& m) {
           "gradients",
           [](const LlamaCheckpoint& c, const std::vector<int>& ids, const std::vector<int>& targets,
              const std::optional<rcsim::Matrix>& cotangent, bool norm, int depth, bool single) {
-            llama::LlamaGradients g;
-            {
-              py::gil_scoped_release release;
-              const llama::ForwardOptions o{norm, depth};
-              g = cotangent ? llama::stack_gradients(c.model, llama::embed(c.model, ids), *cotangent, o, single)
-                            : llama::loss_gradients(c.model, ids, targets, o, single);
-            }
+            const llama::LlamaGradients g = run_interruptible([&](const std::atomic<bool>* cancel) {
+              const llama::ForwardOptions o{norm, depth, cancel};
+              return cotangent ? llama::stack_gradients(c.model, llama::embed(c.model, ids), *cotangent, o, single)
+                               : llama::loss_gradients(c.model, ids, targets, o, single);
+            });
             return gradients_dict(c.model, ids, g);
           },
           py::arg("ids"), py::arg("targets"), py::arg("cotangent"), py::arg("norm") = true, py::arg("depth") = 0,
@@ -142,14 +146,16 @@ void register_llama(py::module_& m) {
       "llama_generate",
       [](const LlamaCheckpoint& c, int steps, double temperature, unsigned long long seed, unsigned long long sequence,
          bool single) {
-        py::gil_scoped_release release;
         llama::GenerateOptions o;
         o.steps = steps;
         o.temperature = temperature;
         o.seed = seed;
         o.sequence = sequence;
         o.single = single;
-        return llama::generate(c.model, o);
+        return run_interruptible([&](const std::atomic<bool>* cancel) {
+          o.cancel = cancel;
+          return llama::generate(c.model, o);
+        });
       },
       py::arg("model"), py::arg("steps"), py::arg("temperature") = 0.0, py::arg("seed") = 0, py::arg("sequence") = 0,
       py::arg("single") = false, "The ids after BOS decoded from the model (greedy for temperature 0).");

@@ -1,5 +1,5 @@
-// The Llama blocks' adjoints and tangents (kernel/llama/*: each beside its forward; the block and
-// the stack in llama_backward) against central finite differences of the production forward
+// The Llama stack's derivative passes (the main block's adjoints and tangents on the stack of
+// kernel/llama/llama_block.hpp) against central finite differences of the production forward
 // along several random directions, the adjoint against the tangent (<C, J v> = <J^T C, v>), the
 // rotary transpose against the rotation, and the cross-entropy against the logits.
 #include <catch2/catch.hpp>
@@ -8,11 +8,8 @@
 #include <cmath>
 #include <functional>
 
-#include "kernel/llama/gqa_attention.hpp"
 #include "kernel/llama/llama_backward.hpp"
-#include "kernel/llama/rms_norm.hpp"
-#include "kernel/llama/rotary.hpp"
-#include "kernel/llama/swiglu.hpp"
+#include "kernel/ops/rotary.hpp"
 #include "kernel/model/random.hpp"
 
 using namespace rcsim;
@@ -95,31 +92,6 @@ double sum_with(const Matrix& C, const Matrix& Y) { return inner(C, Y); }
 
 }  // namespace
 
-TEST_CASE("llama RMSNorm adjoint and tangent against finite differences", "[llama]") {
-  RandomStream rng(21, 0);
-  const Matrix X = gaussian(rng, 5, 8);
-  const Vector g = Vector::Ones(8) + gaussian_vector(rng, 8, 0.5);
-  const double eps = 1e-5;
-  for (int k = 0; k < 3; ++k) {
-    const Matrix C = gaussian(rng, 5, 8), V = gaussian(rng, 5, 8);
-    const Vector v = gaussian_vector(rng, 8);
-    Vector rstd, dg;
-    const Matrix Y = rms_norm(X, g, eps, &rstd);
-    const Matrix dX = rms_norm_backward(X, g, rstd, C, dg);
-    const double fd_x = central([&](double h) { return sum_with(C, rms_norm(Matrix(X + h * V), g, eps)); });
-    const double fd_g = central([&](double h) { return sum_with(C, rms_norm(X, Vector(g + h * v), eps)); });
-    CHECK(relative(fd_x, inner(dX, V)) < kTol);
-    CHECK(relative(fd_g, dg.dot(v)) < kTol);
-    const Matrix JV = rms_norm_tangent(X, g, rstd, V);
-    const auto at = [&](double h) { return rms_norm(Matrix(X + h * V), g, eps); };
-    const Matrix fd_t = (8 * (at(kStep) - at(-kStep)) - (at(2 * kStep) - at(-2 * kStep))) / (12 * kStep);
-    CHECK((JV - fd_t).norm() / JV.norm() < kTol);
-    CHECK(relative(inner(C, JV), inner(dX, V)) < 1e-13);  // the adjoint is the tangent's transpose
-    CHECK(std::abs(rstd(0) - 1 / std::sqrt(X.row(0).squaredNorm() / 8 + eps)) < 1e-15 * rstd(0));
-    CHECK((Y.row(0) - rstd(0) * X.row(0).cwiseProduct(g.transpose())).norm() < 1e-14 * Y.row(0).norm());
-  }
-}
-
 TEST_CASE("llama rotary transpose is the inverse rotation and the adjoint", "[llama]") {
   RandomStream rng(22, 0);
   const Matrix X = gaussian(rng, 6, 16), Y = gaussian(rng, 6, 16);
@@ -135,47 +107,6 @@ TEST_CASE("llama rotary transpose is the inverse rotation and the adjoint", "[ll
   apply_rotary_transpose(e, 4, 2, 10000.0);
   CHECK(std::abs(e(0, 0) - std::cos(2.0)) < 1e-15);
   CHECK(std::abs(e(0, 1) + std::sin(2.0)) < 1e-15);
-}
-
-TEST_CASE("llama grouped-query attention adjoint and tangent against finite differences", "[llama]") {
-  RandomStream rng(23, 0);
-  const int n = 6, heads = 4, kv_heads = 2, s = 3;
-  const Matrix Q = gaussian(rng, n, heads * s), K = gaussian(rng, n, kv_heads * s), V = gaussian(rng, n, kv_heads * s);
-  std::vector<Matrix> A;
-  gqa_attention(Q, K, V, heads, kv_heads, 0, &A);
-  REQUIRE(A.size() == heads);
-  CHECK(A[0](0, 1) == 0.0);  // causal
-  for (int k = 0; k < 3; ++k) {
-    const Matrix C = gaussian(rng, n, heads * s);
-    const Matrix dQ = gaussian(rng, n, heads * s), dK = gaussian(rng, n, kv_heads * s), dV = gaussian(rng, n, kv_heads * s);
-    const auto g = gqa_attention_backward(Q, K, V, heads, kv_heads, A, C);
-    const double fd = central([&](double h) {
-      return sum_with(C, gqa_attention(Matrix(Q + h * dQ), Matrix(K + h * dK), Matrix(V + h * dV), heads, kv_heads, 0));
-    });
-    CHECK(relative(fd, inner(g.dQ, dQ) + inner(g.dK, dK) + inner(g.dV, dV)) < kTol);
-    const Matrix J = gqa_attention_tangent(Q, K, V, heads, kv_heads, A, dQ, dK, dV);
-    CHECK(relative(fd, inner(C, J)) < kTol);
-    CHECK(relative(inner(C, J), inner(g.dQ, dQ) + inner(g.dK, dK) + inner(g.dV, dV)) < 1e-13);
-  }
-}
-
-TEST_CASE("llama SwiGLU adjoint and tangent against finite differences", "[llama]") {
-  RandomStream rng(24, 0);
-  const Matrix X = gaussian(rng, 5, 6), w1 = gaussian(rng, 7, 6), w2 = gaussian(rng, 6, 7), w3 = gaussian(rng, 7, 6);
-  SwigluCacheT<double> cache;
-  swiglu(X, w1, w2, w3, &cache);
-  for (int k = 0; k < 3; ++k) {
-    const Matrix C = gaussian(rng, 5, 6), dX = gaussian(rng, 5, 6);
-    const Matrix d1 = gaussian(rng, 7, 6), d2 = gaussian(rng, 6, 7), d3 = gaussian(rng, 7, 6);
-    SwigluGradsT<double> g;
-    const Matrix gX = swiglu_backward(X, w1, w2, w3, cache, C, g);
-    const double fd = central([&](double h) {
-      return sum_with(C, swiglu(Matrix(X + h * dX), Matrix(w1 + h * d1), Matrix(w2 + h * d2), Matrix(w3 + h * d3)));
-    });
-    CHECK(relative(fd, inner(gX, dX) + inner(g.w1, d1) + inner(g.w2, d2) + inner(g.w3, d3)) < kTol);
-    const double fd_x = central([&](double h) { return sum_with(C, swiglu(Matrix(X + h * dX), w1, w2, w3)); });
-    CHECK(relative(fd_x, inner(C, swiglu_tangent(w1, w2, w3, cache, dX))) < kTol);
-  }
 }
 
 TEST_CASE("llama stack gradients wrt X(0) and every weight against finite differences", "[llama]") {

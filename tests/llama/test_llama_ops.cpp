@@ -1,37 +1,21 @@
-// The Llama operations (sim/kernel/llama/) on hand-worked cases and properties: RMSNorm,
-// rotary position embedding, causal grouped-query attention, SwiGLU, the key/value cache (one
-// token at a time equals the whole sequence), the token choice of generation.
+// The Llama model on hand-worked cases and properties: rotary position embedding (kernel/ops/rotary.hpp),
+// one Llama block on one token against its formula written out (the mapping onto the main block,
+// kernel/llama/llama_block.hpp), feeding one token at a time equals the whole sequence, the token
+// choice of generation. (RMSNorm, grouped-query attention and the gated MLP are the main kernel's,
+// tested with it: test_normalization, test_kv_heads, test_mlp.)
 #include <catch2/catch.hpp>
 
 #include <cmath>
 
 #include "kernel/llama/generation.hpp"
-#include "kernel/llama/gqa_attention.hpp"
 #include "kernel/llama/llama_forward.hpp"
-#include "kernel/llama/rms_norm.hpp"
-#include "kernel/llama/rotary.hpp"
-#include "kernel/llama/swiglu.hpp"
+#include "kernel/ops/rotary.hpp"
 #include "kernel/model/random.hpp"
 
 using namespace rcsim;
 using namespace rcsim::llama;
 using Catch::Matchers::WithinAbs;
 using Catch::Matchers::WithinRel;
-
-TEST_CASE("llama RMSNorm of one row worked by hand", "[llama]") {
-  // x = (1, 2, 3, 6): mean(x^2) = 50/4 = 12.5; eps 0.5 -> scale 1/sqrt(13); gain (1, 2, 3, 4).
-  Matrix x(1, 4);
-  x << 1, 2, 3, 6;
-  Vector g(4);
-  g << 1, 2, 3, 4;
-  const Matrix y = rms_norm(x, g, 0.5);
-  const double s = 1.0 / std::sqrt(13.0);
-  CHECK_THAT(y(0, 0), WithinRel(1 * s, 1e-15));
-  CHECK_THAT(y(0, 3), WithinRel(24 * s, 1e-15));
-  // eps 1e-5 as llama2.c: a row of norm sqrt(d) comes out almost unchanged with unit gain.
-  const Matrix ones = Matrix::Ones(2, 8);
-  CHECK_THAT(rms_norm(ones, Vector(Vector::Ones(8)), 1e-5)(1, 7), WithinRel(1.0 / std::sqrt(1.0 + 1e-5), 1e-15));
-}
 
 TEST_CASE("llama rotary embedding rotates adjacent pairs by pos * theta^(-2j/s)", "[llama]") {
   // Two heads of size 4 (pairs j = 0, 1), theta 100: the pair (1, 0) of pair j at position p
@@ -65,48 +49,70 @@ TEST_CASE("llama rotary embedding rotates adjacent pairs by pos * theta^(-2j/s)"
   CHECK_THAT(qa.row(0).dot(ka.row(0)), WithinRel(qb.row(0).dot(kb.row(0)), 1e-12));
 }
 
-TEST_CASE("llama grouped-query attention: causal averages and the shared key/value heads", "[llama]") {
-  // 4 query heads, 2 kv heads, head size 1; zero queries: uniform weights over the visible keys,
-  // so row i of head h is the mean of v_g(0..i), g = h / 2.
-  Matrix Q = Matrix::Zero(3, 4), K = Matrix::Ones(3, 2), V(3, 2);
-  V << 1, 10, 2, 20, 6, 60;
-  const Matrix out = gqa_attention(Q, K, V, 4, 2, 0);
-  CHECK_THAT(out(0, 0), WithinAbs(1.0, 1e-15));
-  CHECK_THAT(out(1, 1), WithinAbs(1.5, 1e-15));
-  CHECK_THAT(out(2, 2), WithinAbs(30.0, 1e-13));
-  CHECK_THAT(out(2, 3), WithinAbs(30.0, 1e-13));
-  // Two keys, scores q k / sqrt(s): query 1 (position 1 of a cache of 2) with q = (ln 3) * sqrt 2,
-  // keys 0 and 1 (head size 2: k = (1, 0) and (0, 0)): weights 3/4 and 1/4.
-  Matrix q1(1, 2), K2(2, 2), V2(2, 2);
-  q1 << std::log(3.0) * std::sqrt(2.0), 0;
-  K2 << 1, 0, 0, 0;
-  V2 << 4, 0, 0, 8;
-  const Matrix o = gqa_attention(q1, K2, V2, 1, 1, 1);
-  CHECK_THAT(o(0, 0), WithinAbs(3.0, 1e-14));
-  CHECK_THAT(o(0, 1), WithinAbs(2.0, 1e-14));
+namespace {
+
+// y = g * x / sqrt(mean(x^2) + eps), row by row (llama2.c's rmsnorm).
+Matrix rms(const Matrix& X, const Vector& g, double eps) {
+  Matrix Y = X;
+  for (Eigen::Index i = 0; i < X.rows(); ++i)
+    Y.row(i) = X.row(i).cwiseProduct(g.transpose()) / std::sqrt(X.row(i).squaredNorm() / X.cols() + eps);
+  return Y;
 }
 
-TEST_CASE("llama SwiGLU worked by hand", "[llama]") {
-  // d = 1, m = 2: x = 2, W1 = (1, -1)^T, W3 = (3, 0.5)^T, W2 = (1, 2):
-  // silu(2) * 6 + 2 * silu(-2) * 1 = 6 * 2 / (1 + e^-2) - 4 / (1 + e^2).
-  Matrix x(1, 1), w1(2, 1), w3(2, 1), w2(1, 2);
-  x << 2;
-  w1 << 1, -1;
-  w3 << 3, 0.5;
-  w2 << 1, 2;
-  const double want = 12.0 / (1.0 + std::exp(-2.0)) - 4.0 / (1.0 + std::exp(2.0));
-  CHECK_THAT(swiglu(x, w1, w2, w3)(0, 0), WithinRel(want, 1e-15));
+}  // namespace
+
+TEST_CASE("llama block as the main block: two tokens against the block's formula written out", "[llama]") {
+  // One block, 4 query heads on 2 key/value heads of size 2, gains away from 1. Token 1 (position 1)
+  // attends to keys 0 and 1: q = rope(H_1 Wq_h^T, 1), k_0 = H_0 Wk_g^T (position 0: no rotation),
+  // k_1 = rope(H_1 Wk_g^T, 1), weights softmax(q . k / sqrt(2)); then + att Wo^T and the SwiGLU.
+  LlamaConfig c;
+  c.dim = 8, c.hidden = 6, c.layers = 1, c.heads = 4, c.kv_heads = 2, c.vocab = 5, c.seq_len = 4;
+  LlamaModel m = random_model(c, 17);
+  RandomStream rng(18, 0);
+  Vector shift(8);
+  rng.fill_normal(shift, 0.3);
+  m.blocks[0].attn_norm += shift;
+  m.blocks[0].mlp_norm -= shift;
+  const LlamaBlock& b = m.blocks[0];
+  const Matrix X = embed(m, {3, 1});
+  const Matrix H = rms(X, b.attn_norm, c.norm_eps);
+  Matrix Q = H * b.wq.transpose(), K = H * b.wk.transpose();
+  const Matrix V = H * b.wv.transpose();
+  for (int col = 0; col < 8; col += 2) {  // rotate token 1's pairs by 1 * 10000^(-2j/2), j = (col mod 2) / 2 = 0
+    const double phi = 1.0, a = Q(1, col), bq = Q(1, col + 1);
+    Q(1, col) = a * std::cos(phi) - bq * std::sin(phi), Q(1, col + 1) = a * std::sin(phi) + bq * std::cos(phi);
+    if (col < 4) {
+      const double ak = K(1, col), bk = K(1, col + 1);
+      K(1, col) = ak * std::cos(phi) - bk * std::sin(phi), K(1, col + 1) = ak * std::sin(phi) + bk * std::cos(phi);
+    }
+  }
+  RowVector att(8);
+  for (int h = 0; h < 4; ++h) {
+    const int g = h / 2;
+    const double s0 = Q.block(1, 2 * h, 1, 2).dot(K.block(0, 2 * g, 1, 2)) / std::sqrt(2.0);
+    const double s1 = Q.block(1, 2 * h, 1, 2).dot(K.block(1, 2 * g, 1, 2)) / std::sqrt(2.0);
+    const double w0 = 1.0 / (1.0 + std::exp(s1 - s0)), w1 = 1.0 - w0;
+    att.segment(2 * h, 2) = w0 * V.block(0, 2 * g, 1, 2) + w1 * V.block(1, 2 * g, 1, 2);
+  }
+  const RowVector mid = X.row(1) + att * b.wo.transpose();
+  const Matrix H2 = rms(Matrix(mid), b.mlp_norm, c.norm_eps);
+  const Matrix gate = H2 * b.w1.transpose(), up = H2 * b.w3.transpose();
+  const Matrix silu = gate.array() / (1.0 + (-gate.array()).exp());
+  const RowVector want = mid + Matrix(silu.cwiseProduct(up)) * b.w2.transpose();
+  const std::vector<Matrix> states = sequence_states(m, {3, 1}, false);
+  REQUIRE(states.size() == 2);
+  CHECK((states[1].row(1) - want).cwiseAbs().maxCoeff() < 1e-13 * want.cwiseAbs().maxCoeff());
 }
 
-TEST_CASE("llama forward: one token at a time with the cache equals the whole sequence", "[llama]") {
+TEST_CASE("llama forward: one token at a time equals the whole sequence", "[llama]") {
   LlamaConfig c;
   c.dim = 8, c.hidden = 12, c.layers = 3, c.heads = 4, c.kv_heads = 2, c.vocab = 11, c.seq_len = 16;
   const LlamaModel m = random_model(c, 9);
   const std::vector<int> ids = {1, 4, 4, 10, 0, 7};
   const Matrix whole = sequence_logits(m, ids, false);
-  KvCacheT<double> cache;
+  PrefixT<double> prefix;
   for (std::size_t i = 0; i < ids.size(); ++i) {
-    const Matrix x = forward_tokens(m, {ids[i]}, cache, {});
+    const Matrix x = forward_tokens(m, {ids[i]}, prefix, {});
     const Matrix row = logits_of(m, x, {});
     CHECK((row.row(0) - whole.row(static_cast<Eigen::Index>(i))).cwiseAbs().maxCoeff() < 1e-12);
   }

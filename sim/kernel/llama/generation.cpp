@@ -16,12 +16,13 @@ namespace {
 template <class T>
 std::vector<int> generate_in(const LlamaModelT<T>& m, const GenerateOptions& o) {
   RandomStream rng(o.seed, o.sequence, kGenerateStream);
-  KvCacheT<T> cache;
-  const ForwardOptions fo;
+  PrefixT<T> prefix;
+  ForwardOptions fo;
+  fo.cancel = o.cancel;
   std::vector<int> out;
   std::vector<int> feed = o.prompt;
   for (int step = 0; step < o.steps; ++step) {
-    const MatrixT<T> X = forward_tokens(m, feed, cache, fo);
+    const MatrixT<T> X = forward_tokens(m, feed, prefix, fo);
     const RowVector logits = logits_of(m, MatrixT<T>(X.bottomRows(1)), fo).template cast<double>();
     const int id = choose_token(logits, o.temperature, o.temperature > 0 ? rng.uniform() : 0.0);
     out.push_back(id);

@@ -5,6 +5,7 @@
 // sequence k of a seed is the same whatever other sequences are drawn.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct GenerateOptions {
   std::uint64_t sequence = 0;
   bool single = false;       // float32 arithmetic
   std::vector<int> prompt = {kBos};  // fed first (non-empty)
+  const std::atomic<bool>* cancel = nullptr;  // the stop flag: Interrupted within one block
 };
 
 // The `steps` ids after the prompt. UsageError when the prompt plus steps exceed seq_len, for a

@@ -1,10 +1,8 @@
-// The Llama blocks' derivative passes, composed from the operations' adjoints and tangents
-// (rms_norm_backward, apply_rotary_transpose, gqa_attention_backward, swiglu_backward and their
-// tangents, each beside its forward) at the activations the production forward kept
-// (forward_embedded with caches: kernel/llama/llama_cache.hpp); float64, and the reverse pass of a
-// stack also in float32 (`single`: the model rounded to float, every product and sum in float, the
-// gradients widened to double; tests/llama/test_llama_float32.cpp). The adjoints are for
-// whole sequences (the forward started from an empty key/value cache, first position 0).
+// The Llama blocks' derivative passes: the main block's (block_backward, block_jvp: kernel/block/)
+// on the stack of kernel/llama/llama_block.hpp, at the block inputs of the production forward;
+// float64, and the reverse pass also in float32 (`single`: the model rounded to float, every
+// product and sum in float, the gradients widened to double; tests/llama/test_llama_float32.cpp).
+// Whole sequences (positions 0 ..).
 // docs/science/pretrained.md states the formulas; tests/llama/ checks them against finite
 // differences and torch autograd.
 #pragma once
@@ -15,17 +13,8 @@
 
 namespace rcsim::llama {
 
-// A block of zeros shaped as `b` (the gradients of its weights, summed into).
-LlamaBlock zero_gradients(const LlamaBlock& b);
-
-// Adjoint of block t at its cache bc: dOut = dL/d(block output); returns dL/d(block input) and adds
-// the gradients of its weights into g (shaped as the block). std::logic_error unless bc is of a whole
-// sequence (first position 0).
-Matrix block_backward(const LlamaBlock& b, const LlamaConfig& c, const ForwardOptions& o,
-                      const LlamaBlockCacheT<double>& bc, const Matrix& dOut, LlamaBlock& g);
-// Tangent of the block at bc along dX (the weights held fixed): d(block output); whole sequences too.
-Matrix block_tangent(const LlamaBlock& b, const LlamaConfig& c, const ForwardOptions& o,
-                     const LlamaBlockCacheT<double>& bc, const Matrix& dX);
+// A block of zeros shaped as the blocks of `c` (the gradients of its weights, summed into).
+LlamaBlock zero_gradients(const LlamaConfig& c);
 
 // The gradients of a scalar loss of one sequence.
 struct LlamaGradients {

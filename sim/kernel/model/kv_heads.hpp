@@ -1,6 +1,6 @@
 // Grouped-query attention (model.kv_heads = H_kv; docs/science/model-spec.md, section 3): H query
 // heads share H_kv key/value heads, query head h reading key/value head h / g with g = H / H_kv
-// query heads per group (the Llama convention of kernel/llama/gqa_attention.hpp).
+// query heads per group (the Llama convention; kernel/llama/llama_block.hpp maps a checkpoint onto it).
 //
 // A layer's weights keep one W_K, W_V (b_K, b_V) per query head; the g heads of a group hold
 // copies of their key/value head's (share_kv_heads), so the forward on every path (general, fast,

@@ -97,7 +97,7 @@ struct AttentionSettings {
   double qk_scale = 1.0;
   double logit_softcap = 0.0;  // attention.logit_softcap: S <- c tanh(S / c) (Gemma 2); 0 = off
   // attention.rope, attention.rope_theta: rotary position embedding of Q and K (llama2.c's adjacent
-  // pairs, token i at position i; kernel/llama/rotary.hpp) before the logits
+  // pairs, token i at position i; kernel/ops/rotary.hpp) before the logits
   bool rope = false;
   double rope_theta = 10000.0;
   // attention.xpos, attention.xpos_scale_base: xPos's relative-position decay of Q and K (Sun et al.

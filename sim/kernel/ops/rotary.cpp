@@ -1,8 +1,8 @@
-#include "kernel/llama/rotary.hpp"
+#include "kernel/ops/rotary.hpp"
 
 #include <cmath>
 
-namespace rcsim::llama {
+namespace rcsim {
 
 namespace {
 // The rotation by sign * phi (sign +1: apply_rotary; -1: its transpose).
@@ -41,4 +41,4 @@ template void apply_rotary_transpose(MatrixT<double>&, int, int, double);
 template void apply_rotary_transpose(MatrixT<float>&, int, int, double);
 template void apply_rotary(MatrixT<float>&, int, int, double);
 
-}  // namespace rcsim::llama
+}  // namespace rcsim

@@ -9,7 +9,7 @@
 
 #include "kernel/support/types.hpp"
 
-namespace rcsim::llama {
+namespace rcsim {
 
 // Rotate the rows of X [n, heads * head_size] in place; row i is at position first_position + i.
 template <class T>
@@ -19,4 +19,4 @@ void apply_rotary(MatrixT<T>& X, int head_size, int first_position, double theta
 template <class T>
 void apply_rotary_transpose(MatrixT<T>& X, int head_size, int first_position, double theta);
 
-}  // namespace rcsim::llama
+}  // namespace rcsim
