@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "python/interruptible.hpp"
+#include "interruptible.hpp"
 #include "app/run.hpp"
 #include "app/sweep_runner.hpp"
 #include "app/logger.hpp"

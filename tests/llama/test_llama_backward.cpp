@@ -88,8 +88,6 @@ double directional(const LlamaGradients& g, const LlamaModel& D) {
   return s;
 }
 
-double sum_with(const Matrix& C, const Matrix& Y) { return inner(C, Y); }
-
 }  // namespace
 
 TEST_CASE("llama rotary transpose is the inverse rotation and the adjoint", "[llama]") {

@@ -1,12 +1,14 @@
 // The Llama model on hand-worked cases and properties: rotary position embedding (kernel/ops/rotary.hpp),
-// one Llama block on one token against its formula written out (the mapping onto the main block,
-// kernel/llama/llama_block.hpp), feeding one token at a time equals the whole sequence, the token
+// one Llama block on two tokens against its formula written out (the mapping onto the main block,
+// kernel/llama/llama_block.hpp), decoding one token at a time (kernel/llama/decoder.hpp) equals the
+// whole sequence, the token
 // choice of generation. (RMSNorm, grouped-query attention and the gated MLP are the main kernel's,
 // tested with it: test_normalization, test_kv_heads, test_mlp.)
 #include <catch2/catch.hpp>
 
 #include <cmath>
 
+#include "kernel/llama/decoder.hpp"
 #include "kernel/llama/generation.hpp"
 #include "kernel/llama/llama_forward.hpp"
 #include "kernel/ops/rotary.hpp"
@@ -89,8 +91,8 @@ TEST_CASE("llama block as the main block: two tokens against the block's formula
   RowVector att(8);
   for (int h = 0; h < 4; ++h) {
     const int g = h / 2;
-    const double s0 = Q.block(1, 2 * h, 1, 2).dot(K.block(0, 2 * g, 1, 2)) / std::sqrt(2.0);
-    const double s1 = Q.block(1, 2 * h, 1, 2).dot(K.block(1, 2 * g, 1, 2)) / std::sqrt(2.0);
+    const double s0 = Q.block(1, 2 * h, 1, 2).cwiseProduct(K.block(0, 2 * g, 1, 2)).sum() / std::sqrt(2.0);
+    const double s1 = Q.block(1, 2 * h, 1, 2).cwiseProduct(K.block(1, 2 * g, 1, 2)).sum() / std::sqrt(2.0);
     const double w0 = 1.0 / (1.0 + std::exp(s1 - s0)), w1 = 1.0 - w0;
     att.segment(2 * h, 2) = w0 * V.block(0, 2 * g, 1, 2) + w1 * V.block(1, 2 * g, 1, 2);
   }
@@ -104,17 +106,19 @@ TEST_CASE("llama block as the main block: two tokens against the block's formula
   CHECK((states[1].row(1) - want).cwiseAbs().maxCoeff() < 1e-13 * want.cwiseAbs().maxCoeff());
 }
 
-TEST_CASE("llama forward: one token at a time equals the whole sequence", "[llama]") {
+TEST_CASE("llama decoding one token at a time with the key/value cache equals the whole sequence", "[llama]") {
   LlamaConfig c;
   c.dim = 8, c.hidden = 12, c.layers = 3, c.heads = 4, c.kv_heads = 2, c.vocab = 11, c.seq_len = 16;
   const LlamaModel m = random_model(c, 9);
   const std::vector<int> ids = {1, 4, 4, 10, 0, 7};
   const Matrix whole = sequence_logits(m, ids, false);
-  PrefixT<double> prefix;
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    const Matrix x = forward_tokens(m, {ids[i]}, prefix, {});
-    const Matrix row = logits_of(m, x, {});
-    CHECK((row.row(0) - whole.row(static_cast<Eigen::Index>(i))).cwiseAbs().maxCoeff() < 1e-12);
+  for (const ForwardOptions o : {ForwardOptions{}, ForwardOptions{false, 0}, ForwardOptions{true, 5}}) {
+    const Matrix whole_o = sequence_logits(m, ids, false, o);
+    Decoder<double> decoder(m, o);  // the key/value cache against the main block on the whole sequence
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const RowVector row = decoder.feed(ids[i]);
+      CHECK((row - whole_o.row(static_cast<Eigen::Index>(i))).cwiseAbs().maxCoeff() < 1e-12);
+    }
   }
   CHECK((sequence_logits(m, ids, true) - whole).cwiseAbs().maxCoeff() < 1e-4);  // float32
   // Causality: the first three rows do not depend on the later ids.

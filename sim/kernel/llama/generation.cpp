@@ -5,7 +5,7 @@
 #include <string>
 
 #include "kernel/support/errors.hpp"
-#include "kernel/llama/llama_forward.hpp"
+#include "kernel/llama/decoder.hpp"
 #include "kernel/model/random.hpp"
 
 namespace rcsim::llama {
@@ -16,17 +16,16 @@ namespace {
 template <class T>
 std::vector<int> generate_in(const LlamaModelT<T>& m, const GenerateOptions& o) {
   RandomStream rng(o.seed, o.sequence, kGenerateStream);
-  PrefixT<T> prefix;
   ForwardOptions fo;
   fo.cancel = o.cancel;
+  Decoder<T> decoder(m, fo);
+  RowVector logits;
+  for (const int id : o.prompt) logits = decoder.feed(id);
   std::vector<int> out;
-  std::vector<int> feed = o.prompt;
   for (int step = 0; step < o.steps; ++step) {
-    const MatrixT<T> X = forward_tokens(m, feed, prefix, fo);
-    const RowVector logits = logits_of(m, MatrixT<T>(X.bottomRows(1)), fo).template cast<double>();
     const int id = choose_token(logits, o.temperature, o.temperature > 0 ? rng.uniform() : 0.0);
     out.push_back(id);
-    feed.assign(1, id);
+    if (step + 1 < o.steps) logits = decoder.feed(id);
   }
   return out;
 }

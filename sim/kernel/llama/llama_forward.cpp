@@ -32,25 +32,17 @@ MatrixT<T> embed(const LlamaModelT<T>& m, const std::vector<int>& ids, int first
 }
 
 template <class T>
-MatrixT<T> forward_embedded(const LlamaModelT<T>& m, const MatrixT<T>& X, PrefixT<T>& prefix, const ForwardOptions& o,
+MatrixT<T> forward_embedded(const LlamaModelT<T>& m, const MatrixT<T>& X, const ForwardOptions& o,
                             std::vector<MatrixT<T>>* states) {
-  const auto n = X.rows();
-  check_context(m.config, prefix.length, n);
-  prefix.X0.conservativeResize(prefix.length + n, X.cols());
-  prefix.X0.bottomRows(n) = X;
-  prefix.length += static_cast<int>(n);
-  const BlockStack<T> stack(m, prefix.length, o);
-  std::vector<MatrixT<T>> all;
-  const MatrixT<T> out = stack.forward(prefix.X0, states ? &all : nullptr);
-  for (const auto& s : all) states->push_back(s.bottomRows(n));
-  return out.bottomRows(n);
+  check_context(m.config, 0, X.rows());
+  return BlockStack<T>(m, static_cast<int>(X.rows()), o).forward(X, states);
 }
 
 template <class T>
-MatrixT<T> forward_tokens(const LlamaModelT<T>& m, const std::vector<int>& ids, PrefixT<T>& prefix,
-                          const ForwardOptions& o, std::vector<MatrixT<T>>* states) {
-  check_context(m.config, prefix.length, static_cast<Eigen::Index>(ids.size()));  // the context first, then the ids
-  return forward_embedded<T>(m, embed(m, ids, prefix.length), prefix, o, states);
+MatrixT<T> forward_tokens(const LlamaModelT<T>& m, const std::vector<int>& ids, const ForwardOptions& o,
+                          std::vector<MatrixT<T>>* states) {
+  check_context(m.config, 0, static_cast<Eigen::Index>(ids.size()));  // the context first, then the ids
+  return forward_embedded<T>(m, embed(m, ids), o, states);
 }
 
 Normalization final_norm(const LlamaConfig& c, const VectorT<double>& gain, const ForwardOptions& o) {
@@ -74,11 +66,9 @@ MatrixT<T> logits_of(const LlamaModelT<T>& m, const MatrixT<T>& X, const Forward
 Matrix sequence_logits(const LlamaModel& m, const std::vector<int>& ids, bool single, const ForwardOptions& o) {
   if (single) {
     const LlamaModelT<float> f = to_float(m);
-    PrefixT<float> prefix;
-    return logits_of(f, forward_tokens(f, ids, prefix, o), o).cast<double>();
+    return logits_of(f, forward_tokens(f, ids, o), o).cast<double>();
   }
-  PrefixT<double> prefix;
-  return logits_of(m, forward_tokens(m, ids, prefix, o), o);
+  return logits_of(m, forward_tokens(m, ids, o), o);
 }
 
 std::vector<Matrix> sequence_states(const LlamaModel& m, const std::vector<int>& ids, bool single,
@@ -86,27 +76,25 @@ std::vector<Matrix> sequence_states(const LlamaModel& m, const std::vector<int>&
   std::vector<Matrix> out;
   if (single) {
     const LlamaModelT<float> f = to_float(m);
-    PrefixT<float> prefix;
     std::vector<MatrixF> states;
-    forward_tokens(f, ids, prefix, o, &states);
+    forward_tokens(f, ids, o, &states);
     for (const auto& s : states) out.push_back(s.cast<double>());
     return out;
   }
-  PrefixT<double> prefix;
-  forward_tokens(m, ids, prefix, o, &out);
+  forward_tokens(m, ids, o, &out);
   return out;
 }
 
 template MatrixT<double> embed(const LlamaModelT<double>&, const std::vector<int>&, int);
 template MatrixT<float> embed(const LlamaModelT<float>&, const std::vector<int>&, int);
-template MatrixT<double> forward_embedded(const LlamaModelT<double>&, const MatrixT<double>&, PrefixT<double>&,
-                                          const ForwardOptions&, std::vector<MatrixT<double>>*);
-template MatrixT<float> forward_embedded(const LlamaModelT<float>&, const MatrixT<float>&, PrefixT<float>&,
-                                         const ForwardOptions&, std::vector<MatrixT<float>>*);
-template MatrixT<double> forward_tokens(const LlamaModelT<double>&, const std::vector<int>&, PrefixT<double>&,
-                                        const ForwardOptions&, std::vector<MatrixT<double>>*);
-template MatrixT<float> forward_tokens(const LlamaModelT<float>&, const std::vector<int>&, PrefixT<float>&,
-                                       const ForwardOptions&, std::vector<MatrixT<float>>*);
+template MatrixT<double> forward_embedded(const LlamaModelT<double>&, const MatrixT<double>&, const ForwardOptions&,
+                                          std::vector<MatrixT<double>>*);
+template MatrixT<float> forward_embedded(const LlamaModelT<float>&, const MatrixT<float>&, const ForwardOptions&,
+                                         std::vector<MatrixT<float>>*);
+template MatrixT<double> forward_tokens(const LlamaModelT<double>&, const std::vector<int>&, const ForwardOptions&,
+                                        std::vector<MatrixT<double>>*);
+template MatrixT<float> forward_tokens(const LlamaModelT<float>&, const std::vector<int>&, const ForwardOptions&,
+                                       std::vector<MatrixT<float>>*);
 template MatrixT<double> final_normed(const LlamaModelT<double>&, const MatrixT<double>&, const ForwardOptions&);
 template MatrixT<float> final_normed(const LlamaModelT<float>&, const MatrixT<float>&, const ForwardOptions&);
 template MatrixT<double> logits_of(const LlamaModelT<double>&, const MatrixT<double>&, const ForwardOptions&);

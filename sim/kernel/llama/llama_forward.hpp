@@ -2,9 +2,9 @@
 // each block) -> final RMSNorm -> logits = x W_cls^T. Block t:
 //   H = RMSNorm(X; g_attn),  Q = rope(H Wq^T), K = rope(H Wk^T), V = H Wv^T,
 //   X <- X + GQA(Q, K, V) Wo^T,  X <- X + SwiGLU(RMSNorm(X; g_mlp)),
-// computed by the main block (transformer_block) with the settings of kernel/llama/llama_block.hpp.
-// Incremental feeding (generation) keeps the sequence's X(0) so far and runs the whole prefix
-// again through the causal blocks: no key/value cache, so that one block serves every path.
+// computed by the main block (transformer_block) with the settings of kernel/llama/llama_block.hpp,
+// on whole sequences (positions 0 ..). Decoding one token at a time with a key/value cache is
+// kernel/llama/generation.hpp's.
 #pragma once
 
 #include <vector>
@@ -14,30 +14,21 @@
 
 namespace rcsim::llama {
 
-// The sequence fed so far: its X(0) rows (the embedding rows of its ids).
-template <class T>
-struct PrefixT {
-  MatrixT<T> X0;
-  int length = 0;  // positions so far (the rows of X0)
-};
-
 // X(0) of `ids` at positions first_position, ...: their embedding rows [n, d]. UsageError for an
 // id outside 0 .. V-1.
 template <class T>
 MatrixT<T> embed(const LlamaModelT<T>& m, const std::vector<int>& ids, int first_position = 0);
 
-// The blocks on the new rows X [n, d] of X(0) at positions prefix.length, ...: returns X(depth) of
-// the new rows and, when `states` is given, appends their X(0) .. X(depth) (depth + 1 matrices).
+// X(depth) of the sequence whose X(0) is X [T, d] (positions 0 .. T-1); with `states`, X(0) ..
+// X(depth) are appended there (depth + 1 matrices).
 template <class T>
-MatrixT<T> forward_embedded(const LlamaModelT<T>& m, const MatrixT<T>& X, PrefixT<T>& prefix, const ForwardOptions& o,
+MatrixT<T> forward_embedded(const LlamaModelT<T>& m, const MatrixT<T>& X, const ForwardOptions& o,
                             std::vector<MatrixT<T>>* states = nullptr);
-
-// Feed `ids` at positions prefix.length, ...: returns X(depth) of the new tokens [n, d] and, when
-// `states` is given, appends X(0) .. X(depth) of the new tokens to it (depth + 1 matrices).
-// UsageError for an id outside 0 .. V-1 or a position beyond the model's seq_len.
+// The same from the token ids. UsageError for an id outside 0 .. V-1 or a sequence longer than the
+// model's seq_len.
 template <class T>
-MatrixT<T> forward_tokens(const LlamaModelT<T>& m, const std::vector<int>& ids, PrefixT<T>& prefix,
-                          const ForwardOptions& o, std::vector<MatrixT<T>>* states = nullptr);
+MatrixT<T> forward_tokens(const LlamaModelT<T>& m, const std::vector<int>& ids, const ForwardOptions& o,
+                          std::vector<MatrixT<T>>* states = nullptr);
 
 // The final RMSNorm of the rows of X(depth) (the identity with norm off).
 template <class T>
