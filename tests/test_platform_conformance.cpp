@@ -1,16 +1,19 @@
 // One conformance body for every entry of the platform table (kernel/trial/platform_table.hpp,
 // docs/dev/platforms.md): a table of settings x every entry this build has x float64 and float32.
-// Where an entry covers a setting, its whole run equals the reference platform's, every recorded
-// layer (the tokens, mu and every other token measure, the singular values, the attention
-// statistics) within 1e-12 relative in float64 and 1e-5 in float32, and the entry's kernel really
-// computes the layer (its refusal and the layer's kernel_applies agree). Where it does not, the
-// entry refuses the run with its one line, naming the setting from the table's refusal(c).
-// A setting marked `every_platform` is softmax attention on a row-range mask: every entry must
-// cover it (the seam's contract, attention_kernel.hpp), so an entry cannot pass by refusing all.
+// The truth is the reference platform's general path on every mask (EngineSetup::general_path: the
+// N x N logits, masked softmax and products of layer.cpp). Where an entry covers a setting, its
+// whole run equals the truth, every recorded layer (the tokens, mu and every other token measure,
+// the singular values, the attention statistics and measures) within 1e-12 relative in float64 and
+// 1e-5 in float32; this holds the reference platform's own fast path (row ranges, folded
+// W_Q W_K^T, triangular products) too. An entry with a kernel must really compute the layer with it
+// (its refusal and the layer's kernel_applies agree). Where an entry does not cover a setting, it
+// refuses the run with its one line, naming the setting from the table's refusal(c). A setting
+// marked `every_platform` is softmax attention on a row-range mask: every entry must cover it (the
+// seam's contract, attention_kernel.hpp), so an entry cannot pass by refusing all.
 //
-// Adding a platform is one row of platform_table(); nothing here names a platform but the
-// reference. An entry this build lacks, or whose device this machine lacks (pocl-opencl-icd for
-// opencl on the CPU), is skipped with a warning saying why.
+// Adding a platform is one row of platform_table(); nothing here names a platform. An entry this
+// build lacks, or whose device this machine lacks (pocl-opencl-icd for opencl on the CPU), is
+// skipped with a warning saying why.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -51,7 +54,8 @@ Values with(Values base, const Values& more) {
 // d_k 3 (the cpu kernel's row-by-row keys) and 12 (its products), W_O, shared key/value heads,
 // every normalisation placement, the MLP, output dropout, the particle flow (RK4, Euler with
 // noise), the attention statistics at N = 2048; and what the fused platforms leave to the
-// reference (biases, logit biases, attention dropout, USA, the kept attention matrix).
+// reference (biases, logit biases, shaped attention, attention dropout, USA, the kept attention
+// matrix: the reference's fast path on range masks, its general path on the custom mask).
 std::vector<Setting> settings() {
   const Values stack = {{"model.dim", "3"}, {"model.layers", "3"}, {"residual.alpha", "1"}};
   const Values flow = {{"model.tokens", "160"},      {"model.dim", "3"},
@@ -98,10 +102,17 @@ std::vector<Setting> settings() {
        false},
       {"projection biases (attention.bias)", with(stack, {{"model.tokens", "40"}, {"attention.bias", "true"}}), false},
       {"ALiBi logit bias", with(stack, {{"model.tokens", "40"}, {"attention.logit_bias", "alibi"}}), false},
-      {"attention dropout", with(stack, {{"model.tokens", "40"}, {"dropout.attention", "0.2"}}), false},
-      {"USA attention", with(stack, {{"model.tokens", "40"}, {"attention.kind", "usa"}}), false},
-      {"the attention matrix kept (output.attention)",
-       with(stack, {{"model.tokens", "40"}, {"output.attention", "true"}}), false},
+      {"attention dropout, causal", with(stack, {{"model.tokens", "40"}, {"dropout.attention", "0.2"},
+                                                  {"mask.type", "causal"}}), false},
+      {"shaped attention, sliding window 5, 2 heads",
+       with(stack, {{"model.tokens", "40"}, {"attention.shape_a", "0.8"}, {"attention.shape_b", "0.3"},
+                    {"attention.shape_c", "0.2"}, {"mask.type", "sliding_window"}, {"mask.window", "5"},
+                    {"model.heads", "2"}}), false},
+      {"USA attention, LayerNorm", with(stack, {{"model.tokens", "40"}, {"attention.kind", "usa"},
+                                                 {"norm.type", "layernorm"}}), false},
+      {"the attention matrix kept (output.attention), causal, 2 heads",
+       with(stack, {{"model.tokens", "40"}, {"output.attention", "true"}, {"mask.type", "causal"},
+                    {"model.heads", "2"}}), false},
       {"a custom mask (star, N = 3)",
        with(stack, {{"model.tokens", "3"}, {"mask.type", "custom"},
                     {"mask.file", RCSIM_SOURCE_DIR "/configs/masks/star3.h5"}}),
@@ -146,6 +157,8 @@ void check_array(const Matrix& got, const Matrix& want, double tol, const std::s
 
 // Every recorded layer of `got` against `want`.
 void check_runs(const RunResults& got, const RunResults& want, double tol) {
+  REQUIRE(want.nonfinite_layer == std::vector<int>{-1});  // a setting whose run stays finite
+  CHECK(got.nonfinite_layer == want.nonfinite_layer);
   REQUIRE(got.layer_index == want.layer_index);
   REQUIRE(got.token_info.size() == want.token_info.size());
   const Matrix* norm = nullptr;  // |X(t)|_F
@@ -159,18 +172,29 @@ void check_runs(const RunResults& got, const RunResults& want, double tol) {
   REQUIRE(got.attention_info.size() == want.attention_info.size());
   for (std::size_t m = 0; m < want.attention.size(); ++m)
     check_measure(got.attention[m], want.attention[m], nullptr, tol, want.attention_info[m].name);
+  for (std::size_t t = 0; t < want.attention_matrices.size(); ++t)
+    for (std::size_t l = 0; l < want.attention_matrices[t].size(); ++l)
+      check_array(got.attention_matrices[t][l], want.attention_matrices[t][l], tol, "attention matrix " + std::to_string(l));
   for (std::size_t t = 0; t < want.spectrum.size(); ++t) check_array(got.spectrum[t], want.spectrum[t], tol, "singular values");
   for (std::size_t l = 0; l < want.snapshots[0].size(); ++l)
     check_array(got.snapshots[0][l], want.snapshots[0][l], tol, "tokens at layer " + std::to_string(l));
 }
 
-// Whether the entry's own kernel computes the run's layers: the refusal of the table and the
-// layer's kernel_applies (attention_kernel.hpp) must agree, or a covered run would silently fall
-// back to the reference heads and this body would compare the reference with itself.
+// Whether the entry's own kernel computes the run's layers (an entry without one, the reference,
+// computes them itself): the refusal of the table and the layer's kernel_applies
+// (attention_kernel.hpp) must agree, or a covered run would silently fall back to the reference
+// heads.
 bool kernel_computes(const EngineSetup& s) {
   const Trial trial(s, 0);
   const LayerParams& p = trial.params().layer;
-  return p.kernel != nullptr && kernel_applies(*p.kernel, p, s.config.attention_bias, s.rows);
+  return p.kernel == nullptr || kernel_applies(*p.kernel, p, s.config.attention_bias, s.rows);
+}
+
+// The truth: the run of `keys` on the reference platform's general path.
+RunResults truth(const Values& keys, const char* precision) {
+  EngineSetup s = prepare(make_config(run_keys(keys, "reference", precision)));
+  s.general_path = true;
+  return run_simulation(s, 1);
 }
 
 // Why this build or machine cannot run entry `e` ("" if it can).
@@ -181,7 +205,7 @@ std::string missing(const PlatformEntry& e) {
 
 }  // namespace
 
-TEST_CASE("platform conformance: every entry equals the reference or refuses in one line", "[platform]") {
+TEST_CASE("platform conformance: every entry equals the general path or refuses in one line", "[platform]") {
   std::set<std::string> warned;
   for (const Setting& setting : settings()) {
     for (const char* precision : {"float64", "float32"}) {
@@ -189,7 +213,6 @@ TEST_CASE("platform conformance: every entry equals the reference or refuses in 
       RunResults ref;
       bool ref_done = false;
       for (const PlatformEntry& e : platform_table()) {
-        if (e.platform == Platform::reference) continue;
         INFO(setting.name << ", " << precision << ", run.platform = " << e.name);
         if (const std::string why = missing(e); !why.empty()) {
           if (warned.insert(e.name).second) WARN("skipped: run.platform = " << e.name << ": " << why);
@@ -210,7 +233,7 @@ TEST_CASE("platform conformance: every entry equals the reference or refuses in 
         REQUIRE(s.platform == e.platform);
         CHECK(kernel_computes(s));
         if (!ref_done) {
-          ref = run_simulation(prepare(make_config(run_keys(setting.keys, "reference", precision))), 1);
+          ref = truth(setting.keys, precision);
           ref_done = true;
         }
         check_runs(run_simulation(s, 1), ref, tol);
@@ -233,7 +256,7 @@ TEST_CASE("platform conformance: three tokens worked by hand on every entry's ke
     return h;
   };
   for (const PlatformEntry& entry : platform_table()) {
-    if (entry.platform == Platform::reference) continue;
+    if (entry.kernel() == nullptr) continue;  // the reference: tests/test_attention.cpp
     INFO("run.platform = " << entry.name);
     if (const std::string why = missing(entry); !why.empty()) {
       WARN("skipped: run.platform = " << entry.name << ": " << why);
