@@ -440,6 +440,63 @@ TEST_CASE("progress in a log: a line with done/total, rate and ETA", "[sweep]") 
   CHECK(std::count(text.begin(), text.end(), '\n') == 3);               // two updates and end_point; nothing when off
 }
 
+TEST_CASE("the ETA counts work, not trials: expensive points are not estimated at the cheap rate", "[sweep]") {
+  // Hand-worked: two cheap points (work 1 per trial) then two 10x dearer (work 10), 2 trials each:
+  // total work 2 + 2 + 20 + 20 = 44. After the cheap points (4 units) in 4 s the rate is 1 unit/s,
+  // so 40 s are left; counting trials (4 of 8 done in 4 s) would claim 4 s.
+  CHECK(std::isnan(eta_by_work(10, 0, 3.0)));
+  CHECK(std::isnan(eta_by_work(10, 5, 0.0)));
+  CHECK(eta_by_work(30, 10, 2.0) == Approx(6.0));
+  CHECK(eta_by_work(-1, 10, 2.0) == 0.0);
+  Progress p(Progress::Mode::off, 8, 4, 10.0, 44.0);
+  for (const std::string name : {"cheap1", "cheap2"}) {
+    p.begin_point(name, 2, 1.0);
+    p.trials_done(2, 2);
+    p.end_point();
+  }
+  ProgressState s = p.state(4.0);
+  CHECK(s.trials_done == 4);
+  CHECK(s.fraction == Approx(4.0 / 44.0));
+  CHECK(s.eta == Approx(40.0));
+  CHECK(s.trial_rate == Approx(1.0));
+  // One trial of the first dear point done by 14 s: 14 units in 14 s, 30 left -> 30 s.
+  p.begin_point("dear1", 2, 10.0);
+  p.trials_done(1, 2);
+  s = p.state(14.0);
+  CHECK(s.point == 3);
+  CHECK(s.name == "dear1");
+  CHECK(s.eta == Approx(30.0));
+  // Resumed work counts as done but took no time here: the last dear point with 1 of its 2 trials
+  // from a checkpoint: 34 units done, 24 of them computed in 24 s, 10 left -> 10 s (the resumed
+  // trial counted as computed would claim 10 * 24 / 34 = 7.1 s).
+  p.trials_done(2, 2);
+  p.end_point();
+  p.begin_point("dear2", 2, 10.0);
+  p.trials_done(0, 1);
+  s = p.state(24.0);
+  CHECK(s.trials_done == 7);
+  CHECK(s.fraction == Approx(34.0 / 44.0));
+  CHECK(s.eta == Approx(10.0));
+  p.trials_done(1, 1);
+  p.end_point();
+  s = p.state(34.0);
+  CHECK(s.trials_done == 8);
+  CHECK(s.fraction == Approx(1.0));
+  CHECK(s.eta == Approx(0.0));
+  // describe: the bar's percentage is the work's (4 of 44 units: 9%), the trials are counted.
+  ProgressState t;
+  t.trials_done = 4;
+  t.trials_total = 8;
+  t.point = 2;
+  t.points = 4;
+  t.fraction = 4.0 / 44.0;
+  t.elapsed = 4;
+  t.trial_rate = 1;
+  t.eta = 40;
+  CHECK(Progress::describe(t, true) ==
+        "[##......................]   9% 4/8 trials, point 2/4, 1 trials/s, elapsed 0:04, ETA 0:40");
+}
+
 TEST_CASE("a product sweep is counted before it is expanded, and an absurd one refused naming its size",
           "[sweep][hostile]") {
   using Axes = std::vector<std::pair<std::string, std::vector<std::string>>>;
