@@ -9,9 +9,9 @@
 
 namespace rcsim {
 
-double eta_by_work(double work_left, double work_computed, double elapsed) {
-  if (!(work_computed > 0) || !(elapsed > 0)) return NAN;
-  return std::max(0.0, work_left) * elapsed / work_computed;
+double eta_by_work(double work_left, double work_computed, double trial_seconds, double overhead_left) {
+  if (!(work_computed > 0) || !(trial_seconds > 0)) return NAN;
+  return std::max(0.0, work_left) * trial_seconds / work_computed + std::max(0.0, overhead_left);
 }
 
 Progress::Mode Progress::mode_for(bool quiet) {
@@ -43,8 +43,15 @@ std::string Progress::format_duration(double s) {
   return buf;
 }
 
+double Progress::now() const {
+  if (clock_) return clock_();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
 void Progress::begin_point(const std::string& name, int trials, double work_per_trial) {
   ++point_;
+  point_start_ = now();
+  trials_start_ = -1;
   name_ = name;
   point_trials_ = trials;
   point_done_ = 0;
@@ -53,12 +60,20 @@ void Progress::begin_point(const std::string& name, int trials, double work_per_
 }
 
 void Progress::trials_done(int done, int todo) {
+  trials_last_ = now();
+  if (trials_start_ < 0) trials_start_ = trials_last_;  // run_to_file's first call: the trials start
   point_done_ = done;
   point_todo_ = todo;
   update(false);
 }
 
 void Progress::end_point() {
+  const double t = now();
+  const double in_trials = trials_start_ < 0 ? 0.0 : trials_last_ - trials_start_;
+  trial_seconds_ += in_trials;
+  overhead_seconds_ += t - point_start_ - in_trials;
+  ++points_finished_;
+  trials_start_ = -1;
   done_before_point_ += point_trials_;
   computed_before_point_ += point_done_;
   work_before_point_ += point_trials_ * point_work_;
@@ -81,7 +96,14 @@ ProgressState Progress::state(double elapsed) const {
   s.fraction = total_work_ > 0 ? std::min(1.0, work_done / total_work_) : 1.0;
   s.elapsed = elapsed;
   s.trial_rate = elapsed > 0 ? static_cast<double>(computed_before_point_ + point_done_) / elapsed : 0.0;
-  s.eta = eta_by_work(total_work_ - work_done, work_computed, elapsed);
+  // The time in trials so far, and what is left outside them: each point not finished costs the
+  // mean overhead of the finished ones, less what the current one has spent before its trials.
+  const bool in_point = point_ > points_finished_;
+  const double current_trials = in_point && trials_start_ >= 0 ? trials_last_ - trials_start_ : 0.0;
+  const double current_before = !in_point ? 0.0 : (trials_start_ >= 0 ? trials_start_ : elapsed) - point_start_;
+  const double mean_overhead = points_finished_ > 0 ? overhead_seconds_ / points_finished_ : 0.0;
+  const double overhead_left = all_done ? 0.0 : (points_ - points_finished_) * mean_overhead - current_before;
+  s.eta = eta_by_work(total_work_ - work_done, work_computed, trial_seconds_ + current_trials, overhead_left);
   return s;
 }
 
@@ -103,19 +125,19 @@ std::string Progress::describe(const ProgressState& s, bool bar) {
 
 void Progress::update(bool force) {
   if (mode_ == Mode::off && !observer_) return;
-  const auto now = std::chrono::steady_clock::now();
-  const ProgressState s = state(std::chrono::duration<double>(now - start_).count());
+  const auto wall = std::chrono::steady_clock::now();
+  const ProgressState s = state(now());
   if (observer_) observer_(s);
-  const double since = std::chrono::duration<double>(now - last_).count();
+  const double since = std::chrono::duration<double>(wall - last_).count();
   if (mode_ == Mode::bar) {
     if (!force && drawn_ && since < 0.2) return;
-    last_ = now;
+    last_ = wall;
     std::fprintf(stderr, "\r\033[K%s", describe(s, true).c_str());
     std::fflush(stderr);
     drawn_ = true;
   } else if (mode_ == Mode::log) {
     if (!force && since < interval_) return;
-    last_ = now;
+    last_ = wall;
     spdlog::info("progress: {}", describe(s, false));
   }
 }

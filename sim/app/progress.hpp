@@ -6,6 +6,8 @@
 // The ETA is the work left at the rate of the work computed so far, where a point's work per trial
 // is its estimated cost (the sweep runner's: layers x the products of a layer), not one trial:
 // points that cost 10x more per trial are not estimated at the rate of the cheap ones before them.
+// The rate is measured over the time spent in trials only; the time of a point outside its trials
+// (setting up, writing its file) is measured apart and counted once per point left.
 #pragma once
 
 #include <chrono>
@@ -25,9 +27,10 @@ struct ProgressState {
   double eta = 0;                          // seconds left (NaN until some work is computed)
 };
 
-// Seconds left for `work_left` at the rate of `work_computed` in `elapsed` seconds (work resumed
-// from a checkpoint is not in `work_computed`: it took no time here); NaN before any is computed.
-double eta_by_work(double work_left, double work_computed, double elapsed);
+// Seconds left for `work_left` at the rate of `work_computed` in `trial_seconds` (work resumed
+// from a checkpoint is not in `work_computed`: it took no time here), plus `overhead_left` seconds
+// outside the trials; NaN before any work is computed.
+double eta_by_work(double work_left, double work_computed, double trial_seconds, double overhead_left = 0);
 
 class Progress {
  public:
@@ -46,6 +49,8 @@ class Progress {
 
   Mode mode() const { return mode_; }
   void set_observer(Observer observer) { observer_ = std::move(observer); }
+  // The clock, in seconds since the start (tests give the time; default: the steady clock).
+  void set_clock(std::function<double()> clock) { clock_ = std::move(clock); }
   // A point (run) of `trials` trials starts, each `work_per_trial` units of work.
   void begin_point(const std::string& name, int trials, double work_per_trial = 1.0);
   // Within the current point: `done` of `todo` trials computed (trials - todo were resumed
@@ -56,7 +61,8 @@ class Progress {
   // Erase the bar (before a log line); it is redrawn at the next update.
   void clear();
 
-  // The state `elapsed` seconds after the start (a function of the counts: tests give the time).
+  // The state `elapsed` seconds after the start (a function of the counts and the times of the
+  // calls so far).
   ProgressState state(double elapsed) const;
   // The bar's or log's text of a state ("[###.....]  40% 4/10 trials, point 2/5, ..., ETA 0:12").
   static std::string describe(const ProgressState& s, bool bar);
@@ -65,16 +71,22 @@ class Progress {
 
  private:
   void update(bool force);
+  double now() const;
 
   Mode mode_;
   long total_ = 0, done_before_point_ = 0, computed_before_point_ = 0;
   double total_work_ = 0, work_before_point_ = 0, computed_work_before_point_ = 0, point_work_ = 1;
   int points_ = 0, point_ = 0, point_trials_ = 0, point_done_ = 0, point_todo_ = 0;
   std::string name_;
+  // Seconds: in trials over the finished points, outside them (set-up, writing) over the finished
+  // points; the current point's start, first trial call (-1: none yet) and last trial call.
+  double trial_seconds_ = 0, overhead_seconds_ = 0, point_start_ = 0, trials_start_ = -1, trials_last_ = 0;
+  int points_finished_ = 0;
   double interval_;
   std::chrono::steady_clock::time_point start_, last_;
   bool drawn_ = false;
   Observer observer_;
+  std::function<double()> clock_;
 };
 
 }  // namespace rcsim

@@ -30,11 +30,13 @@ namespace {
 
 // Cost estimate of a point, for balancing the points over MPI ranks and for the progress's ETA
 // (work, not trials: a depth sweep's deep points are not estimated at its shallow points' rate):
-// trials x layers x the flops of one layer (scores N^2 d_k, values N d^2 + N^2 d per head) and of its measures.
+// trials x (layers x the flops of one block (scores N^2 d_k, values N d^2 + N^2 d per head) + (layers + 1)
+// x those of the measures (N d min(N, d): an SVD), which are taken at X(0) too).
 double point_cost(const Config& c) {
   const double N = c.model.tokens, d = c.model.dim, dk = c.model.key_dim, H = c.model.heads;
-  const double layer = H * (2 * N * d * dk + N * N * dk + N * d * d + N * N * d) + N * d * std::min(N, d);
-  return static_cast<double>(c.run.trials) * static_cast<double>(c.model.layers) * layer;
+  const double L = c.model.layers;
+  const double block = H * (2 * N * d * dk + N * N * dk + N * d * d + N * N * d), measures = N * d * std::min(N, d);
+  return static_cast<double>(c.run.trials) * (L * block + (L + 1) * measures);
 }
 
 // The points of a run: the one configuration, or every point of its [sweep] section.
