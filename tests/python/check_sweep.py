@@ -8,7 +8,7 @@ A 2 x 2 product sweep (model.tokens x mask.type) and a zip sweep: every dataset 
 file equals the CLI's bitwise (the stored configuration differs only in output.file); the index
 lists the same points; the Dataset has the swept keys as dimensions; a rerun skips the complete
 points (files untouched) and returns the index's path. Progress: a callable gets the runner's
-state (the fraction by work: a 2-layer point is 2/10 of a 2 + 8 layer sweep), progress=True (the
+state (the fraction by work: a 2-layer point is 180/864 of a 2 + 8 layer sweep), progress=True (the
 default) writes the line on stderr, False nothing. Bad arguments raise rcsim.ConfigError
 naming the argument (a TypeError too for a wrong type); a bad key or value names the key (and
 the point) before anything runs. About 5 s.
@@ -122,9 +122,12 @@ check(last.get("trials_done") == 4 and last.get("trials") == 4 and last.get("poi
       last.get("fraction") == 1.0 and last.get("eta") == 0.0, f"the last state: all done ({last})")
 fractions = [s["fraction"] for s in states]
 check(fractions == sorted(fractions), f"the fraction never decreases: {fractions}")
-# Work, not trials: the 2-layer point's 2 trials are 2 / (2 + 8) of the work, not half of it.
+# Work, not trials: a trial costs L blocks (N = 3, d = d_k = 2: 2 N d d_k + N^2 d_k + N d^2 + N^2 d
+# = 72) and L + 1 measures (N d min(N, d) = 12): 2 x 72 + 3 x 12 = 180 at 2 layers, 8 x 72 + 9 x 12
+# = 684 at 8, so the shallow point is 180 / 864 of the work, not half of it.
 after_first = [s["fraction"] for s in states if s["trials_done"] == 2]
-check(after_first and abs(after_first[-1] - 0.2) < 1e-12, f"after the shallow point: 20% of the work ({after_first})")
+check(after_first and abs(after_first[-1] - 180 / 864) < 1e-12,
+      f"after the shallow point: 180/864 of the work ({after_first})")
 for flag in (True, False):  # the line is printed by the package (sys.stderr), so redirect_stderr sees it
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
