@@ -4,7 +4,7 @@ after each block, ready for rcsim.measures (hooks, in the spirit of TransformerL
 run_with_cache). torch is imported only by the caller's objects: this module needs it only for
 isinstance checks, imported on use.
 
-Supported (docs/user/python.md, "From PyTorch"):
+Supported (docs/dev/python-package.md, "The torch bridge"):
   torch.nn.MultiheadAttention (embed_dim = kdim = vdim, with or without biases; no bias_k/bias_v,
     no add_zero_attn): pure attention, X(1) = MHA(X, X, X);
   torch.nn.TransformerEncoderLayer (relu or gelu, norm_first False: post-LN, True: pre-LN);
