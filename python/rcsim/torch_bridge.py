@@ -154,8 +154,8 @@ def _gpt2_heads(m, heads):
                   and getattr(o, a) > 0), None)
     H = _heads_given(found[0], found[1], heads) if found else heads
     if not H:
-        raise ValueError("rcsim.from_torch: the GPT-2 block does not say its number of heads (attn.num_heads or "
-                         "attn.n_head); give heads=H")
+        raise check.usage_error("rcsim.from_torch", "heads", "not given, and the GPT-2 block does not say its number "
+                                "of heads (attn.num_heads or attn.n_head); heads=H is needed")
     return H
 
 
@@ -219,9 +219,9 @@ def _one_block(m, heads, activation=None):
         return _encoder_layer(m, heads)
     if _gpt2_parts(m) is not None:
         return _gpt2_block(m, heads, activation)
-    raise TypeError(f"rcsim.from_torch: a {type(m).__name__} is not a block rcsim knows: nn.MultiheadAttention, "
-                    "nn.TransformerEncoderLayer, a GPT-2-style block (ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, "
-                    "mlp.c_proj), or a stack of one of these")
+    raise check.usage_error("rcsim.from_torch", "module", f"a {type(m).__name__} is not a block rcsim knows; "
+                            "nn.MultiheadAttention, nn.TransformerEncoderLayer, a GPT-2-style block (ln_1, attn.c_attn, "
+                            "attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj), or a stack of one of these is needed", True)
 
 
 def from_torch(module, heads=None, tokens=None, activation=None):
