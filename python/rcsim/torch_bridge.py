@@ -238,8 +238,11 @@ def from_torch(module, heads=None, tokens=None, activation=None):
     tokens: adds model.tokens; activation: a GPT-2-style MLP's activation ('relu', 'gelu',
     'gelu_tanh', 'tanh') where the module does not say it (read from its activation module, e.g.
     nanoGPT's nn.GELU(), or identified by running the MLP once). The arrays are float64 copies
-    (run the module in eval mode: dropout is not translated). What it cannot read raises one
-    ValueError or TypeError naming the module and what is supported."""
+    (run the module in eval mode: dropout is not translated; tensors that require grad are read
+    detached). What it cannot read raises one ValueError or TypeError naming the module and what is
+    supported; heads, tokens and activation are checked (rcsim.ConfigError naming the argument: heads a
+    whole number >= 1 that divides the width and agrees with the module's own count), and a module on
+    the meta device or an empty stack is refused."""
     from .torch_parts import ACTIVATIONS
     who = "rcsim.from_torch"
     heads = None if heads is None else check.whole(who, "heads", heads)
@@ -294,7 +297,10 @@ def capture(model, *inputs, blocks=None, batch_first=None, **kwargs):
     output that is a tuple (HF blocks) gives its first element. batch_first: whether the hidden
     states are [batch, N, d] (default, and HF) or [N, batch, d] (False; default for an
     nn.TransformerEncoder whose layers are not batch_first). An unbatched [N, d] is batch 1. A model in
-    training mode with dropout (p > 0) runs as it is, with a RuntimeWarning (call model.eval())."""
+    training mode with dropout (p > 0) runs as it is, with a RuntimeWarning (call model.eval()). A
+    block output that is a dict (HF ModelOutput) gives its 'hidden_states' or 'last_hidden_state'; any
+    other output, a block that changes the width or the tokens, a bad blocks= or inputs the model
+    raises on: one rcsim.ConfigError naming the argument (blocks, inputs), never torch's own error."""
     import torch
     _warn_training(model)
     if not callable(model):
