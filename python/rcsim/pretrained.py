@@ -57,18 +57,22 @@ class Model:
         _require_finite_rows(who, "the logits", out, precision)
         return out
 
-    def states(self, ids, precision="float64", norm=True, depth=0):
+    def states(self, ids, precision="float64", norm=True, depth=0, nonfinite="raise"):
         """X(0) .. X(depth) of the sequence `ids`: an array [depth + 1, T, dim] (X(0) the embedding
         rows; depth 0 means the model's layers; beyond them the blocks repeat cyclically; norm=False
-        makes every RMSNorm the identity). Measure them with rcsim.measures(states). Never NaN or inf: a
-        stream that overflows raises FloatingPointError naming the first non-finite X(t)."""
+        makes every RMSNorm the identity). Measure them with rcsim.measures(states). A stream that
+        overflows (without RMSNorm, with depth; float32 sooner) raises FloatingPointError naming the
+        first non-finite X(t) (nonfinite="raise"); nonfinite="keep" returns it as it is, NaN or inf
+        from that X(t) on, for a caller that cuts it there itself."""
         who = "Model.states"
         seq = self._ids(who, ids)
         single = check.one_of(who, "precision", precision, _PRECISIONS) == "float32"
         norm = check.flag(who, "norm", norm)
         depth = check.whole(who, "depth", depth, low=0, high=100000)
+        keep = check.one_of(who, "nonfinite", nonfinite, ("raise", "keep")) == "keep"
         states = np.stack([np.asarray(x) for x in self._m.states(seq, single, norm, depth)])
-        _require_finite_states(who, states, precision, norm)
+        if not keep:
+            _require_finite_states(who, states, precision, norm)
         return states
 
     def gradients(self, ids, targets=None, cotangent=None, norm=True, depth=0, precision="float64"):

@@ -25,8 +25,8 @@ Matrix finite_keys(const M& K, const std::string& where) {
     for (Eigen::Index l = 0; l < K.cols(); ++l)
       if (!std::isfinite(K(i, l))) {
         std::ostringstream why;
-        why << where << " holds the non-finite value " << K(i, l) << " at key " << i << ", component " << l
-            << " (of [" << K.rows() << ", " << K.cols() << "]); every entry must be finite";
+        why << where << " holds the non-finite value " << K(i, l) << " at key " << i << ", component " << l << " (of ["
+            << K.rows() << ", " << K.cols() << "]); every entry must be finite";
         throw UsageError(why.str());
       }
   return K;

@@ -157,22 +157,22 @@ void check_xpos(const Config& c) {
 // norm and the attention measures square lambda A2's entries).
 void check_derived_scales(KeyValues& v, const Config& c) {
   const bool f32 = c.run.precision == Precision::float32;
-  const double beta_limit = f32 ? std::numeric_limits<float>::max() / 2.0
-                                : 1.0 / std::sqrt(std::numeric_limits<double>::min());
+  const double beta_limit =
+      f32 ? std::numeric_limits<float>::max() / 2.0 : 1.0 / std::sqrt(std::numeric_limits<double>::min());
   const double beta = c.model.beta, p = read_number(v, "model.beta_log_power");
   const char* precision = f32 ? "float32" : "float64";
   if (!(beta <= beta_limit && beta >= 1.0 / beta_limit)) {
     const char* key = p != 0.0 ? "model.beta_log_power" : is_auto(v, "model.beta") ? "model.d_qk" : "model.beta";
     std::ostringstream why;
-    why << "key '" << key << "' = " << v[key] << ": the logit scale beta = " << beta
-        << " is beyond the limit [" << 1.0 / beta_limit << ", " << beta_limit << "] of " << precision
-        << " (d_qk = 1/beta^2 a positive double" << (f32 ? ", beta a float" : "") << ")";
+    why << "key '" << key << "' = " << v[key] << ": the logit scale beta = " << beta << " is beyond the limit ["
+        << 1.0 / beta_limit << ", " << beta_limit << "] of " << precision << " (d_qk = 1/beta^2 a positive double"
+        << (f32 ? ", beta a float" : "") << ")";
     if (p != 0.0) {
       const double base = 1.0 / std::sqrt(read_number(v, "model.d_qk"));  // d_qk as given (stored before the scaling)
       const double per = std::log(std::log(static_cast<double>(c.model.tokens)));  // log of ln N
       const double a = std::log(beta_limit / base) / per, b = std::log(1.0 / (beta_limit * base)) / per;
-      why << "; beta = model.beta (ln N)^p at model.tokens = " << c.model.tokens << " allows p in ["
-          << std::min(a, b) << ", " << std::max(a, b) << "]";
+      why << "; beta = model.beta (ln N)^p at model.tokens = " << c.model.tokens << " allows p in [" << std::min(a, b)
+          << ", " << std::max(a, b) << "]";
     }
     throw UsageError(why.str());
   }
