@@ -70,6 +70,7 @@ class Model:
         norm = check.flag(who, "norm", norm)
         depth = check.whole(who, "depth", depth, low=0, high=100000)
         keep = check.one_of(who, "nonfinite", nonfinite, ("raise", "keep")) == "keep"
+        self._states_fit(who, len(seq), depth or self.config["n_layers"])
         states = np.stack([np.asarray(x) for x in self._m.states(seq, single, norm, depth)])
         if not keep:
             _require_finite_states(who, states, precision, norm)
@@ -122,6 +123,16 @@ class Model:
                                     f"{depth * per_block / 2**30:.1f} GiB of activations; at most "
                                     f"{_CACHE_LIMIT // per_block} blocks fit in {_CACHE_LIMIT // 2**30} GiB")
 
+    def _states_fit(self, who, tokens, depth):
+        """ConfigError before any work when X(0) .. X(depth) (float64 [T, dim] each, held twice: the
+        engine's list and the stacked array) exceed this machine's physical memory."""
+        per_state = 2 * 8 * tokens * self.config["dim"]
+        need, have = (depth + 1) * per_state, _physical_memory()
+        if need > have:
+            raise check.usage_error(who, "depth", f"{depth}: X(0) .. X({depth}) of {tokens} tokens would need about "
+                                    f"{_bytes_text(need)} of memory, more than this machine's {_bytes_text(have)}; "
+                                    f"at most depth {max(int(have // per_state) - 1, 0)} fits")
+
     def _targets(self, who, targets, seq):
         if targets is None:
             return seq[1:] + [-1]
@@ -151,6 +162,18 @@ def _require_finite(who, g):
     for key, value in g.items():
         if not np.isfinite(value).all():
             raise FloatingPointError(f"{who}: the gradient of {key} has a NaN or inf entry")
+
+
+def _bytes_text(n):
+    return f"{n / 1e9:.3g} GB" if n >= 1e9 else f"{n / 1e6:.3g} MB"
+
+
+def _physical_memory():
+    """This machine's physical memory in bytes (as the engine's require_memory); inf if unknown."""
+    try:
+        return float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return float("inf")
 
 
 def _require_finite_rows(who, what, a, precision):

@@ -131,6 +131,20 @@ def sweep_source():
     return [rcsim.simulate(keys=dict(keys, **{"model.dim": k, "model.tokens": n})) for k in (2, 3) for n in (4, 5)]
 
 
+def small_machine(call, memory=4e6):
+    """call() with rcsim.pretrained's physical memory taken as `memory` bytes."""
+    import rcsim.pretrained as pretrained
+    saved = getattr(pretrained, "_physical_memory", None)
+    pretrained._physical_memory = lambda: memory
+    try:
+        return call()
+    finally:
+        if saved is None:
+            del pretrained._physical_memory
+        else:
+            pretrained._physical_memory = saved
+
+
 def rows(good_model, huge_model):
     sweep = sweep_source()
     return [
@@ -219,6 +233,11 @@ def rows(good_model, huge_model):
          FE, ["rcsim.generate", "non-finite in float32"]),
         ("states_deep_without_norm", lambda v: good_model.states([1, 2, 3], norm=False, depth=v), 400, 8, FE,
          ["Model.states", "turned non-finite in float64", "was finite", "RMSNorm (norm=True)", "depth="]),
+        # X(0) .. X(depth) beyond the machine refused before any work (a machine of 4 MB: pretrained's
+        # _physical_memory replaced; 512 tokens x 64 x 8 bytes x 2 copies = 0.52 MB a state)
+        ("states_beyond_memory", lambda v: small_machine(lambda: good_model.states(list(range(512)), depth=v)), 10,
+         4, CE, ["Model.states", "depth", "10: X(0) .. X(10) of 512 tokens would need about 5.77 MB",
+                 "more than this machine's 4 MB", "at most depth 6 fits"]),
         ("states_nonfinite_unknown", lambda v: good_model.states([1, 2, 3], nonfinite=v), "ignore", "keep", CE,
          ["Model.states", "nonfinite", "'raise', 'keep'"]),
     ]
