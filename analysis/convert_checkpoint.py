@@ -141,15 +141,58 @@ def require_finite(what, a):
     return a
 
 
-def find(tensors, pattern):
-    """layer -> tensor for names ending in `pattern` (a regex with one group: the layer); every
+def layer_map(tensors, pattern):
+    """{layer: tensor} for names ending in `pattern` (a regex with one group: the layer); every
     tensor the conversion uses comes through here and is checked finite."""
     found = {}
     for name, a in tensors.items():
         m = re.search(pattern + "$", name)
         if m:
             found[int(m.group(1))] = require_finite(f"tensor {name}", a)
+    return found
+
+
+def find(tensors, pattern):
+    """The tensors of layers 0, 1, ... for `pattern` as a list; None unless they are exactly those."""
+    found = layer_map(tensors, pattern)
     return [found[i] for i in sorted(found)] if found and sorted(found) == list(range(len(found))) else None
+
+
+def tensor_name(pattern, layer):
+    """The tensor name `pattern` matches at `layer` (the first of alternatives: weight for weight|gamma)."""
+    name = re.sub(r"\(\?:([^|)]*)[^)]*\)", r"\1", pattern.replace("(\\d+)", str(layer)))
+    return name.replace("\\.", ".")
+
+
+def missing_tensors(tensors, patterns, layers):
+    """The names of the tensors of `patterns` that layers 0 .. layers - 1 lack, as one text (None: none)."""
+    maps = [layer_map(tensors, p) for p in patterns]
+    missing = [tensor_name(p, layer) for layer in range(layers) for p, m in zip(patterns, maps) if layer not in m]
+    if not missing:
+        return None
+    return ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
+
+
+GPT2_ATTENTION = (r"h\.(\d+)\.attn\.c_attn\.weight", r"h\.(\d+)\.attn\.c_proj\.weight")
+BERT_ATTENTION = tuple(r"layer\.(\d+)\.attention\.%s\.weight" % n
+                       for n in ("self\.query", "self\.key", "self\.value", "output\.dense"))
+
+
+def incomplete_attention(tensors, kind):
+    """A BadInput naming the missing tensors and their layers of the family (GPT-2 or BERT) whose
+    attention tensors are present in part, or None."""
+    for family, patterns in (("gpt2", GPT2_ATTENTION), ("bert", BERT_ATTENTION)):
+        if kind not in (family, "auto"):
+            continue
+        seen = set().union(*(layer_map(tensors, p) for p in patterns))
+        if seen:
+            layers = max(seen) + 1
+            missing = missing_tensors(tensors, patterns, layers)
+            if missing:
+                return BadInput(f"the {'GPT-2' if family == 'gpt2' else 'BERT'} attention tensors of layers 0 .. "
+                                f"{layers - 1} (the checkpoint has some of layer{'s' if len(seen) > 1 else ''} "
+                                f"{', '.join(map(str, sorted(seen)))}) are incomplete: {missing} missing")
+    return None
 
 
 def find_any(tensors, patterns):
@@ -206,7 +249,8 @@ def attention_weights(tensors, kind):
                         raise BadInput(f"tensor layer.{layer}.{what}.weight: shape {list(a.shape)}, expected "
                                        f"[{d}, {d}] (d as in layer 0's query)")
             return "bert", [(q.T, k.T, v.T, o.T) for q, k, v, o in zip(*parts, dense)], biases
-    raise BadInput(f"no complete set of {'GPT-2 or BERT' if kind == 'auto' else kind} attention tensors "
+    raise incomplete_attention(tensors, kind) or BadInput(
+        f"no complete set of {'GPT-2 or BERT' if kind == 'auto' else kind} attention tensors "
                    "(h.L.attn.c_attn/c_proj.weight or layer.L.attention.self.query/key/value.weight and "
                    "layer.L.attention.output.dense.weight, for layers 0, 1, ...)")
 
@@ -241,11 +285,18 @@ def mlp_and_norms(tensors, kind, layers, d):
                  "norm_mlp_bias": (r"layer\.(\d+)\.output\.LayerNorm" + b, False)}
     out = {}
     for key, (pattern, transpose) in names.items():
-        found = find(tensors, pattern)
-        if not found:
+        present = layer_map(tensors, pattern)
+        if not present:
             continue
-        if len(found) != layers:
-            raise BadInput(f"{key}: {len(found)} layers of '{pattern}', the attention has {layers}")
+        extra = sorted(set(present) - set(range(layers)))
+        if extra:
+            raise BadInput(f"tensor {tensor_name(pattern, extra[0])} ({key}): layer {extra[0]}, but the attention "
+                           f"has layers 0 .. {layers - 1}")
+        missing = missing_tensors(tensors, (pattern,), layers)
+        if missing:
+            raise BadInput(f"{key}: {missing} missing (the checkpoint has layer{'s' if len(present) > 1 else ''} "
+                           f"{', '.join(map(str, sorted(present)))} of it; the attention has layers 0 .. {layers - 1})")
+        found = [present[i] for i in range(layers)]
         rank = 2 if key in ("W_in", "W_out") else 1
         for layer, a in enumerate(found):
             if a.ndim != rank or a.shape != found[0].shape:
@@ -378,7 +429,10 @@ def main(argv=None):
         check_output(a.out, a.checkpoint, a.force)
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported by convert's finite check
             data, arch = convert(read_safetensors(a.checkpoint), a.heads, a.kind, a.fold)
-    except (BadInput, OSError) as e:
+    except BadInput as e:  # the checkpoint's content: its file named
+        print(f"convert_checkpoint: '{a.checkpoint}': {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
         print(f"convert_checkpoint: {e}", file=sys.stderr)
         return 2
     except (ValueError, IndexError, KeyError, TypeError) as e:  # a malformation the checks above missed

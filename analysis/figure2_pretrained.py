@@ -50,7 +50,7 @@ def llama_curves(model, ids, norm, depth):
     and counted in "nonfinite"."""
     mu, rel, grad, bad = [], [], [], 0
     for seq in ids:
-        X = model.states(seq, norm=norm, depth=depth)
+        X = model.states(seq, norm=norm, depth=depth, nonfinite="keep")  # cut below at the first non-finite X(t)
         finite = np.isfinite(X).all(axis=(1, 2))
         k = depth + 1 if finite.all() else int(np.argmin(finite))
         m = rc.measures(X[:k])

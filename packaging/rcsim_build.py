@@ -49,7 +49,7 @@ def _log(msg):
 
 
 # What the first build costs, said before it starts: a user's `pip install .` (issue 39) took 7 CPU-minutes,
-# 17 min wall on a busy 2-core machine (docs/user/python.md "Installing").
+# 17 min wall on a busy 2-core machine (docs/dev/python-package.md "Installing").
 FIRST_BUILD = ("the first time several minutes (about 7 CPU-minutes; 17 min wall were seen on a busy 2-core "
                "machine)")
 

@@ -1,4 +1,4 @@
-// What the platform tests share (tests/test_fused_attention.cpp, tests/test_opencl_platform.cpp):
+// What the platform-specific tests share (tests/test_fused_attention.cpp, tests/test_opencl_platform.cpp):
 // the weights of one layer and the relative error against the reference platform.
 #pragma once
 

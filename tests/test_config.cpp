@@ -71,6 +71,48 @@ TEST_CASE("model.beta_log_power: beta = model.beta (ln N)^p, the base value stor
   }
 }
 
+TEST_CASE("model.beta_log_power and attention.diff_lambda refused beyond the precision's range (issue 47)",
+          "[config]") {
+  // N = 8, model.beta = 1: beta = (ln 8)^p. float64's limit is 1/sqrt(DBL_MIN) = 2^511 = 6.7039e153 (d_qk = 1/beta^2
+  // a positive normal double): p <= 511 ln 2 / ln ln 8 = 354.198 / 0.732099 = 483.81; float32's FLT_MAX / 2 = 2^127
+  // (beta, sqrt(2) beta in differential attention, as a float): p <= 127 ln 2 / ln ln 8 = 120.24.
+  const auto at = [](const std::string& p, const std::string& precision) {
+    return make_config(
+        {{"model.tokens", "8"}, {"model.beta", "1"}, {"model.beta_log_power", p}, {"run.precision", precision}});
+  };
+  CHECK(at("483", "float64").model.beta == Approx(std::pow(std::log(8.0), 483.0)).epsilon(1e-12));
+  CHECK_THROWS_WITH(at("484", "float64"), Contains("key 'model.beta_log_power' = 484") &&
+                                              Contains("6.7039e+153] of float64") &&
+                                              Contains("p in [-483.812, 483.812]"));
+  CHECK_THROWS_WITH(at("-484", "float64"),
+                    Contains("the logit scale beta = 1.29954e-154") && Contains("[1.49167e-154,"));
+  CHECK(at("120", "float32").model.beta == Approx(std::pow(std::log(8.0), 120.0)).epsilon(1e-12));
+  CHECK_THROWS_WITH(at("121", "float32"), Contains("1.70141e+38] of float32") && Contains("p in [-120.243, 120.243]"));
+  SECTION("no log power: a given model.d_qk whose beta leaves float32 is named") {
+    CHECK_THROWS_WITH(make_config({{"model.d_qk", "1e-80"}, {"run.precision", "float32"}}),
+                      Contains("key 'model.d_qk' = ") && Contains("the logit scale beta = 1e+40"));
+  }
+  // |lambda| <= sqrt of the largest number: sqrt(DBL_MAX) = 1.34078e154, sqrt(FLT_MAX) = 1.84467e19.
+  const auto lambda = [](const std::string& value, const std::string& precision) {
+    return make_config({{"model.dim", "8"},
+                        {"attention.differential", "true"},
+                        {"attention.diff_lambda", value},
+                        {"run.precision", precision}});
+  };
+  CHECK(lambda("-1.34e154", "float64").attention.diff_lambda == -1.34e154);
+  CHECK_THROWS_WITH(lambda("1.35e154", "float64"),
+                    Contains("key 'attention.diff_lambda' = 1.35e154") && Contains("limit 1.34078e+154 of float64"));
+  CHECK(lambda("1.8e19", "float32").attention.diff_lambda == 1.8e19);
+  CHECK_THROWS_WITH(lambda("-1.9e19", "float32"), Contains("give |lambda| <= 1.84467e+19"));
+  SECTION("a layer's own lambda (model.layer_overrides) is checked as the stack's") {
+    CHECK_THROWS_WITH(make_config({{"model.dim", "8"},
+                                   {"model.layers", "3"},
+                                   {"attention.differential", "true"},
+                                   {"model.layer_overrides", "1-1:attention.diff_lambda=1e200"}}),
+                      Contains("attention.diff_lambda") && Contains("1.34078e+154"));
+  }
+}
+
 TEST_CASE("command line wins over the file, file over defaults", "[config]") {
   const std::string path = write_temp("rcsim_test_prec.ini", "[model]\ntokens = 7\nlayers = 3\n[mask]\ntype = causal\n");
   const ParsedArgs p = parse_config_sources({"--model.tokens=11"}, path);

@@ -185,17 +185,6 @@ TEST_CASE("model.kv_heads: the shared heads' gradients against finite difference
   }
 }
 
-TEST_CASE("model.kv_heads: the fused cpu platform equals the reference", "[kv_heads][fused]") {
-  auto keys = gqa_keys();
-  keys["model.tokens"] = "9";
-  keys["model.kv_heads"] = "2";
-  keys["norm.position"] = "post";
-  const RunResults ref = test::simulate(keys);
-  keys["run.platform"] = "cpu";
-  const RunResults cpu = test::simulate(keys);
-  for (std::size_t l = 0; l < ref.snapshots[0].size(); ++l) test::check_matrix(cpu.snapshots[0][l], ref.snapshots[0][l], 1e-10);
-}
-
 TEST_CASE("model.kv_heads: values that do not divide model.heads are refused, naming both", "[kv_heads][hostile]") {
   auto keys = gqa_keys();
   keys["model.kv_heads"] = "3";

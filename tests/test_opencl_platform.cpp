@@ -1,8 +1,10 @@
-// The opencl platform (kernel/platform/platform_opencl.hpp, docs/dev/platforms.md) against a case worked by
-// hand and against the reference platform (layer.cpp's N x N attention matrix): one layer on every
-// range mask, and whole runs (transformer blocks, the particle flow) layer by layer. CI runs it on
-// the CPU through pocl (ctest label `opencl`); without an OpenCL device the device cases pass with
-// a warning saying so. Relative error bounds: 1e-12 in float64, 1e-5 in float32.
+// What is specific to the opencl platform (kernel/platform/platform_opencl.hpp, docs/dev/platforms.md):
+// its device layouts (the rows kernel with 1 and 8 lanes, the split kernel) against the reference
+// platform on one layer, its refusals, the device recorded in a run file, its environment settings.
+// Its agreement with the reference in the default layout, the case worked by hand and whole runs,
+// is the conformance body of every platform entry (tests/test_platform_conformance.cpp). CI runs
+// it on the CPU through pocl (ctest label `opencl`); without an OpenCL device the device cases pass
+// with a warning saying so. Relative error bounds: 1e-12 in float64, 1e-5 in float32.
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>  // setenv, unsetenv (POSIX)
@@ -79,74 +81,7 @@ std::vector<MaskCase> masks(int n) {
           {"uni-directional window 40", unidirectional_sliding_window_mask(n, 40)}};
 }
 
-RunResults run(std::map<std::string, std::string> keys, const std::string& platform) {
-  keys["run.platform"] = platform;
-  keys["run.trials"] = "1";
-  keys["output.tokens"] = "all";
-  keys["output.spectrum"] = "true";
-  return run_simulation(prepare(make_config(keys)), 1);
-}
-
-// Every recorded layer of `got` against `want`: mu, the singular values and the tokens within
-// `tol` relative (the singular values and tokens relative to their largest magnitude).
-void check_layers(const RunResults& got, const RunResults& want, double tol) {
-  std::size_t mu = 0;
-  while (std::string(want.token_info.at(mu).name) != "mu") ++mu;
-  REQUIRE(got.layer_index == want.layer_index);
-  double worst = 0.0;
-  for (std::size_t t = 0; t < want.layer_index.size(); ++t) {
-    INFO("layer " << want.layer_index[t]);
-    const auto col = static_cast<Eigen::Index>(t);
-    const double a = got.token[mu](0, col), b = want.token[mu](0, col);
-    CHECK(std::abs(a - b) <= tol * std::abs(b));
-    const double sv = rel_max(got.spectrum[0].row(col), want.spectrum[0].row(col));
-    const double tokens = rel_max(got.snapshots[0][t], want.snapshots[0][t]);
-    CHECK(sv <= tol);
-    CHECK(tokens <= tol);
-    worst = std::max({worst, std::abs(a - b) / std::abs(b), sv, tokens});
-  }
-  for (std::size_t m = 0; m < want.attention.size(); ++m) {  // the attention statistics (smallest weight, entropy)
-    INFO(want.attention_info[m].name);
-    const Matrix& a = got.attention[m];
-    const Matrix& b = want.attention[m];
-    CHECK(((a - b).cwiseAbs().array() <= tol * b.cwiseAbs().array()).all());
-  }
-  INFO("worst relative error over the layers " << worst);
-  CHECK(worst <= tol);
-}
-
 }  // namespace
-
-TEST_CASE("opencl: three tokens worked by hand", "[opencl]") {
-  if (!device_present()) return;
-  INFO("device " << opencl_device());
-  // X rows (1, 0, 0), (0, 1, 0), (1, 1, 0); W_Q = W_K = W_V = I, d_QK = 1: S = X X^T, Y = softmax(S) X.
-  // (d = 3 as in the other cases: one OpenCL program per precision and dimension, each compiled once.)
-  Matrix X(3, 3);
-  X << 1, 0, 0, 0, 1, 0, 1, 1, 0;
-  LayerWeights w;
-  w.q = w.k = w.v = {Matrix::Identity(3, 3)};
-  const double e = std::exp(1.0), e2 = std::exp(2.0);
-  Matrix Y;
-  const AttentionStats s = opencl_attention(X, w, 1.0, analyse_rows(complete_mask(3)), Y);
-  const double y2 = (e + e2) / (2 * e + e2);  // row 2: logits (1, 1, 2)
-  CHECK(std::abs(Y(2, 0) - y2) < 1e-15);
-  CHECK(std::abs(Y(2, 1) - y2) < 1e-15);
-  CHECK(Y(2, 2) == 0.0);
-  CHECK(std::abs(s.min_weight - 1.0 / (2 * e + 1)) < 1e-15);  // row 0: logits (1, 0, 1)
-  // Entropies: row 0 weights (e, 1, e) / (2e + 1), row 1 the same mirrored, row 2 (e, e, e^2) / (2e + e^2).
-  const auto H = [](std::vector<double> a) {
-    double sum = 0, h = 0;
-    for (double x : a) sum += x;
-    for (double x : a) h -= x / sum * std::log(x / sum);
-    return h;
-  };
-  CHECK(std::abs(s.mean_entropy - (2 * H({e, 1, e}) + H({e, e, e2})) / 3) < 1e-15);
-  opencl_attention(X, w, 1.0, analyse_rows(causal_mask(3)), Y);
-  CHECK(Y.row(0) == X.row(0));  // token 0 attends only to itself: exactly x_0
-  CHECK(std::abs(Y(1, 0) - 1.0 / (1 + e)) < 1e-15);
-  CHECK(std::abs(Y(1, 1) - e / (1 + e)) < 1e-15);
-}
 
 TEST_CASE("opencl: one layer equals the reference on every range mask, heads 1-3, W_O, float64 and float32",
           "[opencl]") {
@@ -188,76 +123,6 @@ TEST_CASE("opencl: one layer equals the reference on every range mask, heads 1-3
       attention_layer(Xf, wf, q, wsf_cl, cl32);
       CHECK(rel_max(cl32.cast<double>(), ref32.cast<double>()) <= 1e-5);
     }
-  }
-}
-
-TEST_CASE("opencl: whole runs equal the reference layer by layer (mu, singular values, tokens)", "[opencl]") {
-  if (!device_present()) return;
-  // Depths where the dynamics are not chaotic: transformer stacks of 6 blocks (random weights drawn
-  // per layer, N = 96, d = 3) and the particle flow (Q = K = V = I, beta = 4, dt = 0.1, 20 RK4
-  // steps, N = 160, d = 3: clusters forming, no near-ties of distant tokens; also Euler with noise).
-  const std::map<std::string, std::string> stack = {{"model.tokens", "96"}, {"model.dim", "3"}, {"model.layers", "6"}};
-  std::map<std::string, std::string> flow = {
-      {"model.tokens", "160"},     {"model.dim", "3"},          {"model.layers", "20"},
-      {"weights.q", "identity"},   {"weights.k", "identity"},   {"weights.v", "identity"},
-      {"weights.shared", "true"},  {"model.beta", "4"},         {"norm.type", "sphere"},
-      {"residual.alpha", "0.1"},   {"residual.project", "tangent"}, {"dynamics.integrator", "rk4"},
-      {"init.type", "sphere"}};
-  struct Case {
-    std::string name;
-    std::map<std::string, std::string> keys;
-  };
-  std::vector<Case> cases = {
-      {"post-LayerNorm, complete, 1 head",
-       {{"norm.type", "layernorm"}, {"norm.position", "post"}, {"residual.alpha", "1"}}},
-      {"pre-LayerNorm, causal, 3 heads, W_O, MLP",
-       {{"norm.type", "layernorm"}, {"norm.position", "pre"}, {"residual.alpha", "1"}, {"mask.type", "causal"},
-        {"model.heads", "3"}, {"model.value_dim", "2"}, {"mlp.width", "8"}}},
-      {"pre-LayerNorm, causal, 4 heads sharing 2 key/value heads (model.kv_heads), W_O",
-       {{"norm.type", "layernorm"}, {"norm.position", "pre"}, {"residual.alpha", "1"}, {"mask.type", "causal"},
-        {"model.heads", "4"}, {"model.kv_heads", "2"}, {"model.value_dim", "2"}}},
-      {"post-RMSNorm, sliding window 5, 2 heads",
-       {{"norm.type", "rmsnorm"}, {"mask.type", "sliding_window"}, {"mask.window", "5"}, {"model.heads", "2"},
-        {"residual.alpha", "1"}}},
-      {"pre-LayerNorm, uni-directional window 9, 2 heads",
-       {{"norm.type", "layernorm"}, {"norm.position", "pre"}, {"mask.type", "unidirectional_sliding_window"},
-        {"mask.window", "9"}, {"model.heads", "2"}, {"residual.alpha", "1"}}},
-  };
-  for (Case& c : cases) c.keys.insert(stack.begin(), stack.end());
-  cases.push_back({"particle flow, RK4, tangent, sphere, complete", flow});
-  flow["mask.type"] = "causal";
-  cases.push_back({"particle flow, RK4, tangent, sphere, causal", flow});
-  flow["dynamics.integrator"] = "euler";
-  flow["dynamics.noise"] = "0.1";  // the noisy transformer: host-side draws, the same on every platform
-  cases.push_back({"particle flow, Euler, tangent, sphere, noise 0.1, causal", flow});
-  for (const Case& c : cases) {
-    for (const char* precision : {"float64", "float32"}) {
-      std::map<std::string, std::string> keys = c.keys;
-      keys["run.precision"] = precision;
-      const RunResults ref = run(keys, "reference");
-      for (const char* kernel : {"rows", "split"}) {  // the CPU device's layout, and the GPU's
-        INFO(c.name << ", " << precision << ", kernel " << kernel);
-        const Layout set(kernel, "8");
-        const RunResults cl = run(keys, "opencl");
-        check_layers(cl, ref, std::string(precision) == "float64" ? 1e-12 : 1e-5);
-      }
-    }
-  }
-}
-
-TEST_CASE("dyt and derf: no platform refuses them, cpu and opencl equal the reference", "[opencl]") {
-  // The normalisations run on the host on every platform (only the attention is fused or offloaded).
-  for (const char* norm : {"dyt", "derf"}) {
-    const std::map<std::string, std::string> keys = {
-        {"model.tokens", "96"}, {"model.dim", "3"},     {"model.layers", "6"},    {"norm.type", norm},
-        {"norm.alpha", "0.8"},  {"norm.position", "pre"}, {"residual.alpha", "1"}, {"mask.type", "causal"},
-        {"mlp.width", "8"}};
-    INFO(norm);
-    CHECK(cpu_platform_refusal(make_config(keys)).empty());
-    CHECK(opencl_platform_refusal(make_config(keys)).empty());
-    const RunResults ref = run(keys, "reference");
-    check_layers(run(keys, "cpu"), ref, 1e-12);
-    if (device_present()) check_layers(run(keys, "opencl"), ref, 1e-12);
   }
 }
 

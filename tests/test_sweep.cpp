@@ -440,6 +440,85 @@ TEST_CASE("progress in a log: a line with done/total, rate and ETA", "[sweep]") 
   CHECK(std::count(text.begin(), text.end(), '\n') == 3);               // two updates and end_point; nothing when off
 }
 
+TEST_CASE("the ETA counts work, not trials: expensive points are not estimated at the cheap rate", "[sweep]") {
+  CHECK(std::isnan(eta_by_work(10, 0, 3.0)));
+  CHECK(std::isnan(eta_by_work(10, 5, 0.0)));
+  CHECK(eta_by_work(30, 10, 2.0) == Approx(6.0));
+  CHECK(eta_by_work(30, 10, 2.0, 1.5) == Approx(7.5));
+  CHECK(eta_by_work(-1, 10, 2.0, -1) == 0.0);
+  // Hand-worked, on a clock the test sets: two cheap points (work 1 per trial) then two 10x dearer
+  // (work 10), 2 trials each, total work 44; each point spends 0.5 s before its trials and 0.5 s
+  // after them (set-up, writing its file), each unit of work 1 s.
+  double t = 0;
+  Progress p(Progress::Mode::off, 8, 4, 10.0, 44.0);
+  p.set_clock([&] { return t; });
+  const auto point = [&](const std::string& name, double work) {
+    p.begin_point(name, 2, work);
+    t += 0.5;
+    p.trials_done(0, 2);
+    for (int k = 1; k <= 2; ++k) {
+      t += work;
+      p.trials_done(k, 2);
+    }
+    t += 0.5;
+    p.end_point();
+  };
+  point("cheap1", 1.0);
+  point("cheap2", 1.0);
+  // At 6 s: 4 units computed in 4 s of trials -> 40 units = 40 s, and 2 points x 1 s outside
+  // their trials: 42 s (the truth: 2 x (0.5 + 20 + 0.5)). Counting trials (4 of 8 in 6 s) would
+  // claim 6 s.
+  ProgressState s = p.state(t);
+  CHECK(s.trials_done == 4);
+  CHECK(s.point == 2);
+  CHECK(s.fraction == Approx(4.0 / 44.0));
+  CHECK(s.trial_rate == Approx(4.0 / 6.0));
+  CHECK(s.eta == Approx(42.0));
+  // The first dear point set up (0.5 s of its 1 s outside trials spent), then one trial done.
+  p.begin_point("dear1", 2, 10.0);
+  t += 0.5;
+  p.trials_done(0, 2);
+  CHECK(p.state(t).eta == Approx(41.5));
+  t += 10;
+  p.trials_done(1, 2);
+  s = p.state(t);
+  CHECK(s.point == 3);
+  CHECK(s.name == "dear1");
+  CHECK(s.eta == Approx(31.5));  // 14 units in 14 s; 30 left; 1.5 s outside trials
+  t += 10;
+  p.trials_done(2, 2);
+  t += 0.5;
+  p.end_point();
+  // Resumed work counts as done but took no time here: the last point with 1 of its 2 trials from
+  // a checkpoint: 34 units done, 24 computed in 24 s, 10 left -> 10 s + 0.5 s of writing (with
+  // the resumed trial in the rate: 10 x 24 / 34 = 7.1 s).
+  p.begin_point("dear2", 2, 10.0);
+  t += 0.5;
+  p.trials_done(0, 1);
+  s = p.state(t);
+  CHECK(s.trials_done == 7);
+  CHECK(s.fraction == Approx(34.0 / 44.0));
+  CHECK(s.eta == Approx(10.5));
+  t += 10;
+  p.trials_done(1, 1);
+  s = p.state(t);
+  CHECK(s.trials_done == 8);
+  CHECK(s.fraction == 1.0);
+  CHECK(s.eta == 0.0);
+  // describe: the bar's percentage is the work's (4 of 44 units: 9%), the trials are counted.
+  ProgressState d;
+  d.trials_done = 4;
+  d.trials_total = 8;
+  d.point = 2;
+  d.points = 4;
+  d.fraction = 4.0 / 44.0;
+  d.elapsed = 6;
+  d.trial_rate = 0.667;
+  d.eta = 42;
+  CHECK(Progress::describe(d, true) ==
+        "[##......................]   9% 4/8 trials, point 2/4, 0.667 trials/s, elapsed 0:06, ETA 0:42");
+}
+
 TEST_CASE("a product sweep is counted before it is expanded, and an absurd one refused naming its size",
           "[sweep][hostile]") {
   using Axes = std::vector<std::pair<std::string, std::vector<std::string>>>;

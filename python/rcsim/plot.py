@@ -22,6 +22,7 @@ import textwrap
 
 import numpy as np
 
+from . import _validate as check
 from .command import Parser, UsageError, check_output, run as run_command
 from .files import band, load_run, run_paths
 from .plot_sources import as_runs, config_values_of_text
@@ -428,19 +429,39 @@ def _save(fig, out):
 
 
 # The Python entry: figures of what a session holds in memory (or of files), for Jupyter and scripts.
-def _api(make):
+# The command line's option names in its messages, as the Python functions' argument names.
+_OPTION_ARGUMENTS = (("rcsim.plot --final: ", ""), ("rcsim.plot --heatmap: ", ""), ("--measure: ", "measures: "),
+                     ("--layer: ", "layer: "), ("--heatmap: ", "key_x/key_y: "), ("--final: ", "key: "))
+
+
+def _api(function, make):
     """A figure made under a saved-and-restored rcParams (the paper style changes them), with the
-    command line's SystemExit messages raised as ValueError."""
+    command line's SystemExit and UsageError messages raised as one ValueError
+    'rcsim.plot.FUNCTION: ARGUMENT: ...' (the option names as the function's arguments)."""
     import matplotlib as mpl
     try:
         with mpl.rc_context():
             return make()
     except SystemExit as e:
-        if isinstance(e.code, str):
-            raise ValueError(e.code.replace("--heatmap", "heatmap").replace("--final", "final")) from None
-        raise
+        if not isinstance(e.code, str):
+            raise
+        text = e.code
     except UsageError as e:
-        raise ValueError(str(e).replace("--layer: ", "layer: ")) from None
+        text = str(e)
+    for option, argument in _OPTION_ARGUMENTS:
+        text = text.replace(option, argument)
+    raise ValueError(f"rcsim.plot.{function}: {text}") from None
+
+
+def _measure_names(function, measures, many=True):
+    """measures as a list of names: one str, or (curves) a non-empty list/tuple of str."""
+    if isinstance(measures, str):
+        return [measures]
+    if many and isinstance(measures, (list, tuple)) and all(isinstance(m, str) for m in measures):
+        return list(measures)
+    allowed = "a measure name (e.g. 'mu')" + (" or a list of them (e.g. ['mu', 'mu_rel'])" if many else "")
+    raise TypeError(f"rcsim.plot.{function}: {'measures' if many else 'measure'}={measures!r} (a "
+                    f"{type(measures).__name__}); {allowed} is needed")
 
 
 CHOICES = {"trials": ("band", "all", "median"), "xscale": ("auto", "log", "linear"),
@@ -457,6 +478,12 @@ def _checked(function, source, **arguments):
         raise ValueError(f"rcsim.plot.{function}: source is an empty {type(source).__name__}; give a run file or sweep "
                          "directory, a simulate() or open_run/open_sweep Dataset, the dict rcsim.measures returns, "
                          "or a non-empty list or dict {label: ...} of these")
+    for name in ("key", "key_x", "key_y"):
+        if name in arguments and not (isinstance(arguments[name], str) and arguments[name]):
+            raise TypeError(f"rcsim.plot.{function}: {name}={arguments[name]!r}; a swept key's name (a str, e.g. "
+                            "'model.dim') is needed")
+    if arguments.get("layer") is not None:
+        check.whole(f"rcsim.plot.{function}", "layer", arguments["layer"], low=0)
     if "measures" in arguments and not arguments["measures"]:
         raise ValueError(f"rcsim.plot.{function}: measures is empty; give a measure name or a list of them "
                          "(e.g. 'mu', ['mu', 'mu_rel'])")
@@ -472,23 +499,24 @@ def curves(source, measures=("mu", "mu_rel"), trials="band", xscale="auto", ysca
     whole-number measures such as rank), "log", "linear"; style: "screen" or "paper". The legend
     sits under the panels inside the figure, so fig.savefig keeps it.
     Example: rcsim.plot.curves(rcsim.simulate(keys={"mask.type": "causal"}), "mu")."""
-    names = [measures] if isinstance(measures, str) else list(measures)
+    names = _measure_names("curves", measures)
     _checked("curves", source, measures=names, trials=trials, xscale=xscale, yscale=yscale, style=style)
-    return _api(lambda: plot_curves_figure(as_runs(source), names, trials, xscale, yscale, style))
+    return _api("curves", lambda: plot_curves_figure(as_runs(source), names, trials, xscale, yscale, style))
 
 
 def final(source, key, measure="mu_rel", layer=None, style="screen"):
     """A matplotlib Figure: `measure` at the last layer (or `layer`) against the swept `key`, one
     curve per value of the other swept keys (source as for curves(): a sweep directory, an
     open_sweep Dataset, a list or dict of simulate() results, ...)."""
-    _checked("final", source, style=style)
-    return _api(lambda: plot_final_figure(as_runs(source), key, measure, layer, style))
+    _checked("final", source, style=style, key=key, measure=_measure_names("final", measure, False)[0], layer=layer)
+    return _api("final", lambda: plot_final_figure(as_runs(source), key, measure, layer, style))
 
 
 def heatmap(source, key_x, key_y, measure="mu_rel", layer=None, style="screen"):
     """A matplotlib Figure: the median of `measure` at `layer` (default: the last) over two swept keys."""
-    _checked("heatmap", source, style=style)
-    return _api(lambda: plot_heatmap_figure(as_runs(source), key_x, key_y, measure, layer, style))
+    _checked("heatmap", source, style=style, key_x=key_x, key_y=key_y,
+             measure=_measure_names("heatmap", measure, False)[0], layer=layer)
+    return _api("heatmap", lambda: plot_heatmap_figure(as_runs(source), key_x, key_y, measure, layer, style))
 
 
 def main(argv=None):

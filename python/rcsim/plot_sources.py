@@ -47,7 +47,8 @@ def _is_measures_dict(source):
 def _from_measures(measures):
     """rcsim.measures' dict: the entries of the shape of `mu` (the last axis the layer, leading axes
     trials); `sigma` (one more axis) is left out."""
-    arrays = {k: np.asarray(v, dtype=float) for k, v in measures.items()}
+    from ._validate import _as_numpy  # torch tensors detached (requires_grad), complex ones refused
+    arrays = {k: np.asarray(_as_numpy("rcsim.plot", f"the measure {k!r}", v), dtype=float) for k, v in measures.items()}
     shape = arrays["mu"].shape if "mu" in arrays else max((a.shape for a in arrays.values()), key=len)
     if len(shape) < 1:
         raise ValueError("rcsim.plot: the measures are scalars (one token matrix); give the hidden states of several "

@@ -48,22 +48,33 @@ class Model:
         return check.token_ids(who, "ids", ids, self.config["vocab_size"], self.config["seq_len"])
 
     def logits(self, ids, precision="float64"):
-        """Logits [T, vocab] of the sequence `ids` (row t predicts the id after ids[t])."""
+        """Logits [T, vocab] of the sequence `ids` (row t predicts the id after ids[t]). Never NaN or inf:
+        activations that overflow (float32's range is the narrower) raise FloatingPointError naming the position."""
         who = "Model.logits"
         seq = self._ids(who, ids)
         single = check.one_of(who, "precision", precision, _PRECISIONS) == "float32"
-        return np.asarray(self._m.logits(seq, single))
+        out = np.asarray(self._m.logits(seq, single))
+        _require_finite_rows(who, "the logits", out, precision)
+        return out
 
-    def states(self, ids, precision="float64", norm=True, depth=0):
+    def states(self, ids, precision="float64", norm=True, depth=0, nonfinite="raise"):
         """X(0) .. X(depth) of the sequence `ids`: an array [depth + 1, T, dim] (X(0) the embedding
         rows; depth 0 means the model's layers; beyond them the blocks repeat cyclically; norm=False
-        makes every RMSNorm the identity). Measure them with rcsim.measures(states)."""
+        makes every RMSNorm the identity). Measure them with rcsim.measures(states). A stream that
+        overflows (without RMSNorm, with depth; float32 sooner) raises FloatingPointError naming the
+        first non-finite X(t) (nonfinite="raise"); nonfinite="keep" returns it as it is, NaN or inf
+        from that X(t) on, for a caller that cuts it there itself."""
         who = "Model.states"
         seq = self._ids(who, ids)
         single = check.one_of(who, "precision", precision, _PRECISIONS) == "float32"
         norm = check.flag(who, "norm", norm)
         depth = check.whole(who, "depth", depth, low=0, high=100000)
-        return np.stack([np.asarray(x) for x in self._m.states(seq, single, norm, depth)])
+        keep = check.one_of(who, "nonfinite", nonfinite, ("raise", "keep")) == "keep"
+        self._states_fit(who, len(seq), depth or self.config["n_layers"])
+        states = np.stack([np.asarray(x) for x in self._m.states(seq, single, norm, depth)])
+        if not keep:
+            _require_finite_states(who, states, precision, norm)
+        return states
 
     def gradients(self, ids, targets=None, cotangent=None, norm=True, depth=0, precision="float64"):
         """The reverse pass through the model for one sequence `ids` (hand-written adjoints at the
@@ -115,6 +126,16 @@ class Model:
                                     f"{(depth * per_block + one_block) / 2**30:.1f} GiB of activations; at most "
                                     f"{fit} blocks fit in {_CACHE_LIMIT // 2**30} GiB")
 
+    def _states_fit(self, who, tokens, depth):
+        """ConfigError before any work when X(0) .. X(depth) (float64 [T, dim] each, held twice: the
+        engine's list and the stacked array) exceed this machine's physical memory."""
+        per_state = 2 * 8 * tokens * self.config["dim"]
+        need, have = (depth + 1) * per_state, _physical_memory()
+        if need > have:
+            raise check.usage_error(who, "depth", f"{depth}: X(0) .. X({depth}) of {tokens} tokens would need about "
+                                    f"{_bytes_text(need)} of memory, more than this machine's {_bytes_text(have)}; "
+                                    f"at most depth {max(int(have // per_state) - 1, 0)} fits")
+
     def _targets(self, who, targets, seq):
         if targets is None:
             return seq[1:] + [-1]
@@ -146,19 +167,55 @@ def _require_finite(who, g):
             raise FloatingPointError(f"{who}: the gradient of {key} has a NaN or inf entry")
 
 
+def _bytes_text(n):
+    return f"{n / 1e9:.3g} GB" if n >= 1e9 else f"{n / 1e6:.3g} MB"
+
+
+def _physical_memory():
+    """This machine's physical memory in bytes (as the engine's require_memory); inf if unknown."""
+    try:
+        return float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return float("inf")
+
+
+def _require_finite_rows(who, what, a, precision):
+    """FloatingPointError naming the first position whose row of `a` [T, ...] has a NaN or inf entry."""
+    bad = ~np.isfinite(a.reshape(len(a), -1)).all(axis=1)
+    if bad.any():
+        t = int(np.argmax(bad))
+        raise FloatingPointError(f"{who}: {what} turned non-finite in {precision}: position {t} (of {len(a)}) has a "
+                                 "NaN or inf entry (the activations overflowed"
+                                 + ("; precision='float64' has more range)" if precision == "float32" else ")"))
+
+
+def _require_finite_states(who, states, precision, norm):
+    """FloatingPointError naming the first X(t) of Model.states with a NaN or inf entry."""
+    bad = ~np.isfinite(states.reshape(len(states), -1)).all(axis=1)
+    if bad.any():
+        t = int(np.argmax(bad))
+        remedies = ([] if norm else ["RMSNorm (norm=True)"]) + ([f"depth={t - 1}"] if t > 1 else []) + \
+            (["precision='float64'"] if precision == "float32" else [])
+        raise FloatingPointError(f"{who}: X({t}) turned non-finite in {precision} (it has a NaN or inf entry"
+                                 + (f"; X({t - 1}) was finite" if t else "") + ")"
+                                 + (f"; {', '.join(remedies)} keeps it finite" if remedies else ""))
+
+
 def load_model(path):
     """Read a llama2.c checkpoint (legacy or version-1 format, float32), e.g.
     configs/models/stories260K/stories260K.bin; a file that is not one raises ConfigError naming it."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise check.usage_error("rcsim.load_model", "path", f"a {type(path).__name__}; a file path is needed", True)
-    path = os.fspath(path)
+    path = check.path("rcsim.load_model", "path", path)
+    if "\0" in path:
+        raise check.usage_error("rcsim.load_model", "path", f"{path!r} holds a NUL byte; a path without one is needed")
     return Model(_engine().load_llama(path), path)
 
 
 def generate(model, steps=40, sequences=1, temperature=0.0, seed=0, precision="float64"):
     """Decode `sequences` sequences of `steps` ids from the BOS id 1: greedy for temperature 0, else
     sampled from softmax(logits / temperature) with rcsim's random stream (seed, sequence index).
-    Returns an int64 array [sequences, steps + 1], BOS first (the same ids as `rcsim generate`)."""
+    Returns an int64 array [sequences, steps + 1], BOS first (the same ids as `rcsim generate`). The
+    logits the ids were drawn from are checked (one forward pass of each sequence): non-finite ones
+    (overflowing activations) raise FloatingPointError, never ids drawn from NaN."""
     who = "rcsim.generate"
     if not isinstance(model, Model):
         raise check.usage_error(who, "model", f"a {type(model).__name__}; a model from rcsim.load_model is needed", True)
@@ -171,4 +228,7 @@ def generate(model, steps=40, sequences=1, temperature=0.0, seed=0, precision="f
     for s in range(count):
         out[s, 0] = 1
         out[s, 1:] = _engine().llama_generate(model._m, steps, temperature, seed, s, single)
+        if steps:  # the logits each id was drawn from, checked: one forward pass of the sequence
+            _require_finite_rows(who, f"the logits of sequence {s}", np.asarray(model._m.logits(
+            [int(i) for i in out[s, :max(steps, 1)]], single)), precision)
     return out

@@ -60,6 +60,9 @@ def _reference(module):
     """dtype, device and the relative tolerance of a check run in the module's own precision."""
     import torch
     p = next(module.parameters(), None)
+    if p is None:  # plain tensors held as attributes (not registered as parameters)
+        p = next((v for m in module.modules() for v in vars(m).values()
+                  if isinstance(v, torch.Tensor) and v.is_floating_point()), None)
     dtype = p.dtype if p is not None else torch.float64
     return dtype, (p.device if p is not None else "cpu"), (1e-9 if dtype == torch.float64 else 1e-4)
 
@@ -85,7 +88,12 @@ def layernorm(ln, name, d):
     z = (z - z.mean(-1, keepdims=True)) / z.std(-1, keepdims=True)  # mean 0, (population) variance 1
 
     def run(x):
-        out = _eval_call(ln, torch.as_tensor(x, dtype=dtype, device=device))
+        try:
+            out = _eval_call(ln, torch.as_tensor(x, dtype=dtype, device=device))
+        except Exception as e:  # noqa: BLE001 (a module that cannot run on [4, d] tokens: one message)
+            raise ValueError(f"rcsim.from_torch: {name} ({type(ln).__name__}) cannot be run on [4, {d}] tokens "
+                             f"to read its eps ({type(e).__name__}: {' '.join(str(e).split())}); supported: "
+                             "nn.LayerNorm or a module that computes it (nanoGPT's LayerNorm)") from None
         return array(out)
 
     s = 1e-3

@@ -17,6 +17,21 @@ namespace rcsim {
 
 namespace {
 
+// The keys read from a file, every entry finite: else one error naming the file, the dataset (or the
+// run's trial and layer) and the first non-finite entry (key i, component l).
+template <class M>
+Matrix finite_keys(const M& K, const std::string& where) {
+  for (Eigen::Index i = 0; i < K.rows(); ++i)
+    for (Eigen::Index l = 0; l < K.cols(); ++l)
+      if (!std::isfinite(K(i, l))) {
+        std::ostringstream why;
+        why << where << " holds the non-finite value " << K(i, l) << " at key " << i << ", component " << l << " (of ["
+            << K.rows() << ", " << K.cols() << "]); every entry must be finite";
+        throw UsageError(why.str());
+      }
+  return K;
+}
+
 Matrix read_keys(std::map<std::string, std::string>& v, std::string& origin) {
   const std::string source = v["keys.source"];
   if (source == "gaussian") {
@@ -41,7 +56,7 @@ Matrix read_keys(std::map<std::string, std::string>& v, std::string& origin) {
       throw UsageError("keys.file '" + file + "': dataset '" + ds +
                        "' is empty (need n >= 1 keys of dimension d >= 1)");
     origin = file + ":/" + ds;
-    return K;
+    return finite_keys(K, "keys.file '" + file + "': dataset '" + ds + "'");
   }
   // A run file: /tokens [trial, snapshot, N, d] and /tokens_layer [snapshot].
   if (!f.exists("tokens") || !f.exists("tokens_layer"))
@@ -82,7 +97,7 @@ Matrix read_keys(std::map<std::string, std::string>& v, std::string& origin) {
     for (long long l = 0; l < d; ++l) K(i, l) = tokens.data[base + static_cast<std::size_t>(i * d + l)];
   origin =
       file + ":/tokens trial " + std::to_string(trial) + " layer " + fmt(layers.data[static_cast<std::size_t>(snap)]);
-  return K;
+  return finite_keys(K, "keys.file '" + file + "': " + origin.substr(file.size() + 1));
 }
 
 }  // namespace

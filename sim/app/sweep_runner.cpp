@@ -28,12 +28,15 @@ namespace rcsim {
 
 namespace {
 
-// Cost estimate of a point, for balancing the points over MPI ranks: trials x layers x the
-// flops of one layer (scores N^2 d_k, values N d^2 + N^2 d per head) and of its measures.
+// Cost estimate of a point, for balancing the points over MPI ranks and for the progress's ETA
+// (work, not trials: a depth sweep's deep points are not estimated at its shallow points' rate):
+// trials x (layers x the flops of one block (scores N^2 d_k, values N d^2 + N^2 d per head) + (layers + 1)
+// x those of the measures (N d min(N, d): an SVD), which are taken at X(0) too).
 double point_cost(const Config& c) {
   const double N = c.model.tokens, d = c.model.dim, dk = c.model.key_dim, H = c.model.heads;
-  const double layer = H * (2 * N * d * dk + N * N * dk + N * d * d + N * N * d) + N * d * std::min(N, d);
-  return static_cast<double>(c.run.trials) * static_cast<double>(c.model.layers) * layer;
+  const double L = c.model.layers;
+  const double block = H * (2 * N * d * dk + N * N * dk + N * d * d + N * N * d), measures = N * d * std::min(N, d);
+  return static_cast<double>(c.run.trials) * (L * block + (L + 1) * measures);
 }
 
 // The points of a run: the one configuration, or every point of its [sweep] section.
@@ -189,36 +192,40 @@ struct RunState {
 };
 
 // This rank's points: the pending ones, balanced over the ranks by estimated cost.
-std::vector<std::size_t> my_points(const RunState& r, std::size_t& pending, long& my_trials) {
+std::vector<std::size_t> my_points(const RunState& r, std::size_t& pending) {
   std::vector<std::size_t> todo, mine;
   for (std::size_t i = 0; i < r.status.size(); ++i)
     if (r.status[i] == PointStatus::pending) todo.push_back(i);
   std::vector<double> costs;
   for (const std::size_t i : todo) costs.push_back(point_cost(r.points[i].config));
   const std::vector<int> owner = mpi::assign_balanced(costs, r.ranks);
-  my_trials = 0;
   for (std::size_t k = 0; k < todo.size(); ++k)
-    if (owner[k] == r.rank) {
-      mine.push_back(todo[k]);
-      my_trials += r.points[todo[k]].config.run.trials;
-    }
+    if (owner[k] == r.rank) mine.push_back(todo[k]);
   if (r.ranks > 1) spdlog::info("{} of {} pending points on this rank", mine.size(), todo.size());
   pending = todo.size();
   return mine;
 }
 
 // Compute the given points in turn; under a sweep (or MPI) a failed point does not stop the others.
-void compute_points(RunState& r, const std::vector<std::size_t>& mine, long my_trials, const Provenance& prov,
-                    bool quiet, const std::atomic<bool>* cancel) {
+void compute_points(RunState& r, const std::vector<std::size_t>& mine, const Provenance& prov,
+                    const RunRequest& request) {
   const bool keep_going = r.is_sweep() || r.ranks > 1;
-  Progress progress(Progress::mode_for(quiet), my_trials, static_cast<int>(mine.size()));
+  long my_trials = 0;
+  double my_work = 0;
+  for (const std::size_t i : mine) {
+    my_trials += r.points[i].config.run.trials;
+    my_work += point_cost(r.points[i].config);
+  }
+  Progress progress(Progress::mode_for(request.quiet), my_trials, static_cast<int>(mine.size()), 10.0, my_work);
+  if (request.progress) progress.set_observer(request.progress);
+  const std::atomic<bool>* cancel = request.cancel;
   for (const std::size_t i : mine) {
     if (cancel && cancel->load()) {
       r.interrupted = 1;
       break;
     }
     const Config& c = r.points[i].config;
-    progress.begin_point(r.points[i].name, c.run.trials);
+    progress.begin_point(r.points[i].name, c.run.trials, point_cost(c) / std::max(1, c.run.trials));
     const auto start = std::chrono::steady_clock::now();
     try {
       run_to_file(c, prov, cancel, &progress);
@@ -287,11 +294,10 @@ RunOutcome run_points(const RunRequest& request, std::ostream& out) {
   RunState r{points, p, disk, std::move(status), rank, ranks};
   r.write_index();
   std::size_t pending = 0;
-  long my_trials = 0;
-  const std::vector<std::size_t> mine = my_points(r, pending, my_trials);
+  const std::vector<std::size_t> mine = my_points(r, pending);
   Provenance prov;
   prov.command_line = request.command_line;
-  compute_points(r, mine, my_trials, prov, request.quiet, request.cancel);
+  compute_points(r, mine, prov, request);
   if (ranks > 1) gather_statuses(r);
   for (const PointStatus st : r.status) {
     outcome.failed += st == PointStatus::failed;

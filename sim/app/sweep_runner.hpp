@@ -10,6 +10,7 @@
 #include <ostream>
 #include <string>
 
+#include "app/progress.hpp"
 #include "config/config.hpp"
 
 namespace rcsim {
@@ -24,6 +25,7 @@ struct RunRequest {
   bool quiet = false;    // no progress on stderr
   std::string command_line;                 // recorded in the files ("rcsim run ...", "rcsim.sweep(...)")
   const std::atomic<bool>* cancel = nullptr;  // polled between points and layers (Ctrl-C)
+  Progress::Observer progress;                // told the progress at every update (any thread of the run)
 };
 
 // What became of the points: the exit status (0; under a sweep a failed point does not stop the

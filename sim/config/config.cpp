@@ -329,6 +329,7 @@ Config read_keys(KeyValues& v) {
   read_output(v, c);
   check_differential(v, c);
   check_xpos(c);
+  check_derived_scales(v, c);
   parse_speed_and_merge(v, c);
   resolved_platform(c);  // run.platform = cpu on a configuration it does not cover: the error, now
   return c;

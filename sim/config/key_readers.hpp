@@ -40,5 +40,7 @@ void check_differential(KeyValues& v, Config& c);
 // attention.xpos: the decay's range at model.tokens, attention.xpos_scale_base, mask.type and
 // run.precision (kernel/ops/xpos.hpp, xpos_log2_span; after run.*).
 void check_xpos(const Config& c);
+// model.beta_log_power's beta and attention.diff_lambda within run.precision's range (after run.*).
+void check_derived_scales(KeyValues& v, const Config& c);
 
 }  // namespace rcsim

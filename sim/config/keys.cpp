@@ -53,8 +53,8 @@ std::vector<KeyDecl> model_keys() {
              "inverse temperature beta = 1/sqrt(d_QK): give model.beta or model.d_qk (both: they must agree)",
              "1/sqrt(d_QK)")),
       omitted_at_default(number("model.beta_log_power", "0", kAny,
-                                "long-context temperature: the inverse temperature used is model.beta (ln N)^p, "
-                                "N = model.tokens >= 2 (d_QK divided by (ln N)^(2p)); 0 = model.beta as given")),
+                                "long-context temperature: beta = model.beta (ln N)^p, N = model.tokens >= 2 (d_QK / "
+                                "(ln N)^(2p)), at most 6.7e153 (float64), 1.7e38 (float32); 0 = model.beta as given")),
       per_layer(into(choice("model.head_mix", text_of(kernel_default().model.head_mix, head_mix_names()), names_of(head_mix_names()),
              "how heads combine: sum (Y = sum_h A_h X W_V,h) | mean (Y = sum_h ... / H)"), RCSIM_SPEC_MEMBER(model.head_mix), head_mix_names)),
       integer("model.value_dim", text_of(kernel_default().model.value_dim), 0,
@@ -76,7 +76,8 @@ std::vector<KeyDecl> model_keys() {
 // attention.diff_lambda: a number, or auto (NaN in the spec: lambda_init of each layer).
 KeyDecl diff_lambda_key() {
   KeyDecl k = omitted_at_default(number("attention.diff_lambda", "auto", kAny,
-                                        "lambda of attention.differential (the weight of the second softmax map)",
+                                        "lambda of attention.differential (the second map's weight); |lambda| <= "
+                                        "1.3e154 (float64), 1.8e19 (float32)",
                                         "the paper's lambda_init(l) = 0.8 - 0.6 exp(-0.3 (l - 1)) at layer l"));
   k.read = [](const KeyValues& v, ModelSpec& c) {
     c.attention.diff_lambda = is_auto(v, "attention.diff_lambda") ? std::numeric_limits<double>::quiet_NaN()

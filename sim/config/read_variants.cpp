@@ -1,6 +1,7 @@
 #include "config/key_readers.hpp"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -146,6 +147,43 @@ void check_xpos(const Config& c) {
       << (after ? "keys after the query: the logits grow as (7/2)^((j - i)/B)"
                 : "the factors zeta^(+-p/B) of the centred positions p reach (7/2)^(N/(2B))")
       << "); at most " << most << " tokens at this B: give a larger attention.xpos_scale_base or fewer model.tokens";
+  throw UsageError(why.str());
+}
+
+// What model.beta_log_power and attention.diff_lambda derive, checked for finiteness up front (issue 47):
+// the logit scale beta = model.beta (ln N)^p within [1/B, B], B = 1/sqrt(DBL_MIN) (d_qk = 1/beta^2 a
+// positive normal double), in float32 also B = FLT_MAX / 2 (the kernels scale the queries by beta, sqrt(2)
+// beta in differential attention, as a float); |lambda| <= sqrt of the precision's largest number (the head
+// norm and the attention measures square lambda A2's entries).
+void check_derived_scales(KeyValues& v, const Config& c) {
+  const bool f32 = c.run.precision == Precision::float32;
+  const double beta_limit =
+      f32 ? std::numeric_limits<float>::max() / 2.0 : 1.0 / std::sqrt(std::numeric_limits<double>::min());
+  const double beta = c.model.beta, p = read_number(v, "model.beta_log_power");
+  const char* precision = f32 ? "float32" : "float64";
+  if (!(beta <= beta_limit && beta >= 1.0 / beta_limit)) {
+    const char* key = p != 0.0 ? "model.beta_log_power" : is_auto(v, "model.beta") ? "model.d_qk" : "model.beta";
+    std::ostringstream why;
+    why << "key '" << key << "' = " << v[key] << ": the logit scale beta = " << beta << " is beyond the limit ["
+        << 1.0 / beta_limit << ", " << beta_limit << "] of " << precision << " (d_qk = 1/beta^2 a positive double"
+        << (f32 ? ", beta a float" : "") << ")";
+    if (p != 0.0) {
+      const double base = 1.0 / std::sqrt(read_number(v, "model.d_qk"));  // d_qk as given (stored before the scaling)
+      const double per = std::log(std::log(static_cast<double>(c.model.tokens)));  // log of ln N
+      const double a = std::log(beta_limit / base) / per, b = std::log(1.0 / (beta_limit * base)) / per;
+      why << "; beta = model.beta (ln N)^p at model.tokens = " << c.model.tokens << " allows p in [" << std::min(a, b)
+          << ", " << std::max(a, b) << "]";
+    }
+    throw UsageError(why.str());
+  }
+  if (!c.attention.differential || std::isnan(c.attention.diff_lambda)) return;
+  const double lambda_limit = f32 ? std::sqrt(static_cast<double>(std::numeric_limits<float>::max()))
+                                  : std::sqrt(std::numeric_limits<double>::max());
+  if (std::abs(c.attention.diff_lambda) <= lambda_limit) return;
+  std::ostringstream why;
+  why << "key 'attention.diff_lambda' = " << v["attention.diff_lambda"] << ": |lambda| is beyond the limit "
+      << lambda_limit << " of " << precision << " (the square root of its largest number: the head norm and the "
+      << "attention measures square the entries of lambda A2); give |lambda| <= " << lambda_limit;
   throw UsageError(why.str());
 }
 

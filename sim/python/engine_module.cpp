@@ -19,6 +19,7 @@
 #include <future>
 #include <thread>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -255,13 +256,32 @@ py::dict gradients(const std::vector<std::string>& keys, const std::optional<std
   return out;
 }
 
+// A sweep's progress as rcsim.sweep's callback receives it (python/rcsim/sweeps.py): the counts,
+// the fraction of the work done, seconds elapsed and left (NaN until known), and the CLI's line.
+py::dict progress_dict(const rcsim::ProgressState& s) {
+  py::dict d;
+  d["trials_done"] = s.trials_done;
+  d["trials"] = s.trials_total;
+  d["point"] = s.point;
+  d["points"] = s.points;
+  d["name"] = s.name;
+  d["fraction"] = s.fraction;
+  d["elapsed"] = s.elapsed;
+  d["eta"] = s.eta;
+  d["line"] = rcsim::Progress::describe(s, true);
+  return d;
+}
+
 // A sweep over key values (rcsim.sweep, python/rcsim/sweeps.py): the configuration's points
 // (keys, sweep.KEY axes and sweep.mode over config_file over the key defaults, as `rcsim run`
 // resolves them) run by the command line's runner (app/sweep_runner.hpp) into their files and the
-// index, with the GIL released; complete points are skipped. Returns the index's path and counts;
-// a failed point raises (ConfigError when it failed on its configuration).
+// index, with the GIL released; complete points are skipped. `progress` (may be None) is called on
+// this thread with progress_dict's dict of every state of the runner's progress (each trial, each
+// point's start and end), in order, every 0.1 s and at the end. Returns the index's path and counts; a failed point raises
+// (ConfigError when it failed on its configuration).
 py::dict sweep(const std::vector<std::string>& keys, const std::optional<std::string>& config_file, bool force,
-               bool quiet, const std::string& call, const std::string& who) {
+               bool quiet, const std::string& call, const std::string& who,
+               const std::optional<std::function<void(py::dict)>>& progress) {
   spdlog::set_level(quiet ? spdlog::level::warn : spdlog::level::info);
   const std::string where = "given to " + who;
   rcsim::RunRequest request;
@@ -274,29 +294,32 @@ py::dict sweep(const std::vector<std::string>& keys, const std::optional<std::st
     throw rcsim::UsageError(who + ": no key to sweep (give axes={'model.tokens': [4, 8]}, or a configuration file "
                             "with a [sweep] section); rcsim.simulate runs one configuration");
   request.force = force;
-  request.quiet = true;  // no progress lines on stderr; `quiet` sets the log level
+  request.quiet = true;  // no progress lines on stderr from the engine; `quiet` sets the log level
   request.command_line = call;
-  std::atomic<bool> cancel{false};
-  request.cancel = &cancel;
-  std::ostringstream ignored;  // the dry run's report (not used here)
-  std::future<rcsim::RunOutcome> result =
-      std::async(std::launch::async, [&] { return rcsim::run_points(request, ignored); });
-  for (;;) {
-    if (wait_without_gil(result, cancel, std::chrono::milliseconds(100)) == std::future_status::ready) break;
-    try {
-      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    } catch (...) {
-      cancel.store(true);  // stop between layers, wait for the index to be written, re-raise
-      while (wait_without_gil(result, cancel, std::chrono::milliseconds(100)) != std::future_status::ready) {
-      }
-      try {
-        result.get();
-      } catch (...) {
-      }
-      throw;
+  // The runner's thread queues every state; this thread hands them to Python between waits.
+  std::mutex mutex;
+  std::vector<rcsim::ProgressState> queued;
+  if (progress)
+    request.progress = [&](const rcsim::ProgressState& s) {
+      std::lock_guard<std::mutex> lock(mutex);
+      queued.push_back(s);
+    };
+  const auto report = [&] {
+    std::vector<rcsim::ProgressState> states;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      states.swap(queued);
     }
-  }
-  const rcsim::RunOutcome o = result.get();  // rethrows the runner's exception
+    for (const rcsim::ProgressState& s : states) (*progress)(progress_dict(s));
+  };
+  std::ostringstream ignored;  // the dry run's report (not used here)
+  const rcsim::RunOutcome o = run_interruptible(
+      [&](const std::atomic<bool>* cancel) {
+        request.cancel = cancel;
+        return rcsim::run_points(request, ignored);
+      },
+      report);
+  report();
   if (o.failed > 0) {
     const std::string what = who + ": " + std::to_string(o.failed) + " of " + std::to_string(o.points) +
                              " points failed (their errors are logged; the index marks them failed: " + o.index_path +
@@ -347,8 +370,11 @@ PYBIND11_MODULE(_engine, m) {
         "configuration: dict dX, W_Q, W_K, W_V, ... (python/rcsim/engine.py: rcsim.gradients).");
   m.def("sweep", &sweep, py::arg("keys"), py::arg("config_file") = std::nullopt, py::arg("force") = false,
         py::arg("quiet") = true, py::arg("call") = "rcsim.sweep()", py::arg("who") = "rcsim.sweep",
+        py::arg("progress") = std::nullopt,
         "Run every point of a sweep (keys with sweep.KEY axes, over config_file, over the key defaults) into "
-        "its files and index, as `rcsim run` does; dict index, points, complete.");
+        "its files and index, as `rcsim run` does; dict index, points, complete. progress(dict) is called "
+        "at every trial and point: trials_done, trials, point, points, name, fraction (of the work), "
+        "elapsed, eta (s), line.");
   m.def("resolved_config", [](const std::vector<std::string>& keys, const std::optional<std::string>& config_file) {
     return resolve(keys, config_file, "rcsim.resolved_config").to_ini_explained();
   }, py::arg("keys"), py::arg("config_file") = std::nullopt,

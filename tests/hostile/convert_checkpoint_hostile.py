@@ -116,6 +116,12 @@ def duplicate_key(text_of):
     return text_of(json.dumps(h)), data
 
 
+def without(prefixes, base=gpt2_tensors):
+    """The checkpoint without the tensors whose names start with one of `prefixes` (issue 47: a layer's
+    missing tensors named)."""
+    return header_and_data({k: v for k, v in base().items() if not k.startswith(tuple(prefixes))})
+
+
 def huge_value_and_output():
     """Finite weights whose folded W_V,h W_O,h overflows (1e200 * 1e200)."""
     t = gpt2_tensors()
@@ -165,6 +171,19 @@ def cases():
         ("duplicate_dtype_key", duplicate_key(lambda t: t.replace('"dtype": "F64"', '"dtype": "F64", "dtype": "F32"', 1)),
          "the header has the key 'dtype' twice"),
         ("fold_overflow", huge_value_and_output(), "dataset /W_V after conversion: the non-finite value inf", "--fold"),
+        # issue 47: the checkpoint and the missing tensors of a layer named (was: "no complete set of ... tensors",
+        # or the MLP dropped without a word when layer 0 lacks it)
+        ("missing_attention_layer_0", without(["h.0."]),
+         "missing_attention_layer_0.safetensors': the GPT-2 attention tensors of layers 0 .. 1 (the checkpoint has some of layer 1) are "
+         "incomplete: h.0.attn.c_attn.weight, h.0.attn.c_proj.weight missing"),
+        ("missing_c_proj_layer_1", without(["h.1.attn.c_proj."]),
+         "incomplete: h.1.attn.c_proj.weight missing"),
+        ("missing_bert_key_layer_1", without([B1], bert_tensors), "incomplete: layer.1.attention.self.key.weight missing"),
+        ("missing_mlp_layer_0", without(["h.0.mlp."]),
+         "W_in: h.0.mlp.c_fc.weight missing (the checkpoint has layer 1 of it; the attention has layers 0 .. 1)"),
+        ("missing_ln_2_gain_layer_1", without(["h.1.ln_2.weight"]), "norm_mlp_gain: h.1.ln_2.weight missing"),
+        ("mlp_beyond_the_attention", (lambda t: header_and_data(dict(t, **{"h.2.mlp.c_fc.weight": t["h.1.mlp.c_fc.weight"]})))(
+            gpt2_tensors()), "tensor h.2.mlp.c_fc.weight (W_in): layer 2, but the attention has layers 0 .. 1"),
     ]
 
 

@@ -142,6 +142,14 @@ def keys_file(ctx, name, scale):
         f["keys"] = keys
 
 
+def keys_file_with(ctx, name, index, value):
+    """keys_file's keys with one entry replaced (a NaN or an infinity)."""
+    import h5py
+    keys_file(ctx, name, 1.0)
+    with h5py.File(ctx.p(name), "r+") as f:
+        f["keys"][index] = value
+
+
 def tokens_run(ctx, edit=None):
     """A run file with /tokens (final layer), optionally edited."""
     ctx.run(["run", "--quiet", "--output.file=tok.h5", "--output.tokens=final"] + SMALL)
@@ -346,6 +354,43 @@ def cases():
         ("keys_below_1e-165", lambda c: keys_file(c, "k.h5", 1e-170),
          ["keys", "--keys.source=file", "--keys.file=k.h5", "--norm.type=none", "--output.file=tiny.h5"],
          0, "", [], ["tiny.h5"], None),
+        # issue 47: a keys file or run tokens with a NaN or infinity named: the file, the dataset (or the run's
+        # trial and layer) and the entry
+        ("keys_file_nan_named", lambda c: keys_file_with(c, "k.h5", (2, 1), float("nan")),
+         ["keys", "--keys.source=file", "--keys.file=k.h5"], 2,
+         "keys.file 'k.h5': dataset 'keys' holds the non-finite value nan at key 2, component 1 (of [8, 3])",
+         [], [], None),
+        ("keys_file_inf_named", lambda c: keys_file_with(c, "k.h5", (7, 0), -float("inf")),
+         ["keys", "--keys.source=file", "--keys.file=k.h5"], 2,
+         "keys.file 'k.h5': dataset 'keys' holds the non-finite value -inf at key 7, component 0", [], [], None),
+        ("keys_run_tokens_nan_named",
+         lambda c: tokens_run(c, lambda f: f["tokens"].__setitem__((0, 0, 3, 2), float("nan"))),
+         ["keys", "--keys.source=run", "--keys.file=tok.h5"], 2,
+         "keys.file 'tok.h5': /tokens trial 0 layer 20 holds the non-finite value nan at key 3, component 2",
+         [], [], None),
+        # issue 47: what a key derives within the precision's range, refused up front naming the key and the
+        # limit (was: trials stopped as non-finite). beta = model.beta (ln N)^p: at N = 6, p = 700 gives 1e177
+        # (float64's limit 6.7e153: d_qk = 1/beta^2 a positive double), p = 200 gives 4e50 (float32's 1.7e38)
+        ("beta_log_power_beyond_float64", lambda c: None,
+         ["run", "--output.file=o.h5", "--model.beta_log_power=700"] + SMALL, 2,
+         "key 'model.beta_log_power' = 700: the logit scale beta = ", [], [], None),
+        ("beta_log_power_beyond_float32", lambda c: None,
+         ["run", "--output.file=o.h5", "--model.beta_log_power=200", "--run.precision=float32"] + SMALL, 2,
+         "is beyond the limit [5.87747e-39, 1.70141e+38] of float32", [], [], None),
+        ("beta_log_power_negative_underflow", lambda c: None,
+         ["run", "--output.file=o.h5", "--model.beta_log_power=-1e6"] + SMALL, 2,
+         "the logit scale beta = 0 is beyond the limit", [], [], None),
+        ("beta_log_power_within_float64_runs", lambda c: None,
+         ["run", "--output.file=o.h5", "--model.beta_log_power=400"] + SMALL, 0, "", [], ["o.h5"], None),
+        ("diff_lambda_beyond_float64", lambda c: None,
+         ["run", "--output.file=o.h5", "--attention.differential=true", "--attention.diff_lambda=1e160"] + SMALL, 2,
+         "key 'attention.diff_lambda' = 1e160: |lambda| is beyond the limit 1.34078e+154 of float64", [], [], None),
+        ("diff_lambda_beyond_float32", lambda c: None,
+         ["run", "--output.file=o.h5", "--attention.differential=true", "--attention.diff_lambda=-1e20",
+          "--run.precision=float32"] + SMALL, 2, "give |lambda| <= 1.84467e+19", [], [], None),
+        ("diff_lambda_within_float32_runs", lambda c: None,
+         ["run", "--output.file=o.h5", "--attention.differential=true", "--attention.diff_lambda=1e17",
+          "--run.precision=float32", "--norm.type=sphere"] + SMALL, 0, "", [], ["o.h5"], None),
         # 13. clear errors
         ("config_utf8_bom_accepted", lambda c: write(c, "bom.ini", b"\xef\xbb\xbf[model]\ntokens = 5\n"),
          ["run", "--config", "bom.ini", "--dry-run"], 0, "", [], [], None),

@@ -7,10 +7,14 @@ Usage: check_sweep.py RCSIM BUILD_DIR WORK_DIR
 A 2 x 2 product sweep (model.tokens x mask.type) and a zip sweep: every dataset of every point's
 file equals the CLI's bitwise (the stored configuration differs only in output.file); the index
 lists the same points; the Dataset has the swept keys as dimensions; a rerun skips the complete
-points (files untouched) and returns the index's path. Bad arguments raise rcsim.ConfigError
+points (files untouched) and returns the index's path. Progress: a callable gets the runner's
+state (the fraction by work: a 2-layer point is 180/864 of a 2 + 8 layer sweep), progress=True (the
+default) writes the line on stderr, False nothing. Bad arguments raise rcsim.ConfigError
 naming the argument (a TypeError too for a wrong type); a bad key or value names the key (and
 the point) before anything runs. About 5 s.
 """
+import contextlib
+import io
 import os
 import shutil
 import subprocess
@@ -106,6 +110,34 @@ check("point" in zds.dims and zds.sizes["point"] == 2, f"zip: a point dimension 
 check(zds["norm_type"].dims == ("point",) and zds["norm_type"].attrs.get("key") == "norm.type",
       f"zip: the swept keys are coordinates of point, named as identifiers, with their key: {list(zds.coords)}")
 
+# 3b. Progress: a callable gets the runner's state (work-weighted fraction and ETA); the default
+# progress=True writes the command line's line on stderr; progress=False writes nothing there.
+states = []
+rcsim.sweep(os.path.join(work, "progress"), {"model.layers": [2, 8]}, model={"dim": 2, "tokens": 3},
+            run={"trials": 2}, progress=states.append)
+last = states[-1] if states else {}
+check(states and set(last) >= {"trials_done", "trials", "point", "points", "name", "fraction", "elapsed", "eta",
+                              "line"}, f"progress=callable: dicts with the runner's state ({last})")
+check(last.get("trials_done") == 4 and last.get("trials") == 4 and last.get("points") == 2 and
+      last.get("fraction") == 1.0 and last.get("eta") == 0.0, f"the last state: all done ({last})")
+fractions = [s["fraction"] for s in states]
+check(fractions == sorted(fractions), f"the fraction never decreases: {fractions}")
+# Work, not trials: a trial costs L blocks (N = 3, d = d_k = 2: 2 N d d_k + N^2 d_k + N d^2 + N^2 d
+# = 72) and L + 1 measures (N d min(N, d) = 12): 2 x 72 + 3 x 12 = 180 at 2 layers, 8 x 72 + 9 x 12
+# = 684 at 8, so the shallow point is 180 / 864 of the work, not half of it.
+after_first = [s["fraction"] for s in states if s["trials_done"] == 2]
+check(after_first and abs(after_first[-1] - 180 / 864) < 1e-12,
+      f"after the shallow point: 180/864 of the work ({after_first})")
+for flag in (True, False):  # the line is printed by the package (sys.stderr), so redirect_stderr sees it
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rcsim.sweep(os.path.join(work, f"show_{flag}"), {"model.layers": [2, 3]}, model={"dim": 2, "tokens": 3},
+                    run={"trials": 2}, **({} if flag else {"progress": False}))
+    text = err.getvalue()
+    shown = "4/4 trials, point 2/2" in text and "ETA" in text and "100%" in text
+    check(shown == flag and (flag or text == ""), f"progress={flag}: the line on stderr is "
+          f"{'shown' if flag else 'absent'}: {text[-300:]!r}")
+
 # 4. Arguments checked by rcsim._validate, keys by the configuration parser.
 d = os.path.join(work, "bad")
 check(raises(lambda: rcsim.sweep(d, "model.tokens"), "rcsim.sweep", "axes", kind=TypeError), "axes not a dict")
@@ -115,6 +147,8 @@ check(raises(lambda: rcsim.sweep(d, AXES, mode="cartesian"), "mode", "'product',
 check(raises(lambda: rcsim.sweep(d, AXES, returns="table"), "returns", "'dataset', 'index'"), "a bad returns")
 check(raises(lambda: rcsim.sweep(3, AXES), "directory", kind=TypeError), "a directory that is not a path")
 check(raises(lambda: rcsim.sweep(d, AXES, force="yes"), "force", kind=TypeError), "force not a bool")
+check(raises(lambda: rcsim.sweep(d, AXES, progress="bar"), "progress", "callable", kind=TypeError),
+      "progress neither a bool nor a callable")
 check(raises(lambda: rcsim.sweep(d, {"model.tokenz": [3, 4]}), "unknown key", "model.tokenz"), "an unknown key")
 check(raises(lambda: rcsim.sweep(d), "no key to sweep"), "no axis")
 check(raises(lambda: rcsim.sweep(d, AXES, output={"file": "x.h5"}), "output.file", "directory"), "output.file given")

@@ -184,6 +184,7 @@ BlockParams with_run_of(const BlockParams& settings, const BlockParams& run) {
   q.layer.attention_statistics = run.layer.attention_statistics;
   q.layer.kernel = run.layer.kernel;
   q.layer.threads = run.layer.threads;
+  q.layer.general_path = run.layer.general_path;
   q.single = run.single;
   q.per_layer = run.per_layer;
   q.noise = run.noise;

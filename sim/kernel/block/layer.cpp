@@ -216,8 +216,10 @@ AttentionStats reference_heads(const Eigen::Ref<const MatrixT<T>>& X, const Laye
                                bool biased, bool direct, LayerWorkspaceT<T>& ws, MatrixT<T>& Y, LayerCacheT<T>* cache) {
   const std::size_t H = w.q.size();
   // The fast path: plain softmax logits (AttentionSettings::needs_general_path, which the fused
-  // platforms ask too), row-range masks, no projection biases, no cache.
-  const bool fast = !cache && ws.rows.contiguous && !p.attention.needs_general_path() && !biased && !p.unit_speed();
+  // platforms ask too), row-range masks, no projection biases, no cache, not the truth of the
+  // platform conformance test (general_path).
+  const bool fast = !cache && !p.general_path && ws.rows.contiguous && !p.attention.needs_general_path() && !biased &&
+                    !p.unit_speed();
   const bool lower = ws.rows.lower_triangular;
   AttentionStats heads;
   double entropy = 0.0;

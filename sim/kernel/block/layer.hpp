@@ -51,6 +51,7 @@ struct LayerParams {
   const AttentionKernel* kernel = nullptr;  // run.platform's kernel (set by Trial; null: the reference heads)
   int threads = 1;     // threads inside the trial for the kernel
   const MaskRows* rows = nullptr;  // the mask's row ranges when known (mask_ranges.hpp), else analysed from *mask
+  bool general_path = false;  // the reference heads' general path on range masks too (EngineSetup::general_path)
   int layer_number = 1;  // the block's 1-based index l (set by at_layer): differential attention's lambda_init(l)
 
   bool usa() const { return attention.kind == AttentionKind::usa; }

@@ -179,6 +179,13 @@ class RangeGraph {
   Unvisited unvisited_;
 };
 
+// What the radius search knows of one centre: lower <= its eccentricity <= upper, its number of
+// successors (the tie-break between far ends), and whether it was searched from.
+struct CentreBounds {
+  int lower, upper, successors;
+  bool done;
+};
+
 // Centres and radius along the information-flow edges j -> i of `graph`.
 template <class Graph>
 MaskGraph analyse(Graph& graph) {
@@ -209,30 +216,32 @@ MaskGraph analyse(Graph& graph) {
   // For the built-in masks the bounds are exact after the far ends: at most three pairs of
   // searches.
   const std::size_t k = g.centres.size();
-  std::vector<int> lower(k, n > 1 ? 1 : 0);  // n > 1: a centre reaches some other node
-  std::vector<int> upper(k, std::numeric_limits<int>::max());
-  std::vector<char> done(k, 0);
-  std::vector<int> successors(k);
-  for (std::size_t c = 0; c < k; ++c) successors[c] = graph.successors(g.centres[c]);
+  std::vector<CentreBounds> bounds;
+  bounds.reserve(k);
+  for (const int v : g.centres)  // n > 1: a centre reaches some other node
+    bounds.push_back({n > 1 ? 1 : 0, std::numeric_limits<int>::max(), graph.successors(v), false});
   int best = std::numeric_limits<int>::max();
   std::size_t u = static_cast<std::size_t>(
       std::lower_bound(g.centres.begin(), g.centres.end(), root) - g.centres.begin());
   for (bool far_end = true;; far_end = !far_end) {
-    done[u] = 1;
+    bounds[u].done = true;
     best = std::min(best, ecc);
     for (std::size_t c = 0; c < k; ++c) {
       const auto v = static_cast<std::size_t>(g.centres[c]);
-      lower[c] = std::max({lower[c], backward[v], ecc - forward[v]});
-      upper[c] = std::min(upper[c], backward[v] + ecc);
+      bounds[c].lower = std::max({bounds[c].lower, backward[v], ecc - forward[v]});
+      bounds[c].upper = std::min(bounds[c].upper, backward[v] + ecc);
     }
     std::size_t low = k, high = k;
     for (std::size_t c = 0; c < k; ++c) {
-      if (done[c]) continue;
+      const CentreBounds& b = bounds[c];
+      if (b.done) continue;
       // A far end (even if no candidate): largest upper bound, then fewest successors (the
       // ends of a window have the fewest).
-      if (high == k || upper[c] > upper[high] || (upper[c] == upper[high] && successors[c] < successors[high]))
+      if (high == k || b.upper > bounds[high].upper ||
+          (b.upper == bounds[high].upper && b.successors < bounds[high].successors))
         high = c;
-      if (lower[c] < best && (low == k || lower[c] < lower[low] || (lower[c] == lower[low] && upper[c] < upper[low])))
+      if (b.lower < best && (low == k || b.lower < bounds[low].lower ||
+                             (b.lower == bounds[low].lower && b.upper < bounds[low].upper)))
         low = c;
     }
     if (low == k) break;

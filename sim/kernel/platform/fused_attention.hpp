@@ -13,8 +13,8 @@
 //
 // Rows are shared among threads in blocks; each row is computed by one thread, always in the same
 // order of key blocks, and the per-row statistics are reduced in row order afterwards: the result
-// is bitwise independent of the thread count. It agrees with the reference platform (layer.cpp's
-// fast path) to rounding: tests/test_fused_attention.cpp.
+// is bitwise independent of the thread count. It agrees with the reference platform (layer.cpp) to
+// rounding: tests/test_platform_conformance.cpp, the conformance body of every platform entry.
 #pragma once
 
 #include "kernel/block/attention.hpp"

@@ -37,6 +37,10 @@ struct EngineSetup {
   // Recorded layers whose Jacobian rows jacobian_log_spec2 keeps at a time (one set of N reverse
   // passes per chunk); 0: the automatic jacobian_chunk_layers. Every value gives the same results.
   int jacobian_chunk = 0;
+  // The reference platform's heads on the general path on every mask (LayerParams::general_path):
+  // the truth that the platform conformance test holds every platform entry against, the reference
+  // platform's own fast path included (tests set it; runs never do).
+  bool general_path = false;
 };
 
 // Everything the engine needs before the first trial, from the model, its mask (built from

@@ -34,6 +34,11 @@ std::string opencl_platform_refusal(const ModelSpec& c) {
 
 namespace {
 bool always() { return true; }
+std::string available() { return ""; }
+std::string opencl_unavailable() {
+  return opencl_devices().empty() ? "no OpenCL device (install pocl-opencl-icd for the CPU; clinfo -l lists the devices)"
+                                  : "";
+}
 std::string covers_all(const ModelSpec&) { return ""; }
 const AttentionKernel* no_kernel() { return nullptr; }
 const AttentionKernel* cpu_kernel() { return &cpu_attention_kernel(); }
@@ -42,12 +47,12 @@ const AttentionKernel* opencl_kernel() { return &opencl_attention_kernel(); }
 
 const std::vector<PlatformEntry>& platform_table() {
   static const std::vector<PlatformEntry> table = {
-      {Platform::reference, "reference", "", always, covers_all, no_kernel},
-      {Platform::cpu, "cpu", "", always, cpu_platform_refusal, cpu_kernel},
+      {Platform::reference, "reference", "", always, available, covers_all, no_kernel},
+      {Platform::cpu, "cpu", "", always, available, cpu_platform_refusal, cpu_kernel},
       {Platform::opencl, "opencl",
        "CMake did not find OpenCL: Debian opencl-headers, opencl-clhpp-headers, ocl-icd-opencl-dev; rebuild after "
        "installing them",
-       opencl_platform_built, opencl_platform_refusal, opencl_kernel},
+       opencl_platform_built, opencl_unavailable, opencl_platform_refusal, opencl_kernel},
   };
   return table;
 }

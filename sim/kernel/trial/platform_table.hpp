@@ -18,13 +18,16 @@ namespace rcsim {
 inline constexpr int kCpuPlatformFromTokens = 512;
 
 // The platforms, one entry each (docs/dev/platforms.md): its key value, whether this build has it,
-// and why it does not cover a configuration ("" when it does: the first setting it lacks, as
-// "KEY = VALUE"). The reference covers everything; resolved_platform reads nothing but this table.
+// whether this machine can run it, and why it does not cover a configuration ("" when it does: the
+// first setting it lacks, as "KEY = VALUE"). The reference covers everything; resolved_platform
+// reads nothing but this table, and one conformance test body holds every entry against the
+// reference (tests/test_platform_conformance.cpp): a new platform is a new row and nothing else.
 struct PlatformEntry {
   Platform platform;
   const char* name;                               // run.platform's value
   const char* absent;                             // why a build may lack it ("" if it never does)
   bool (*built)();                                // whether this build has it
+  std::string (*unavailable)();                   // why this machine cannot run it ("" if it can: a device)
   std::string (*refusal)(const ModelSpec& c);     // "" if it covers c
   const AttentionKernel* (*kernel)();             // its attention kernel (the reference: none, nullptr)
   bool covers(const ModelSpec& c) const { return refusal(c).empty(); }

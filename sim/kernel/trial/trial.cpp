@@ -24,6 +24,7 @@ Trial::Trial(const EngineSetup& s, int trial)
   params_.layer.threads = s.trial_threads;
   params_.layer.keep_attention = s.keep_attention;
   params_.layer.attention_statistics = s.attention_statistics;
+  params_.layer.general_path = s.general_path;
   if (!s.per_layer.empty()) params_.per_layer = &s.per_layer;  // built once by prepare
   // run.precision = float32: the block computes in float (transformer_block's float overload) on
   // the tokens and weights rounded to float; X holds the float tokens exactly, in double.
