@@ -76,6 +76,7 @@ MlpActivation activation(const std::string& s) {
   if (s == "relu") return MlpActivation::relu;
   if (s == "gelu_tanh") return MlpActivation::gelu_tanh;
   if (s == "tanh") return MlpActivation::tanh;
+  if (s == "swiglu") return MlpActivation::swiglu;
   return MlpActivation::gelu;
 }
 
@@ -159,6 +160,7 @@ int main(int argc, char** argv) {
     }
     if (m > 0) {
       w.mlp_in = gaussian(d, m, rng, 0.7);
+      if (p.activation == MlpActivation::swiglu) w.mlp_gate = gaussian(d, m, rng, 0.7);  // swiglu only
       w.mlp_out = gaussian(m, d, rng, 0.5);
       if (bias) {
         w.mlp_in_bias = gaussian(1, m, rng, 0.3);
@@ -229,6 +231,7 @@ int main(int argc, char** argv) {
     if (m > 0) {
       put(out, pre + "w_in", w.mlp_in);
       put(out, pre + "w_out", w.mlp_out);
+      if (w.mlp_gate.size() > 0) put(out, pre + "w_gate", w.mlp_gate);
       if (bias) {
         put(out, pre + "b_in", w.mlp_in_bias);
         put(out, pre + "b_out", w.mlp_out_bias);
@@ -247,7 +250,7 @@ int main(int argc, char** argv) {
   // after the stem of a list.
   const std::map<std::string, std::string> stem = {
       {"W_Q", "q"},  {"W_K", "k"},  {"W_V", "v"},  {"W_O", "o"},  {"b_Q", "bq"},           {"b_K", "bk"},
-      {"b_V", "bv"}, {"b_O", "bo"}, {"W_in", "w_in"}, {"W_out", "w_out"}, {"b_in", "b_in"}, {"b_out", "b_out"},
+      {"b_V", "bv"}, {"b_O", "bo"}, {"W_in", "w_in"}, {"W_gate", "w_gate"}, {"W_out", "w_out"}, {"b_in", "b_in"}, {"b_out", "b_out"},
       {"norm_gain", "gain"}, {"norm_bias", "bias"}};
   const auto on_block = [&](int t, const BlockGrads& g) {
     const std::string pre = "grad.l" + std::to_string(t) + ".";

@@ -85,6 +85,7 @@ inline LayerWeights random_weights(const Case& k, RandomStream& rng) {
   }
   if (k.m > 0) {
     w.mlp_in = gaussian(k.d, k.m, rng, 0.7);
+    if (k.act == MlpActivation::swiglu) w.mlp_gate = gaussian(k.d, k.m, rng, 0.7);  // only swiglu draws it
     w.mlp_out = gaussian(k.m, k.d, rng, 0.5);
     if (k.mlp_bias) {
       w.mlp_in_bias = gaussian(1, k.m, rng, 0.3);
@@ -222,7 +223,10 @@ inline BlockDerivativeCheck check_block_derivatives(const Case& k, Matrix X, Lay
 struct StackCheck {
   double x = 0, q = 0, k = 0, v = 0, o = 0, gain = 0, bias = 0, w_in = 0, b_in = 0, w_out = 0, b_out = 0;
   double bq = 0, bk = 0, bv = 0, bo = 0;  // attention biases
-  double worst() const { return std::max({x, q, k, v, o, gain, bias, w_in, b_in, w_out, b_out, bq, bk, bv, bo}); }
+  double w_gate = 0;                      // mlp.activation = swiglu
+  double worst() const {
+    return std::max({x, q, k, v, o, gain, bias, w_in, b_in, w_out, b_out, bq, bk, bv, bo, w_gate});
+  }
 };
 
 // Compares the reverse pass over `layers` blocks with finite differences of
@@ -269,6 +273,7 @@ inline StackCheck check_stack(const Case& k, const std::string& mask_type, int l
   if (k.m > 0) {
     r.w_in = rel_err(g0.mlp.d_in, fd_gradient(w.mlp_in, loss));
     r.w_out = rel_err(g0.mlp.d_out, fd_gradient(w.mlp_out, loss));
+    if (k.act == MlpActivation::swiglu) r.w_gate = rel_err(g0.mlp.d_gate, fd_gradient(w.mlp_gate, loss));
     if (k.mlp_bias) {
       r.b_in = rel_err(g0.mlp.d_in_bias, fd_gradient_row(w.mlp_in_bias, loss));
       r.b_out = rel_err(g0.mlp.d_out_bias, fd_gradient_row(w.mlp_out_bias, loss));

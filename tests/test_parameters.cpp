@@ -30,12 +30,12 @@ std::size_t visited_bytes(int skip) {
   return bytes;
 }
 
-// A model with every parameter: 2 heads, W_O, attention and MLP biases, LayerNorm.
+// A model with every parameter: 2 heads, W_O, attention and MLP biases, swiglu's W_gate, LayerNorm.
 ModelSpec full_model() {
   ModelSpec c;
   c.model.tokens = 5, c.model.dim = 4, c.model.heads = 2, c.model.key_dim = 3, c.model.value_dim = 2;
   c.model.layers = 2;
-  c.mlp.width = 6, c.mlp.bias = true;
+  c.mlp.width = 6, c.mlp.bias = true, c.mlp.activation = MlpActivation::swiglu;
   c.attention_bias = true;
   c.norm.type = NormType::layernorm;
   for (WeightSpec* w : {&c.weights.q, &c.weights.k, &c.weights.v, &c.weights.o}) w->std = 0.5;
@@ -52,6 +52,7 @@ long counted_weights(const LayerWeights& w, int d) {
   for (const auto* list : {&w.q_bias, &w.k_bias, &w.v_bias})
     for (const RowVector& b : *list) n += b.size();
   n += w.o_bias.size() + w.mlp_in.size() + w.mlp_out.size() + w.mlp_in_bias.size() + w.mlp_out_bias.size();
+  n += w.mlp_gate.size();
   return n + 2 * 4 * d;
 }
 
@@ -62,7 +63,7 @@ TEST_CASE("parameters: the table visits every member of the gradients", "[parame
   CHECK(visited_bytes<double>(-1) == sizeof(BlockGradsT<double>));
   CHECK(visited_bytes<float>(-1) == sizeof(BlockGradsT<float>));
   const int rows = static_cast<int>(parameter_table().size());
-  REQUIRE(rows == 14);
+  REQUIRE(rows == 15);
   for (int skip = 0; skip < rows; ++skip) {  // the check fails for a table without any one row
     INFO("without row " << parameter_table()[static_cast<std::size_t>(skip)].name);
     CHECK(visited_bytes<double>(skip) < sizeof(BlockGradsT<double>));
@@ -70,8 +71,8 @@ TEST_CASE("parameters: the table visits every member of the gradients", "[parame
   // The names: weights.file's datasets and rcsim.gradients' keys, each once.
   std::set<std::string> names;
   for (const ParameterInfo& p : parameter_table()) names.insert(p.name);
-  CHECK(names == std::set<std::string>{"W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_in", "W_out", "b_in",
-                                       "b_out", "norm_gain", "norm_bias"});
+  CHECK(names == std::set<std::string>{"W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_in", "W_gate",
+                                       "W_out", "b_in", "b_out", "norm_gain", "norm_bias"});
 }
 
 TEST_CASE("parameters: the shape rules give the weights' sizes", "[parameters]") {
@@ -82,8 +83,9 @@ TEST_CASE("parameters: the shape rules give the weights' sizes", "[parameters]")
   sampler.begin_trial(rng);
   const LayerWeights& w = sampler.layer(0, rng);
   const long expected = counted_weights(w, c.model.dim);
-  // By hand: H (d d_k + d d_k + d d_v + d_v d + 2 d_k + d_v) + d + (d m + m d + m + d) + 8 d.
-  CHECK(expected == 2 * (12 + 12 + 8 + 8 + 3 + 3 + 2) + 4 + (24 + 24 + 6 + 4) + 32);
+  // By hand: H (d d_k + d d_k + d d_v + d_v d + 2 d_k + d_v) + d + (d m + d m + m d + m + d) + 8 d.
+  CHECK(w.mlp_gate.size() == 24);
+  CHECK(expected == 2 * (12 + 12 + 8 + 8 + 3 + 3 + 2) + 4 + (24 + 24 + 24 + 6 + 4) + 32);
   long from_spec = 0;
   for (const ParameterInfo& p : parameter_table()) from_spec += parameter_size(p, parameter_dims(c));
   CHECK(from_spec == expected);
@@ -100,12 +102,13 @@ TEST_CASE("parameters: the shape rules give the weights' sizes", "[parameters]")
   REQUIRE(g.dv.size() == 2);
   CHECK((g.dv[1].rows() == 4 && g.dv[1].cols() == 2 && g.dout[0].rows() == 2 && g.dout[0].cols() == 4));
   CHECK((g.mlp.d_in.rows() == 4 && g.mlp.d_in.cols() == 6 && g.dk_bias[0].size() == 3));
+  CHECK((g.mlp.d_gate.rows() == 4 && g.mlp.d_gate.cols() == 6));
   // Without W_O, biases and MLP those are empty (rcsim.gradients then has no such key).
   ModelSpec plain = c;
   plain.model.value_dim = 0, plain.mlp.width = 0, plain.attention_bias = false;
   size_gradients(parameter_dims(plain), g);
   CHECK((g.dout.empty() && g.dq_bias.empty() && g.dout_bias.size() == 0 && g.mlp.d_in.size() == 0 &&
-         g.mlp.d_out_bias.size() == 0 && g.dgain[3].size() == 4));
+         g.mlp.d_out_bias.size() == 0 && g.mlp.d_gate.size() == 0 && g.dgain[3].size() == 4));
   CHECK(g.dv[0].cols() == 4);  // d_v = d without model.value_dim
 }
 
@@ -133,7 +136,7 @@ TEST_CASE("parameters: float gradients widened member by member", "[parameters]"
         for (std::size_t i = 0; i < pieces_of(a); ++i) CHECK(piece(b, i) == piece(a, i).template cast<double>());
       },
       f, d);
-  CHECK(rows == 14);
+  CHECK(rows == 15);
   CHECK(d.dq.size() == 2);
 }
 
@@ -146,9 +149,9 @@ TEST_CASE("parameters: weights.file's datasets come from the table", "[parameter
   InputArrays in;
   std::vector<std::string> names;
   for (const InputRequirement& r : input_requirements(c, in)) names.push_back(r.dataset);
-  CHECK(names == std::vector<std::string>{"W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_in", "W_out",
-                                          "b_in", "b_out", "norm_attn_gain", "norm_mlp_gain", "norm_attn_bias",
-                                          "norm_mlp_bias"});
+  CHECK(names == std::vector<std::string>{"W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_in", "W_gate",
+                                          "W_out", "b_in", "b_out", "norm_attn_gain", "norm_mlp_gain",
+                                          "norm_attn_bias", "norm_mlp_bias"});
   for (const InputRequirement& r : input_requirements(c, in)) {
     INFO(r.dataset);
     if (r.dataset == "W_V") {
@@ -168,6 +171,6 @@ TEST_CASE("parameters: weights.file's datasets come from the table", "[parameter
   c.norm.type = NormType::rmsnorm;
   names.clear();
   for (const InputRequirement& r : input_requirements(c, in)) names.push_back(r.dataset);
-  CHECK(names == std::vector<std::string>{"W_Q", "W_K", "b_Q", "b_K", "W_in", "W_out", "b_in", "b_out",
+  CHECK(names == std::vector<std::string>{"W_Q", "W_K", "b_Q", "b_K", "W_in", "W_gate", "W_out", "b_in", "b_out",
                                           "norm_attn_gain", "norm_mlp_gain"});
 }

@@ -87,6 +87,7 @@ def configuration_arguments(keys=None, who="rcsim.simulate", **sections):
 # files of init.file and weights.file) and the key whose type `file` makes the model take it.
 _WEIGHT_KEYS = {"W_Q": "weights.q", "W_K": "weights.k", "W_V": "weights.v", "W_O": "weights.o",
                 "W_in": "weights.mlp", "W_out": "weights.mlp", "b_in": "weights.mlp", "b_out": "weights.mlp",
+                "W_gate": "weights.mlp",
                 "b_Q": "weights.q", "b_K": "weights.k", "b_V": "weights.v", "b_O": "attention.bias",
                 "logit_bias": "attention.logit_bias"}
 # The attention biases imply attention.bias = true (b_O goes with W_O, or with W_V without model.value_dim).
@@ -223,7 +224,7 @@ def simulate(config_file=None, keys=None, group="metrics", quiet=True, x0=None, 
     Arrays in place of files (NumPy, torch tensors, anything with __array__):
       x0: X(0) as [N, d] (every trial) or [trials, N, d] (sets init.type = file);
       weights={"W_Q": ..., "W_K": ..., "W_V": ..., "W_O": ..., "W_in", "b_in", "W_out", "b_out",
-        "norm_attn_gain", ...}: the entries named like arrays are arrays, with the shapes of
+        "W_gate" (mlp.activation = swiglu), "norm_attn_gain", ...}: the entries named like arrays are arrays, with the shapes of
         weights.file (docs/reference/file-formats.md): [d, d_k] or [L, d, d_k], [H, ...] with heads;
         each sets its key (weights.q = file, ...); other entries are keys of [weights] as usual;
         the attention biases "b_Q", "b_K", "b_V" ([d_k] / [d_v], [H, ..], [L, ..]) and "b_O" ([d]
@@ -325,6 +326,7 @@ def gradients(X, cotangent, weights=None, mask=None, layers=None, keys=None, **s
       "W_Q", "W_K", "W_V" (and "W_O" with model.value_dim): [layers, H, rows, cols];
       with model.kv_heads, W_K, W_V, b_K, b_V have H_kv for H (summed over the heads sharing them);
       "W_in", "W_out", "b_in", "b_out" with an MLP: [layers, 1, rows, cols] ([.., 1, n] for biases);
+      "W_gate" [layers, 1, d, m] with mlp.activation = swiglu;
       "b_Q", "b_K", "b_V" [layers, H, 1, n] and "b_O" [layers, 1, 1, d] with attention biases;
       "norm_gain", "norm_bias": [layers, 4, 1, d], slots attn, attn_out, mlp, mlp_out.
     Each weight gradient is with respect to the block's weights as used (drawn, or given in

@@ -275,8 +275,9 @@ std::vector<KeyDecl> dropout_and_mlp_keys() {
               "hidden width m of the MLP sub-block after attention, MLP(X) = act(X W_in + b_in) W_out + b_out, placed "
               "by norm.position with a normalisation of its own; 0 = no MLP"),
       per_layer(into(choice("mlp.activation", text_of(kernel_default().mlp.activation, mlp_activation_names()), names_of(mlp_activation_names()),
-             "relu | gelu (exact: x Phi(x) = x (1 + erf(x / sqrt 2)) / 2) | gelu_tanh (GPT-2's tanh approximation) | tanh "
-             "(odd and bounded: the classic chaotic activation of mean-field signal propagation)"), RCSIM_SPEC_MEMBER(mlp.activation), mlp_activation_names)),
+             "relu | gelu (exact: x Phi(x) = x (1 + erf(x / sqrt 2)) / 2) | gelu_tanh (GPT-2's tanh approximation) | tanh (odd and bounded: the "
+             "classic chaotic activation of mean-field signal propagation) | swiglu (Llama's gated MLP, Shazeer 2020: (silu(X W_in + b_in) .* "
+             "(X W_gate)) W_out + b_out, silu(z) = z / (1 + e^-z), a third matrix W_gate [d, m] drawn after W_in with its std, or /W_gate of weights.file; in every layer or none)"), RCSIM_SPEC_MEMBER(mlp.activation), mlp_activation_names)),
       boolean("mlp.bias", text_of(kernel_default().mlp.bias), "true: the MLP has biases b_in, b_out (weights.mlp_*_bias_std, or from weights.file)"),
   };
 }
@@ -301,19 +302,18 @@ std::vector<KeyDecl> weight_keys() {
       number("weights.o_std", "auto", kNonNegative, "std of gaussian W_O entries (fan-in as for W_V)", "1/sqrt(d_v)"),
       of_kind(KeyKind::matrix, "weights.o_matrix", "", "inline W_O for fixed"),
       choice("weights.mlp", text_of(kernel_default().weights.mlp, weight_names()), names_of(weight_names(), {WeightType::gaussian, WeightType::zero, WeightType::file}),
-             "MLP weights W_in [d, m], W_out [m, d] and biases: gaussian (stds below) | zero | file (/W_in, /W_out, "
-             "/b_in, /b_out of weights.file)"),
-      number("weights.mlp_in_std", "auto", kNonNegative, "std of gaussian W_in entries", "1/sqrt(d)"),
+             "MLP weights W_in [d, m], W_out [m, d] (W_gate [d, m] with swiglu) and biases: gaussian (stds below) | zero | file (/W_in, /W_out, /W_gate, /b_in, /b_out of weights.file)"),
+      number("weights.mlp_in_std", "auto", kNonNegative, "std of gaussian W_in (and swiglu's W_gate) entries", "1/sqrt(d)"),
       number("weights.mlp_out_std", "auto", kNonNegative, "std of gaussian W_out entries", "1/sqrt(m)"),
       number("weights.mlp_in_bias_std", text_of(kernel_default().weights.mlp_in_bias_std), kNonNegative, "std of gaussian b_in entries (0 = zero biases)"),
       number("weights.mlp_out_bias_std", text_of(kernel_default().weights.mlp_out_bias_std), kNonNegative, "std of gaussian b_out entries (0 = zero biases)"),
       omitted_at_default(number("weights.branch_gain", "auto", kNonNegative,
-                                "gain multiplying W_V, W_O and the MLP's W_in, W_out after they are drawn or read "
+                                "gain multiplying W_V, W_O and the MLP's W_in, W_out, W_gate after they are drawn or read "
                                 "(DeepNorm's beta; biases, W_Q, W_K unscaled)",
                                 "1; (8L)^(-1/4) with residual.mixing = deepnorm")),
       boolean("weights.shared", text_of(kernel_default().weights.shared), "true: one draw of the weights shared by all layers; false: fresh per layer"),
       file("weights.file", "",
-           "HDF5 file with /W_Q, /W_K, /W_V (and /W_O, the MLP's /W_in, /b_in, /W_out, /b_out, the normalisations' "
+           "HDF5 file with /W_Q, /W_K, /W_V (and /W_O, the MLP's /W_in, /b_in, /W_out, /b_out, /W_gate, the normalisations' "
            "/norm_*_gain, /norm_*_bias) for type file"),
       choice("weights.qk", text_of(kernel_default().weights.qk, bilinear_names()), names_of(bilinear_names()),
              "bilinear form B = W_Q W_K^T drawn directly (W_Q = B, W_K = I; needs d_k = d): none (use weights.q, "

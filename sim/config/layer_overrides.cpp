@@ -112,6 +112,9 @@ void read_layer_overrides(const KeyValues& given, Config& c, Config (*read_keys)
     if ((r.attention.logit_bias.kind == LogitBiasKind::file) != (c.attention.logit_bias.kind == LogitBiasKind::file))
       bad_layer_entry(entry, "attention.logit_bias = file reads the bias of every block from weights.file; it cannot "
                              "differ by layer");
+    if ((r.mlp.activation == MlpActivation::swiglu) != (c.mlp.activation == MlpActivation::swiglu))
+      bad_layer_entry(entry, "mlp.activation = swiglu draws (or reads) the gate W_gate with the weights of every block; it "
+                             "cannot differ by layer");
     if (c.residual_project == ResidualProject::tangent && r.residual_alpha != c.residual_alpha)
       bad_layer_entry(entry, "residual.project = tangent stores /time = residual.alpha x layer; residual.alpha cannot "
                              "differ by layer with it");

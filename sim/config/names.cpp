@@ -38,7 +38,7 @@ const NameTable<Platform>& platform_names() {
 const NameTable<MlpActivation>& mlp_activation_names() {
   static const NameTable<MlpActivation> t = {
       {"relu", MlpActivation::relu}, {"gelu", MlpActivation::gelu}, {"gelu_tanh", MlpActivation::gelu_tanh},
-      {"tanh", MlpActivation::tanh}};
+      {"tanh", MlpActivation::tanh}, {"swiglu", MlpActivation::swiglu}};
   return t;
 }
 const NameTable<WeightType>& weight_names() {

@@ -66,6 +66,8 @@ def activation(z, act):
         return torch.nn.functional.gelu(z)
     if act == "tanh":
         return torch.tanh(z)
+    if act == "swiglu":  # silu, times the gate X W_gate (mlp below)
+        return torch.nn.functional.silu(z)
     return torch.nn.functional.gelu(z, approximate="tanh")
 
 
@@ -132,7 +134,10 @@ def mlp(x, w, t, cfg):
     z = x @ w[f"l{t}.w_in"]
     if f"l{t}.b_in" in w:
         z = z + w[f"l{t}.b_in"]
-    out = activation(z, cfg["act"]) @ w[f"l{t}.w_out"]
+    h = activation(z, cfg["act"])
+    if cfg["act"] == "swiglu":  # Llama's gated MLP (Shazeer 2020): silu(X W_in + b_in) * (X W_gate)
+        h = h * (x @ w[f"l{t}.w_gate"])
+    out = h @ w[f"l{t}.w_out"]
     if f"l{t}.b_out" in w:
         out = out + w[f"l{t}.b_out"]
     return out
@@ -240,8 +245,14 @@ def configurations():
     for mask, usa in itertools.product(["complete", "causal", "window", "custom"], [False, True]):
         yield f"mask_{mask}_usa{int(usa)}", "masks, USA, head mean, d_QK (3 blocks)", dict(
             base, mask=mask, usa=usa, head_mean=True, dqk=0.25, norm="sphere", pos="post", alpha=0.0)
-    for act in ["relu", "gelu", "gelu_tanh", "tanh"]:
+    for act in ["relu", "gelu", "gelu_tanh", "tanh", "swiglu"]:
         yield f"mlp_{act}", "MLP activations (3 blocks)", dict(base, m=6, act=act, H=1, dk=4)
+    # The gated MLP (mlp.activation = swiglu, W_gate): a Llama-like stack (pre-RMSNorm, residual 1, no
+    # MLP biases, grouped-query heads) and a post-LN one with biases and W_O.
+    yield "swiglu_llama", "gated MLP, swiglu (3 blocks)", dict(
+        base, m=6, act="swiglu", pos="pre", norm="rmsnorm", alpha=1.0, bias=False, H=4, kv=2, mask="causal", seed=1000)
+    yield "swiglu_post", "gated MLP, swiglu (3 blocks)", dict(
+        base, m=5, act="swiglu", pos="post", norm="layernorm", dv=3, seed=1001)
     # Variants (docs/science/gradients.md): skip gains (Cowsik's 0.8 = sqrt(1 - 0.6^2), DeepNorm's
     # (2L)^(1/4) with L = 3 and alpha = 1), shaped attention and gap removal.
     for i, (pos, norm, skip) in enumerate(itertools.product(["post", "pre", "peri"], ["none", "layernorm", "rmsnorm"],

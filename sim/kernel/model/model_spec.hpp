@@ -51,7 +51,8 @@ enum class Precision { float64, float32 };
 // run.platform (docs/dev/platforms.md): automatic = cpu where it covers the configuration and
 // model.tokens >= kCpuPlatformFromTokens, else reference (never opencl, which is asked for by name).
 enum class Platform { automatic, reference, cpu, opencl };
-enum class MlpActivation { relu, gelu, gelu_tanh, tanh };
+// swiglu: the gated MLP of Llama (Shazeer 2020), silu(X W_in + b_in) .* (X W_gate), with a third matrix.
+enum class MlpActivation { relu, gelu, gelu_tanh, tanh, swiglu };
 
 // --- Variants (docs/science/gradients.md, "Variants") ---
 // How the skip gain a of X <- a X + b F(X) is chosen (b = residual.alpha): none (a = residual.skip),
@@ -148,7 +149,8 @@ struct ModelConfig {
   int value_dim = 0;   // d_v of W_V,h (d x d_v) and W_O,h (d_v x d); 0 = no output projection, W_V,h d x d
 };
 
-// The MLP sub-block (transformer blocks): MLP(X) = act(X W_in + b_in) W_out + b_out.
+// The MLP sub-block (transformer blocks): MLP(X) = act(X W_in + b_in) W_out + b_out; with swiglu
+// (SwiGLU) MLP(X) = (silu(X W_in + b_in) .* (X W_gate)) W_out + b_out.
 struct MlpConfig {
   int width = 0;  // hidden width m; 0 = no MLP sub-block
   MlpActivation activation = MlpActivation::gelu;

@@ -164,6 +164,7 @@ void cast_weights(const LayerWeights& w, LayerWeightsT<float>& out) {
   out.mlp_out = w.mlp_out.cast<float>();
   out.mlp_in_bias = w.mlp_in_bias.cast<float>();
   out.mlp_out_bias = w.mlp_out_bias.cast<float>();
+  out.mlp_gate = w.mlp_gate.cast<float>();
   out.norms_from_file = w.norms_from_file;
   out.kv_group = w.kv_group;
   for (int i = 0; i < 4; ++i) out.norms[i] = w.norms[i];
@@ -191,6 +192,7 @@ WeightSampler::WeightSampler(const ModelSpec& c, const InputArrays& files) : c_(
   if (m > 0) {
     current_.mlp_in.resize(d, m);
     current_.mlp_out.resize(m, d);
+    if (c.mlp.activation == MlpActivation::swiglu) current_.mlp_gate.resize(d, m);
     if (c.mlp.bias) {
       current_.mlp_in_bias.setZero(m);
       current_.mlp_out_bias.setZero(d);
@@ -249,6 +251,7 @@ void WeightSampler::draw(int layer, RandomStream& rng, LayerWeights& out) const 
     for (auto& m : out.o) m *= g;
     out.mlp_in *= g;
     out.mlp_out *= g;
+    out.mlp_gate *= g;  // swiglu: the gate is a branch weight too (GLM-130B scales its fused W_in, W_gate)
   }
   if (c_.norm.params_from_file) load_norms(layer, out);
   if (c_.attention_bias) load_attention_biases(layer, out);
@@ -287,12 +290,13 @@ void WeightSampler::load_attention_biases(int layer, LayerWeights& out) const {
 
 void WeightSampler::draw_mlp(int layer, RandomStream& rng, LayerWeights& out) const {
   const int d = c_.model.dim, m = c_.mlp.width;
-  const bool bias = c_.mlp.bias;
+  const bool bias = c_.mlp.bias, gated = c_.mlp.activation == MlpActivation::swiglu;
   switch (c_.weights.mlp) {
     case WeightType::file: {
       const auto md = static_cast<std::size_t>(d) * static_cast<std::size_t>(m);
       out.mlp_in = Eigen::Map<const RowMajorMatrix>(layer_block(*files_.w_in, 2, layer, md), d, m);
       out.mlp_out = Eigen::Map<const RowMajorMatrix>(layer_block(*files_.w_out, 2, layer, md), m, d);
+      if (gated) out.mlp_gate = Eigen::Map<const RowMajorMatrix>(layer_block(*files_.w_gate, 2, layer, md), d, m);
       if (bias) {
         out.mlp_in_bias = Eigen::Map<const RowVector>(layer_block(*files_.b_in, 1, layer, static_cast<std::size_t>(m)), m);
         out.mlp_out_bias = Eigen::Map<const RowVector>(layer_block(*files_.b_out, 1, layer, static_cast<std::size_t>(d)), d);
@@ -302,9 +306,11 @@ void WeightSampler::draw_mlp(int layer, RandomStream& rng, LayerWeights& out) co
     case WeightType::zero:
       out.mlp_in.setZero();
       out.mlp_out.setZero();
+      out.mlp_gate.setZero();
       return;  // biases stay zero
     default: {
-      // W_in, b_in, W_out, b_out in this order; a bias of std 0 is zero and draws nothing.
+      // W_in, (W_gate,) b_in, W_out, b_out in this order; a bias of std 0 is zero and draws nothing;
+      // swiglu's W_gate with W_in's std, drawn by no other activation (their draws unchanged).
       const auto draw_bias = [&](RowVector& b, double std) {
         if (std <= 0.0) return;
         Matrix row(1, b.size());
@@ -312,6 +318,7 @@ void WeightSampler::draw_mlp(int layer, RandomStream& rng, LayerWeights& out) co
         b = row.row(0);
       };
       rng.fill_normal(out.mlp_in, c_.weights.mlp_in_std);
+      if (gated) rng.fill_normal(out.mlp_gate, c_.weights.mlp_in_std);
       if (bias) draw_bias(out.mlp_in_bias, c_.weights.mlp_in_bias_std);
       rng.fill_normal(out.mlp_out, c_.weights.mlp_out_std);
       if (bias) draw_bias(out.mlp_out_bias, c_.weights.mlp_out_bias_std);

@@ -35,6 +35,7 @@ struct LayerWeightsT {
   RowVectorT<T> o_bias;
   MatrixT<T> mlp_in, mlp_out;       // d x m and m x d (mlp.width = m > 0); empty = no MLP
   RowVectorT<T> mlp_in_bias, mlp_out_bias;  // m and d (mlp.bias); empty = no bias
+  MatrixT<T> mlp_gate;                      // d x m, the gate of mlp.activation = swiglu; empty without (no bias)
   bool norms_from_file = false;             // norm.params = file: norms[slot] replace norm.gain/bias
   Normalization norms[4];                   // (double; rounded where they are applied)
 };
@@ -52,6 +53,7 @@ void cast_weights(const LayerWeights& w, LayerWeightsT<float>& out);
 //         (d_v in place of the last d with model.value_dim = d_v > 0)
 //   /W_O  [d_v, d] or [L, d_v, d];       with H > 1: [H, d_v, d] or [L, H, d_v, d]
 //   /W_in [d, m] or [L, d, m], /W_out [m, d] or [L, m, d], /b_in [m] or [L, m], /b_out [d] or [L, d]
+//   /W_gate [d, m] or [L, d, m] (mlp.activation = swiglu)
 //   /norm_{attn,attn_out,mlp,mlp_out}_{gain,bias}  [d] or [L, d] (only those the block uses;
 //         no bias for rmsnorm)
 //   attention.bias = true: /b_Q, /b_K [d_k] or [L, d_k] (with weights.q, weights.k = file),
@@ -64,6 +66,7 @@ void cast_weights(const LayerWeights& w, LayerWeightsT<float>& out);
 // init.file (io/inputs.hpp), Python from NumPy arrays; the kernel never reads a file.
 struct InputArrays {
   std::optional<NdArray> x0, w_q, w_k, w_v, w_o, w_in, w_out, b_in, b_out;
+  std::optional<NdArray> w_gate;              // mlp.activation = swiglu
   std::optional<NdArray> b_q, b_k, b_v, b_o;  // attention.bias
   std::optional<NdArray> logit_bias;          // attention.logit_bias = file
   std::optional<NdArray> norm_gain[4], norm_bias[4];
@@ -91,8 +94,8 @@ void check_input_finite(const InputRequirement& r, const std::string& source, co
 
 // Draws the weights of each layer of one trial. Random weights come from the trial's stream in
 // a fixed order (layer by layer; within a layer W_Q of every head, then W_K, then W_V, then W_O
-// of every head (model.value_dim > 0), then W_in, b_in, W_out, b_out (mlp.width > 0; a bias only
-// when its std is > 0)); with weights.shared one draw serves every layer. Without value_dim and
+// of every head (model.value_dim > 0), then W_in, (W_gate with mlp.activation = swiglu,) b_in, W_out,
+// b_out (mlp.width > 0; a bias only when its std is > 0)); with weights.shared one draw serves every layer. Without value_dim and
 // MLP the draws are exactly those of the attention-only model. With model.kv_heads = H_kv < H the
 // draws are the same (W_K, W_V of every query head), and key/value head j keeps those of query head
 // j H / H_kv, the first of its group (kernel/model/kv_heads.hpp); the others are discarded. Attention biases (attention.bias)

@@ -48,11 +48,11 @@ struct SubBlockCacheT {
   MatrixT<T> in, Xn, Y, Z;
 };
 
-// The MLP's hidden pre-activation X W_in + b_in, its activation, and its output dropout mask
-// (empty without dropout).
+// The MLP's hidden pre-activation X W_in + b_in, its activation (swiglu: silu(pre) .* gate), the
+// gate X W_gate (swiglu; empty otherwise), and its output dropout mask (empty without dropout).
 template <class T>
 struct MlpCacheT {
-  MatrixT<T> pre, hidden, D;
+  MatrixT<T> pre, hidden, gate, D;
 };
 
 // One transformer_block: the attention layer's call, the two sub-blocks, the MLP.

@@ -13,6 +13,7 @@ template <class T>
 struct MlpGradsT {
   MatrixT<T> d_in, d_out;               // dL/dW_in (d x m), dL/dW_out (m x d)
   RowVectorT<T> d_in_bias, d_out_bias;  // dL/db_in (m), dL/db_out (d); empty without biases
+  MatrixT<T> d_gate;                    // dL/dW_gate (d x m, mlp.activation = swiglu); empty without
 };
 using MlpGrads = MlpGradsT<double>;
 

@@ -1,6 +1,8 @@
 #include "kernel/ops/mlp.hpp"
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 namespace rcsim {
 
@@ -15,8 +17,19 @@ T activation(T z, MlpActivation a) {
     case MlpActivation::gelu_tanh:
       return T(0.5) * z * (T(1) + std::tanh(T(0.79788456080286535588) * (z + T(0.044715) * z * z * z)));
     case MlpActivation::tanh: return std::tanh(z);
+    case MlpActivation::swiglu: return z / (T(1) + std::exp(-z));  // silu, times the gate (forward_impl)
   }
   return z;
+}
+
+// swiglu's gate matrix, checked: d x m beside W_in.
+template <class T>
+const MatrixT<T>& gate_of(const LayerWeightsT<T>& w) {
+  if (w.mlp_gate.rows() != w.mlp_in.rows() || w.mlp_gate.cols() != w.mlp_in.cols())
+    throw std::invalid_argument("mlp: mlp.activation = swiglu needs the gate W_gate (LayerWeights::mlp_gate) of W_in's "
+                                "shape " + std::to_string(w.mlp_in.rows()) + " x " + std::to_string(w.mlp_in.cols()) +
+                                ", got " + std::to_string(w.mlp_gate.rows()) + " x " + std::to_string(w.mlp_gate.cols()));
+  return w.mlp_gate;
 }
 
 template <class T>
@@ -26,6 +39,11 @@ void forward_impl(const Eigen::Ref<const MatrixT<T>>& X, const LayerWeightsT<T>&
   if (w.mlp_in_bias.size()) ws.hidden.rowwise() += w.mlp_in_bias;
   if (cache) cache->pre = ws.hidden;
   ws.hidden = ws.hidden.unaryExpr([a](T z) { return activation<T>(z, a); });
+  if (a == MlpActivation::swiglu) {  // silu(Z) .* (X W_gate)
+    ws.gate.noalias() = X * gate_of(w);
+    ws.hidden.array() *= ws.gate.array();
+    if (cache) cache->gate = ws.gate;
+  }
   if (cache) cache->hidden = ws.hidden;
   out.noalias() = ws.hidden * w.mlp_out;
   if (w.mlp_out_bias.size()) out.rowwise() += w.mlp_out_bias;
@@ -65,6 +83,10 @@ T activation_derivative(T z, MlpActivation a) {
       const T t = std::tanh(z);
       return T(1) - t * t;
     }
+    case MlpActivation::swiglu: {  // silu' = sigma (1 + z (1 - sigma))
+      const T sigma = T(1) / (T(1) + std::exp(-z));
+      return sigma * (T(1) + z * (T(1) - sigma));
+    }
   }
   return T(1);
 }
@@ -74,6 +96,10 @@ template <class T>
 MatrixT<T> derivative_at(const MatrixT<T>& Z, MlpActivation act) {
   return Z.unaryExpr([act](T z) { return activation_derivative<T>(z, act); });
 }
+template <class T>
+MatrixT<T> activation_at(const MatrixT<T>& Z, MlpActivation act) {
+  return Z.unaryExpr([act](T z) { return activation<T>(z, act); });
+}
 }  // namespace
 
 template <class T>
@@ -81,10 +107,19 @@ MatrixT<T> mlp_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, MlpActiv
                         const MatrixT<T>& dOut, MlpGradsT<T>& g) {
   g.d_out = c.hidden.transpose() * dOut;                            // dW_out = H^T dM
   if (w.mlp_out_bias.size()) g.d_out_bias = dOut.colwise().sum();  // db_out = 1^T dM
-  const MatrixT<T> dZ = (dOut * w.mlp_out.transpose()).cwiseProduct(derivative_at<T>(c.pre, act));
+  const MatrixT<T> dH = dOut * w.mlp_out.transpose();
+  MatrixT<T> dZ = dH.cwiseProduct(derivative_at<T>(c.pre, act));
+  MatrixT<T> dU;  // swiglu: dL/d(X W_gate) = dH .* silu(Z)
+  if (act == MlpActivation::swiglu) {
+    dZ.array() *= c.gate.array();
+    dU = dH.cwiseProduct(activation_at<T>(c.pre, act));
+    g.d_gate = X.transpose() * dU;                                  // dW_gate = X^T dU
+  }
   g.d_in = X.transpose() * dZ;                                      // dW_in = X^T dZ
   if (w.mlp_in_bias.size()) g.d_in_bias = dZ.colwise().sum();
-  return dZ * w.mlp_in.transpose();                                 // dX = dZ W_in^T
+  MatrixT<T> dX = dZ * w.mlp_in.transpose();                        // dX = dZ W_in^T
+  if (act == MlpActivation::swiglu) dX.noalias() += dU * gate_of(w).transpose();  // + dU W_gate^T
+  return dX;
 }
 
 template <class T>
@@ -99,7 +134,9 @@ MatrixT<T> mlp_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, MlpActiv
 
 template <class T>
 MatrixT<T> mlp_jvp(const LayerWeightsT<T>& w, MlpActivation act, const MlpCacheT<T>& c, const MatrixT<T>& dX) {
-  const MatrixT<T> dZ = (dX * w.mlp_in).cwiseProduct(derivative_at<T>(c.pre, act));
+  MatrixT<T> dZ = (dX * w.mlp_in).cwiseProduct(derivative_at<T>(c.pre, act));
+  if (act == MlpActivation::swiglu)  // silu'(Z) .* (dX W_in) .* U + silu(Z) .* (dX W_gate)
+    dZ = dZ.cwiseProduct(c.gate) + activation_at<T>(c.pre, act).cwiseProduct(dX * gate_of(w));
   return dZ * w.mlp_out;
 }
 

@@ -23,6 +23,7 @@ ParameterDims parameter_dims(const ModelSpec& c) {
   s.output = c.model.value_dim > 0;
   s.attention_bias = c.attention_bias;
   s.mlp_bias = c.mlp.width > 0 && c.mlp.bias;
+  s.mlp_gate = c.mlp.width > 0 && c.mlp.activation == MlpActivation::swiglu;
   return s;
 }
 
@@ -38,6 +39,8 @@ bool has_parameter(const ParameterInfo& p, const ParameterDims& s) {
       return s.m > 0;
     case ParameterNeeds::mlp_bias:
       return s.m > 0 && s.mlp_bias;
+    case ParameterNeeds::mlp_gate:
+      return s.m > 0 && s.mlp_gate;
   }
   return false;
 }

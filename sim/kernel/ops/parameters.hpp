@@ -24,8 +24,9 @@ enum class ParameterPieces { heads, kv_heads, one, norm_slots };
 // model.value_dim, or d without it), m (mlp.width).
 enum class ParameterAxis { one, d, d_k, d_v, m };
 // When a block has the parameter: always, with W_O (model.value_dim > 0), with attention biases
-// (attention.bias), with an MLP (mlp.width > 0), with MLP biases (mlp.bias).
-enum class ParameterNeeds { always, output, attention_bias, mlp, mlp_bias };
+// (attention.bias), with an MLP (mlp.width > 0), with MLP biases (mlp.bias), with a gated MLP
+// (mlp.activation = swiglu: W_gate).
+enum class ParameterNeeds { always, output, attention_bias, mlp, mlp_bias, mlp_gate };
 // The key whose `file` value puts the parameter in weights.file: weights.q, .k, .v, .o,
 // weights.o (or weights.v without model.value_dim, for b_O), weights.mlp, norm.params.
 enum class ParameterSource { q, k, v, o, o_or_v, mlp, norm };
@@ -69,6 +70,8 @@ void for_each_parameter(F&& f, G&... g) {
     g.dout_bias...);
   f(ParameterInfo{"W_in", P::one, A::d, A::m, N::mlp, S::mlp, [](InputArrays& a, int) { return &a.w_in; }},
     g.mlp.d_in...);
+  f(ParameterInfo{"W_gate", P::one, A::d, A::m, N::mlp_gate, S::mlp, [](InputArrays& a, int) { return &a.w_gate; }},
+    g.mlp.d_gate...);
   f(ParameterInfo{"W_out", P::one, A::m, A::d, N::mlp, S::mlp, [](InputArrays& a, int) { return &a.w_out; }},
     g.mlp.d_out...);
   f(ParameterInfo{"b_in", P::one, A::one, A::m, N::mlp_bias, S::mlp, [](InputArrays& a, int) { return &a.b_in; }},
@@ -91,6 +94,7 @@ const std::vector<ParameterInfo>& parameter_table();
 struct ParameterDims {
   int heads = 0, kv_heads = 0, d = 0, d_k = 0, d_v = 0, m = 0;
   bool output = false, attention_bias = false, mlp_bias = false;
+  bool mlp_gate = false;  // mlp.activation = swiglu: W_gate
 };
 ParameterDims parameter_dims(const ModelSpec& c);
 template <class T>
@@ -105,6 +109,7 @@ ParameterDims parameter_dims(const LayerWeightsT<T>& w) {
   s.output = !w.o.empty();
   s.attention_bias = !w.q_bias.empty();
   s.mlp_bias = w.mlp_in_bias.size() > 0;
+  s.mlp_gate = w.mlp_gate.size() > 0;
   return s;
 }
 
