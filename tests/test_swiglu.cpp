@@ -6,7 +6,9 @@
 // refusal). tests/reference/autograd_check.py holds the same gradients against torch autograd.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "backward_support.hpp"
 #include "kernel/llama/swiglu.hpp"
@@ -72,12 +74,13 @@ TEST_CASE("swiglu: the 1 x 2 case worked by hand", "[mlp][swiglu]") {
   CHECK_THAT(mlp_activation(1.0, MlpActivation::swiglu), Catch::Matchers::WithinRel(s, 1e-15));
   CHECK_THAT(activation_derivative(1.0, MlpActivation::swiglu), Catch::Matchers::WithinRel(s * (2 - s), 1e-15));
   // By hand, the adjoint for dM = [1, 0]: dH = dM W_out^T = [1, 2]; dZ = dH .* U .* silu'(Z) =
-  // [3 s (2 - s), 2 silu'(-1)], silu'(-1) = (1 - s)(1 - (1 - s)) = s (1 - s); dU = dH .* silu(Z) = [s, -2 (1 - s)].
+  // [3 s (2 - s), 2 silu'(-1)], silu'(-1) = sigma(-1) (1 - (1 - sigma(-1))) = (1 - s)^2; dU = dH .* silu(Z) =
+  // [s, -2 (1 - s)].
   Matrix dM(1, 2);
   dM << 1, 0;
   MlpGrads g;
   const Matrix dX = mlp_backward(X, w, MlpActivation::swiglu, dM, g);
-  const double dz0 = 3 * s * (2 - s), dz1 = 2 * s * (1 - s), du0 = s, du1 = -2 * (1 - s);
+  const double dz0 = 3 * s * (2 - s), dz1 = 2 * (1 - s) * (1 - s), du0 = s, du1 = -2 * (1 - s);
   // dW_gate = X^T dU, dW_in = X^T dZ, dX = dZ W_in^T + dU W_gate^T = [dz0 + du0 + du1, -dz1 + du0].
   CHECK_THAT(g.d_gate(1, 1), Catch::Matchers::WithinRel(2 * du1, 1e-15));
   CHECK_THAT(g.d_gate(0, 0), Catch::Matchers::WithinRel(du0, 1e-15));
@@ -117,6 +120,8 @@ TEST_CASE("swiglu: equal to the Llama kernel's SwiGLU (W_in = w1^T, W_gate = w3^
   CHECK(rel_err(g.d_in, lg.w1.transpose()) < 1e-15);
   CHECK(rel_err(g.d_gate, lg.w3.transpose()) < 1e-15);
   CHECK(rel_err(g.d_out, lg.w2.transpose()) < 1e-15);
+  WARN("swiglu = llama::swiglu: forward " << rel_err(got, want) << ", dX " << rel_err(dX, want_dX) << ", dW_gate "
+                                          << rel_err(g.d_gate, lg.w3.transpose()));
   // The tangent.
   CHECK(rel_err(mlp_jvp<double>(w, MlpActivation::swiglu, c, V), llama::swiglu_tangent<double>(w1, w2, w3, lc, V)) <
         1e-15);
@@ -138,8 +143,9 @@ TEST_CASE("swiglu: adjoint and tangent of the MLP against finite differences", "
                          rel_err(g.d_in_bias, fd_gradient_row(w.mlp_in_bias, loss)),
                          rel_err(g.d_out_bias, fd_gradient_row(w.mlp_out_bias, loss))};
   for (const double e : errs) CHECK(e < kTol);
+  WARN("swiglu MLP adjoint: largest relative error against FD " << *std::max_element(std::begin(errs), std::end(errs)));
   // A gradient of W_gate that ignored the gate's own path (dU = 0) is caught.
-  CHECK(rel_err(MlpGrads().d_gate, fd_gradient(w.mlp_gate, loss)) > kTol);
+  CHECK(rel_err(Matrix::Zero(d, m), fd_gradient(w.mlp_gate, loss)) > kTol);
   // The tangent along V against fourth-order differences, and <C, J V> = <J^T C, V>.
   MlpCacheT<double> c;
   forward(X, w, &c);
@@ -165,6 +171,8 @@ TEST_CASE("swiglu: stacks of blocks against finite differences (every placement)
     INFO("norm.position " << pos_name(pos));
     CHECK(r.w_gate > 0.0);  // measured
     CHECK(r.worst() < kTol);
+    WARN("swiglu stack, " << pos_name(pos) << ": largest relative error against FD " << r.worst() << " (W_gate "
+                          << r.w_gate << ")");
     // The block's tangent and its dot-product test with the adjoint.
     RandomStream rng(4510 + static_cast<std::uint64_t>(pos), 0);
     Fixture f(k, backward_test_mask("causal", k.N));
@@ -220,6 +228,9 @@ TEST_CASE("swiglu: float32 against double to 1e-5", "[mlp][swiglu][float32]") {
   block_backward(Xr, wb, single, C, gs);
   CHECK(rel_err(gs.mlp.d_gate, gd.mlp.d_gate) < 1e-5);
   CHECK(rel_err(gs.dX, gd.dX) < 1e-5);
+  WARN("swiglu float32 against float64: M " << rel_err(Mf.cast<double>(), M) << ", dW_gate "
+                                            << rel_err(gf.d_gate.cast<double>(), g.d_gate) << ", block dW_gate "
+                                            << rel_err(gs.mlp.d_gate, gd.mlp.d_gate));
 }
 
 TEST_CASE("swiglu: the key, the draws of W_gate, weights.file and the per-layer refusal", "[mlp][swiglu][config]") {

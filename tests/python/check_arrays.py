@@ -467,6 +467,23 @@ for name in ("W_K", "W_V", "b_V"):
                       gq[name].sum(axis=0).reshape(wq[name].shape), wq[name],
                       lambda: float((rcsim.layer(Xg, wq, **kwq) * Cg).sum()))
 
+# The gated MLP (mlp.activation = swiglu, issue 45): weights={"W_in", "W_gate", "W_out"} (-> weights.mlp =
+# file). With W_V = 0, no normalisation and pre placement one block is X + (silu(X W_in) * (X W_gate)) W_out.
+ws_ = {"W_Q": 0.6 * rng.standard_normal((4, 4)), "W_K": 0.6 * rng.standard_normal((4, 4)), "W_V": np.zeros((4, 4)),
+       "W_in": 0.5 * rng.standard_normal((4, 6)), "W_gate": 0.5 * rng.standard_normal((4, 6)),
+       "W_out": 0.5 * rng.standard_normal((6, 4))}
+kws = dict(norm={"type": "none", "position": "pre"}, residual={"alpha": 1}, mlp={"width": 6, "activation": "swiglu"})
+Z = Xg @ ws_["W_in"]
+want = Xg + (Z / (1 + np.exp(-Z)) * (Xg @ ws_["W_gate"])) @ ws_["W_out"]
+errs = np.abs(rcsim.layer(Xg, ws_, layers=1, **kws) - want).max() / np.abs(want).max()
+check(errs < 1e-14, f"rcsim.layer with mlp.activation = swiglu and W_gate = NumPy's gated MLP: {errs:.1e}")
+ws_["W_V"] = 0.6 * rng.standard_normal((4, 4))
+kws = dict(kw, mlp={"width": 6, "activation": "swiglu"})
+gs = rcsim.gradients(Xg, Cg, ws_, **kws)
+check(gs["W_gate"].shape == (2, 1, 4, 6), "rcsim.gradients with swiglu: W_gate [L, 1, d, m]")
+check_directional("with mlp.activation = swiglu with respect to W_gate", gs["W_gate"].sum(axis=0)[0], ws_["W_gate"],
+                  lambda: float((rcsim.layer(Xg, ws_, **kws) * Cg).sum()))
+
 if failures:
     sys.exit(f"check_arrays: {len(failures)} failure(s)")
 print("check_arrays: all passed")
