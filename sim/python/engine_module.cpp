@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "interruptible.hpp"
+#include "python/interruptible.hpp"
 #include "app/run.hpp"
 #include "app/sweep_runner.hpp"
 #include "app/logger.hpp"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "interruptible.hpp"
+#include "python/interruptible.hpp"
 #include "io/llama_checkpoint.hpp"
 #include "kernel/llama/generation.hpp"
 #include "kernel/llama/llama_backward.hpp"
