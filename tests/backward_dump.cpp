@@ -15,9 +15,9 @@
 #include "kernel/block/block.hpp"
 #include "kernel/block/gradients.hpp"
 #include "kernel/model/kv_heads.hpp"
-#include "kernel/model/noise.hpp"
+#include "kernel/ops/noise.hpp"
 #include "kernel/model/random.hpp"
-#include "kernel/ops/parameters.hpp"
+#include "kernel/model/parameters.hpp"
 #include "backward_masks.hpp"
 
 using namespace rcsim;
@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
     if (noise > 0.0) put(out, "noise." + std::to_string(t), noises[static_cast<std::size_t>(t)]);
   }
   // The gradients by the weights' names above (autograd_check.py compares grad.NAME with NAME's
-  // autograd): one loop over the parameters' table (kernel/ops/parameters.hpp), the head or slot
+  // autograd): one loop over the parameters' table (kernel/model/parameters.hpp), the head or slot
   // after the stem of a list.
   const std::map<std::string, std::string> stem = {
       {"W_Q", "q"},  {"W_K", "k"},  {"W_V", "v"},  {"W_O", "o"},  {"b_Q", "bq"},           {"b_K", "bk"},

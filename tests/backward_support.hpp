@@ -22,7 +22,7 @@
 #include "config/config.hpp"
 #include "io/inputs.hpp"
 #include "kernel/block/backward.hpp"
-#include "kernel/block/dropout.hpp"
+#include "kernel/ops/dropout.hpp"
 #include "kernel/support/errors.hpp"
 #include "kernel/trial/simulation.hpp"
 #include "kernel/block/block.hpp"
@@ -30,11 +30,11 @@
 #include "kernel/block/gradients.hpp"
 #include "kernel/model/host_arrays.hpp"
 #include "kernel/model/mask.hpp"
-#include "kernel/model/noise.hpp"
+#include "kernel/ops/noise.hpp"
 #include "kernel/ops/tangent_projection.hpp"
 #include "kernel/model/random.hpp"
 #include "kernel/measures/signal_stats.hpp"
-#include "kernel/block/unnormalised_attention.hpp"
+#include "kernel/ops/unnormalised_attention.hpp"
 #include "backward_masks.hpp"
 
 namespace rcsim::backward_test {

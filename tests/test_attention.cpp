@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "kernel/block/attention.hpp"
+#include "kernel/ops/attention.hpp"
 #include "kernel/block/layer.hpp"
 #include "kernel/ops/normalization.hpp"
 #include "kernel/model/mask.hpp"

@@ -10,9 +10,9 @@
 #include "io/inputs.hpp"
 #include "config/config.hpp"
 #include "kernel/model/random.hpp"
-#include "kernel/block/dropout.hpp"
+#include "kernel/ops/dropout.hpp"
 #include "kernel/model/mask.hpp"
-#include "kernel/block/attention.hpp"
+#include "kernel/ops/attention.hpp"
 #include "kernel/trial/simulation.hpp"
 
 using namespace rcsim;

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "kernel/block/attention.hpp"
+#include "kernel/ops/attention.hpp"
 #include "kernel/support/errors.hpp"
 #include "kernel/model/mask.hpp"
 #include "kernel/model/mask_ranges.hpp"

@@ -1,4 +1,4 @@
-// Noise in the particle dynamics (kernel/model/noise.hpp, docs/science/particles.md): init.noise on X(0)
+// Noise in the particle dynamics (kernel/ops/noise.hpp, docs/science/particles.md): init.noise on X(0)
 // and dynamics.noise after each layer, each from its own random stream.
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-// The parameters' table (kernel/ops/parameters.hpp): it visits every member of the gradients,
+// The parameters' table (kernel/model/parameters.hpp): it visits every member of the gradients,
 // its shape rules give the weights' own sizes, and the weight-file requirements and float ->
 // double come from it.
 #include <catch2/catch.hpp>
@@ -10,7 +10,7 @@
 
 #include "kernel/model/random.hpp"
 #include "kernel/model/weights.hpp"
-#include "kernel/ops/parameters.hpp"
+#include "kernel/model/parameters.hpp"
 
 using namespace rcsim;
 

@@ -12,7 +12,7 @@
 
 #include "backward_support.hpp"
 #include "kernel/ops/mlp.hpp"
-#include "kernel/ops/parameters.hpp"
+#include "kernel/model/parameters.hpp"
 
 using namespace rcsim;
 using namespace rcsim::backward_test;

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "kernel/block/attention.hpp"
+#include "kernel/ops/attention.hpp"
 #include "kernel/model/random.hpp"
 #include "kernel/support/threads.hpp"
 #include "geometry/selectability.hpp"

@@ -34,7 +34,7 @@
 #include "kernel/measures/clusters.hpp"
 #include "kernel/support/errors.hpp"
 #include "kernel/model/host_arrays.hpp"
-#include "kernel/ops/parameters.hpp"
+#include "kernel/model/parameters.hpp"
 #include "kernel/block/layer.hpp"
 #include "kernel/measures/metrics.hpp"
 #include "kernel/support/version.hpp"
@@ -229,7 +229,7 @@ py::dict gradients(const std::vector<std::string>& keys, const std::optional<std
     const rcsim::EngineSetup s = rcsim::prepare_host(c, host);
     return rcsim::trial_gradients(s, trial, C, cancel);
   });
-  // One stack per parameter (kernel/ops/parameters.hpp), over the blocks that have it.
+  // One stack per parameter (kernel/model/parameters.hpp), over the blocks that have it.
   using Stack = std::vector<std::vector<rcsim::Matrix>>;
   const auto& table = rcsim::parameter_table();
   std::vector<Stack> stacks(table.size());

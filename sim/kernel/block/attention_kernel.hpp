@@ -6,7 +6,7 @@
 // reference heads (layer.cpp). The layer never names a platform.
 #pragma once
 
-#include "kernel/block/attention.hpp"
+#include "kernel/ops/attention.hpp"
 #include "kernel/model/weights.hpp"
 #include "kernel/support/types.hpp"
 

@@ -11,7 +11,7 @@
 
 #include <cstddef>
 
-#include "kernel/block/attention.hpp"  // AttentionStats, MaskRows
+#include "kernel/ops/attention.hpp"  // AttentionStats, MaskRows
 #include "kernel/support/types.hpp"
 
 namespace rcsim {

@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "kernel/model/kv_heads.hpp"
-#include "kernel/model/noise.hpp"
-#include "kernel/ops/block.hpp"
-#include "kernel/ops/parameters.hpp"
+#include "kernel/ops/noise.hpp"
+#include "kernel/block/block_derivatives.hpp"
+#include "kernel/model/parameters.hpp"
 
 namespace rcsim {
 
@@ -57,5 +57,30 @@ void block_backward(const Matrix& X, const LayerWeights& w, const BlockParams& p
   block_backward_impl<float>(X.cast<float>(), wf, p, dX_next.cast<float>(), gf, dropout, noise);
   widen_grads(gf, g);
 }
+
+template <class T>
+MatrixT<T> attention_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerParams& p,
+                              const MatrixT<T>& dY, BlockGradsT<T>& g) {
+  if (p.dropout && (p.dropout->attention > 0.0 || p.dropout->output > 0.0))
+    throw std::logic_error("attention_backward: dropout needs block_backward's dropout stream");
+  static const Normalization identity;
+  LayerParams inner = p;  // the branch alone
+  inner.alpha = 0.0;
+  inner.norm = &identity;
+  inner.keep_attention = false;
+  inner.project = ResidualProject::none;
+  inner.integrator = Integrator::euler;
+  const int n = static_cast<int>(X.rows()), d = static_cast<int>(X.cols());
+  LayerWorkspaceT<T> ws(n, d, d);
+  LayerCacheT<T> c;
+  MatrixT<T> Y;
+  attention_layer(X, w, inner, ws, Y, &c);
+  return attention_branch_backward<T>(X, w, inner, c, dY, g);
+}
+
+template Matrix attention_backward<double>(const Matrix&, const LayerWeights&, const LayerParams&, const Matrix&,
+                                          BlockGrads&);
+template MatrixF attention_backward<float>(const MatrixF&, const LayerWeightsT<float>&, const LayerParams&,
+                                           const MatrixF&, BlockGradsT<float>&);
 
 }  // namespace rcsim

@@ -21,7 +21,7 @@
 
 #include "kernel/block/block.hpp"
 #include "kernel/ops/attention_head.hpp"
-#include "kernel/ops/grads.hpp"
+#include "kernel/model/grads.hpp"
 #include "kernel/ops/mlp.hpp"
 #include "kernel/ops/normalization.hpp"
 #include "kernel/ops/softmax.hpp"
@@ -33,7 +33,7 @@ namespace rcsim {
 
 // The operations' adjoints (softmax_backward, usa_backward, norm_backward, mlp_backward,
 // attention_backward, tangent_backward) are declared with their forwards and tangents in
-// kernel/ops/; BlockGradsT in kernel/ops/grads.hpp.
+// kernel/ops/; BlockGradsT in kernel/model/grads.hpp.
 
 // The whole block: given its input X and dL/dX_next, fill g (sized here). With dropout
 // (p.layer.dropout with a probability > 0), `dropout` is a copy of the dropout stream as the
@@ -51,5 +51,17 @@ void block_backward(const MatrixF& X, const LayerWeightsT<float>& w, const Block
                     BlockGradsT<float>& g, RandomStream* dropout = nullptr, RandomStream* noise = nullptr);
 // g = f widened to double.
 void widen_grads(const BlockGradsT<float>& f, BlockGrads& g);
+
+// The branch alone (no residual, no normalisation, no dropout): runs attention_layer with a cache
+// and returns the adjoint above (g sized by the caller).
+template <class T>
+MatrixT<T> attention_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerParams& p,
+                              const MatrixT<T>& dY, BlockGradsT<T>& g);
+
+// Double overload, so that expressions convert (the template deduces from matrices only).
+inline Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerParams& p, const Matrix& dY,
+                                 BlockGrads& g) {
+  return attention_backward<double>(X, w, p, dY, g);
+}
 
 }  // namespace rcsim

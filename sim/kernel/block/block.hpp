@@ -12,13 +12,14 @@
 //         then X <- N2(X + a (N2_out(M(X)) - X))   towards the normalised output, renormalised
 // With norm.params = config every normalisation is the one N of norm.*; with norm.params = file
 // each has the gain and bias of its layer from weights.file (LayerWeights::norms).
-// Dropout (model/dropout.hpp) acts inside A (on the attention weights and on A's output) and on
+// Dropout (ops/dropout.hpp) acts inside A (on the attention weights and on A's output) and on
 // M's output (dropout.output), before the residual.
 #pragma once
 
 #include <atomic>
 #include <optional>
 
+#include "kernel/model/block_settings.hpp"
 #include "kernel/model/model_spec.hpp"
 #include "kernel/block/layer.hpp"
 #include "kernel/ops/mlp.hpp"
@@ -27,47 +28,6 @@
 namespace rcsim {
 
 
-// The noise step after a block (dynamics.noise, kernel/model/noise.hpp): X <- P(X + scale G), G i.i.d.
-// N(0, 1) drawn from *rng (the trial's stream kDynamicsNoiseStream). The callers of
-// transformer_block apply it (run_trial, the segment replay); block_backward differentiates it.
-struct NoiseStep {
-  double scale = 0.0;
-  const Normalization* norm = nullptr;  // P: none or sphere (config)
-  RandomStream* rng = nullptr;
-};
-
-struct LayerSetting;
-using LayerSettings = std::vector<LayerSetting>;
-
-struct BlockParams {
-  LayerParams layer;  // mask, temperature, residual weight a, normalisation N, dropout
-  NormPosition position = NormPosition::post;
-  MlpActivation activation = MlpActivation::gelu;  // of the MLP, when the weights have one
-  bool norm_depth_scaling = false;  // norm.depth_scaling = inv_sqrt_layer: see at_layer()
-  // The MLP sub-block's branch weight and skip gain (residual.mlp_alpha); unset = layer.alpha, layer.skip.
-  std::optional<double> mlp_alpha, mlp_skip;
-  bool single = false;  // run.precision = float32: block_backward computes in float (the forward ignores it)
-  const LayerSettings* per_layer = nullptr;  // model.layer_overrides: see at_layer()
-  const NoiseStep* noise = nullptr;  // dynamics.noise > 0: the step after each block (nullptr = none)
-  // The run's stop flag (SIGINT, SIGTERM, Ctrl-C in Python), polled by at_layer: every loop over
-  // blocks (forward, segment replay, reverse pass, Jacobian-vector products, power iterations)
-  // then stops within one block, throwing Interrupted. nullptr = never stopped.
-  const std::atomic<bool>* cancel = nullptr;
-};
-
-// The branch weight and the skip gain of the MLP sub-block of p.
-inline double mlp_alpha_of(const BlockParams& p) { return p.mlp_alpha.value_or(p.layer.alpha); }
-inline double mlp_skip_of(const BlockParams& p) { return p.mlp_skip.value_or(p.layer.skip); }
-
-// The parameters of blocks from..to (model.layer_overrides, ModelSpec::layer_overrides), resolved
-// once from the range's whole configuration by block_params: every block setting (every key
-// declared per_layer) may differ by range without code here. `norm` is held here, so the table
-// must outlive the BlockParams that point to it.
-struct LayerSetting {
-  int from = 0, to = 0;  // 0-based, inclusive
-  BlockParams params;    // the settings alone: no mask, streams or platform (at_layer takes those from the run's)
-  Normalization norm;    // N of the range's norm.* keys
-};
 // The table of c.layer_overrides (empty when there is none).
 LayerSettings layer_settings(const ModelSpec& c);
 

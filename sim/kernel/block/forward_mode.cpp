@@ -8,8 +8,8 @@
 #include <stdexcept>
 #include <utility>
 
-#include "kernel/model/noise.hpp"
-#include "kernel/ops/block.hpp"
+#include "kernel/ops/noise.hpp"
+#include "kernel/block/block_derivatives.hpp"
 #include "kernel/ops/normalization.hpp"
 
 namespace rcsim {

@@ -5,7 +5,7 @@
 //
 // Notation: for a tangent dX of the block's input X, block_jvp returns J_block dX, the directional
 // derivative d/de block(X + e dX) at e = 0. It runs the production forward with a cache, as the
-// adjoint does (kernel/ops/block.hpp), and composes the operations' tangents (kernel/ops/), so
+// adjoint does (kernel/block/block_derivatives.hpp), and composes the operations' tangents (kernel/ops/), so
 // <U, J V> = <J^T U, V> holds to rounding against block_backward. Covered: everything
 // block_backward covers (every mask, heads, d_QK, softmax, USA, hardmax and random-Markov
 // (dA = 0 along the logits), head_mix, W_O, attention biases, the normalisations with gains and

@@ -9,7 +9,7 @@
 #include "kernel/ops/logit_softcap.hpp"
 #include "kernel/ops/qk_transforms.hpp"
 #include "kernel/ops/tangent_projection.hpp"
-#include "kernel/block/unnormalised_attention.hpp"
+#include "kernel/ops/unnormalised_attention.hpp"
 
 #if defined(__GLIBC__)
 #include <malloc.h>

@@ -5,62 +5,17 @@
 //   Y <- X + alpha Y (if alpha != 0),  X(t+1) = normalise rows of Y.
 #pragma once
 
+#include "kernel/model/block_settings.hpp"
 #include "kernel/model/model_spec.hpp"
-#include "kernel/block/attention.hpp"
+#include "kernel/ops/attention.hpp"
 #include "kernel/block/attention_kernel.hpp"
-#include "kernel/block/dropout.hpp"
+#include "kernel/ops/dropout.hpp"
 #include "kernel/model/weights.hpp"
 #include "kernel/ops/normalization.hpp"
 #include "kernel/ops/cache.hpp"
 #include "kernel/support/types.hpp"
 
 namespace rcsim {
-
-struct LayerParams {
-  const MaskMatrix* mask = nullptr;
-  double d_qk = 1.0;
-  double alpha = 0.0;  // residual weight; 0 = none
-  const Normalization* norm = nullptr;
-  const Dropout* dropout = nullptr;  // training-mode dropout (model/dropout.hpp); nullptr = none
-  // The attention's settings, whole (ModelSpec::attention, kernel/model/model_spec.hpp): the kind
-  // (softmax | usa: A = exp(S - usa_shift) / N unnormalised | hardmax: A_ij = 1/|S_i| on the
-  // maximisers S_i | random_markov: A = softmax(G) on the mask, G = w.logits[h]), the shaping
-  // A_h <- a A_h + b I - c C, the logit bias, QK-normalisation, soft-capping. Those that need the
-  // general path say so in attention.needs_general_path().
-  AttentionSettings attention{};
-  // --- Peer dynamics (docs/science/peers.md) ---
-  double usa_shift = 0.0;  // attention.usa_normalised: beta = 1/sqrt(d_qk) (weights times e^-beta), else 0
-  bool head_mean = false;  // model.head_mix = mean: Y = (1/H) sum_h A_h X W_V,h
-  ResidualProject project = ResidualProject::none;  // residual.project = tangent: Y = X + alpha P(Y_attn)
-  bool keep_attention = false;  // fill LayerWorkspace::attention_mean (peer measures)
-  bool attention_statistics = false;  // report the row and column statistics (attention_statistics.hpp)
-  // --- Particles (docs/science/particles.md) ---
-  Integrator integrator = Integrator::euler;  // dynamics.integrator = rk4: one classical RK4 step of size
-                                             // dt = alpha of the field F(X) = sum_h A_h(X) X W_V,h
-                                             // (P-projected with tangent), then normalise
-  DynamicsSpeed speed = DynamicsSpeed::field;  // dynamics.speed = unit: the Euler step moves along
-                                               // F(X) / |F(X)|_F (dt = alpha is then the arc length of
-                                               // the step; F = 0 leaves X unchanged)
-  double merge_distance = 0.0;  // dynamics.merge_distance: after the step, token j > i within this Euclidean
-                                // distance of token i becomes x_i (0 = never)
-  // --- Variants (docs/science/gradients.md) ---
-  double skip = 1.0;     // skip gain a of a residual: X_next = N(a X + alpha Y) (only when alpha != 0;
-                         // ignored by ngpt, rk4, whose steps fix it)
-  double norm_scale = 1.0;  // pre-LN output multiplied by it (norm.depth_scaling: 1/sqrt(l) at layer l)
-  // --- Platform (docs/dev/platforms.md) ---
-  const AttentionKernel* kernel = nullptr;  // run.platform's kernel (set by Trial; null: the reference heads)
-  int threads = 1;     // threads inside the trial for the kernel
-  const MaskRows* rows = nullptr;  // the mask's row ranges when known (mask_ranges.hpp), else analysed from *mask
-  bool general_path = false;  // the reference heads' general path on range masks too (EngineSetup::general_path)
-  int layer_number = 1;  // the block's 1-based index l (set by at_layer): differential attention's lambda_init(l)
-
-  bool usa() const { return attention.kind == AttentionKind::usa; }
-  bool hardmax() const { return attention.kind == AttentionKind::hardmax; }
-  bool random_markov() const { return attention.kind == AttentionKind::random_markov; }
-  bool tangent() const { return project == ResidualProject::tangent; }
-  bool rk4() const { return integrator == Integrator::rk4; }
-  bool unit_speed() const { return speed == DynamicsSpeed::unit; }
-};
 
 // The parameters of `c`'s layer for this mask and normalisation (which must outlive them).
 LayerParams layer_params(const ModelSpec& c, const MaskMatrix* mask, const Normalization* norm);

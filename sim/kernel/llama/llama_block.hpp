@@ -19,7 +19,7 @@
 #include "kernel/block/block.hpp"
 #include "kernel/llama/llama_model.hpp"
 #include "kernel/model/model_spec.hpp"
-#include "kernel/ops/grads.hpp"
+#include "kernel/model/grads.hpp"
 
 namespace rcsim::llama {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kernel/model/weights.hpp"
-#include "kernel/ops/grads.hpp"
+#include "kernel/model/grads.hpp"
 
 namespace rcsim {
 

@@ -211,7 +211,7 @@ struct InitConfig {
   Matrix matrix;
   std::string file;
   double rho = 0.5;  // init.rho: pairwise correlation <x_i, x_j> of init.type = equiangular
-  double noise = 0.0;  // init.noise: std of the white noise added to X(0) (kernel/model/noise.hpp)
+  double noise = 0.0;  // init.noise: std of the white noise added to X(0) (kernel/ops/noise.hpp)
 };
 
 struct RunConfig {
@@ -300,7 +300,7 @@ struct ModelSpec {
   Integrator integrator = Integrator::euler;  // dynamics.integrator: rk4 = one RK4 step of dt = alpha per layer
   DynamicsSpeed dynamics_speed = DynamicsSpeed::field;  // dynamics.speed: unit = steps of arc length alpha
   double merge_distance = 0.0;  // dynamics.merge_distance: tokens closer than this merged after a step (0: never)
-  double dynamics_noise = 0.0;  // dynamics.noise: sigma of the noise after each layer (kernel/model/noise.hpp)
+  double dynamics_noise = 0.0;  // dynamics.noise: sigma of the noise after each layer (kernel/ops/noise.hpp)
   WeightsConfig weights;
   InitConfig init;
   RunConfig run;

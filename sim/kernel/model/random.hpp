@@ -21,10 +21,10 @@ enum RandomStreamId : std::uint64_t {
   kPerturbationStream = 1,   // the perturbations of equilibria (app/equilibria.cpp)
   kLnGeometryStream = 3,     // ln-geometry's samples (geometry/layernorm_geometry.cpp)
   kGenerateStream = 7,       // the sampled token ids of rcsim generate (kernel/llama/generation.cpp)
-  kDropoutStream = 11,       // the dropout masks (kernel/block/dropout.hpp)
+  kDropoutStream = 11,       // the dropout masks (kernel/ops/dropout.hpp)
   kReadoutStream = 12,       // the readout R of the gradient measures (kernel/block/gradients.hpp)
-  kInitNoiseStream = 13,     // init.noise (kernel/model/noise.hpp)
-  kDynamicsNoiseStream = 14, // dynamics.noise, the step after each block (kernel/model/noise.hpp)
+  kInitNoiseStream = 13,     // init.noise (kernel/ops/noise.hpp)
+  kDynamicsNoiseStream = 14, // dynamics.noise, the step after each block (kernel/ops/noise.hpp)
   kPowerStream = 15,         // the power iteration's start vectors (jacobian_log_spec2_full)
   kProbeStream = 16,         // the Hutchinson probes of jacobian_log_fro2
   kFullProbeStream = 17,     // the Hutchinson probes of jacobian_log_fro2_full

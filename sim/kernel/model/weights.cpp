@@ -5,7 +5,7 @@
 #include "kernel/support/errors.hpp"
 #include "kernel/model/bilinear.hpp"
 #include "kernel/model/kv_heads.hpp"
-#include "kernel/ops/parameters.hpp"
+#include "kernel/model/parameters.hpp"
 
 namespace rcsim {
 
@@ -93,7 +93,7 @@ std::vector<InputRequirement> input_requirements(const ModelSpec& c, InputArrays
              T = static_cast<Extent>(c.run.trials);
   if (c.init.type == InitType::file) req.push_back({"init.file", "X0", {{N, d}, {T, N, d}}, &in.x0});
   const ParameterDims dims = parameter_dims(c);
-  // One loop over the parameters' table (kernel/ops/parameters.hpp): each one weights.file holds.
+  // One loop over the parameters' table (kernel/model/parameters.hpp): each one weights.file holds.
   for (const ParameterInfo& p : parameter_table()) {
     const int pieces = piece_count(p, dims);
     if (pieces == 0 || !from_file(p.source, c)) continue;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernel/model/model_spec.hpp"
-#include "kernel/ops/normalization.hpp"
+#include "kernel/model/normalization_params.hpp"
 #include "kernel/model/random.hpp"
 #include "kernel/support/types.hpp"
 

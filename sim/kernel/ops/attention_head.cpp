@@ -107,33 +107,11 @@ MatrixT<T> attention_branch_jvp(const MatrixT<T>& X, const LayerWeightsT<T>& w, 
   return dY;
 }
 
-template <class T>
-MatrixT<T> attention_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerParams& p,
-                              const MatrixT<T>& dY, BlockGradsT<T>& g) {
-  if (p.dropout && (p.dropout->attention > 0.0 || p.dropout->output > 0.0))
-    throw std::logic_error("attention_backward: dropout needs block_backward's dropout stream");
-  static const Normalization identity;
-  LayerParams inner = p;  // the branch alone
-  inner.alpha = 0.0;
-  inner.norm = &identity;
-  inner.keep_attention = false;
-  inner.project = ResidualProject::none;
-  inner.integrator = Integrator::euler;
-  const int n = static_cast<int>(X.rows()), d = static_cast<int>(X.cols());
-  LayerWorkspaceT<T> ws(n, d, d);
-  LayerCacheT<T> c;
-  MatrixT<T> Y;
-  attention_layer(X, w, inner, ws, Y, &c);
-  return attention_branch_backward<T>(X, w, inner, c, dY, g);
-}
-
 #define RCSIM_ATTENTION_OPS(T)                                                                                    \
   template MatrixT<T> attention_branch_backward<T>(const MatrixT<T>&, const LayerWeightsT<T>&, const LayerParams&, \
                                                    const LayerCacheT<T>&, const MatrixT<T>&, BlockGradsT<T>&);     \
   template MatrixT<T> attention_branch_jvp<T>(const MatrixT<T>&, const LayerWeightsT<T>&, const LayerParams&,      \
-                                              const LayerCacheT<T>&, const MatrixT<T>&);                           \
-  template MatrixT<T> attention_backward<T>(const MatrixT<T>&, const LayerWeightsT<T>&, const LayerParams&,        \
-                                            const MatrixT<T>&, BlockGradsT<T>&);
+                                              const LayerCacheT<T>&, const MatrixT<T>&);
 RCSIM_ATTENTION_OPS(double)
 RCSIM_ATTENTION_OPS(float)
 #undef RCSIM_ATTENTION_OPS

@@ -6,9 +6,11 @@
 // attention_layer's general path), docs/science/gradients.md, the attention table.
 #pragma once
 
-#include "kernel/block/layer.hpp"
+#include "kernel/model/block_settings.hpp"
+#include "kernel/model/weights.hpp"
+#include "kernel/ops/attention.hpp"
 #include "kernel/ops/cache.hpp"
-#include "kernel/ops/grads.hpp"
+#include "kernel/model/grads.hpp"
 #include "kernel/support/types.hpp"
 
 namespace rcsim {
@@ -23,16 +25,4 @@ MatrixT<T> attention_branch_backward(const MatrixT<T>& X, const LayerWeightsT<T>
 template <class T>
 MatrixT<T> attention_branch_jvp(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerParams& p,
                                 const LayerCacheT<T>& c, const MatrixT<T>& dX);
-// The branch alone (no residual, no normalisation, no dropout): runs attention_layer with a cache
-// and returns the adjoint above (g sized by the caller).
-template <class T>
-MatrixT<T> attention_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerParams& p,
-                              const MatrixT<T>& dY, BlockGradsT<T>& g);
-
-// Double overload, so that expressions convert (the template deduces from matrices only).
-inline Matrix attention_backward(const Matrix& X, const LayerWeights& w, const LayerParams& p, const Matrix& dY,
-                                 BlockGrads& g) {
-  return attention_backward<double>(X, w, p, dY, g);
-}
-
 }  // namespace rcsim

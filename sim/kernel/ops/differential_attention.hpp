@@ -16,9 +16,11 @@
 // Forward, adjoint and tangent, in double and float.
 #pragma once
 
-#include "kernel/block/layer.hpp"
+#include "kernel/model/block_settings.hpp"
+#include "kernel/model/weights.hpp"
+#include "kernel/ops/attention.hpp"
 #include "kernel/ops/cache.hpp"
-#include "kernel/ops/grads.hpp"
+#include "kernel/model/grads.hpp"
 #include "kernel/support/types.hpp"
 
 namespace rcsim {

@@ -8,9 +8,11 @@
 // stages, stage points and sum). The Euler step is the post sub-block (kernel/ops/sub_block.hpp).
 #pragma once
 
-#include "kernel/block/layer.hpp"
+#include "kernel/model/block_settings.hpp"
+#include "kernel/model/weights.hpp"
+#include "kernel/ops/attention.hpp"
 #include "kernel/ops/cache.hpp"
-#include "kernel/ops/grads.hpp"
+#include "kernel/model/grads.hpp"
 
 namespace rcsim {
 

@@ -12,7 +12,7 @@
 
 #include "kernel/model/model_spec.hpp"
 #include "kernel/ops/cache.hpp"
-#include "kernel/ops/grads.hpp"
+#include "kernel/model/grads.hpp"
 #include "kernel/support/types.hpp"
 #include "kernel/model/weights.hpp"
 

@@ -1,5 +1,5 @@
 // The attention weights from the logits S, row by row over the entries the mask allows: softmax,
-// hardmax, and USA A = exp(S) / N (its forward usa_weights in kernel/block/unnormalised_attention.hpp),
+// hardmax, and USA A = exp(S) / N (its forward usa_weights in kernel/ops/unnormalised_attention.hpp),
 // with their adjoints and tangents. A is the forward's output; masked entries get derivative
 // exactly 0. Hardmax is piecewise constant in S: its derivative is 0 (the head skips the logits).
 #pragma once

@@ -10,9 +10,10 @@
 
 #include <functional>
 
-#include "kernel/block/block.hpp"
+#include "kernel/model/block_settings.hpp"
+#include "kernel/model/weights.hpp"
 #include "kernel/ops/cache.hpp"
-#include "kernel/ops/grads.hpp"
+#include "kernel/model/grads.hpp"
 
 namespace rcsim {
 

@@ -17,7 +17,7 @@
 // rounding: tests/test_platform_conformance.cpp, the conformance body of every platform entry.
 #pragma once
 
-#include "kernel/block/attention.hpp"
+#include "kernel/ops/attention.hpp"
 #include "kernel/block/attention_kernel.hpp"
 #include "kernel/support/types.hpp"
 #include "kernel/model/weights.hpp"

@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "kernel/block/attention.hpp"
+#include "kernel/ops/attention.hpp"
 #include "kernel/block/attention_kernel.hpp"
 #include "kernel/support/types.hpp"
 #include "kernel/model/weights.hpp"

@@ -69,7 +69,7 @@ LayerReport Trial::step() {
   } else {
     rep = transformer_block(state_->X, *weights_, at_layer(params_, t), *ws_, X_next_);
   }
-  if (state_->noise) {  // after the deterministic step (kernel/model/noise.hpp), then float32's rounding
+  if (state_->noise) {  // after the deterministic step (kernel/ops/noise.hpp), then float32's rounding
     rep.degenerate_rows += apply_dynamics_noise(X_next_, noise_scale_, *state_->noise, norm_);
     if (params_.single) X_next_ = X_next_.cast<float>().cast<double>();
   }

@@ -12,9 +12,9 @@
 #include <optional>
 
 #include "kernel/block/block.hpp"
-#include "kernel/block/dropout.hpp"
+#include "kernel/ops/dropout.hpp"
 #include "kernel/trial/engine_setup.hpp"
-#include "kernel/model/noise.hpp"
+#include "kernel/ops/noise.hpp"
 #include "kernel/ops/normalization.hpp"
 #include "kernel/model/random.hpp"
 #include "kernel/support/types.hpp"

@@ -1,4 +1,4 @@
-#include "kernel/block/unnormalised_attention.hpp"
+#include "kernel/ops/unnormalised_attention.hpp"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "kernel/ops/parameters.hpp"
+#include "kernel/model/parameters.hpp"
 
 namespace rcsim {
 

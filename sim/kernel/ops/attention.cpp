@@ -1,4 +1,4 @@
-#include "kernel/block/attention.hpp"
+#include "kernel/ops/attention.hpp"
 
 #include <algorithm>
 #include <cmath>

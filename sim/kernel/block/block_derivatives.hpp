@@ -7,7 +7,7 @@
 
 #include "kernel/block/block.hpp"
 #include "kernel/ops/cache.hpp"
-#include "kernel/ops/grads.hpp"
+#include "kernel/model/grads.hpp"
 #include "kernel/model/random.hpp"
 
 namespace rcsim {

@@ -1,7 +1,7 @@
 // The parameters of a block by name: one row per parameter (its name, how many arrays it has,
 // their shape rule, when a model has it, which key puts it in weights.file), and one visitor,
 // for_each_parameter, that hands each row with the matching member of the gradients
-// (BlockGradsT, kernel/ops/grads.hpp). Sizing, float -> double, rcsim.gradients' dict, the
+// (BlockGradsT, kernel/model/grads.hpp). Sizing, float -> double, rcsim.gradients' dict, the
 // derivative dumps and the weight-file requirements (kernel/model/weights.cpp) are each one loop
 // over it; a parameter of another shape is one row (K and V shared by groups of heads, model.kv_heads,
 // are rows of ParameterPieces::kv_heads).
@@ -12,7 +12,7 @@
 
 #include "kernel/model/model_spec.hpp"
 #include "kernel/model/weights.hpp"
-#include "kernel/ops/grads.hpp"
+#include "kernel/model/grads.hpp"
 #include "kernel/support/types.hpp"
 
 namespace rcsim {

@@ -1,4 +1,4 @@
-#include "kernel/model/noise.hpp"
+#include "kernel/ops/noise.hpp"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "kernel/ops/block.hpp"
+#include "kernel/block/block_derivatives.hpp"
 
 #include <stdexcept>
 
