@@ -18,12 +18,14 @@ namespace rcsim {
 
 namespace {
 
-// The trials computed at once: the worker threads, or the opencl platform's batch (simulation.hpp's
-// trial_workers).
+// The trials computed at once: the worker threads times their trial batch, or the opencl
+// platform's batch (simulation.hpp's trial_workers and trial_batch_size).
 double trials_in_flight(const ModelSpec& c) {
   const int trials = std::max(c.run.trials, 1);
-  if (resolved_platform(c) == Platform::opencl) return std::min(trials, opencl_batch_size());
-  return resolve_threads(c.run.threads, trials);
+  const Platform platform = resolved_platform(c);
+  if (platform == Platform::opencl) return std::min(trials, opencl_batch_size());
+  return static_cast<double>(resolve_threads(c.run.threads, trials)) *
+         trial_batch_size(c, platform, c.run.threads, trials);
 }
 
 // The recorded layers S and the recorded attention layers S_a (those below L) of `c`.
