@@ -62,8 +62,8 @@ struct LayerRecorder {
   }
 };
 
-// One trial's measures while its batch steps: before block t (observe), after it (step), and
-// at the end (finish). Each writes only row `trial` of the results.
+// One trial's measures: of X(t) before block t (observe), of the block (step), and at the end
+// (finish). Each writes only row `trial` of the results.
 struct MeasuredTrial {
   MeasuredTrial(const EngineSetup& setup, RunResults& results, int trial_index, const std::atomic<bool>* cancel)
       : s(setup), r(results), trial(trial_index), ti(static_cast<std::size_t>(trial_index)),
@@ -87,16 +87,15 @@ struct MeasuredTrial {
   const bool want_product, want_update;
   Matrix product;
   Matrix X_previous;  // the block's input, for the update measures
-  bool active = true;  // false once X(L) is measured or X(t) is not finite
 
   // X(t) measured; whether block t is to run.
   bool observe(const Trial& tr, int t) {
     if (!all_finite(tr.tokens())) {
       r.nonfinite_layer[ti] = t;
-      return active = false;
+      return false;
     }
     layer.tokens(t, tr.tokens());
-    return active = t < s.config.model.layers;
+    return t < s.config.model.layers;
   }
   void step(Trial& tr, int t) {
     const ModelSpec& c = s.config;
@@ -127,24 +126,22 @@ bool run_batch(const EngineSetup& s, const std::vector<int>& trials, RunResults&
   const int L = s.config.model.layers, B = static_cast<int>(trials.size());
   TrialBatch batch(s, trials);
   batch.set_cancel(cancel);  // every block loop, the derivative measures' too, stops within one block
-  std::vector<std::unique_ptr<MeasuredTrial>> m;
-  for (const int trial : trials) m.push_back(std::make_unique<MeasuredTrial>(s, r, trial, cancel));
-  for (int t = 0; t <= L; ++t) {
-    if (cancel && cancel->load(std::memory_order_relaxed)) return false;
-    bool any = false;
-    for (int b = 0; b < B; ++b) {
-      MeasuredTrial& mt = *m[static_cast<std::size_t>(b)];
-      if (!mt.active) continue;
+  std::vector<char> finished(static_cast<std::size_t>(B), 0);
+  // Each trial from X(0) to X(L) (or its non-finite layer): on the reference and cpu platforms one
+  // after another, on opencl all at once on the batch's threads, each round of their blocks'
+  // attention calls one launch.
+  batch.for_each([&](int b, Trial& tr) {
+    MeasuredTrial m(s, r, trials[static_cast<std::size_t>(b)], cancel);
+    for (int t = 0; t <= L; ++t) {
+      if (cancel && cancel->load(std::memory_order_relaxed)) return;
       if (layers) layers->fetch_add(1, std::memory_order_relaxed);  // a progress per layer
-      any = mt.observe(batch[b], t) || any;
+      if (!m.observe(tr, t)) break;
+      m.step(tr, t);
     }
-    if (!any) break;
-    batch.step_each([&](int b, Trial& tr) {
-      if (MeasuredTrial& mt = *m[static_cast<std::size_t>(b)]; mt.active) mt.step(tr, t);
-    });
-  }
-  for (int b = 0; b < B; ++b) m[static_cast<std::size_t>(b)]->finish(batch[b]);
-  return true;
+    m.finish(tr);
+    finished[static_cast<std::size_t>(b)] = 1;
+  });
+  return std::all_of(finished.begin(), finished.end(), [](char f) { return f != 0; });
 }
 
 bool run_trial(const EngineSetup& s, int trial_index, RunResults& r, const std::atomic<bool>* cancel,

@@ -23,9 +23,9 @@ namespace rcsim {
 using LayerCount = std::atomic<long long>;
 bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel = nullptr,
                LayerCount* layers = nullptr);
-// run_trial for the trials `trials`, stepped together as one TrialBatch (kernel/trial/trial_batch.hpp):
-// block t of every trial, then each trial's measures of X(t + 1). Each trial's rows are bitwise
-// what run_trial writes for it alone. Returns false when cancelled.
+// run_trial for the trials `trials`, run as one TrialBatch (kernel/trial/trial_batch.hpp,
+// for_each: one after another on the reference and cpu platforms, together on opencl). Each
+// trial's rows are bitwise what run_trial writes for it alone. Returns false when cancelled.
 bool run_batch(const EngineSetup& s, const std::vector<int>& trials, RunResults& r,
                const std::atomic<bool>* cancel = nullptr, LayerCount* layers = nullptr);
 
@@ -55,7 +55,7 @@ struct RunControl {
 
 // Run the trials not marked in `skip` (empty = none skipped) into `r` on `threads` worker
 // threads (0 = all cores), each worker taking batches of trial_batch_size trials (consecutive in
-// `r`'s order) and stepping each batch together (run_batch). The result is bitwise the same for
+// `r`'s order) and running each batch (run_batch). The result is bitwise the same for
 // any batch size and thread count; on_trial_done is called for each trial of a batch as it ends. Throws Interrupted when cancelled (completed trials stay in `r`).
 void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vector<char>& skip,
                 const RunControl& ctl);
@@ -77,8 +77,8 @@ int trial_workers(const EngineSetup& s, int threads, int trials);
 // min(trials, opencl_batch_size()) (one worker; B x heads problems in one kernel launch); on the
 // reference and cpu platforms 1 when model.tokens > kBatchTokens or the run records the reverse
 // pass (a tape per trial), else up to kHostBatch small trials per batch with at least two batches
-// per worker thread: the unit a worker takes, checkpoints and reports (the arithmetic of each trial
-// is its own on these platforms, so this shares only the hand-out and its lock).
+// per worker thread: the unit a worker takes and reports (the arithmetic of each trial is its own on
+// these platforms, so this shares only the hand-out, its lock and the reports).
 constexpr int kBatchTokens = 256;
 constexpr int kHostBatch = 8;
 int trial_batch_size(const ModelSpec& c, Platform platform, int threads, int trials);

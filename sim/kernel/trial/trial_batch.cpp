@@ -18,18 +18,18 @@ void TrialBatch::set_cancel(const std::atomic<bool>* cancel) {
 
 std::vector<LayerReport> TrialBatch::step() {
   std::vector<LayerReport> reports(static_cast<std::size_t>(size()));
-  step_each([&](int b, Trial& trial) { reports[static_cast<std::size_t>(b)] = trial.step(); });
+  for_each([&](int b, Trial& trial) { reports[static_cast<std::size_t>(b)] = trial.step(); });
   return reports;
 }
 
-void TrialBatch::step_each(const std::function<void(int, Trial&)>& step_one) {
+void TrialBatch::for_each(const std::function<void(int, Trial&)>& run_one) {
   const int B = size();
   if (!batch_) {
-    for (int b = 0; b < B; ++b) step_one(b, *trials_[static_cast<std::size_t>(b)]);
+    for (int b = 0; b < B; ++b) run_one(b, *trials_[static_cast<std::size_t>(b)]);
     return;
   }
-  // One thread per trial, each a member of the batch for as long as it steps trials: a round of
-  // attention calls is launched once every member still stepping has one waiting.
+  // One thread per trial, each a member of the batch for as long as it runs trials: a round of
+  // attention calls is launched once every member still running has one waiting.
   std::atomic<int> next{0};
   std::exception_ptr error;
   std::mutex mutex;
@@ -37,7 +37,7 @@ void TrialBatch::step_each(const std::function<void(int, Trial&)>& step_one) {
     const OpenclBatchMember member(*batch_);
     for (int b = next.fetch_add(1); b < B; b = next.fetch_add(1)) {
       try {
-        step_one(b, *trials_[static_cast<std::size_t>(b)]);
+        run_one(b, *trials_[static_cast<std::size_t>(b)]);
       } catch (...) {
         const std::lock_guard<std::mutex> lock(mutex);
         if (!error) error = std::current_exception();
