@@ -266,6 +266,7 @@ TEST_CASE("run: results bitwise the same for any trial batch and thread count (r
       std::vector<int> order;
       const RunResults want = run_batched(s, 1, 1, &order);
       CHECK(order == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8});  // every trial reported done once
+      CHECK(trial_batch_size(s, 1, 9) == (wants_gradients(s.config) ? 1 : 4));  // the default batches too
       for (const int threads : {1, 2})
         for (const int B : {1, 2, 3, 7, 0}) {
           INFO("threads " << threads << ", batch " << B << " (0: " << trial_batch_size(s, threads, 9) << ")");
@@ -281,12 +282,22 @@ TEST_CASE("run: results bitwise the same for any trial batch and thread count (r
 TEST_CASE("run: the platform's trial batch size", "[trial]") {
   Values keys{{"model.tokens", "64"}, {"run.trials", "64"}, {"run.platform", "reference"}};
   const EngineSetup small = prepare(make_config(keys));
+  REQUIRE(trial_work_bytes(small.config) + trial_large_bytes(small.config) < kSmallTrialBytes);
   CHECK(trial_batch_size(small, 2, 64) == kHostBatch);  // 64 trials on 2 threads: 4 batches of 8 each
   CHECK(trial_batch_size(small, 2, 12) == 3);           // at least 2 batches per worker
   CHECK(trial_batch_size(small, 4, 3) == 1);
-  keys["model.tokens"] = std::to_string(kBatchTokens + 1);
-  CHECK(trial_batch_size(prepare(make_config(keys)), 2, 64) == 1);  // large trials: one at a time
+  keys["model.tokens"] = "400";  // the N x N attention alone is 1.28 MB: one trial at a time
+  CHECK(trial_work_bytes(make_config(keys)) > kSmallTrialBytes);
+  CHECK(trial_batch_size(prepare(make_config(keys)), 2, 64) == 1);
   keys["model.tokens"] = "64";
+  keys["output.tokens"] = "all";  // 41 snapshots of 64 x 64 doubles: 1.34 MB of large data per trial
+  keys["model.dim"] = "64";
+  keys["model.layers"] = "40";
+  CHECK(trial_large_bytes(make_config(keys)) == 8.0 * 41 * 64 * 64);
+  CHECK(trial_batch_size(prepare(make_config(keys)), 2, 64) == 1);
+  keys.erase("output.tokens");
+  keys.erase("model.dim");
+  keys.erase("model.layers");
   keys["output.measures"] = "grad_x_norm";
   CHECK(trial_batch_size(prepare(make_config(keys)), 2, 64) == 1);  // a tape per trial: one at a time
 }

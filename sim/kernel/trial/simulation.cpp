@@ -189,7 +189,7 @@ int trial_workers(const EngineSetup& s, int threads, int trials) {
 int trial_batch_size(const ModelSpec& c, Platform platform, int threads, int trials) {
   trials = std::max(trials, 1);
   if (platform == Platform::opencl) return std::min(trials, opencl_batch_size());
-  if (c.model.tokens > kBatchTokens || wants_gradients(c)) return 1;
+  if (wants_gradients(c) || trial_work_bytes(c) + trial_large_bytes(c) > kSmallTrialBytes) return 1;
   const int workers = resolve_threads(threads, trials);
   return std::max(1, std::min(kHostBatch, trials / (2 * workers)));  // at least 2 batches per worker
 }

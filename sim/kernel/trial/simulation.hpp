@@ -75,11 +75,12 @@ int trial_workers(const EngineSetup& s, int threads, int trials);
 
 // The trials of one TrialBatch in the run, chosen by the platform: on the opencl platform
 // min(trials, opencl_batch_size()) (one worker; B x heads problems in one kernel launch); on the
-// reference and cpu platforms 1 when model.tokens > kBatchTokens or the run records the reverse
-// pass (a tape per trial), else up to kHostBatch small trials per batch with at least two batches
-// per worker thread: the unit a worker takes and reports (the arithmetic of each trial is its own on
-// these platforms, so this shares only the hand-out, its lock and the reports).
-constexpr int kBatchTokens = 256;
+// reference and cpu platforms 1 unless the trial is small (its work space and large data,
+// trial_work_bytes + trial_large_bytes, at most kSmallTrialBytes) and keeps no tape for the
+// reverse pass, else trials / (2 workers) between 1 and kHostBatch: at least two batches per
+// worker thread. The batch is the unit a worker takes and reports (the arithmetic of each trial
+// is its own on these platforms, so this shares only the hand-out, its lock and the reports).
+constexpr double kSmallTrialBytes = 1 << 20;
 constexpr int kHostBatch = 8;
 int trial_batch_size(const ModelSpec& c, Platform platform, int threads, int trials);
 int trial_batch_size(const EngineSetup& s, int threads, int trials);  // of s.config on s.platform
