@@ -7,6 +7,8 @@
 //   usa            A_ij = exp(S_ij - usa_shift) / N             (kernel/ops/softmax.hpp)
 //   hardmax        A_ij = 1/|S_i| on the row's maximisers       derivative 0 (piecewise constant)
 //   random_markov  A = softmax(G), G the head's fixed logits    derivative that of the softmax
+//   softpick       A_ij = ReLU(e^S_ij - 1) / (sum_k |e^S_ik - 1| + eps)   (Zuhri et al. 2025; its
+//                  derivatives need S: attention_weights.cpp)
 // The head skips the logits' derivatives for hardmax and random_markov (their logits do not vary with
 // X), so their cases of the derivatives are for completeness.
 #pragma once
