@@ -87,14 +87,17 @@ TEST_CASE("softpick: weights in [0, 1), rows sum to at most 1, masked entries 0,
         if (mask(i, j)) CHECK(std::abs(A(i, j) - std::max(std::expm1(S(i, j)), 0.0) / plain_num) < 1e-7);
     }
   }
-  // Logits far beyond exp's range in both directions: finite, and the large row one-hot.
+  // Logits far beyond exp's range in both directions: finite; row 0 (m = 1000, e^-m = 0): u = (1, e^-10),
+  // A = (1, e^-10) / (1 + e^-10 + eps); row 1: all logits < 0, weight 0.
   Matrix big(2, 2);
   big << 1000.0, 990.0, -1000.0, -990.0;
   const Matrix Ab = softpick(big, complete_mask(2));
   CHECK(Ab.allFinite());
-  CHECK(Ab(0, 0) == Approx(1.0 / (1.0 + std::exp(-10.0))).epsilon(1e-12));
+  CHECK(Ab(0, 0) == Approx(1.0 / (1.0 + std::exp(-10.0) + kEps)).epsilon(1e-14));
+  CHECK(Ab(0, 1) == Approx(std::exp(-10.0) / (1.0 + std::exp(-10.0) + kEps)).epsilon(1e-14));
   CHECK(Ab.row(1).cwiseAbs().maxCoeff() == 0.0);
   // float32 agrees with float64.
+  const Matrix S = 2.0 * gaussian(n, n, rng);
   MatrixF Sf = S.cast<float>();
   attention_weights<float>(AttentionKind::softpick, Sf, complete_mask(n));
   CHECK((Sf.cast<double>() - softpick(S.cast<float>().cast<double>(), complete_mask(n))).cwiseAbs().maxCoeff() < 1e-6);
