@@ -59,7 +59,7 @@ TEST_CASE("softpick: rows worked by hand", "[variants][softpick]") {
   CHECK(Ac(1, 2) == 0.0);
 }
 
-TEST_CASE("softpick: weights in [0, 1), rows sum to at most 1, masked entries 0, no overflow",
+TEST_CASE("softpick: weights between 0 and 1, rows sum to at most 1, masked entries 0, no overflow",
           "[variants][softpick]") {
   RandomStream rng(7, 0);
   const int n = 12;
