@@ -28,7 +28,7 @@ std::map<std::string, std::string> options(int argc, char** argv) {
   std::map<std::string, std::string> o = {
       {"N", "5"},   {"d", "4"},      {"dk", "3"},     {"H", "2"},          {"dv", "0"},         {"m", "0"},
       {"L", "3"},   {"seed", "1"},   {"norm", "layernorm"}, {"pos", "pre"}, {"alpha", "0.7"}, {"dqk", "2"},
-      {"act", "gelu"}, {"usa", "0"}, {"head_mean", "0"}, {"mask", "complete"}, {"bias", "1"},
+      {"act", "gelu"}, {"usa", "0"}, {"softpick", "0"}, {"head_mean", "0"}, {"mask", "complete"}, {"bias", "1"},
       // variants (docs/science/gradients.md): skip gain, shaped attention
       {"skip", "1"}, {"shape_a", "1"}, {"shape_b", "0"}, {"shape_c", "0"},
       // additive logit biases (attention.logit_bias = none | alibi | decay, attention.decay = gamma)
@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
   BlockParams p;
   p.layer = LayerParams{&mask, std::stod(o["dqk"]), std::stod(o["alpha"]), &unused};
   if (o["usa"] == "1") p.layer.attention.kind = AttentionKind::usa;
+  if (o["softpick"] == "1") p.layer.attention.kind = AttentionKind::softpick;
   p.layer.head_mean = o["head_mean"] == "1";
   p.layer.skip = std::stod(o["skip"]);
   p.layer.attention.shape = AttentionShape{std::stod(o["shape_a"]), std::stod(o["shape_b"]), std::stod(o["shape_c"])};

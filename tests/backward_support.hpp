@@ -34,7 +34,7 @@
 #include "kernel/ops/tangent_projection.hpp"
 #include "kernel/model/random.hpp"
 #include "kernel/measures/signal_stats.hpp"
-#include "kernel/ops/unnormalised_attention.hpp"
+#include "kernel/ops/softmax.hpp"
 #include "backward_masks.hpp"
 
 namespace rcsim::backward_test {

@@ -18,7 +18,7 @@
 #include "kernel/model/bilinear.hpp"
 #include "kernel/model/weights.hpp"
 #include "kernel/ops/tangent_projection.hpp"
-#include "kernel/ops/unnormalised_attention.hpp"
+#include "kernel/ops/softmax.hpp"
 #include "kernel/trial/simulation.hpp"
 
 using namespace rcsim;

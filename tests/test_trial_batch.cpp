@@ -8,13 +8,17 @@
 
 #include <stdlib.h>  // setenv, unsetenv (POSIX)
 
+#include <algorithm>
+#include <cstring>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
 #include "io/inputs.hpp"
 #include "kernel/platform/platform_opencl.hpp"
+#include "kernel/trial/platform_table.hpp"
 #include "kernel/trial/simulation.hpp"
 #include "kernel/trial/trial_batch.hpp"
 #include "platform_support.hpp"
@@ -160,7 +164,7 @@ TEST_CASE("opencl run: trials batched equal trials launched one at a time, bitwi
   setenv("RCSIM_OPENCL_BATCH", "1", 1);
   CHECK(trial_workers(s, 1, 6) == 1);
   const RunResults one = run_simulation(s, 1);
-  setenv("RCSIM_OPENCL_BATCH", "4", 1);  // batches of 4 workers: trials 4 and 5 join as others finish
+  setenv("RCSIM_OPENCL_BATCH", "4", 1);  // a batch of trials 0-3, then one of trials 4 and 5
   const RunResults four = run_simulation(s, 1);
   unsetenv("RCSIM_OPENCL_BATCH");
   const RunResults all = run_simulation(s, 1);
@@ -170,4 +174,145 @@ TEST_CASE("opencl run: trials batched equal trials launched one at a time, bitwi
     CHECK(bitwise_equal(all.token[m], one.token[m]));
   }
   for (std::size_t t = 0; t < 6; ++t) CHECK(bitwise_equal(all.snapshots[t].back(), one.snapshots[t].back()));
+}
+
+// The run drives its trials through TrialBatch (run_trials: each worker takes batches of
+// trial_batch_size trials): every result of the run is bitwise the same for batches of 1, 2, 3, 7
+// and the platform's own choice, on 1 and 2 threads, including a run whose trials stop at a
+// non-finite layer, the reverse pass's measures, the attention product and the kept matrices.
+namespace {
+
+bool same_bits(const Matrix& a, const Matrix& b) {  // NaN included: the same computation, the same bits
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         std::memcmp(a.data(), b.data(), sizeof(double) * static_cast<std::size_t>(a.size())) == 0;
+}
+
+void check_same_run(const RunResults& got, const RunResults& want) {
+  REQUIRE(got.token.size() == want.token.size());
+  for (std::size_t m = 0; m < want.token.size(); ++m) {
+    INFO(want.token_info[m].name);
+    CHECK(same_bits(got.token[m], want.token[m]));
+  }
+  REQUIRE(got.attention.size() == want.attention.size());
+  for (std::size_t m = 0; m < want.attention.size(); ++m) {
+    INFO(want.attention_info[m].name);
+    CHECK(same_bits(got.attention[m], want.attention[m]));
+  }
+  REQUIRE(got.spectrum.size() == want.spectrum.size());
+  for (std::size_t t = 0; t < want.spectrum.size(); ++t) CHECK(same_bits(got.spectrum[t], want.spectrum[t]));
+  REQUIRE(got.snapshots.size() == want.snapshots.size());
+  for (std::size_t t = 0; t < want.snapshots.size(); ++t) {
+    REQUIRE(got.snapshots[t].size() == want.snapshots[t].size());
+    for (std::size_t k = 0; k < want.snapshots[t].size(); ++k) CHECK(same_bits(got.snapshots[t][k], want.snapshots[t][k]));
+  }
+  REQUIRE(got.attention_matrices.size() == want.attention_matrices.size());
+  for (std::size_t t = 0; t < want.attention_matrices.size(); ++t) {
+    REQUIRE(got.attention_matrices[t].size() == want.attention_matrices[t].size());
+    for (std::size_t k = 0; k < want.attention_matrices[t].size(); ++k)
+      CHECK(same_bits(got.attention_matrices[t][k], want.attention_matrices[t][k]));
+  }
+  CHECK(got.underflow_layer == want.underflow_layer);
+  CHECK(got.nonfinite_layer == want.nonfinite_layer);
+  CHECK(got.degenerate_total == want.degenerate_total);
+  CHECK(got.rk4_stiffness == want.rk4_stiffness);
+}
+
+RunResults run_batched(const EngineSetup& s, int threads, int batch, std::vector<int>* order = nullptr) {
+  RunResults r = allocate_results(s);
+  RunControl ctl;
+  ctl.batch = batch;
+  if (order) ctl.on_trial_done = [&](int trial) { order->push_back(trial); };
+  run_trials(s, threads, r, {}, ctl);
+  return r;
+}
+
+// Settings for whole runs: the trial-batch settings above with the measures that keep per-trial
+// state between blocks, and a run whose trials leave the batch at different non-finite layers.
+std::vector<std::pair<std::string, Values>> run_settings() {
+  std::vector<std::pair<std::string, Values>> out;
+  for (const Setting& c : settings()) {
+    Values k = c.keys;
+    // the reverse pass's tape on the first setting only: on the others the platform's batch is > 1
+    k["output.measures"] = std::string("attn_rank,ergodicity,update_size") + (c.all_platforms ? "" : ",grad_x_norm");
+    k["output.spectrum"] = "true";
+    k["output.tokens"] = "all";
+    k["output.attention"] = c.all_platforms ? "false" : "true";
+    out.emplace_back(c.name, k);
+  }
+  out.emplace_back("no normalisation, W_V of standard deviation 40: trials overflow at different layers",
+                   Values{{"model.tokens", "6"}, {"model.dim", "3"}, {"model.layers", "90"}, {"norm.type", "none"},
+                          {"residual.alpha", "1"}, {"weights.v_std", "40"}, {"output.tokens", "final"},
+                          {"output.measures", "update_size"}});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("run: results bitwise the same for any trial batch and thread count (reference, cpu)", "[trial]") {
+  for (const auto& [name, keys0] : run_settings()) {
+    for (const char* platform : {"reference", "cpu"}) {
+      Values keys = keys0;
+      keys["run.platform"] = platform;
+      keys["run.trials"] = "9";
+      Config c;
+      try {  // a setting the cpu platform refuses (dropout) runs on the reference only
+        c = make_config(keys);
+      } catch (const UsageError&) {
+        if (std::string(platform) == "cpu") continue;
+        throw;
+      }
+      const EngineSetup s = prepare(c);
+      INFO(name << ", " << platform);
+      std::vector<int> order;
+      const RunResults want = run_batched(s, 1, 1, &order);
+      CHECK(order == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8});  // every trial reported done once
+      CHECK(trial_batch_size(s, 1, 9) == (wants_gradients(s.config) ? 1 : 4));  // the default batches too
+      for (const int threads : {1, 2})
+        for (const int B : {1, 2, 3, 7, 0}) {
+          INFO("threads " << threads << ", batch " << B << " (0: " << trial_batch_size(s, threads, 9) << ")");
+          std::vector<int> done;
+          check_same_run(run_batched(s, threads, B, &done), want);
+          std::sort(done.begin(), done.end());
+          CHECK(done == order);
+        }
+    }
+  }
+}
+
+TEST_CASE("run: the platform's trial batch size", "[trial]") {
+  Values keys{{"model.tokens", "64"}, {"run.trials", "64"}, {"run.platform", "reference"}};
+  const EngineSetup small = prepare(make_config(keys));
+  REQUIRE(trial_work_bytes(small.config) + trial_large_bytes(small.config) < kSmallTrialBytes);
+  CHECK(trial_batch_size(small, 2, 64) == kHostBatch);  // 64 trials on 2 threads: 4 batches of 8 each
+  CHECK(trial_batch_size(small, 2, 12) == 3);           // at least 2 batches per worker
+  CHECK(trial_batch_size(small, 4, 3) == 1);
+  keys["model.tokens"] = "400";  // the N x N attention alone is 1.28 MB: one trial at a time
+  CHECK(trial_work_bytes(make_config(keys)) > kSmallTrialBytes);
+  CHECK(trial_batch_size(prepare(make_config(keys)), 2, 64) == 1);
+  keys["model.tokens"] = "64";
+  keys["output.tokens"] = "all";  // 41 snapshots of 64 x 64 doubles: 1.34 MB of large data per trial
+  keys["model.dim"] = "64";
+  keys["model.layers"] = "40";
+  CHECK(trial_large_bytes(make_config(keys)) == 8.0 * 41 * 64 * 64);
+  CHECK(trial_batch_size(prepare(make_config(keys)), 2, 64) == 1);
+  keys.erase("output.tokens");
+  keys.erase("model.dim");
+  keys.erase("model.layers");
+  keys["output.measures"] = "grad_x_norm";
+  CHECK(trial_batch_size(prepare(make_config(keys)), 2, 64) == 1);  // a tape per trial: one at a time
+}
+
+TEST_CASE("opencl run: results bitwise the same for any trial batch", "[opencl]") {
+  if (!opencl_device_present()) return;
+  Values keys = settings()[2].keys;  // the particle flow with RK4 and noise
+  keys["run.platform"] = "opencl";
+  keys["run.trials"] = "8";
+  keys["output.tokens"] = "all";
+  const EngineSetup s = prepare(make_config(keys));
+  CHECK(trial_batch_size(s, 1, 8) == 8);  // all the trials in flight: one launch per round
+  const RunResults want = run_batched(s, 1, 1);
+  for (const int B : {2, 3, 7, 0}) {
+    INFO("batch " << B);
+    check_same_run(run_batched(s, 2, B), want);
+  }
 }

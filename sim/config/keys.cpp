@@ -108,7 +108,9 @@ std::vector<KeyDecl> attention_keys() {
              "entries) | hardmax (A_ij = 1/|S_i| on the maximisers S_i of <x_i W_Q, x_j W_K> over the allowed j; ties "
              "within a relative 1e-12, 1e-5 in float32; docs/science/particles.md) | random_markov (A = softmax(G) on the "
              "mask, G i.i.d. N(0, 1) per head, drawn with the weights and independent of X: Mind the Gap's random "
-             "Markov attention; its gradients reach no W_Q, W_K)"), RCSIM_SPEC_MEMBER(attention.kind), attention_names)),
+             "Markov attention; its gradients reach no W_Q, W_K) | softpick (rectified softmax, Zuhri et al. 2025: A_ij = "
+             "ReLU(e^S_ij - 1) / (sum_k |e^S_ik - 1| + 1e-8) over the allowed k; rows sum to at most 1, a row of logits "
+             "<= 0 gets weight 0; docs/science/gradients.md)"), RCSIM_SPEC_MEMBER(attention.kind), attention_names)),
       per_layer(into(omitted_at_default(boolean(
           "attention.usa_normalised", text_of(kernel_default().attention.usa_normalised),
           "true: the USA weights times e^-beta, A_ij = exp(S_ij - beta) / N (exp(beta(<x_i, x_j> - 1)) / N for unit "

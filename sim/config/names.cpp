@@ -59,7 +59,7 @@ const NameTable<InitType>& init_names() {
 const NameTable<AttentionKind>& attention_names() {
   static const NameTable<AttentionKind> t = {
       {"softmax", AttentionKind::softmax}, {"usa", AttentionKind::usa}, {"hardmax", AttentionKind::hardmax},
-      {"random_markov", AttentionKind::random_markov}};
+      {"random_markov", AttentionKind::random_markov}, {"softpick", AttentionKind::softpick}};
   return t;
 }
 const NameTable<Integrator>& integrator_names() {

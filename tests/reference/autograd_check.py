@@ -93,6 +93,15 @@ def logit_bias(n, h, cfg):
     return dist * math.log(cfg["decay"])
 
 
+def softpick(s, mask, eps=1e-8):
+    """Softpick (Zuhri, Fuadi, Aji 2025, arXiv 2504.20966), row by row over the allowed entries, in the
+    paper's shifted form: m the row maximum, ReLU(e^(s - m) - e^-m) / (sum |e^(s - m) - e^-m| + eps)."""
+    s = s.masked_fill(mask == 0, float("-inf"))
+    m = s.max(dim=1, keepdim=True).values
+    u = torch.exp(s - m) - torch.exp(-m)
+    return torch.relu(u) / (torch.where(mask != 0, u.abs(), torch.zeros_like(u)).sum(dim=1, keepdim=True) + eps)
+
+
 def attention(x, w, t, cfg, mask, arrays=None):
     """Y = sum_h A_h X W_V,h (W_O,h), A_h = masked softmax(X W_Q,h (X W_K,h)^T / sqrt(d_QK)) or USA;
     with attention biases (attention.bias) Q = X W_Q,h + b_Q,h, K, V likewise, and Y + b_O after the
@@ -118,6 +127,8 @@ def attention(x, w, t, cfg, mask, arrays=None):
         s = s + logit_bias(n, h, cfg)
         if cfg["usa"]:
             a = torch.exp(s) / n * mask
+        elif cfg.get("softpick", False):
+            a = softpick(s, mask)
         else:
             a = torch.softmax(s.masked_fill(mask == 0, float("-inf")), dim=1)
         a = shape(a, mask, cfg)
@@ -310,6 +321,12 @@ def configurations():
     for i, (kv, mask, pos) in enumerate(itertools.product([1, 2], ["complete", "causal"], ["pre", "post"])):
         yield f"kv_heads_{kv}_{mask}_{pos}", "grouped-query attention (model.kv_heads, H = 4)", dict(
             base, H=4, kv=kv, mask=mask, pos=pos, attn_bias=True, dv=3, m=5, seed=900 + i)
+
+    # Softpick (attention.kind = softpick), every mask, pre and post, 3-block stacks with an MLP; W_Q
+    # scaled up by a larger d_QK's inverse (dqk = 0.5) so that logits of both signs use the rectifier.
+    for i, (mask, pos) in enumerate(itertools.product(["complete", "causal", "window", "custom"], ["pre", "post"])):
+        yield f"softpick_{mask}_{pos}", "softpick (rectified softmax, 3 blocks)", dict(
+            base, softpick=True, mask=mask, pos=pos, dqk=0.5, m=4, dv=2, seed=950 + i)
 
     # Particles and peers (the settings the reverse pass refused before): random-Markov attention
     # (W_Q, W_K get 0), the tangent projection, the RK4 step (with the projection), the noise step

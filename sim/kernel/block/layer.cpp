@@ -5,11 +5,11 @@
 
 #include "kernel/block/attention_statistics.hpp"
 #include "kernel/block/attention_kernel.hpp"
+#include "kernel/ops/attention_weights.hpp"
 #include "kernel/ops/differential_attention.hpp"
 #include "kernel/ops/logit_softcap.hpp"
 #include "kernel/ops/qk_transforms.hpp"
 #include "kernel/ops/tangent_projection.hpp"
-#include "kernel/ops/unnormalised_attention.hpp"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -138,12 +138,8 @@ AttentionStats head_weights(const Eigen::Ref<const MatrixT<T>>& X, const LayerWe
     if (p.attention.differential) {  // A1 - lambda A2 from the halves of Q and K
       s = differential_weights<T>(ws.Q, ws.K, p, ws.S, c);
     } else {
-      if (p.usa())
-        usa_weights(ws.S, *p.mask, p.usa_shift);
-      else if (p.hardmax())
-        hardmax_weights(ws.S, *p.mask);
-      else
-        masked_softmax(ws.S, *p.mask);
+      if (c && attention_weights_need_logits(p.attention.kind)) c->S = ws.S;
+      attention_weights<T>(p.attention.kind, ws.S, *p.mask, p.usa_shift);
       s = attention_stats(ws.S, *p.mask);
     }
     if (c) c->A = ws.S;

@@ -36,8 +36,9 @@ enum class InitType { gaussian, sphere, positive, fixed, file, uniform,
                       circle, equiangular, isometric };
 
 // --- Peer dynamics (docs/science/peers.md) ---
-enum class AttentionKind { softmax, usa, hardmax, random_markov };  // hardmax: docs/science/particles.md;
-                                                                   // random_markov: docs/science/gradients.md
+enum class AttentionKind { softmax, usa, hardmax, random_markov, softpick };  // hardmax: docs/science/particles.md;
+                                                                             // random_markov, softpick:
+                                                                             // docs/science/gradients.md
 enum class HeadMix { sum, mean };
 enum class ResidualProject { none, tangent };
 // --- Particles (docs/science/particles.md): how a layer integrates the flow ---

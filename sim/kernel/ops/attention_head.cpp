@@ -3,11 +3,11 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernel/ops/attention_weights.hpp"
 #include "kernel/ops/differential_attention.hpp"
 #include "kernel/ops/logit_softcap.hpp"
 #include "kernel/ops/normalization.hpp"
 #include "kernel/ops/qk_transforms.hpp"
-#include "kernel/ops/softmax.hpp"
 
 namespace rcsim {
 
@@ -41,7 +41,7 @@ void head_backward(const MatrixT<T>& X, const LayerWeightsT<T>& w, const LayerPa
   MatrixT<T> dA = dYh * c.V.transpose();                      // dA_h = dY V_h^T
   if (c.D.size()) dA = dA.cwiseProduct(c.D);                  // A_used = D .* A_s
   if (p.attention.shape.active()) dA *= static_cast<T>(p.attention.shape.a);      // A_s = a A + b I - c C
-  MatrixT<T> dS = p.usa() ? usa_backward<T>(c.A, dA, *p.mask) : softmax_backward<T>(c.A, dA, *p.mask);
+  MatrixT<T> dS = attention_weights_backward<T>(p.attention.kind, c.A, c.S, dA, *p.mask);
   if (p.attention.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.attention.logit_softcap);  // S_c = c tanh(S / c)
   dS *= logit_scale<T>(p, c);                                 // logit biases: constant, dS unchanged
   MatrixT<T> dQ = dS * c.K, dK = dS.transpose() * c.Q;        // S' = Q K^T
@@ -69,7 +69,7 @@ MatrixT<T> head_jvp(const LayerWeightsT<T>& w, const LayerParams& p, std::size_t
   qk_transforms_tangent<T>(p.attention, h, c, dQ, dK);       // through the Q/K transforms (ops/qk_transforms.hpp)
   MatrixT<T> dS = logit_scale<T>(p, c) * (dQ * c.K.transpose() + c.Q * dK.transpose());
   if (p.attention.logit_softcap > 0.0) dS = softcap_derivative<T>(c.Sc, dS, p.attention.logit_softcap);
-  MatrixT<T> dA = p.usa() ? usa_jvp<T>(c.A, dS, *p.mask) : softmax_jvp<T>(c.A, dS, *p.mask);
+  MatrixT<T> dA = attention_weights_jvp<T>(p.attention.kind, c.A, c.S, dS, *p.mask);
   if (p.attention.shape.active()) dA *= static_cast<T>(p.attention.shape.a);
   if (c.D.size()) dA = dA.cwiseProduct(c.D);
   dYh.noalias() += dA * c.V;

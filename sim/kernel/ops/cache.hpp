@@ -16,12 +16,13 @@ namespace rcsim {
 // QK-normalisation; Q_raw, K_raw the projections before it), A the attention weights (softmax,
 // USA or hardmax of the logits, before shaping), As the shaped weights (attention.shape), D the
 // dropout mask (0 or 1/(1-p)) and Ad the weights after dropout, XV = X W_V (+ 1 b_V^T) and
-// V = XV W_O (or XV), Sc the soft-capped logits (attention.logit_softcap). Differential attention
+// V = XV W_O (or XV), Sc the soft-capped logits (attention.logit_softcap), S the logits the weights
+// were computed from (only for a map whose derivative needs them: attention_weights_need_logits). Differential attention
 // (kernel/ops/differential_attention.hpp): A = A1 - lambda A2, A1 and A2 its two softmax maps, P the
 // head's A XV before its head norm. Empty matrices: the step was not taken.
 template <class T>
 struct HeadCacheT {
-  MatrixT<T> Q, K, Q_raw, K_raw, A, As, D, Ad, XV, V, Sc;
+  MatrixT<T> Q, K, Q_raw, K_raw, A, As, D, Ad, XV, V, Sc, S;
   MatrixT<T> A1, A2, P;
   // The attention matrix the head multiplied V with: dropped, shaped or plain.
   const MatrixT<T>& used() const { return Ad.size() ? Ad : (As.size() ? As : A); }

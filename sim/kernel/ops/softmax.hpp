@@ -1,6 +1,6 @@
 // The attention weights from the logits S, row by row over the entries the mask allows: softmax,
-// hardmax, and USA A = exp(S) / N (its forward usa_weights in kernel/ops/unnormalised_attention.hpp),
-// with their adjoints and tangents. A is the forward's output; masked entries get derivative
+// hardmax, and USA A = exp(S - c) / N, with their adjoints and tangents (kernel/ops/attention_weights.hpp
+// dispatches on attention.kind). A is the forward's output; masked entries get derivative
 // exactly 0. Hardmax is piecewise constant in S: its derivative is 0 (the head skips the logits).
 #pragma once
 
@@ -24,6 +24,18 @@ double hardmax_tie_tolerance(bool single);
 // (masked entries exactly 0). Every row sums to 1 (each row has its self-loop).
 void hardmax_weights(Eigen::Ref<Matrix> S, const MaskMatrix& mask);
 void hardmax_weights(Eigen::Ref<MatrixF> S, const MaskMatrix& mask);  // run.precision = float32
+
+// Unnormalised self-attention "USA" (peer dynamics, docs/science/peers.md; Geshkovski et al.):
+//   A_ij = exp(S_ij - c) / N on the entries the mask allows, 0 elsewhere,
+// S the logits beta <x_i W_Q, x_j W_K>; rows are not normalised (no softmax denominator). The shift
+// c is 0 (attention.kind = usa) or beta (attention.usa_normalised = true: the weights times e^-beta,
+// exp(beta(<x_i, x_j> - 1)) / N for unit tokens with W_Q = W_K = I, which stays finite for every beta;
+// the flow is the same up to a constant factor e^-beta of time, docs/science/particles.md section 6).
+// In place on S (N x N), shifted by `shift` (c above). Logits with S - c above ln(DBL_MAX) overflow to
+// +inf (the run then reports non-finite tokens). shift = 0 is the unshifted USA bit for bit. The
+// adjoint is the same for every c: dS = A .* dA (usa_backward below).
+void usa_weights(Eigen::Ref<Matrix> S, const MaskMatrix& mask, double shift = 0.0);
+void usa_weights(Eigen::Ref<MatrixF> S, const MaskMatrix& mask, double shift = 0.0);  // run.precision = float32
 
 // ---- adjoints and tangents ----
 

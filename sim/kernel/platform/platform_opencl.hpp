@@ -28,8 +28,8 @@
 // Batches (OpenclBatch): threads that join one batch have their calls launched together, every
 // (call, head) one slice of ONE kernel enqueue, once every member still in the batch has a call
 // waiting (or has left). Each row is computed by the same code whatever the batch holds, so a call
-// returns bitwise what it returns alone. TrialBatch (kernel/trial/trial_batch.hpp) and the run's trial
-// workers on this platform (kernel/trial/simulation.hpp) drive it.
+// returns bitwise what it returns alone. TrialBatch (kernel/trial/trial_batch.hpp) drives it, and
+// the run drives its trials through TrialBatch (kernel/trial/simulation.hpp).
 #pragma once
 
 #include <condition_variable>

@@ -18,12 +18,14 @@ namespace rcsim {
 
 namespace {
 
-// The trials computed at once: the worker threads, or the opencl platform's batch (simulation.hpp's
-// trial_workers).
+// The trials computed at once: the worker threads times their trial batch, or the opencl
+// platform's batch (simulation.hpp's trial_workers and trial_batch_size).
 double trials_in_flight(const ModelSpec& c) {
   const int trials = std::max(c.run.trials, 1);
-  if (resolved_platform(c) == Platform::opencl) return std::min(trials, opencl_batch_size());
-  return resolve_threads(c.run.threads, trials);
+  const Platform platform = resolved_platform(c);
+  if (platform == Platform::opencl) return std::min(trials, opencl_batch_size());
+  return static_cast<double>(resolve_threads(c.run.threads, trials)) *
+         trial_batch_size(c, platform, c.run.threads, trials);
 }
 
 // The recorded layers S and the recorded attention layers S_a (those below L) of `c`.
@@ -84,7 +86,7 @@ double run_memory_bytes(const ModelSpec& c, bool image) {
   return (image ? 3.0 * results_memory_bytes(c, true) : results_memory_bytes(c)) + work_memory_bytes(c);
 }
 
-double work_memory_bytes(const ModelSpec& c) {
+double trial_work_bytes(const ModelSpec& c) {
   const double N = c.model.tokens, d = c.model.dim;
   const double rk4 = c.integrator == Integrator::rk4 ? 5 * N * d : 0;  // the stages k1..k4 and their point
   // The attention: the N x N matrix (reference platform), or the cpu platform's row blocks of logits
@@ -96,7 +98,12 @@ double work_memory_bytes(const ModelSpec& c) {
       platform == Platform::cpu      ? threads_per_trial(c) * (fused_rows_per_block(c.model.tokens) + 1.0) * N + 3 * N * d
       : platform == Platform::opencl ? 4 * N * d
                                      : N * N * (c.output.attention ? 2 : 1);
-  const double per_thread = attention + 12 * N * d + rk4 + layer_weight_values(c);
+  return 8.0 * (attention + 12 * N * d + rk4 + layer_weight_values(c));
+}
+
+double work_memory_bytes(const ModelSpec& c) {
+  const double N = c.model.tokens, d = c.model.dim;
+  const double per_thread = trial_work_bytes(c) / 8.0;
   const double threads = trials_in_flight(c);
   // The program, its libraries, HDF5's caches and the allocator's arenas: the peak RSS of a tiny
   // run (tests/hostile/memory_estimate.py, case "tiny").

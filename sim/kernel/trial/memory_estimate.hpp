@@ -29,6 +29,10 @@ double results_memory_bytes(const ModelSpec& c, bool whole = false);
 // that exceeds the physical memory; `rcsim run --dry-run` prints it.
 // docs/dev/memory.md has the formula and the measurements.
 double run_memory_bytes(const ModelSpec& c, bool image = false);
+// The working storage of one trial in flight in bytes: its attention (N x N, or the platform's
+// row blocks), about 12 N x d token-sized matrices and one layer's weights (as work_memory_bytes
+// counts it per trial in flight, without the reverse pass's).
+double trial_work_bytes(const ModelSpec& c);
 // The working storage of a run: the program itself (kProgramBytes), the mask and its analysis
 // (2 N^2 bytes) and, per worker thread,
 // one N x N logits/attention matrix (two with output.attention; on the cpu platform its row blocks

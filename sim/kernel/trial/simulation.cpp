@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 
@@ -14,6 +14,7 @@
 #include "kernel/platform/platform_opencl.hpp"
 #include "kernel/support/threads.hpp"
 #include "kernel/trial/trial.hpp"
+#include "kernel/trial/trial_batch.hpp"
 #include "kernel/trial/trial_tape.hpp"
 
 namespace rcsim {
@@ -61,51 +62,91 @@ struct LayerRecorder {
   }
 };
 
-}  // namespace
-
-bool run_trial(const EngineSetup& s, int trial_index, RunResults& r, const std::atomic<bool>* cancel,
-               LayerCount* layers) {
-  const ModelSpec& c = s.config;
-  const int L = c.model.layers;
-  const auto ti = static_cast<std::size_t>(trial_index);
-  Trial trial(s, trial_index);
-  trial.set_cancel(cancel);  // every block loop, the derivative measures' too, stops within one block
-  TrialTape tape(s, trial_index, s.gradient_segment, cancel);  // for the derivative measures
-  LayerRecorder layer(s, r, trial_index);
+// One trial's measures: of X(t) before block t (observe), of the block (step), and at the end
+// (finish). Each writes only row `trial` of the results.
+struct MeasuredTrial {
+  MeasuredTrial(const EngineSetup& setup, RunResults& results, int trial_index, const std::atomic<bool>* cancel)
+      : s(setup), r(results), trial(trial_index), ti(static_cast<std::size_t>(trial_index)),
+        tape(setup, trial_index, setup.gradient_segment, cancel), layer(setup, results, trial_index),
+        want_product(wants_pass(setup.config, MeasurePass::attention_product)),
+        want_update(wants_pass(setup.config, MeasurePass::update)) {
+    const int N = s.config.model.tokens;
+    if (want_product) product = Matrix::Identity(N, N);
+    if (s.config.output.attention) r.attention_matrices[ti].clear();
+    if (!r.spectrum.empty())
+      r.spectrum[ti] = Matrix::Constant(static_cast<Eigen::Index>(r.layer_index.size()), r.spectrum_size,
+                                        std::numeric_limits<double>::quiet_NaN());
+  }
+  const EngineSetup& s;
+  RunResults& r;
+  const int trial;
+  const std::size_t ti;
+  TrialTape tape;  // for the derivative measures
+  LayerRecorder layer;
   // The attention measures of the product of the blocks' attention (docs/science/peers.md).
-  const bool want_product = wants_pass(c, MeasurePass::attention_product);
-  const bool want_update = wants_pass(c, MeasurePass::update);
-  Matrix product = want_product ? Matrix(Matrix::Identity(c.model.tokens, c.model.tokens)) : Matrix();
-  if (c.output.attention) r.attention_matrices[ti].clear();
-  if (!r.spectrum.empty())
-    r.spectrum[ti] = Matrix::Constant(static_cast<Eigen::Index>(r.layer_index.size()), r.spectrum_size,
-                                      std::numeric_limits<double>::quiet_NaN());
+  const bool want_product, want_update;
+  Matrix product;
   Matrix X_previous;  // the block's input, for the update measures
-  for (int t = 0; t <= L; ++t) {
-    if (cancel && cancel->load(std::memory_order_relaxed)) return false;
-    if (layers) layers->fetch_add(1, std::memory_order_relaxed);  // a progress per layer
-    if (!all_finite(trial.tokens())) {
+
+  // X(t) measured; whether block t is to run.
+  bool observe(const Trial& tr, int t) {
+    if (!all_finite(tr.tokens())) {
       r.nonfinite_layer[ti] = t;
-      break;
+      return false;
     }
-    layer.tokens(t, trial.tokens());
-    if (t == L) break;
-    if (want_update) X_previous = trial.tokens();
-    const LayerReport rep = tape.step(trial);
-    if (want_product) product = trial.attention_mean() * product;
+    layer.tokens(t, tr.tokens());
+    return t < s.config.model.layers;
+  }
+  void step(Trial& tr, int t) {
+    const ModelSpec& c = s.config;
+    if (want_update) X_previous = tr.tokens();
+    const LayerReport rep = tape.step(tr);
+    if (want_product) product = tr.attention_mean() * product;
     if (const int acol = r.column_of_attention_layer[static_cast<std::size_t>(t)]; acol >= 0) {
-      record_attention(c, rep, trial.attention_mean(), product, trial_index, acol, r);
-      if (c.output.attention) r.attention_matrices[ti].push_back(trial.attention_mean());
+      record_attention(c, rep, tr.attention_mean(), product, trial, acol, r);
+      if (c.output.attention) r.attention_matrices[ti].push_back(tr.attention_mean());
     }
-    if (want_update) record_update(X_previous, trial.tokens(), t, trial_index, r);
+    if (want_update) record_update(X_previous, tr.tokens(), t, trial, r);
     r.degenerate_total[ti] += rep.degenerate_rows;
     r.rk4_stiffness[ti] = std::max(r.rk4_stiffness[ti], rep.rk4_stiffness);
   }
-  if (r.nonfinite_layer[ti] < 0 && tape.recording())
-    record_gradients(c, tape.length(), s.jacobian_chunk > 0 ? s.jacobian_chunk : jacobian_chunk_layers(c),
-                     tape.segments(), trial.params(), trial_index, r);
-  layer.pad();
-  return true;
+  void finish(const Trial& tr) {
+    const ModelSpec& c = s.config;
+    if (r.nonfinite_layer[ti] < 0 && tape.recording())
+      record_gradients(c, tape.length(), s.jacobian_chunk > 0 ? s.jacobian_chunk : jacobian_chunk_layers(c),
+                       tape.segments(), tr.params(), trial, r);
+    layer.pad();
+  }
+};
+
+}  // namespace
+
+bool run_batch(const EngineSetup& s, const std::vector<int>& trials, RunResults& r, const std::atomic<bool>* cancel,
+               LayerCount* layers) {
+  const int L = s.config.model.layers, B = static_cast<int>(trials.size());
+  TrialBatch batch(s, trials);
+  batch.set_cancel(cancel);  // every block loop, the derivative measures' too, stops within one block
+  std::vector<char> finished(static_cast<std::size_t>(B), 0);
+  // Each trial from X(0) to X(L) (or its non-finite layer): on the reference and cpu platforms one
+  // after another, on opencl all at once on the batch's threads, each round of their blocks'
+  // attention calls one launch.
+  batch.for_each([&](int b, Trial& tr) {
+    MeasuredTrial m(s, r, trials[static_cast<std::size_t>(b)], cancel);
+    for (int t = 0; t <= L; ++t) {
+      if (cancel && cancel->load(std::memory_order_relaxed)) return;
+      if (layers) layers->fetch_add(1, std::memory_order_relaxed);  // a progress per layer
+      if (!m.observe(tr, t)) break;
+      m.step(tr, t);
+    }
+    m.finish(tr);
+    finished[static_cast<std::size_t>(b)] = 1;
+  });
+  return std::all_of(finished.begin(), finished.end(), [](char f) { return f != 0; });
+}
+
+bool run_trial(const EngineSetup& s, int trial_index, RunResults& r, const std::atomic<bool>* cancel,
+               LayerCount* layers) {
+  return run_batch(s, {trial_index}, r, cancel, layers);
 }
 
 TrialGradients trial_gradients(const EngineSetup& s, int trial_index, const Matrix& cotangent,
@@ -145,6 +186,18 @@ int trial_workers(const EngineSetup& s, int threads, int trials) {
   return resolve_threads(threads, trials);
 }
 
+int trial_batch_size(const ModelSpec& c, Platform platform, int threads, int trials) {
+  trials = std::max(trials, 1);
+  if (platform == Platform::opencl) return std::min(trials, opencl_batch_size());
+  if (wants_gradients(c) || trial_work_bytes(c) + trial_large_bytes(c) > kSmallTrialBytes) return 1;
+  const int workers = resolve_threads(threads, trials);
+  return std::max(1, std::min(kHostBatch, trials / (2 * workers)));  // at least 2 batches per worker
+}
+
+int trial_batch_size(const EngineSetup& s, int threads, int trials) {
+  return trial_batch_size(s.config, s.platform, threads, trials);
+}
+
 void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vector<char>& skip,
                 const RunControl& ctl) {
   const int T = s.config.run.trials;
@@ -152,40 +205,41 @@ void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vec
   for (int t = 0; t < T; ++t)
     if (skip.empty() || !skip[static_cast<std::size_t>(t)]) todo.push_back(t);
   const int total = static_cast<int>(todo.size());
-  const int n_threads = trial_workers(s, threads, std::max(total, 1));
-  OpenclBatch batch;  // the opencl platform: every worker a member (its trials' attention launched together)
-  const bool batched = s.platform == Platform::opencl && n_threads > 1;
+  const int B = ctl.batch > 0 ? ctl.batch : trial_batch_size(s, threads, total);
+  const int batches = (total + B - 1) / B;
+  // The opencl platform: one worker, its batch's trials on the batch's own threads (TrialBatch).
+  const int n_threads = std::max(1, std::min(s.platform == Platform::opencl ? 1 : resolve_threads(threads, total),
+                                             batches));
   std::atomic<int> next{0};
   int done = 0;
   std::exception_ptr error;
   std::mutex mutex;
   auto worker = [&] {
     try {
-      std::optional<OpenclBatchMember> member;
-      if (batched) member.emplace(batch);
       for (;;) {
         if (ctl.cancel && ctl.cancel->load()) return;
         const int k = next.fetch_add(1);
-        if (k >= total) return;
-        const int trial = todo[static_cast<std::size_t>(k)];
-        if (!run_trial(s, trial, r, ctl.cancel, ctl.layers_done)) return;  // each trial writes only its own rows
+        if (k >= batches) return;
+        const auto first = todo.begin() + static_cast<std::ptrdiff_t>(k) * B;
+        const std::vector<int> trials(first, first + std::min<std::ptrdiff_t>(B, todo.end() - first));
+        if (!run_batch(s, trials, r, ctl.cancel, ctl.layers_done)) return;  // each trial writes only its own rows
         std::lock_guard<std::mutex> lock(mutex);
-        ++done;
-        if (ctl.on_trial_done) ctl.on_trial_done(trial);
-        if (ctl.progress) ctl.progress(done, total);
+        for (const int trial : trials) {
+          ++done;
+          if (ctl.on_trial_done) ctl.on_trial_done(trial);
+          if (ctl.progress) ctl.progress(done, total);
+        }
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex);
       if (!error) error = std::current_exception();
-      next.store(total);
+      next.store(batches);
     }
   };
-  if (batched) batch.reserve(n_threads);  // the first rounds wait for every worker
   if (n_threads == 1) {
     worker();
   } else {  // a thread the system refuses: one error naming run.threads, never std::terminate
-    run_workers(n_threads, false, worker, [&] { next.store(total); batch.release_reserved(); }, "run.threads",
-                n_threads);
+    run_workers(n_threads, false, worker, [&] { next.store(batches); }, "run.threads", n_threads);
   }
   if (error) std::rethrow_exception(error);
   if (ctl.cancel && ctl.cancel->load()) throw Interrupted();

@@ -23,6 +23,11 @@ namespace rcsim {
 using LayerCount = std::atomic<long long>;
 bool run_trial(const EngineSetup& s, int trial, RunResults& r, const std::atomic<bool>* cancel = nullptr,
                LayerCount* layers = nullptr);
+// run_trial for the trials `trials`, run as one TrialBatch (kernel/trial/trial_batch.hpp,
+// for_each: one after another on the reference and cpu platforms, together on opencl). Each
+// trial's rows are bitwise what run_trial writes for it alone. Returns false when cancelled.
+bool run_batch(const EngineSetup& s, const std::vector<int>& trials, RunResults& r,
+               const std::atomic<bool>* cancel = nullptr, LayerCount* layers = nullptr);
 
 // The gradients of a scalar loss of X(L) for trial `trial` of `s`, given its cotangent
 // dL/dX(L) (N x d): the forward pass as run_trial computes it (same X(0) and weight draws), every
@@ -45,10 +50,13 @@ struct RunControl {
   std::function<void(int done, int total)> progress;
   std::function<void(int trial)> on_trial_done;
   std::atomic<long long>* layers_done = nullptr;  // run_trial's count of layers, over all trials
+  int batch = 0;  // trials per TrialBatch; 0: trial_batch_size's choice (the tests set others)
 };
 
 // Run the trials not marked in `skip` (empty = none skipped) into `r` on `threads` worker
-// threads (0 = all cores). Throws Interrupted when cancelled (completed trials stay in `r`).
+// threads (0 = all cores), each worker taking batches of trial_batch_size trials (consecutive in
+// `r`'s order) and running each batch (run_batch). The result is bitwise the same for
+// any batch size and thread count; on_trial_done is called for each trial of a batch as it ends. Throws Interrupted when cancelled (completed trials stay in `r`).
 void run_trials(const EngineSetup& s, int threads, RunResults& r, const std::vector<char>& skip,
                 const RunControl& ctl);
 
@@ -64,5 +72,17 @@ int resolve_threads(int requested, int trials);
 // on the opencl platform a batch (OpenclBatch, platform_opencl.hpp) of min(trials,
 // opencl_batch_size()) trials in flight, whose attention calls are launched together.
 int trial_workers(const EngineSetup& s, int threads, int trials);
+
+// The trials of one TrialBatch in the run, chosen by the platform: on the opencl platform
+// min(trials, opencl_batch_size()) (one worker; B x heads problems in one kernel launch); on the
+// reference and cpu platforms 1 unless the trial is small (its work space and large data,
+// trial_work_bytes + trial_large_bytes, at most kSmallTrialBytes) and keeps no tape for the
+// reverse pass, else trials / (2 workers) between 1 and kHostBatch: at least two batches per
+// worker thread. The batch is the unit a worker takes and reports (the arithmetic of each trial
+// is its own on these platforms, so this shares only the hand-out, its lock and the reports).
+constexpr double kSmallTrialBytes = 1 << 20;
+constexpr int kHostBatch = 8;
+int trial_batch_size(const ModelSpec& c, Platform platform, int threads, int trials);
+int trial_batch_size(const EngineSetup& s, int threads, int trials);  // of s.config on s.platform
 
 }  // namespace rcsim

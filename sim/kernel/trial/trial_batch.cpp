@@ -17,14 +17,19 @@ void TrialBatch::set_cancel(const std::atomic<bool>* cancel) {
 }
 
 std::vector<LayerReport> TrialBatch::step() {
+  std::vector<LayerReport> reports(static_cast<std::size_t>(size()));
+  for_each([&](int b, Trial& trial) { reports[static_cast<std::size_t>(b)] = trial.step(); });
+  return reports;
+}
+
+void TrialBatch::for_each(const std::function<void(int, Trial&)>& run_one) {
   const int B = size();
-  std::vector<LayerReport> reports(static_cast<std::size_t>(B));
   if (!batch_) {
-    for (int b = 0; b < B; ++b) reports[static_cast<std::size_t>(b)] = trials_[static_cast<std::size_t>(b)]->step();
-    return reports;
+    for (int b = 0; b < B; ++b) run_one(b, *trials_[static_cast<std::size_t>(b)]);
+    return;
   }
-  // One thread per trial, each a member of the batch for as long as it steps trials: a round of
-  // attention calls is launched once every member still stepping has one waiting.
+  // One thread per trial, each a member of the batch for as long as it runs trials: a round of
+  // attention calls is launched once every member still running has one waiting.
   std::atomic<int> next{0};
   std::exception_ptr error;
   std::mutex mutex;
@@ -32,7 +37,7 @@ std::vector<LayerReport> TrialBatch::step() {
     const OpenclBatchMember member(*batch_);
     for (int b = next.fetch_add(1); b < B; b = next.fetch_add(1)) {
       try {
-        reports[static_cast<std::size_t>(b)] = trials_[static_cast<std::size_t>(b)]->step();
+        run_one(b, *trials_[static_cast<std::size_t>(b)]);
       } catch (...) {
         const std::lock_guard<std::mutex> lock(mutex);
         if (!error) error = std::current_exception();
@@ -42,7 +47,6 @@ std::vector<LayerReport> TrialBatch::step() {
   batch_->reserve(B);  // every round waits for all B threads, the first one too
   run_workers(B - 1, true, worker, [&] { next.store(B); batch_->release_reserved(); }, "run.trials", B);
   if (error) std::rethrow_exception(error);
-  return reports;
 }
 
 }  // namespace rcsim

@@ -8,9 +8,14 @@
 // projections, MLP, noise) runs on those threads in parallel. On the reference and cpu platforms
 // the trials step one after another on the calling thread (the cpu platform's attention already
 // uses the trial's threads).
+//
+// The run (kernel/trial/simulation.cpp, run_batch) drives its trials through TrialBatch: each
+// worker takes a batch of trial_batch_size() trials and runs each through every block with
+// for_each, measuring it between blocks.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -32,6 +37,12 @@ class TrialBatch {
   // Every trial one block (Trial::step), in the batch's order of reports. The first error of any
   // trial is rethrown after every trial's step has ended.
   std::vector<LayerReport> step();
+  // `run_one(b, trial)` for every trial b of the batch (it may step it any number of blocks): on
+  // the calling thread in order b = 0, 1, ... (reference, cpu), or each on a thread of its own
+  // that is a member of the batch's OpenclBatch (opencl: a round of attention calls is ONE launch
+  // once every trial still running has one waiting). step() is for_each of one Trial::step. The
+  // first error is rethrown after every call has ended.
+  void for_each(const std::function<void(int b, Trial& trial)>& run_one);
 
   // The opencl kernel enqueues of this batch so far (0 on the other platforms).
   int launches() const { return batch_ ? batch_->launches() : 0; }
