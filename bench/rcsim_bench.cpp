@@ -56,7 +56,7 @@
 #include "kernel/ops/normalization.hpp"
 #include "kernel/model/random.hpp"
 #include "kernel/measures/metrics.hpp"
-#include "kernel/block/attention.hpp"
+#include "kernel/ops/attention.hpp"
 #include "kernel/trial/simulation.hpp"
 #include "kernel/block/block.hpp"
 #include "kernel/block/gradients.hpp"

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <set>
-#include <charconv>
 #include <limits>
-#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 
@@ -108,9 +106,8 @@ std::vector<KeyDecl> attention_keys() {
              "entries) | hardmax (A_ij = 1/|S_i| on the maximisers S_i of <x_i W_Q, x_j W_K> over the allowed j; ties "
              "within a relative 1e-12, 1e-5 in float32; docs/science/particles.md) | random_markov (A = softmax(G) on the "
              "mask, G i.i.d. N(0, 1) per head, drawn with the weights and independent of X: Mind the Gap's random "
-             "Markov attention; its gradients reach no W_Q, W_K) | softpick (rectified softmax, Zuhri et al. 2025: A_ij = "
-             "ReLU(e^S_ij - 1) / (sum_k |e^S_ik - 1| + 1e-8) over the allowed k; rows sum to at most 1, a row of logits "
-             "<= 0 gets weight 0; docs/science/gradients.md)"), RCSIM_SPEC_MEMBER(attention.kind), attention_names)),
+             "Markov attention; its gradients reach no W_Q, W_K) | softpick (Zuhri et al. 2025: A_ij = ReLU(e^S_ij - 1) / "
+             "(sum_k |e^S_ik - 1| + 1e-8) over the allowed k; docs/science/gradients.md)"), RCSIM_SPEC_MEMBER(attention.kind), attention_names)),
       per_layer(into(omitted_at_default(boolean(
           "attention.usa_normalised", text_of(kernel_default().attention.usa_normalised),
           "true: the USA weights times e^-beta, A_ij = exp(S_ij - beta) / N (exp(beta(<x_i, x_j> - 1)) / N for unit "
@@ -278,8 +275,8 @@ std::vector<KeyDecl> dropout_and_mlp_keys() {
               "by norm.position with a normalisation of its own; 0 = no MLP"),
       per_layer(into(choice("mlp.activation", text_of(kernel_default().mlp.activation, mlp_activation_names()), names_of(mlp_activation_names()),
              "relu | gelu (exact: x Phi(x) = x (1 + erf(x / sqrt 2)) / 2) | gelu_tanh (GPT-2's tanh approximation) | tanh (odd and bounded: the "
-             "classic chaotic activation of mean-field signal propagation) | swiglu (Llama's gated MLP, Shazeer 2020: (silu(X W_in + b_in) .* "
-             "(X W_gate)) W_out + b_out, silu(z) = z / (1 + e^-z), a third matrix W_gate [d, m] drawn after W_in with its std, or /W_gate of weights.file; in every layer or none)"), RCSIM_SPEC_MEMBER(mlp.activation), mlp_activation_names)),
+             "classic chaotic activation of mean-field signal propagation) | swiglu (Llama's gated MLP, Shazeer 2020: (silu(X W_in + b_in) .* (X W_gate)) "
+             "W_out + b_out, silu(z) = z / (1 + e^-z), W_gate [d, m] drawn after W_in with its std, or /W_gate of weights.file; in every layer or none)"), RCSIM_SPEC_MEMBER(mlp.activation), mlp_activation_names)),
       boolean("mlp.bias", text_of(kernel_default().mlp.bias), "true: the MLP has biases b_in, b_out (weights.mlp_*_bias_std, or from weights.file)"),
   };
 }
