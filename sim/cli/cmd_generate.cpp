@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <csignal>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -169,6 +170,8 @@ void open_outputs(const KeyValues& v, const std::string& checkpoint, const Invoc
 }  // namespace
 
 int cmd_generate(const Invocation& inv, const std::vector<std::string>& args) {
+  std::signal(SIGINT, on_signal);  // as rcsim run: stop within one block, exit 130 with one line
+  std::signal(SIGTERM, on_signal);
   std::vector<std::string> files;
   const KeyValues v = parse_command_options("generate", generate_options(), inv.keys, inv.config_file, &files);
   if (files.size() != 1)

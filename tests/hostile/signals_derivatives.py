@@ -9,8 +9,9 @@ CLI cases (`rcsim run`, run.threads = 1, 3 trials of several seconds of CPU each
 --limit seconds of the signal with nothing checkpointed; and one case of shorter trials, whose
 time is measured first, signalled at 1.5 trials: trial 0 is kept (OUTPUT.partial holds it), as an
 interrupted run does (which a rerun resumes: tested elsewhere). Python cases (BUILD_DIR/python): rcsim.simulate with a Jacobian measure and
-rcsim.gradients through many layers, in a child sent SIGINT after 2 s: KeyboardInterrupt within
---limit seconds. (The engine polls one flag per block: BlockParams::cancel, read by at_layer.)
+rcsim.gradients through many layers and Model.gradients of the pretrained blocks repeated to depth
+3000, in a child sent SIGINT after 2 s: KeyboardInterrupt within --limit seconds. `rcsim generate
+--measure` at depth 20000 sent SIGTERM after 2 s: exit 130 with one line, its file and lock gone. (The engine polls one flag per block: BlockParams::cancel, read by at_layer.)
 Exit 0 iff every case passes.
 """
 import argparse
@@ -68,7 +69,24 @@ except KeyboardInterrupt:
     sys.exit(0)
 sys.exit(3)
 """
-PY_CASES = [("python_simulate_power_iterations", PY_SIMULATE), ("python_gradients_10000_layers", PY_GRADIENTS)]
+PY_LLAMA = """
+import os, sys; sys.path.insert(0, sys.argv[1])
+import rcsim
+m = rcsim.load_model(os.environ["RCSIM_TEST_MODEL"])
+ids = [1] * 256
+print("started", flush=True)
+try:
+    for _ in range(100):  # the pretrained blocks repeated to depth 3000: seconds of CPU per call
+        m.gradients(ids, depth=3000)
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", flush=True)
+    sys.exit(0)
+sys.exit(3)
+"""
+PY_CASES = [("python_simulate_power_iterations", PY_SIMULATE), ("python_gradients_10000_layers", PY_GRADIENTS),
+            ("python_llama_gradients_depth_3000", PY_LLAMA)]
+MODEL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "configs",
+                     "models", "stories260K", "stories260K.bin")
 
 
 def cli_case(rcsim, work, name, keys, sig, seconds, limit):
@@ -114,9 +132,36 @@ def cli_case(rcsim, work, name, keys, sig, seconds, limit):
     return None
 
 
+def generate_case(rcsim, work, limit):
+    """rcsim generate --measure over the pretrained blocks repeated to depth 20000, SIGTERM 2 s in:
+    exit 130 with one line within the limit, the run file and its lock gone."""
+    d = os.path.join(work, "generate_measure_sigterm")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    out = os.path.join(d, "run.h5")
+    child = subprocess.Popen([rcsim, "generate", MODEL, "--sequences=8", "--steps=255", f"--measure={out}",
+                              "--depth=20000"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)
+    sent = time.monotonic()
+    child.send_signal(signal.SIGTERM)
+    try:
+        err = child.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:
+        child.kill()
+        return "FAIL generate_measure_sigterm: still running 60 s after the signal"
+    took = time.monotonic() - sent
+    left = sorted(os.listdir(d))
+    if child.returncode != 130 or "interrupted" not in err or took > limit or left:
+        return (f"FAIL generate_measure_sigterm: exit {child.returncode} {took:.2f} s after the signal (limit {limit} s), "
+                f"files left {left}, stderr {err.strip()[-200:]!r}")
+    print(f"ok   generate_measure_sigterm: exit 130 {took:.2f} s after SIGTERM, nothing left behind", flush=True)
+    shutil.rmtree(d)
+    return None
+
+
 def python_case(build, name, code, limit):
     child = subprocess.Popen([sys.executable, "-c", code, os.path.join(build, "python")], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+                             stderr=subprocess.PIPE, text=True, env=dict(os.environ, RCSIM_TEST_MODEL=MODEL))
     first = child.stdout.readline()
     if "started" not in first:
         child.kill()
@@ -152,6 +197,8 @@ def main():
     for name, keys, sig, seconds in CLI_CASES:
         if a.k in name:
             failures.append(cli_case(os.path.abspath(a.rcsim), work, name, keys, sig, seconds, a.limit))
+    if a.k in "generate_measure_sigterm":
+        failures.append(generate_case(os.path.abspath(a.rcsim), work, a.limit))
     # The compiled engine beside the build tree's package (a build without it, as the sanitizer
     # build, copies the package's Python files only): the Python cases need it.
     package = os.path.join(a.build, "python", "rcsim")
