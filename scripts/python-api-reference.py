@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes docs/reference/python-api.md, the Python API reference, from the docstrings of what
-`rcsim.__all__` names and of the plotting functions of rcsim.plot (inspect: signature and
+`rcsim.__all__` names, of the plotting functions of rcsim.plot and of rcsim.torch.stack (inspect: signature and
 docstring of each; a class with its public methods). Run it after changing a public function
 or its docstring; the test python_api_reference (--check) fails while the file is stale.
 
@@ -21,9 +21,9 @@ PLOT = ("curves", "final", "heatmap")
 HEADER = """# Python API reference
 
 Generated from the docstrings by `scripts/python-api-reference.py` (do not edit by hand; the test
-`python_api_reference` fails when this file is stale). What is here is `rcsim.__all__` and the
-plotting functions of `rcsim.plot`; the guide with examples is [../user/python.md](../user/python.md),
-plotting in [../user/plotting.md](../user/plotting.md).
+`python_api_reference` fails when this file is stale). What is here is `rcsim.__all__`, the
+plotting functions of `rcsim.plot` and `rcsim.torch.stack`; the guide with examples is
+[../user/python.md](../user/python.md), plotting in [../user/plotting.md](../user/plotting.md).
 """
 
 
@@ -66,6 +66,25 @@ def entry(obj, name):
             else "The package's version (the file VERSION of the source tree), a string.", ""]
 
 
+def torch_function(path):
+    """rcsim.torch (rcsim/torch_function.py) and its `stack`, read from the source with ast: the
+    same text with or without torch installed (importing it would need torch)."""
+    import ast
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    module_doc = ast.get_docstring(tree)
+    if not module_doc:
+        raise MissingDocstring("python-api-reference: rcsim.torch has no docstring; write one")
+    lines = ["## rcsim.torch", "", block(module_doc)]
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "stack":
+            doc = ast.get_docstring(node)
+            if not doc:
+                raise MissingDocstring("python-api-reference: rcsim.torch.stack has no docstring; write one")
+            lines += [f"### `rcsim.torch.stack({ast.unparse(node.args)})`", "", block(doc)]
+    return lines
+
+
 def render():
     import rcsim
     import rcsim.plot
@@ -76,6 +95,7 @@ def render():
     lines += ["## rcsim.plot", "", block(docstring(rcsim.plot, "rcsim.plot"))]
     for name in PLOT:
         lines += entry(getattr(rcsim.plot, name), f"rcsim.plot.{name}")
+    lines += torch_function(os.path.join(os.path.dirname(os.path.abspath(rcsim.__file__)), "torch_function.py"))
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -3,7 +3,8 @@ rcsim._engine (`simulate`, `sweep`, `layer`, `gradients`, `resolved_config`), th
 matrices (`measures`, `clusters`), and readers of run files, sweep indexes and analysis files
 (h5py dicts with load_*, labelled xarray objects with open_run/open_sweep). `__all__` is this
 public API, with `from_torch` and `capture` (a bridge from PyTorch, torch imported on use);
-`rcsim.plot` (python3 -m rcsim.plot; rcsim.plot.curves/final/heatmap) draws run files and what is
+`rcsim.torch` (rcsim.torch.stack: a block stack as a torch.autograd.Function, torch imported on
+use); `rcsim.plot` (python3 -m rcsim.plot; rcsim.plot.curves/final/heatmap) draws run files and what is
 in memory (simulate() results, rcsim.measures' dict), and `rcsim.figures` holds what
 the figure scripts of analysis/ share (imported from there, not part of the API). Installed with
 `pip install .` or `pip install -e .` (pyproject.toml), the engine and the executable are inside
@@ -46,4 +47,7 @@ def __getattr__(name):
     if name == "plot":  # rcsim.plot.curves(...) after a plain `import rcsim` (matplotlib loaded on use)
         import importlib
         return importlib.import_module(".plot", __name__)
+    if name == "torch":  # rcsim.torch.stack(...): rcsim's reverse pass as a torch operation (torch loaded on use)
+        import importlib
+        return importlib.import_module(".torch_function", __name__)
     raise AttributeError(f"module 'rcsim' has no attribute '{name}'")

@@ -342,7 +342,11 @@ def gradients(X, cotangent, weights=None, mask=None, layers=None, keys=None, **s
         g = rcsim.gradients(X, C, {"W_Q": Wq, "W_K": Wk, "W_V": Wv}, layers=2, norm={"type": "none"})
         g["W_Q"].sum(axis=0)[0]
     """
-    who = "rcsim.gradients"
+    return _gradients("rcsim.gradients", X, cotangent, weights, mask, layers, keys, sections)
+
+
+def _gradients(who, X, cotangent, weights, mask, layers, keys, sections):
+    """rcsim.gradients, its errors naming `who` (rcsim.torch.stack calls it too)."""
     x, all_keys, merged = _one_matrix_keys(who, X, weights, mask, layers, keys, sections)
     c = check.real_array(who, "cotangent", cotangent, (2,), f"dLoss/dX(layers) with X's shape [N, d] = {list(x.shape)}")
     if c.shape != x.shape:
