@@ -255,7 +255,8 @@ TEST_CASE("swiglu: the key, the draws of W_gate, weights.file and the per-layer 
     CHECK_THAT(ws.mlp_gate(k / 3, k % 3), Catch::Matchers::WithinRel(wg.mlp_out(k / 4, k % 4) * ratio, 1e-15));
   CHECK(ws.mlp_out != wg.mlp_out);
   // weights.mlp = zero: the gate too.
-  WeightSampler sz(with({{"mlp.activation", "swiglu"}, {"weights.mlp", "zero"}}), none);
+  const Config zero = with({{"mlp.activation", "swiglu"}, {"weights.mlp", "zero"}});  // outlives the sampler
+  WeightSampler sz(zero, none);
   sz.begin_trial(rs);
   CHECK(sz.layer(0, rs).mlp_gate == Matrix::Zero(4, 3));
   // The parameters' table: W_gate in the gradients and in weights.file after W_in, [d, m] or [L, d, m].
